@@ -1,0 +1,40 @@
+//! End-to-end tests of the `delta` binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("delta")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn help_explains_the_tool() {
+    let (code, stdout, stderr) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert_eq!(stderr, "");
+    insta::assert_snapshot!(stdout);
+}
+
+#[test]
+fn version_is_printed() {
+    let (code, stdout, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout, format!("delta {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn unknown_arguments_are_usage_errors() {
+    let (code, stdout, stderr) = run(&["--bogus"]);
+    assert_eq!(code, 2);
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("unexpected argument '--bogus'"), "{stderr}");
+}

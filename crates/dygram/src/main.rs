@@ -1,0 +1,7 @@
+//! The `dygram` binary: a thin entry point; everything happens in [`cli`].
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

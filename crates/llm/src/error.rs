@@ -1,0 +1,188 @@
+use std::time::Duration;
+
+use crate::playback::PlaybackMiss;
+
+/// Everything that can go wrong talking to a model.
+///
+/// Messages never contain API keys: adapters redact them from anything a server sends back.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The server refused the credentials (HTTP 401/403). Never retried.
+    #[error("authentication failed (HTTP {status}): {message}")]
+    Auth {
+        /// HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+
+    /// Too many requests (HTTP 429), still failing after the retries.
+    #[error("rate limited (HTTP 429){}: {message}", retry_after_note(*.retry_after))]
+    RateLimited {
+        /// How long the server asked us to wait, if it said.
+        retry_after: Option<Duration>,
+        /// The server's message.
+        message: String,
+    },
+
+    /// The server rejected the request (a 4xx other than 401/403/408/409/429). Never retried.
+    #[error("request rejected (HTTP {status}): {message}")]
+    BadRequest {
+        /// HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+
+    /// The server failed (5xx, 408 or 409), still failing after the retries.
+    #[error("server error (HTTP {status}): {message}")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+
+    /// No complete answer within the request timeout.
+    #[error("no complete response within {}", format_duration(*.after))]
+    Timeout {
+        /// The timeout that expired.
+        after: Duration,
+    },
+
+    /// The server could not be reached, or the connection broke.
+    #[error("cannot reach {url}: {message}")]
+    Transport {
+        /// The URL we were calling.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The server answered with something we cannot understand.
+    #[error("undecodable response: {message}")]
+    Decode {
+        /// What was wrong with it.
+        message: String,
+    },
+
+    /// A streamed answer stopped before its end marker.
+    #[error("the response stream ended before it was complete: {message}")]
+    IncompleteStream {
+        /// What we saw.
+        message: String,
+    },
+
+    /// Playback found no recording for a request.
+    #[error(transparent)]
+    PlaybackMiss(#[from] Box<PlaybackMiss>),
+
+    /// Recordings could not be read or written.
+    #[error("recordings: {0}")]
+    Recording(String),
+}
+
+impl LlmError {
+    /// Whether another attempt could succeed: connection problems, 408, 409, 429 and 5xx.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport { .. }
+        )
+    }
+
+    /// The HTTP status behind this error, when there is one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Auth { status, .. }
+            | Self::BadRequest { status, .. }
+            | Self::Server { status, .. } => Some(*status),
+            Self::RateLimited { .. } => Some(429),
+            _ => None,
+        }
+    }
+
+    /// Builds the error for an HTTP error status.
+    pub(crate) fn from_status(status: u16, message: String, retry_after: Option<Duration>) -> Self {
+        match status {
+            401 | 403 => Self::Auth { status, message },
+            429 => Self::RateLimited {
+                retry_after,
+                message,
+            },
+            408 | 409 | 500..=599 => Self::Server { status, message },
+            _ => Self::BadRequest { status, message },
+        }
+    }
+}
+
+fn retry_after_note(d: Option<Duration>) -> String {
+    d.map(|d| format!(", retry after {}", format_duration(d)))
+        .unwrap_or_default()
+}
+
+pub(crate) fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_kinds() {
+        assert!(matches!(
+            LlmError::from_status(401, String::new(), None),
+            LlmError::Auth { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(403, String::new(), None),
+            LlmError::Auth { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(429, String::new(), None),
+            LlmError::RateLimited { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(408, String::new(), None),
+            LlmError::Server { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(409, String::new(), None),
+            LlmError::Server { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(503, String::new(), None),
+            LlmError::Server { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(400, String::new(), None),
+            LlmError::BadRequest { .. }
+        ));
+        assert!(matches!(
+            LlmError::from_status(404, String::new(), None),
+            LlmError::BadRequest { .. }
+        ));
+    }
+
+    #[test]
+    fn messages_read_well() {
+        let e = LlmError::from_status(429, "slow down".into(), Some(Duration::from_secs(2)));
+        assert_eq!(
+            e.to_string(),
+            "rate limited (HTTP 429), retry after 2 s: slow down"
+        );
+        let e = LlmError::Timeout {
+            after: Duration::from_millis(1500),
+        };
+        assert_eq!(e.to_string(), "no complete response within 1.5 s");
+        assert_eq!(format_duration(Duration::from_millis(20)), "20 ms");
+    }
+}

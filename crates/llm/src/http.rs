@@ -1,0 +1,337 @@
+//! The HTTP transport shared by the adapters: timeouts, retries and error mapping.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::LlmError;
+use crate::retry::{RetryNotice, RetryPolicy, jitter, parse_retry_after};
+use crate::secret::ApiKey;
+use crate::sse::{SseEvent, SseParser};
+use crate::types::{ChatResponse, StreamEvent};
+
+/// Called before each retry wait, e.g. to tell the user what is going on.
+pub type RetryHook = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
+
+/// Transport settings.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// Limit for one whole request, answer included (default 10 minutes).
+    pub timeout: Duration,
+    /// Limit for establishing the connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Told about each retry.
+    pub on_retry: Option<RetryHook>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            on_retry: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("retry", &self.retry)
+            .field("on_retry", &self.on_retry.as_ref().map(|_| "<hook>"))
+            .finish()
+    }
+}
+
+/// Largest error body we read.
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+/// Largest non-streamed answer we accept.
+const MAX_RESPONSE_BODY: u64 = 64 * 1024 * 1024;
+
+pub(crate) struct Http {
+    agent: ureq::Agent,
+    options: HttpOptions,
+}
+
+impl Http {
+    pub(crate) fn new(options: HttpOptions) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(options.timeout))
+            .timeout_connect(Some(options.connect_timeout))
+            .user_agent(concat!("delta-dygram-llm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Self { agent, options }
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.options.timeout
+    }
+
+    /// POSTs `body` to `url` and returns the body of a 2xx answer, retrying as the policy says.
+    /// Everything the server says in errors passes through `key`'s redaction.
+    pub(crate) fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+        key: Option<&ApiKey>,
+    ) -> Result<ureq::Body, LlmError> {
+        let payload = serde_json::to_vec(body).map_err(|e| LlmError::Decode {
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        let policy = &self.options.retry;
+        let max = policy.max_attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            let (err, retry_after) = match self.send_once(url, headers, &payload, key) {
+                Ok(body) => return Ok(body),
+                Err(failure) => failure,
+            };
+            if !err.is_retryable() || attempt >= max {
+                return Err(err);
+            }
+            let delay = policy.delay(attempt, retry_after, jitter());
+            if let Some(hook) = &self.options.on_retry {
+                hook(&RetryNotice {
+                    attempt,
+                    max_attempts: max,
+                    delay,
+                    error: err.to_string(),
+                });
+            }
+            std::thread::sleep(delay);
+            attempt += 1;
+        }
+    }
+
+    fn send_once(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        payload: &[u8],
+        key: Option<&ApiKey>,
+    ) -> Result<ureq::Body, (LlmError, Option<Duration>)> {
+        let mut request = self
+            .agent
+            .post(url)
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, value.as_str());
+        }
+        let response = request
+            .send(payload)
+            .map_err(|e| (transport_error(e, url, self.options.timeout), None))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response.into_body());
+        }
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let retry_after = parse_retry_after(
+            header("retry-after-ms").as_deref(),
+            header("retry-after").as_deref(),
+        );
+        let mut text = String::new();
+        let _ = response
+            .into_body()
+            .into_with_config()
+            .limit(MAX_ERROR_BODY)
+            .reader()
+            .read_to_string(&mut text);
+        let mut message = error_message(&text, status);
+        if let Some(key) = key {
+            message = key.redact(&message);
+        }
+        Err((
+            LlmError::from_status(status, message, retry_after),
+            retry_after,
+        ))
+    }
+}
+
+/// Reads a whole (non-streamed) answer body.
+pub(crate) fn read_body(
+    body: ureq::Body,
+    url: &str,
+    timeout: Duration,
+) -> Result<Vec<u8>, LlmError> {
+    let mut bytes = Vec::new();
+    body.into_with_config()
+        .limit(MAX_RESPONSE_BODY)
+        .reader()
+        .read_to_end(&mut bytes)
+        .map_err(|e| body_read_error(e, url, timeout))?;
+    Ok(bytes)
+}
+
+/// Turns server-sent events into one answer (one implementation per protocol).
+pub(crate) trait StreamAssembly {
+    /// Takes the next event, reporting progress through `on_event`.
+    fn event(
+        &mut self,
+        event: &SseEvent,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<(), LlmError>;
+    /// Whether the protocol's end marker has arrived.
+    fn is_done(&self) -> bool;
+    /// The whole answer, or an error if the stream was not complete.
+    fn finish(self) -> Result<ChatResponse, LlmError>;
+}
+
+/// Reads an event stream into `assembly` until its end marker or the end of the body.
+pub(crate) fn read_stream<A: StreamAssembly>(
+    body: ureq::Body,
+    url: &str,
+    timeout: Duration,
+    mut assembly: A,
+    on_event: &mut dyn FnMut(StreamEvent),
+) -> Result<ChatResponse, LlmError> {
+    let mut reader = body.into_reader();
+    let mut parser = SseParser::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| body_read_error(e, url, timeout))?;
+        if n == 0 {
+            break;
+        }
+        for event in parser.feed(&buf[..n]) {
+            assembly.event(&event, on_event)?;
+            if assembly.is_done() {
+                return assembly.finish();
+            }
+        }
+    }
+    for event in parser.finish() {
+        assembly.event(&event, on_event)?;
+    }
+    assembly.finish()
+}
+
+/// Maps a ureq failure to our error type.
+pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) -> LlmError {
+    use ureq::Timeout as T;
+    match err {
+        ureq::Error::Timeout(T::Connect | T::Resolve) => LlmError::Transport {
+            url: url.to_string(),
+            message: "connection timed out".into(),
+        },
+        ureq::Error::Timeout(_) => LlmError::Timeout { after: timeout },
+        ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            LlmError::Timeout { after: timeout }
+        }
+        ureq::Error::HostNotFound => LlmError::Transport {
+            url: url.to_string(),
+            message: "host not found".into(),
+        },
+        ureq::Error::Io(e) => LlmError::Transport {
+            url: url.to_string(),
+            message: e.to_string(),
+        },
+        other => LlmError::Transport {
+            url: url.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Maps an error while reading an answer's body.
+pub(crate) fn body_read_error(err: std::io::Error, url: &str, timeout: Duration) -> LlmError {
+    match transport_error(ureq::Error::from(err), url, timeout) {
+        LlmError::Transport { message, .. } => LlmError::IncompleteStream {
+            message: format!("connection broke while reading the answer: {message}"),
+        },
+        other => other,
+    }
+}
+
+/// Pulls a readable message out of an error body (OpenAI, Anthropic and common server shapes).
+pub(crate) fn error_message(body: &str, status: u16) -> String {
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return format!("HTTP {status} with an empty body");
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+        let error = v.get("error").unwrap_or(&v);
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .or_else(|| error.as_str())
+            .or_else(|| v.get("detail").and_then(Value::as_str))
+            .or_else(|| v.get("message").and_then(Value::as_str));
+        let kind = error
+            .get("code")
+            .and_then(Value::as_str)
+            .or_else(|| error.get("type").and_then(Value::as_str));
+        match (message, kind) {
+            (Some(m), Some(k)) => return format!("{m} ({k})"),
+            (Some(m), None) => return m.to_string(),
+            (None, Some(k)) => return k.to_string(),
+            (None, None) => {}
+        }
+    }
+    const MAX: usize = 500;
+    if trimmed.len() > MAX {
+        let mut end = MAX;
+        while !trimmed.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &trimmed[..end])
+    } else {
+        trimmed.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages_from_common_shapes() {
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"bad model","type":"invalid_request_error"}}"#,
+                400
+            ),
+            "bad model (invalid_request_error)"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                529
+            ),
+            "Overloaded (overloaded_error)"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"","type":"internal_server_error","code":null}}"#,
+                500
+            ),
+            "internal_server_error"
+        );
+        assert_eq!(error_message(r#"{"detail":"Not Found"}"#, 404), "Not Found");
+        assert_eq!(error_message(r#"{"error":"plain"}"#, 400), "plain");
+        assert_eq!(error_message("", 502), "HTTP 502 with an empty body");
+        assert_eq!(
+            error_message("<html>gateway</html>", 502),
+            "<html>gateway</html>"
+        );
+        assert!(error_message(&"é".repeat(600), 500).ends_with('…'));
+    }
+}

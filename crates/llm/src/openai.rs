@@ -1,0 +1,756 @@
+//! OpenAI-compatible Chat Completions (`POST {base}/chat/completions`).
+//!
+//! Written for interoperability with real servers, not only OpenAI's: explicit `null`s are accepted
+//! everywhere, tool-call stream deltas that repeat the call's id and name are assembled correctly, and
+//! requests use the most widely accepted shapes (string content for text, `"content": ""` on assistant
+//! turns that only carry tool calls, because llama.cpp's server rejects `null`).
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::LlmClient;
+use crate::error::LlmError;
+use crate::http::{Http, HttpOptions, StreamAssembly, read_body, read_stream};
+use crate::secret::ApiKey;
+use crate::sse::SseEvent;
+use crate::types::{
+    ChatRequest, ChatResponse, ContentBlock, Message, Role, StopReason, StreamEvent, ToolChoice,
+    Usage, join_text,
+};
+
+/// Default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Settings of an [`OpenAiClient`].
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Base URL up to and including the version, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; local servers often need none.
+    pub api_key: Option<ApiKey>,
+    /// Transport settings.
+    pub http: HttpOptions,
+    /// Ask for a usage chunk at the end of streams (`stream_options.include_usage`).
+    pub stream_usage: bool,
+}
+
+impl OpenAiConfig {
+    /// Settings for `base_url` with defaults for everything else.
+    pub fn new(base_url: impl Into<String>, api_key: Option<ApiKey>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key,
+            http: HttpOptions::default(),
+            stream_usage: true,
+        }
+    }
+}
+
+/// A client for OpenAI-compatible servers.
+pub struct OpenAiClient {
+    url: String,
+    api_key: Option<ApiKey>,
+    http: Http,
+    stream_usage: bool,
+}
+
+impl std::fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key)
+            .finish()
+    }
+}
+
+impl OpenAiClient {
+    /// A client with the given settings.
+    pub fn new(config: OpenAiConfig) -> Self {
+        let base = config.base_url.trim_end_matches('/');
+        Self {
+            url: format!("{base}/chat/completions"),
+            api_key: config.api_key,
+            http: Http::new(config.http),
+            stream_usage: config.stream_usage,
+        }
+    }
+
+    /// The endpoint this client posts to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = Vec::new();
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization", format!("Bearer {}", key.expose())));
+        }
+        headers
+    }
+
+    fn redact(&self, text: String) -> String {
+        match &self.api_key {
+            Some(key) => key.redact(&text),
+            None => text,
+        }
+    }
+}
+
+impl LlmClient for OpenAiClient {
+    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request, false, false);
+        let response =
+            self.http
+                .post_json(&self.url, &self.headers(), &body, self.api_key.as_ref())?;
+        let bytes = read_body(response, &self.url, self.http.timeout())?;
+        parse_response(&bytes).map_err(|e| match e {
+            LlmError::Decode { message } => LlmError::Decode {
+                message: self.redact(message),
+            },
+            other => other,
+        })
+    }
+
+    fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request, true, self.stream_usage);
+        let response =
+            self.http
+                .post_json(&self.url, &self.headers(), &body, self.api_key.as_ref())?;
+        read_stream(
+            response,
+            &self.url,
+            self.http.timeout(),
+            StreamAssembler::default(),
+            on_event,
+        )
+    }
+
+    fn describe(&self) -> String {
+        format!("openai-compatible {}", self.url)
+    }
+}
+
+/// The JSON body for `request` (public for tests and for tools that show what would be sent).
+pub fn request_body(request: &ChatRequest, stream: bool, stream_usage: bool) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert(
+        "messages".into(),
+        Value::Array(wire_messages(&request.messages)),
+    );
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(m) = request.max_tokens {
+        body.insert("max_tokens".into(), json!(m));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+        if stream_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+    Value::Object(body)
+}
+
+fn wire_messages(messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for m in messages {
+        match m.role {
+            Role::System => out.push(json!({"role": "system", "content": m.text()})),
+            Role::Assistant => {
+                let calls: Vec<Value> = m
+                    .tool_calls()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function",
+                               "function": {"name": c.name, "arguments": arguments_string(c.arguments)}})
+                    })
+                    .collect();
+                let mut msg = Map::new();
+                msg.insert("role".into(), json!("assistant"));
+                // Never null: strict servers (llama.cpp) reject it.
+                msg.insert("content".into(), json!(m.text()));
+                if !calls.is_empty() {
+                    msg.insert("tool_calls".into(), Value::Array(calls));
+                }
+                out.push(Value::Object(msg));
+            }
+            Role::User | Role::Tool => {
+                for block in &m.content {
+                    if let ContentBlock::ToolResult {
+                        tool_call_id,
+                        content,
+                        ..
+                    } = block
+                    {
+                        out.push(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}));
+                    }
+                }
+                let text_blocks: Vec<&ContentBlock> = m
+                    .content
+                    .iter()
+                    .filter(|b| matches!(b, ContentBlock::Text { .. }))
+                    .collect();
+                if !text_blocks.is_empty() || (m.role == Role::User && m.content.is_empty()) {
+                    out.push(json!({"role": "user", "content": join_text(&m.content)}));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn arguments_string(arguments: &Value) -> String {
+    match arguments {
+        // Invalid JSON the model produced earlier is sent back exactly as it was.
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Arguments text → value: empty means `{}`, invalid JSON is kept verbatim as a string.
+pub(crate) fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+}
+
+#[derive(Deserialize, Default)]
+struct WireResponse {
+    id: Option<String>,
+    model: Option<String>,
+    choices: Option<Vec<WireChoice>>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireChoice {
+    message: Option<WireMessage>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireMessage {
+    content: Option<Value>,
+    tool_calls: Option<Vec<WireToolCall>>,
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireToolCall {
+    id: Option<String>,
+    function: Option<WireFunction>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireFunction {
+    name: Option<String>,
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Usage {
+            input_tokens: u.prompt_tokens.unwrap_or(0),
+            output_tokens: u.completion_tokens.unwrap_or(0),
+        }
+    }
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+fn stop_reason(finish: Option<&str>, has_tool_calls: bool) -> StopReason {
+    match finish.map(StopReason::parse) {
+        // Some servers say "stop" even when they return tool calls; the calls are what matters.
+        Some(StopReason::EndTurn) | None if has_tool_calls => StopReason::ToolUse,
+        Some(reason) => reason,
+        None => StopReason::EndTurn,
+    }
+}
+
+/// Parses a non-streamed answer.
+pub(crate) fn parse_response(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
+    let wire: WireResponse = serde_json::from_slice(bytes).map_err(|e| LlmError::Decode {
+        message: format!("{e} in {}", snippet(bytes)),
+    })?;
+    let choice = wire
+        .choices
+        .and_then(|c| c.into_iter().next())
+        .ok_or_else(|| LlmError::Decode {
+            message: format!("the answer has no choices: {}", snippet(bytes)),
+        })?;
+    let message = choice.message.unwrap_or_default();
+    let mut content = Vec::new();
+    let mut text = message
+        .content
+        .as_ref()
+        .map(content_text)
+        .unwrap_or_default();
+    if text.is_empty()
+        && let Some(refusal) = message.refusal
+    {
+        text = refusal;
+    }
+    if !text.is_empty() {
+        content.push(ContentBlock::text(text));
+    }
+    for (i, call) in message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        let function = call.function.unwrap_or_default();
+        let arguments = match function.arguments {
+            Some(Value::String(raw)) => parse_arguments(&raw),
+            Some(Value::Null) | None => json!({}),
+            Some(other) => other,
+        };
+        content.push(ContentBlock::tool_call(
+            call.id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| format!("call_{i}")),
+            function.name.unwrap_or_default(),
+            arguments,
+        ));
+    }
+    let has_calls = content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
+    Ok(ChatResponse {
+        content,
+        stop_reason: stop_reason(choice.finish_reason.as_deref(), has_calls),
+        usage: wire.usage.map(Usage::from).unwrap_or_default(),
+        model: wire.model,
+        id: wire.id,
+    })
+}
+
+fn snippet(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+    if bytes.len() > 300 {
+        format!("{text}…")
+    } else {
+        text
+    }
+}
+
+#[derive(Deserialize)]
+struct WireChunk {
+    id: Option<String>,
+    model: Option<String>,
+    choices: Option<Vec<WireChunkChoice>>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    delta: Option<WireDelta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    content: Option<Value>,
+    tool_calls: Option<Vec<WireDeltaCall>>,
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDeltaCall {
+    index: Option<usize>,
+    id: Option<String>,
+    function: Option<WireDeltaFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireDeltaFunction {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Default)]
+struct PartialCall {
+    index: usize,
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Builds an answer from stream chunks.
+#[derive(Default)]
+struct StreamAssembler {
+    text: String,
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    id: Option<String>,
+    model: Option<String>,
+    events: usize,
+    done: bool,
+}
+
+impl StreamAssembly for StreamAssembler {
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn event(
+        &mut self,
+        event: &SseEvent,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<(), LlmError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.events += 1;
+        let chunk: WireChunk = serde_json::from_str(data).map_err(|e| LlmError::Decode {
+            message: format!("bad stream chunk ({e}): {}", snippet(data.as_bytes())),
+        })?;
+        if let Some(error) = chunk.error {
+            let message = crate::http::error_message(&json!({ "error": error }).to_string(), 500);
+            return Err(LlmError::Server {
+                status: 500,
+                message,
+            });
+        }
+        if self.id.is_none() {
+            self.id = chunk.id;
+        }
+        if self.model.is_none() {
+            self.model = chunk.model;
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage.into());
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+            let Some(delta) = choice.delta else { continue };
+            let text = delta
+                .content
+                .as_ref()
+                .map(content_text)
+                .or(delta.refusal)
+                .unwrap_or_default();
+            if !text.is_empty() {
+                self.text.push_str(&text);
+                on_event(StreamEvent::TextDelta(text));
+            }
+            for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                let index = call.index.unwrap_or(position);
+                let slot = match self.calls.iter().position(|c| c.index == index) {
+                    Some(i) => i,
+                    None => {
+                        self.calls.push(PartialCall {
+                            index,
+                            ..PartialCall::default()
+                        });
+                        self.calls.len() - 1
+                    }
+                };
+                let slot_index = slot;
+                let partial = &mut self.calls[slot_index];
+                if partial.id.is_none() {
+                    partial.id = call.id.filter(|id| !id.is_empty());
+                }
+                let function = call.function;
+                // The name is taken once: some servers repeat it in every delta.
+                if partial.name.is_empty()
+                    && let Some(name) = function
+                        .as_ref()
+                        .and_then(|f| f.name.clone())
+                        .filter(|n| !n.is_empty())
+                {
+                    partial.name = name.clone();
+                    on_event(StreamEvent::ToolCallStarted {
+                        index: slot_index,
+                        name,
+                    });
+                }
+                if let Some(fragment) = function.and_then(|f| f.arguments).filter(|a| !a.is_empty())
+                {
+                    partial.arguments.push_str(&fragment);
+                    on_event(StreamEvent::ToolCallDelta {
+                        index: slot_index,
+                        fragment,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<ChatResponse, LlmError> {
+        if !self.done {
+            let message = if self.events == 0 {
+                "the server sent no events before closing the stream (llama.cpp's server does this for \
+                 streaming requests with tool_choice \"auto\"; a non-streaming request works)"
+                    .to_string()
+            } else {
+                format!("no [DONE] marker after {} events", self.events)
+            };
+            return Err(LlmError::IncompleteStream { message });
+        }
+        if self.finish_reason.is_none() {
+            // Every conforming server ends the last choice with a finish_reason. A [DONE] without one
+            // means generation was cut short and the answer is truncated.
+            return Err(LlmError::IncompleteStream {
+                message: format!(
+                    "the stream ended after {} events without a finish_reason, so the answer is truncated \
+                     (llama-cpp-python's server does this when another request interrupts it)",
+                    self.events
+                ),
+            });
+        }
+        let mut content = Vec::new();
+        if !self.text.is_empty() {
+            content.push(ContentBlock::text(self.text));
+        }
+        let mut calls = self.calls;
+        calls.sort_by_key(|c| c.index);
+        let has_calls = !calls.is_empty();
+        for (i, call) in calls.into_iter().enumerate() {
+            content.push(ContentBlock::tool_call(
+                call.id.unwrap_or_else(|| format!("call_{i}")),
+                call.name,
+                parse_arguments(&call.arguments),
+            ));
+        }
+        Ok(ChatResponse {
+            content,
+            stop_reason: stop_reason(self.finish_reason.as_deref(), has_calls),
+            usage: self.usage.unwrap_or_default(),
+            model: self.model,
+            id: self.id,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ToolDefinition;
+
+    #[test]
+    fn request_shapes_follow_the_interoperable_subset() {
+        let req = ChatRequest::new(
+            "m",
+            vec![
+                Message::system("sys"),
+                Message::user("hi"),
+                Message::assistant(vec![
+                    ContentBlock::tool_call("c1", "ls", json!({"path": "."})),
+                    ContentBlock::tool_call("c2", "bad", Value::String("{oops".into())),
+                ]),
+                Message::tool_results(vec![
+                    ContentBlock::tool_result("c1", "a b", false),
+                    ContentBlock::tool_result("c2", "invalid arguments", true),
+                ]),
+            ],
+        )
+        .with_tools(vec![ToolDefinition {
+            name: "ls".into(),
+            description: "list".into(),
+            parameters: json!({"type": "object"}),
+        }]);
+        let body = request_body(&req, false, true);
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "sys"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "", "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}},
+                        {"id": "c2", "type": "function", "function": {"name": "bad", "arguments": "{oops"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "a b"},
+                    {"role": "tool", "tool_call_id": "c2", "content": "invalid arguments"}
+                ],
+                "tools": [{"type": "function", "function": {"name": "ls", "description": "list", "parameters": {"type": "object"}}}],
+                "tool_choice": "auto"
+            })
+        );
+        assert!(body.get("temperature").is_none() && body.get("max_tokens").is_none());
+        let streamed = request_body(
+            &req.clone().with_temperature(0.2).with_max_tokens(9),
+            true,
+            true,
+        );
+        assert_eq!(streamed["stream"], json!(true));
+        assert_eq!(streamed["stream_options"], json!({"include_usage": true}));
+        assert_eq!(streamed["temperature"], json!(0.2));
+        assert_eq!(streamed["max_tokens"], json!(9));
+        let forced = request_body(
+            &req.with_tool_choice(ToolChoice::Tool("ls".into())),
+            false,
+            false,
+        );
+        assert_eq!(
+            forced["tool_choice"],
+            json!({"type": "function", "function": {"name": "ls"}})
+        );
+    }
+
+    #[test]
+    fn parses_answers_with_explicit_nulls() {
+        let body = br#"{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,
+            "tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}],
+            "refusal":null,"function_call":null},"logprobs":null,"finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;
+        let r = parse_response(body).unwrap();
+        assert_eq!(
+            r.content,
+            vec![ContentBlock::tool_call("c", "f", json!({"a": 1}))]
+        );
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 3,
+                output_tokens: 4
+            }
+        );
+    }
+
+    #[test]
+    fn tool_calls_win_over_a_stop_finish_reason_and_bad_arguments_are_kept() {
+        let body = br#"{"choices":[{"message":{"content":"ok","tool_calls":[{"function":{"name":"f","arguments":"{nope"}}]},"finish_reason":"stop"}],"usage":null}"#;
+        let r = parse_response(body).unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            r.content[1],
+            ContentBlock::tool_call("call_0", "f", json!("{nope"))
+        );
+        assert_eq!(r.usage, Usage::default());
+    }
+
+    #[test]
+    fn empty_choices_and_garbage_are_decode_errors() {
+        assert!(matches!(
+            parse_response(br#"{"choices":[]}"#),
+            Err(LlmError::Decode { .. })
+        ));
+        let err = parse_response(b"<html>").unwrap_err().to_string();
+        assert!(err.contains("<html>"), "{err}");
+    }
+
+    fn assemble(chunks: &[&str]) -> Result<(ChatResponse, Vec<StreamEvent>), LlmError> {
+        let mut a = StreamAssembler::default();
+        let mut events = Vec::new();
+        for c in chunks {
+            a.event(
+                &SseEvent {
+                    event: None,
+                    data: c.to_string(),
+                },
+                &mut |e| events.push(e),
+            )?;
+        }
+        Ok((a.finish()?, events))
+    }
+
+    #[test]
+    fn stream_with_repeated_ids_and_names_takes_the_name_once() {
+        let (r, events) = assemble(&[
+            r#"{"choices":[{"delta":{"role":"assistant","content":null,"tool_calls":null},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"\"city\": "}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"\"Paris\"}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            r.content,
+            vec![ContentBlock::tool_call(
+                "call_1",
+                "get_weather",
+                json!({"city": "Paris"})
+            )]
+        );
+        assert_eq!(r.usage.total(), 11);
+        let started = events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::ToolCallStarted { .. }))
+            .count();
+        assert_eq!(started, 1);
+    }
+
+    #[test]
+    fn stream_without_done_is_an_error() {
+        let err = assemble(&[r#"{"choices":[{"delta":{"content":"hi"}}]}"#]).unwrap_err();
+        assert!(matches!(err, LlmError::IncompleteStream { .. }), "{err}");
+        let err = assemble(&[]).unwrap_err();
+        assert!(err.to_string().contains("no events"), "{err}");
+    }
+
+    #[test]
+    fn done_without_a_finish_reason_is_a_truncated_answer() {
+        let err = assemble(&[
+            r#"{"choices":[{"delta":{"content":"Once upon"},"finish_reason":null}]}"#,
+            "[DONE]",
+        ])
+        .unwrap_err();
+        assert!(matches!(err, LlmError::IncompleteStream { .. }), "{err}");
+        assert!(err.to_string().contains("without a finish_reason"), "{err}");
+    }
+
+    #[test]
+    fn error_chunks_become_errors() {
+        let err = assemble(&[r#"{"error":{"message":"boom","type":"server_error"}}"#]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "server error (HTTP 500): boom (server_error)"
+        );
+    }
+}

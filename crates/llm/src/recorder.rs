@@ -1,0 +1,128 @@
+//! Recording: wrap any client and keep every exchange as `turn-<n>.json`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use store::{Clock, IdSource};
+
+use crate::LlmClient;
+use crate::error::LlmError;
+use crate::recording::{Recording, file_name, recording_files};
+use crate::types::{ChatRequest, ChatResponse, StreamEvent};
+
+/// A client that forwards to `inner` and writes each successful exchange to a directory.
+///
+/// Files are numbered after the highest `turn-<n>.json` already there, so recording into a directory
+/// across several processes continues the sequence instead of overwriting it. Only the neutral request
+/// and response are written: no headers, so no API key, ever reaches a recording.
+pub struct Recorder<C> {
+    inner: C,
+    dir: PathBuf,
+    clock: Clock,
+    ids: IdSource,
+    lock: Mutex<()>,
+}
+
+impl<C: LlmClient> Recorder<C> {
+    /// Records into `dir`, creating it if needed.
+    pub fn new(inner: C, dir: impl Into<PathBuf>) -> Result<Self, LlmError> {
+        let dir = dir.into();
+        store::atomic::create_dir_all_durable(&dir)
+            .map_err(|e| LlmError::Recording(e.to_string()))?;
+        Ok(Self {
+            inner,
+            dir,
+            clock: Clock::System,
+            ids: IdSource::random(),
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// Uses `clock` for timestamps.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Uses `ids` for request ids.
+    pub fn with_ids(mut self, ids: IdSource) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// The directory recordings go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The wrapped client.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    fn record(
+        &self,
+        request: &ChatRequest,
+        response: &ChatResponse,
+        requested_at: jiff::Timestamp,
+    ) -> Result<PathBuf, LlmError> {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let request_id = format!("req-{}-{}", requested_at.as_millisecond(), self.ids.hex(9));
+        let recording = Recording::new(
+            request,
+            response,
+            &request_id,
+            &requested_at.to_string(),
+            &self.clock.now().to_string(),
+        );
+        let next = next_turn_number(&self.dir)?;
+        let path = self.dir.join(format!("turn-{next}.json"));
+        store::write_json_atomic(&path, &recording, true)
+            .map_err(|e| LlmError::Recording(e.to_string()))?;
+        Ok(path)
+    }
+}
+
+/// One more than the highest `turn-<n>.json` in `dir` (1 for an empty directory).
+pub fn next_turn_number(dir: &Path) -> Result<u64, LlmError> {
+    let highest = recording_files(dir)?
+        .iter()
+        .filter_map(|p| {
+            file_name(p)
+                .strip_prefix("turn-")?
+                .strip_suffix(".json")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    Ok(highest + 1)
+}
+
+impl<C: LlmClient> LlmClient for Recorder<C> {
+    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let requested_at = self.clock.now();
+        let response = self.inner.complete(request)?;
+        self.record(request, &response, requested_at)?;
+        Ok(response)
+    }
+
+    fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<ChatResponse, LlmError> {
+        let requested_at = self.clock.now();
+        let response = self.inner.complete_streaming(request, on_event)?;
+        self.record(request, &response, requested_at)?;
+        Ok(response)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} (recording to {})",
+            self.inner.describe(),
+            self.dir.display()
+        )
+    }
+}

@@ -1,0 +1,506 @@
+//! The same behaviour, checked for both wire protocols against the scripted server.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llm::{
+    ChatRequest, ContentBlock, HttpOptions, LlmError, Message, StopReason, StreamEvent, ToolChoice,
+    ToolDefinition, Usage,
+};
+use serde_json::{Value, json};
+use testkit::{Protocol, Reply, ScriptedServer, ToolCallSpec};
+
+use crate::support::{KEY, client, fast_http};
+
+fn weather_tool() -> ToolDefinition {
+    ToolDefinition {
+        name: "get_weather".into(),
+        description: "Weather for a city".into(),
+        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    }
+}
+
+fn request() -> ChatRequest {
+    ChatRequest::new(
+        "test-model",
+        vec![
+            Message::system("Be terse."),
+            Message::user("Weather in Paris and Oslo?"),
+        ],
+    )
+    .with_tools(vec![weather_tool()])
+}
+
+/// Defines one test per protocol for each listed function `fn name(protocol: Protocol)`.
+macro_rules! both_protocols {
+    ($($name:ident),* $(,)?) => {
+        mod openai {
+            $( #[test] fn $name() { super::$name(testkit::Protocol::OpenAi) } )*
+        }
+        mod anthropic {
+            $( #[test] fn $name() { super::$name(testkit::Protocol::Anthropic) } )*
+        }
+    };
+}
+
+both_protocols!(
+    plain_answer,
+    several_tool_calls_in_one_answer,
+    streaming_with_fragmented_tool_arguments,
+    streaming_plain_text_over_a_trickling_connection,
+    follow_up_turn_carries_tool_results,
+    bad_request_surfaces_the_server_message,
+    unauthorized_is_not_retried_and_the_key_never_leaks,
+    rate_limit_with_retry_after_is_retried,
+    server_error_is_retried_then_fails,
+    server_error_then_success_recovers,
+    timeout_is_reported_and_not_retried,
+    stream_cut_before_its_end_is_an_error,
+    unreachable_server_is_a_transport_error,
+    retry_hook_is_told_about_each_retry,
+);
+
+fn plain_answer(protocol: Protocol) {
+    let server = ScriptedServer::start([Reply::text("Sunny.").usage(12, 3)]);
+    let response = client(&server, protocol, fast_http())
+        .complete(&ChatRequest::new("test-model", vec![Message::user("hi")]))
+        .unwrap();
+    assert_eq!(response.content, vec![ContentBlock::text("Sunny.")]);
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        response.usage,
+        Usage {
+            input_tokens: 12,
+            output_tokens: 3
+        }
+    );
+    assert_eq!(response.model.as_deref(), Some("test-model"));
+
+    let sent = &server.requests()[0];
+    let body = sent.json();
+    assert_eq!(body["model"], "test-model");
+    assert!(
+        body.get("temperature").is_none(),
+        "unset temperature must be omitted: {body}"
+    );
+    assert!(body.get("stream").is_none());
+    match protocol {
+        Protocol::OpenAi => {
+            assert_eq!(sent.path, "/v1/chat/completions");
+            assert_eq!(
+                sent.header("authorization"),
+                Some(format!("Bearer {KEY}").as_str())
+            );
+            assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+            assert!(
+                body.get("max_tokens").is_none(),
+                "unset max_tokens must be omitted: {body}"
+            );
+        }
+        Protocol::Anthropic => {
+            assert_eq!(sent.path, "/v1/messages");
+            assert_eq!(sent.header("x-api-key"), Some(KEY));
+            assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
+            assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+            assert_eq!(
+                body["max_tokens"], 4096,
+                "Anthropic requires max_tokens; a default is sent"
+            );
+        }
+    }
+}
+
+fn several_tool_calls_in_one_answer(protocol: Protocol) {
+    let server = ScriptedServer::start([Reply::tool_calls([
+        ToolCallSpec::new("call_a", "get_weather", json!({"city": "Paris"})),
+        ToolCallSpec::new("call_b", "get_weather", json!({"city": "Oslo"})),
+    ])
+    .with_text("Checking both.")]);
+    let response = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap();
+    assert_eq!(
+        response.content,
+        vec![
+            ContentBlock::text("Checking both."),
+            ContentBlock::tool_call("call_a", "get_weather", json!({"city": "Paris"})),
+            ContentBlock::tool_call("call_b", "get_weather", json!({"city": "Oslo"})),
+        ]
+    );
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    let body = server.requests()[0].json();
+    match protocol {
+        Protocol::OpenAi => {
+            assert_eq!(body["tool_choice"], "auto");
+            assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+            assert_eq!(
+                body["messages"][0],
+                json!({"role": "system", "content": "Be terse."})
+            );
+        }
+        Protocol::Anthropic => {
+            assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+            assert_eq!(
+                body["tools"][0]["input_schema"]["required"],
+                json!(["city"])
+            );
+            assert_eq!(body["system"], "Be terse.");
+        }
+    }
+}
+
+fn streaming_with_fragmented_tool_arguments(protocol: Protocol) {
+    // Two-character fragments, the llama.cpp habit of repeating id and name in every delta, and a body
+    // written a few bytes at a time so events straddle network reads.
+    let server = ScriptedServer::start([Reply::tool_calls([
+        ToolCallSpec::new(
+            "call_a",
+            "get_weather",
+            json!({"city": "Paris", "units": "metric"}),
+        ),
+        ToolCallSpec::new("call_b", "get_weather", json!({"city": "Oslo"})),
+    ])
+    .with_text("Let me look.")
+    .fragment(2)
+    .repeat_tool_ids()
+    .trickle(7)
+    .usage(40, 17)]);
+    let mut events = Vec::new();
+    let response = client(&server, protocol, fast_http())
+        .complete_streaming(&request(), &mut |e| events.push(e))
+        .unwrap();
+    assert_eq!(
+        response.content,
+        vec![
+            ContentBlock::text("Let me look."),
+            ContentBlock::tool_call(
+                "call_a",
+                "get_weather",
+                json!({"city": "Paris", "units": "metric"})
+            ),
+            ContentBlock::tool_call("call_b", "get_weather", json!({"city": "Oslo"})),
+        ]
+    );
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    assert_eq!(
+        response.usage,
+        Usage {
+            input_tokens: 40,
+            output_tokens: 17
+        }
+    );
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Let me look.");
+    let started: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallStarted { index, name } => Some((*index, name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, vec![(0, "get_weather"), (1, "get_weather")]);
+    let body = server.requests()[0].json();
+    assert_eq!(body["stream"], true);
+    if protocol == Protocol::OpenAi {
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    }
+}
+
+fn streaming_plain_text_over_a_trickling_connection(protocol: Protocol) {
+    let text = "Überall sonnig — 21 °C in Paris, 9 °C in Oslo.";
+    let server = ScriptedServer::start([Reply::text(text).fragment(3).trickle(1)]);
+    let mut deltas = String::new();
+    let response = client(&server, protocol, fast_http())
+        .complete_streaming(&request(), &mut |e| {
+            if let StreamEvent::TextDelta(t) = e {
+                deltas.push_str(&t);
+            }
+        })
+        .unwrap();
+    assert_eq!(response.text(), text);
+    assert_eq!(deltas, text);
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+}
+
+fn follow_up_turn_carries_tool_results(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_1", "get_weather", json!({"city": "Paris"})),
+        Reply::text("It is sunny in Paris."),
+    ]);
+    let client = client(&server, protocol, fast_http());
+    let mut req = request();
+    let first = client.complete(&req).unwrap();
+    req.messages.push(first.to_message());
+    req.messages
+        .push(Message::tool_results(vec![ContentBlock::tool_result(
+            "call_1",
+            "sunny, 21C",
+            false,
+        )]));
+    let second = client.complete(&req).unwrap();
+    assert_eq!(second.text(), "It is sunny in Paris.");
+    let body = server.requests()[1].json();
+    match protocol {
+        Protocol::OpenAi => {
+            let assistant = &body["messages"][2];
+            assert_eq!(assistant["role"], "assistant");
+            assert_eq!(
+                assistant["content"], "",
+                "tool-call turns carry an empty string, never null"
+            );
+            assert_eq!(
+                assistant["tool_calls"][0]["function"]["arguments"],
+                r#"{"city":"Paris"}"#
+            );
+            assert_eq!(
+                body["messages"][3],
+                json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21C"})
+            );
+        }
+        Protocol::Anthropic => {
+            assert_eq!(
+                body["messages"][1]["content"][0],
+                json!({"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}})
+            );
+            assert_eq!(
+                body["messages"][2],
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21C"}]})
+            );
+        }
+    }
+}
+
+fn bad_request_surfaces_the_server_message(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::error(400, "messages: field required"),
+        Reply::text("unused"),
+    ]);
+    let err = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap_err();
+    assert!(
+        matches!(err, LlmError::BadRequest { status: 400, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("messages: field required"),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), 1, "4xx is never retried");
+}
+
+fn unauthorized_is_not_retried_and_the_key_never_leaks(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::error(401, &format!("Incorrect API key provided: {KEY}")),
+        Reply::text("unused"),
+    ]);
+    let client = client(&server, protocol, fast_http());
+    let err = client.complete(&request()).unwrap_err();
+    assert!(matches!(err, LlmError::Auth { status: 401, .. }), "{err:?}");
+    assert_eq!(server.request_count(), 1);
+    for text in [
+        err.to_string(),
+        format!("{err:?}"),
+        format!("{client:?}", client = client.describe()),
+    ] {
+        assert!(!text.contains(KEY), "the key leaked: {text}");
+    }
+    assert!(err.to_string().contains("[REDACTED]"), "{err}");
+}
+
+fn rate_limit_with_retry_after_is_retried(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::error(429, "slow down").header("Retry-After", "1"),
+        Reply::text("finally"),
+    ]);
+    let start = Instant::now();
+    let response = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "finally");
+    assert_eq!(server.request_count(), 2);
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "Retry-After: 1 was not honoured"
+    );
+}
+
+fn server_error_is_retried_then_fails(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::error(500, "upstream exploded"),
+        Reply::error(502, "bad gateway"),
+        Reply::error(503, "still down"),
+        Reply::text("too late"),
+    ]);
+    let err = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap_err();
+    assert!(
+        matches!(err, LlmError::Server { status: 503, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("still down"), "{err}");
+    assert_eq!(server.request_count(), 3, "3 attempts in total by default");
+}
+
+fn server_error_then_success_recovers(protocol: Protocol) {
+    let server = ScriptedServer::start([Reply::error(500, "blip"), Reply::text("ok")]);
+    let response = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "ok");
+    assert_eq!(server.request_count(), 2);
+}
+
+fn timeout_is_reported_and_not_retried(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::text("late").delay(Duration::from_secs(3)),
+        Reply::text("unused"),
+    ]);
+    let http = HttpOptions {
+        timeout: Duration::from_millis(300),
+        ..fast_http()
+    };
+    let start = Instant::now();
+    let err = client(&server, protocol, http)
+        .complete(&request())
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Timeout { .. }), "{err:?}");
+    assert_eq!(err.to_string(), "no complete response within 300 ms");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert_eq!(server.request_count(), 1);
+}
+
+fn stream_cut_before_its_end_is_an_error(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::text("This answer will be cut").cut_stream_after(4),
+        Reply::empty_ok(),
+    ]);
+    let client = client(&server, protocol, fast_http());
+    let mut deltas = 0;
+    let err = client
+        .complete_streaming(&request(), &mut |_| deltas += 1)
+        .unwrap_err();
+    assert!(matches!(err, LlmError::IncompleteStream { .. }), "{err:?}");
+    assert!(
+        deltas > 0,
+        "the part that arrived was still reported as it came"
+    );
+    // HTTP 200 with an empty body (llama.cpp does this) is not an empty answer either.
+    let err = client
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, LlmError::IncompleteStream { .. }), "{err:?}");
+    assert!(err.to_string().contains("no events"), "{err}");
+}
+
+fn unreachable_server_is_a_transport_error(protocol: Protocol) {
+    let server = ScriptedServer::start([]);
+    let http = fast_http();
+    let client = client(&server, protocol, http);
+    drop(server);
+    // Give the listener a moment to close.
+    std::thread::sleep(Duration::from_millis(50));
+    let err = client.complete(&request()).unwrap_err();
+    assert!(matches!(err, LlmError::Transport { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("cannot reach http://127.0.0.1:"),
+        "{err}"
+    );
+}
+
+fn retry_hook_is_told_about_each_retry(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::error(503, "a"),
+        Reply::error(429, "b"),
+        Reply::text("c"),
+    ]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let http = HttpOptions {
+        on_retry: Some(Arc::new(move |n| {
+            sink.lock()
+                .unwrap()
+                .push((n.attempt, n.max_attempts, n.error.clone()))
+        })),
+        ..fast_http()
+    };
+    client(&server, protocol, http)
+        .complete(&request())
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[0].0, seen[0].1), (1, 3));
+    assert!(seen[0].2.contains("HTTP 503"), "{}", seen[0].2);
+    assert!(seen[1].2.contains("HTTP 429"), "{}", seen[1].2);
+}
+
+#[test]
+fn openai_stream_ending_without_a_finish_reason_is_truncated() {
+    let server = ScriptedServer::start([Reply::text("Once upon a time").omit_finish_reason()]);
+    let err = client(&server, Protocol::OpenAi, fast_http())
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, LlmError::IncompleteStream { .. }), "{err:?}");
+    assert!(err.to_string().contains("truncated"), "{err}");
+}
+
+#[test]
+fn forced_tool_choice_shapes() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c", "get_weather", json!({"city": "Rome"})),
+        Reply::tool_call("c", "get_weather", json!({"city": "Rome"})),
+    ]);
+    let req = request().with_tool_choice(ToolChoice::Tool("get_weather".into()));
+    client(&server, Protocol::OpenAi, fast_http())
+        .complete(&req)
+        .unwrap();
+    client(&server, Protocol::Anthropic, fast_http())
+        .complete(&req)
+        .unwrap();
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].json()["tool_choice"],
+        json!({"type": "function", "function": {"name": "get_weather"}})
+    );
+    assert_eq!(
+        requests[1].json()["tool_choice"],
+        json!({"type": "tool", "name": "get_weather"})
+    );
+}
+
+#[test]
+fn openai_answers_with_invalid_tool_arguments_keep_the_raw_text() {
+    let body = json!({"choices": [{"message": {"content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1"}}]},
+        "finish_reason": "tool_calls"}]});
+    let server = ScriptedServer::start([Reply::raw(200, "application/json", &body.to_string())]);
+    let response = client(&server, Protocol::OpenAi, fast_http())
+        .complete(&request())
+        .unwrap();
+    assert_eq!(
+        response.content,
+        vec![ContentBlock::tool_call(
+            "c1",
+            "f",
+            Value::String("{\"a\": 1".into())
+        )]
+    );
+}
+
+#[test]
+fn undecodable_answers_are_decode_errors() {
+    let server = ScriptedServer::start([Reply::raw(200, "text/html", "<html>proxy login</html>")]);
+    let err = client(&server, Protocol::OpenAi, fast_http())
+        .complete(&request())
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Decode { .. }), "{err:?}");
+    assert!(err.to_string().contains("proxy login"), "{err}");
+}

@@ -1,0 +1,407 @@
+//! Recording and playback: the upstream recording sets, round trips, misses, secrets.
+
+use std::path::{Path, PathBuf};
+
+use llm::recording::recording_files;
+use llm::{
+    ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, Message, PlaybackClient,
+    PlaybackMode, Recorder, Recording, Role, ToolDefinition,
+};
+use serde_json::{Value, json};
+use store::{Clock, IdSource};
+use testkit::{Protocol, Reply, ScriptedServer, ToolCallSpec};
+
+use crate::support::{KEY, client, fast_http};
+
+fn upstream_sets() -> Vec<PathBuf> {
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram/execution");
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| {
+            panic!(
+                "the conformance corpus must be beside the project ({}): {e}",
+                root.display()
+            )
+        })
+        .map(|e| e.unwrap().path().join("recordings"))
+        .filter(|p| p.is_dir())
+        .collect();
+    sets.sort();
+    sets
+}
+
+/// Rebuilds a neutral request from a recorded (Anthropic-shaped) one.
+fn request_from_recording(recording: &Recording) -> ChatRequest {
+    let mut messages = Vec::new();
+    for m in &recording.request.messages {
+        let role = m["role"].as_str().unwrap();
+        match &m["content"] {
+            Value::String(text) => messages.push(Message::user(text.clone())),
+            Value::Array(blocks) => {
+                let mut content = Vec::new();
+                let mut results = Vec::new();
+                for b in blocks {
+                    match b["type"].as_str().unwrap() {
+                        "text" => content.push(ContentBlock::text(b["text"].as_str().unwrap())),
+                        "tool_use" => content.push(ContentBlock::tool_call(
+                            b["id"].as_str().unwrap(),
+                            b["name"].as_str().unwrap(),
+                            b["input"].clone(),
+                        )),
+                        "tool_result" => results.push(ContentBlock::tool_result(
+                            b["tool_use_id"].as_str().unwrap(),
+                            b["content"].as_str().unwrap_or_default(),
+                            b["is_error"].as_bool().unwrap_or(false),
+                        )),
+                        other => panic!("unexpected block {other}"),
+                    }
+                }
+                if role == "assistant" {
+                    messages.push(Message::assistant(content));
+                } else {
+                    if !results.is_empty() {
+                        messages.push(Message::tool_results(results));
+                    }
+                    if !content.is_empty() {
+                        messages.push(Message {
+                            role: Role::User,
+                            content,
+                        });
+                    }
+                }
+            }
+            other => panic!("unexpected content {other}"),
+        }
+    }
+    let tools = recording
+        .request
+        .tools
+        .iter()
+        .map(|t| ToolDefinition {
+            name: t["name"].as_str().unwrap().to_string(),
+            description: t["description"].as_str().unwrap_or_default().to_string(),
+            parameters: t["input_schema"].clone(),
+        })
+        .collect();
+    ChatRequest::new("claude-3-5-haiku-20241022", messages).with_tools(tools)
+}
+
+fn as_anthropic_blocks(response: &ChatResponse) -> Value {
+    Value::Array(
+        response
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
+                }
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn every_upstream_recording_set_replays_unchanged() {
+    let sets = upstream_sets();
+    assert_eq!(sets.len(), 6, "six upstream recording sets: {sets:?}");
+    let mut served = 0;
+    for dir in sets {
+        for mode in [
+            PlaybackMode::Hybrid,
+            PlaybackMode::Signature,
+            PlaybackMode::Sequential,
+        ] {
+            let playback = PlaybackClient::open(&dir, mode).unwrap();
+            for file in recording_files(&dir).unwrap() {
+                let raw: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+                let recording = Recording::load(&file).unwrap();
+                let response = playback
+                    .complete(&request_from_recording(&recording))
+                    .unwrap_or_else(|e| panic!("{} ({mode}): {e}", file.display()));
+                assert_eq!(
+                    as_anthropic_blocks(&response),
+                    raw["response"]["response"]["content"],
+                    "{} ({mode})",
+                    file.display()
+                );
+                if let Some(stop) = raw["response"]["response"]["stop_reason"].as_str() {
+                    assert_eq!(response.stop_reason.as_str(), stop);
+                }
+                served += 1;
+            }
+        }
+    }
+    assert_eq!(served, 3 * 20, "20 recorded turns in all");
+}
+
+#[test]
+fn signature_matching_does_not_depend_on_request_order() {
+    // meta-construct-tool: turns 1-3 offer the same tools and differ only by message count.
+    let dir = upstream_sets()
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains("meta-construct-tool"))
+        .unwrap();
+    let files = recording_files(&dir).unwrap();
+    let playback = PlaybackClient::open(&dir, PlaybackMode::Signature).unwrap();
+    for file in files.iter().take(3).rev() {
+        let recording = Recording::load(file).unwrap();
+        let response = playback
+            .complete(&request_from_recording(&recording))
+            .unwrap();
+        assert_eq!(response, recording.chat_response(), "{}", file.display());
+    }
+    assert_eq!(
+        playback.state().used,
+        vec!["turn-3.json", "turn-2.json", "turn-1.json"]
+    );
+}
+
+fn scripted_exchanges(
+    server: &ScriptedServer,
+    protocol: Protocol,
+    dir: &Path,
+) -> Vec<(ChatRequest, ChatResponse)> {
+    let recorder = Recorder::new(client(server, protocol, fast_http()), dir)
+        .unwrap()
+        .with_clock(Clock::Fixed("2026-01-02T03:04:05Z".parse().unwrap()))
+        .with_ids(IdSource::seeded(42));
+    let tool = ToolDefinition {
+        name: "lookup".into(),
+        description: "Look something up".into(),
+        parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+    };
+    let mut req = ChatRequest::new(
+        "rec-model",
+        vec![Message::system("sys"), Message::user("find x")],
+    )
+    .with_tools(vec![tool])
+    .with_temperature(0.5);
+    let mut out = Vec::new();
+    let first = recorder.complete(&req).unwrap();
+    out.push((req.clone(), first.clone()));
+    req.messages.push(first.to_message());
+    req.messages
+        .push(Message::tool_results(vec![ContentBlock::tool_result(
+            "c1", "x is 4", false,
+        )]));
+    let second = recorder.complete_streaming(&req, &mut |_| {}).unwrap();
+    out.push((req.clone(), second.clone()));
+    req.messages.push(second.to_message());
+    req.messages.push(Message::user("thanks"));
+    let third = recorder.complete(&req).unwrap();
+    out.push((req, third));
+    out
+}
+
+fn script() -> Vec<Reply> {
+    vec![
+        Reply::tool_calls([ToolCallSpec::new("c1", "lookup", json!({"q": "x"}))])
+            .with_text("Looking.")
+            .usage(30, 7),
+        Reply::text("x is 4.").usage(44, 5),
+        Reply::text("You're welcome.").usage(50, 4),
+    ]
+}
+
+#[test]
+fn record_then_playback_reproduces_responses_exactly() {
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
+        let server = ScriptedServer::start(script());
+        let dir = tempfile::tempdir().unwrap();
+        let exchanges = scripted_exchanges(&server, protocol, dir.path());
+        let names: Vec<String> = recording_files(dir.path())
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["turn-1.json", "turn-2.json", "turn-3.json"]);
+
+        for mode in [
+            PlaybackMode::Hybrid,
+            PlaybackMode::Signature,
+            PlaybackMode::Sequential,
+        ] {
+            let playback = PlaybackClient::open(dir.path(), mode).unwrap();
+            for (request, response) in &exchanges {
+                assert_eq!(
+                    &playback.complete(request).unwrap(),
+                    response,
+                    "{protocol:?} {mode}"
+                );
+            }
+        }
+        for file in recording_files(dir.path()).unwrap() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(
+                !text.contains(KEY),
+                "the API key reached {}",
+                file.display()
+            );
+        }
+        let first: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("turn-1.json")).unwrap())
+                .unwrap();
+        let keys: Vec<&str> = first
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, vec!["request", "response", "recordedAt", "signature"]);
+        assert_eq!(first["request"]["type"], "llm_invocation_request");
+        assert_eq!(first["request"]["systemPrompt"], "sys");
+        assert_eq!(first["request"]["temperature"], 0.5);
+        assert_eq!(
+            first["signature"],
+            json!({"toolNames": ["lookup"], "messageCount": 1, "contextKeys": []})
+        );
+        assert_eq!(first["recordedAt"], "2026-01-02T03:04:05Z");
+    }
+}
+
+#[test]
+fn a_run_recorded_against_one_provider_plays_back_for_the_other() {
+    let server = ScriptedServer::start(script());
+    let dir = tempfile::tempdir().unwrap();
+    let exchanges = scripted_exchanges(&server, Protocol::OpenAi, dir.path());
+    // The same neutral requests: playback does not care which adapter produced the recordings.
+    let playback = PlaybackClient::open(dir.path(), PlaybackMode::Signature).unwrap();
+    for (request, response) in exchanges {
+        assert_eq!(playback.complete(&request).unwrap(), response);
+    }
+}
+
+#[test]
+fn recordings_are_deterministic_with_a_fixed_clock_and_seed() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    for dir in &dirs {
+        let server = ScriptedServer::start(script());
+        scripted_exchanges(&server, Protocol::Anthropic, dir.path());
+    }
+    for name in ["turn-1.json", "turn-2.json", "turn-3.json"] {
+        let a = std::fs::read(dirs[0].path().join(name)).unwrap();
+        let b = std::fs::read(dirs[1].path().join(name)).unwrap();
+        assert_eq!(a, b, "{name} differs between two identical runs");
+    }
+}
+
+#[test]
+fn recording_continues_numbering_in_a_directory_with_recordings() {
+    let server = ScriptedServer::start([Reply::text("one"), Reply::text("two")]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("turn-9.json"), "{}").unwrap();
+    let req = ChatRequest::new("m", vec![Message::user("hi")]);
+    let recorder =
+        Recorder::new(client(&server, Protocol::OpenAi, fast_http()), dir.path()).unwrap();
+    recorder.complete(&req).unwrap();
+    recorder.complete(&req).unwrap();
+    assert!(dir.path().join("turn-10.json").is_file());
+    assert!(dir.path().join("turn-11.json").is_file());
+    let names: Vec<String> = recording_files(dir.path())
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["turn-9.json", "turn-10.json", "turn-11.json"]);
+}
+
+#[test]
+fn failed_exchanges_are_not_recorded() {
+    let server = ScriptedServer::start([Reply::error(400, "nope")]);
+    let dir = tempfile::tempdir().unwrap();
+    let recorder =
+        Recorder::new(client(&server, Protocol::OpenAi, fast_http()), dir.path()).unwrap();
+    assert!(
+        recorder
+            .complete(&ChatRequest::new("m", vec![Message::user("hi")]))
+            .is_err()
+    );
+    assert!(recording_files(dir.path()).unwrap().is_empty());
+}
+
+#[test]
+fn a_miss_says_what_was_asked_and_what_the_directory_holds() {
+    let dir = upstream_sets()
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains("template-simple"))
+        .unwrap();
+    let playback = PlaybackClient::open(&dir, PlaybackMode::Signature).unwrap();
+    let req = ChatRequest::new("m", vec![Message::user("hi")]).with_tools(vec![ToolDefinition {
+        name: "transition_to_nowhere".into(),
+        description: String::new(),
+        parameters: json!({}),
+    }]);
+    let err = playback.complete(&req).unwrap_err();
+    assert!(matches!(err, LlmError::PlaybackMiss(_)));
+    let text = err.to_string();
+    assert!(text.contains("no recording matches this request"), "{text}");
+    assert!(
+        text.contains("requested: tools [transition_to_nowhere], 1 message"),
+        "{text}"
+    );
+    assert!(
+        text.contains("turn-1.json: tools [transition_to_compileReport, write_Report], 1 message"),
+        "{text}"
+    );
+    assert!(
+        text.contains("turn-2.json: tools [transition_to_end, write_Report], 1 message"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sequential_playback_runs_out_and_its_state_carries_across_clients() {
+    let dir = upstream_sets()
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains("codegen-simple"))
+        .unwrap();
+    let req = ChatRequest::new("m", vec![Message::user("anything")]);
+    let first = PlaybackClient::open(&dir, PlaybackMode::Sequential).unwrap();
+    first.complete(&req).unwrap();
+    // A later process picks up where the first left off.
+    let second = PlaybackClient::open(&dir, PlaybackMode::Sequential)
+        .unwrap()
+        .with_state(first.state());
+    let response = second.complete(&req).unwrap();
+    assert!(
+        response
+            .tool_calls()
+            .any(|c| c.name == "transition_to_validateGenerated")
+    );
+    let err = second.complete(&req).unwrap_err().to_string();
+    assert!(err.starts_with("no recording left in"), "{err}");
+    assert!(err.contains("turn-2.json: tools [transition_to_validateGenerated, write_Generated], 1 message (already used)"), "{err}");
+}
+
+#[test]
+fn a_missing_directory_or_a_bad_file_is_named() {
+    let err = PlaybackClient::open("/nonexistent/recordings", PlaybackMode::Hybrid).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "recordings: recordings directory not found: /nonexistent/recordings"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("turn-1.json"), "{\"request\": 1}").unwrap();
+    let err = PlaybackClient::open(dir.path(), PlaybackMode::Hybrid)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("turn-1.json is not a recording"), "{err}");
+}
+
+#[test]
+fn an_empty_directory_misses_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let playback = PlaybackClient::open(dir.path(), PlaybackMode::Hybrid).unwrap();
+    assert!(playback.is_empty());
+    let err = playback
+        .complete(&ChatRequest::new("m", vec![Message::user("hi")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("the directory holds no recordings"), "{err}");
+}

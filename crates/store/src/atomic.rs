@@ -1,0 +1,189 @@
+//! Whole-file replacement that survives crashes.
+//!
+//! The new content is written to a temporary file in the destination's directory, flushed to disk,
+//! renamed over the destination, and then the directory itself is flushed so the rename is durable.
+//! A reader (or a process that starts after a crash) sees the old content or the new content, never a
+//! truncated mix.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{StoreError, StoreResult};
+
+/// Replaces `path` with `bytes` atomically and durably.
+///
+/// The destination's directory must exist. The new file keeps the permissions of the file it replaces;
+/// a new file gets `0o644` on Unix.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    let dir = parent_dir(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".to_string());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| StoreError::io("create a temporary file in", dir, e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| StoreError::io("write", tmp.path().to_path_buf(), e))?;
+    set_permissions_like(tmp.as_file(), path);
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| StoreError::io("flush", tmp.path().to_path_buf(), e))?;
+    tmp.persist(path)
+        .map_err(|e| StoreError::io("rename into place", path, e.error))?;
+    sync_dir(dir)
+}
+
+/// Serializes `value` as JSON (pretty, two-space indent when `pretty`) and writes it with
+/// [`write_atomic`].
+pub fn write_json_atomic<T: Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+    pretty: bool,
+) -> StoreResult<()> {
+    let bytes = if pretty {
+        serde_json::to_vec_pretty(value)
+    } else {
+        serde_json::to_vec(value)
+    }
+    .map_err(|source| StoreError::Serialize {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    write_atomic(path, &bytes)
+}
+
+/// Reads and parses a JSON file written by [`write_json_atomic`].
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> StoreResult<T> {
+    let bytes = fs::read(path).map_err(|e| StoreError::io("read", path, e))?;
+    serde_json::from_slice(&bytes).map_err(|source| StoreError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Flushes a directory so that entries created or renamed in it survive a crash.
+pub fn sync_dir(dir: &Path) -> StoreResult<()> {
+    #[cfg(unix)]
+    {
+        let handle = File::open(dir).map_err(|e| StoreError::io("open directory", dir, e))?;
+        handle
+            .sync_all()
+            .map_err(|e| StoreError::io("flush directory", dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents, flushing each parent whose entries changed.
+pub fn create_dir_all_durable(dir: &Path) -> StoreResult<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_all_durable(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(StoreError::io("create directory", dir, e)),
+    }
+    sync_dir(parent_dir(dir))
+}
+
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(unix)]
+fn set_permissions_like(file: &File, existing: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(existing)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(0o644);
+    // Best effort: a file that keeps tempfile's 0600 is still correct, only less readable.
+    let _ = file.set_permissions(fs::Permissions::from_mode(mode));
+}
+
+#[cfg(not(unix))]
+fn set_permissions_like(_file: &File, _existing: &Path) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_content_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_json_atomic(&path, &serde_json::json!({"a": 1}), true).unwrap();
+        write_json_atomic(&path, &serde_json::json!({"a": 2}), true).unwrap();
+        let back: serde_json::Value = read_json(&path).unwrap();
+        assert_eq!(back, serde_json::json!({"a": 2}));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "{\n  \"a\": 2\n}");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn new_files_are_world_readable_and_existing_modes_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.json");
+        write_atomic(&path, b"1").unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&path, b"2").unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn missing_directory_error_names_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope").join("x.json");
+        let err = write_atomic(&path, b"{}").unwrap_err().to_string();
+        assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn read_json_reports_the_path_on_bad_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.json");
+        fs::write(&path, "{not json").unwrap();
+        let err = read_json::<serde_json::Value>(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("bad.json") && err.contains("not valid JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn create_dir_all_durable_creates_nested_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b/c");
+        create_dir_all_durable(&nested).unwrap();
+        assert!(nested.is_dir());
+        create_dir_all_durable(&nested).unwrap();
+    }
+}

@@ -1,0 +1,105 @@
+use std::io;
+use std::path::PathBuf;
+
+use crate::lock::LockHolder;
+
+/// Result alias for this crate.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Everything that can go wrong with durable files. Every variant that touches the filesystem names the
+/// path.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An IO operation failed.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What we were doing, as a verb phrase ("open", "append to", "rename into place").
+        action: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A journal line that is not the last one cannot be parsed: the journal is corrupt.
+    #[error("{path}:{line}: corrupt journal line: {reason}")]
+    CorruptLine {
+        /// The journal file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// Why it could not be parsed.
+        reason: String,
+    },
+
+    /// The journal ends with an incomplete line; appending now would glue a new record onto it.
+    #[error(
+        "{path}: the last line is incomplete ({bytes} bytes without a newline); recover the journal before appending"
+    )]
+    TornTail {
+        /// The journal file.
+        path: PathBuf,
+        /// Length of the incomplete tail.
+        bytes: u64,
+    },
+
+    /// A value could not be turned into JSON.
+    #[error("cannot serialize a record for {path}: {source}")]
+    Serialize {
+        /// The file the record was meant for.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A JSON document could not be parsed.
+    #[error("{path} is not valid JSON: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// The run lock is held by a live process.
+    #[error("{path} is locked by {}", holder.as_ref().map_or_else(|| "another process".to_string(), LockHolder::describe))]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it, when the holder wrote its details.
+        holder: Option<LockHolder>,
+    },
+
+    /// A user-supplied id is not acceptable as a file name.
+    #[error("invalid id {id:?}: {reason}")]
+    InvalidId {
+        /// The id as given.
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// An environment variable meant for tests holds a value we cannot use.
+    #[error("{var}={value:?} is not valid: {reason}")]
+    BadEnv {
+        /// The variable name.
+        var: String,
+        /// Its value.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

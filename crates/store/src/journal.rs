@@ -1,0 +1,447 @@
+//! Append-only JSONL journals.
+//!
+//! Writing: each record is serialized to one line, the newline is appended, and the whole line goes to
+//! the file in a single `write` on a file opened in append mode, followed by `fsync` (unless the journal
+//! was opened with [`Durability::Buffered`], which exists for benchmarks).
+//!
+//! Reading: [`read`] returns every complete line. A process killed mid-write (or a power loss) can
+//! leave the *last* line incomplete; that line is reported as a [`TornTail`] rather than failing the
+//! read, and [`recover`] cuts it off. A line that cannot be parsed anywhere else is corruption and is an
+//! error naming the file and the line.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::atomic::{parent_dir, sync_dir};
+use crate::error::{StoreError, StoreResult};
+
+/// When appended lines reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `fsync` after every append (the default, and the only safe choice for real runs).
+    #[default]
+    Fsync,
+    /// Leave flushing to the operating system. Only for benchmarks and throwaway data.
+    Buffered,
+}
+
+/// An open journal, ready for appends.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    durability: Durability,
+}
+
+impl Journal {
+    /// Opens (creating if needed) the journal at `path` for appending, with `fsync` after every append.
+    ///
+    /// Fails with [`StoreError::TornTail`] if the file ends with an incomplete line: call [`recover`]
+    /// first, so a new record is never glued onto a torn one.
+    pub fn open(path: &Path) -> StoreResult<Self> {
+        Self::open_with(path, Durability::Fsync)
+    }
+
+    /// Like [`Journal::open`] with an explicit durability mode.
+    pub fn open_with(path: &Path, durability: Durability) -> StoreResult<Self> {
+        let existed = path.exists();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| StoreError::io("open journal", path, e))?;
+        if !existed {
+            sync_dir(parent_dir(path))?;
+        }
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io("inspect journal", path, e))?
+            .len();
+        if len > 0 {
+            let tail = tail_after_last_newline(&mut file, len)
+                .map_err(|e| StoreError::io("read journal", path, e))?;
+            if tail > 0 {
+                return Err(StoreError::TornTail {
+                    path: path.to_path_buf(),
+                    bytes: tail,
+                });
+            }
+        }
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            durability,
+        })
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Serializes `record` as one JSON line and appends it.
+    pub fn append<T: Serialize + ?Sized>(&mut self, record: &T) -> StoreResult<()> {
+        let mut line = serde_json::to_vec(record).map_err(|source| StoreError::Serialize {
+            path: self.path.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+        self.write_line(&line)
+    }
+
+    /// Appends an already-serialized JSON value. `json` must be one line (no newline inside).
+    pub fn append_raw(&mut self, json: &str) -> StoreResult<()> {
+        if json.contains('\n') {
+            return Err(StoreError::io(
+                "append to",
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a journal record must be a single line",
+                ),
+            ));
+        }
+        let mut line = Vec::with_capacity(json.len() + 1);
+        line.extend_from_slice(json.as_bytes());
+        line.push(b'\n');
+        self.write_line(&line)
+    }
+
+    /// Forces appended data to disk (useful after a burst of [`Durability::Buffered`] appends).
+    pub fn sync(&self) -> StoreResult<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| StoreError::io("flush journal", &self.path, e))
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> StoreResult<()> {
+        // One write call for the whole line: with O_APPEND the kernel places it at the end in one piece.
+        self.file
+            .write_all(line)
+            .map_err(|e| StoreError::io("append to", &self.path, e))?;
+        if self.durability == Durability::Fsync {
+            self.sync()?;
+        }
+        Ok(())
+    }
+}
+
+/// Number of bytes after the last newline of a file of length `len` (0 when it ends with a newline).
+fn tail_after_last_newline(file: &mut File, len: u64) -> std::io::Result<u64> {
+    let mut pos = len;
+    let mut buf = [0u8; 4096];
+    while pos > 0 {
+        let chunk = (buf.len() as u64).min(pos);
+        pos -= chunk;
+        file.seek(SeekFrom::Start(pos))?;
+        let slice = &mut buf[..chunk as usize];
+        file.read_exact(slice)?;
+        if let Some(i) = slice.iter().rposition(|&b| b == b'\n') {
+            return Ok(len - (pos + i as u64 + 1));
+        }
+    }
+    Ok(len)
+}
+
+/// Why the last line of a journal was not returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TornReason {
+    /// The line has no terminating newline: its write did not complete.
+    MissingNewline,
+    /// The line is terminated but is not a valid record.
+    Unparseable(String),
+}
+
+/// The incomplete last line of a journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// 1-based line number.
+    pub line: usize,
+    /// Byte offset where the line starts; [`recover`] truncates the file to this length.
+    pub offset: u64,
+    /// Length of the torn data in bytes.
+    pub len: u64,
+    /// Why it was not returned.
+    pub reason: TornReason,
+    /// The first bytes of the line, for messages.
+    pub preview: String,
+}
+
+impl std::fmt::Display for TornTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.reason {
+            TornReason::MissingNewline => write!(
+                f,
+                "line {} is incomplete ({} bytes without a newline: {:?})",
+                self.line, self.len, self.preview
+            ),
+            TornReason::Unparseable(why) => {
+                write!(
+                    f,
+                    "line {} cannot be parsed ({why}): {:?}",
+                    self.line, self.preview
+                )
+            }
+        }
+    }
+}
+
+/// What [`read`] found.
+#[derive(Debug, Clone)]
+pub struct JournalContents<T> {
+    /// Every complete record, in order.
+    pub records: Vec<T>,
+    /// The torn last line, if there is one.
+    pub torn_tail: Option<TornTail>,
+    /// Length in bytes of the part of the file that holds complete records.
+    pub complete_len: u64,
+}
+
+/// Reads every complete record of the journal at `path`.
+///
+/// A missing file is an IO error (`NotFound`); an empty file has no records. Blank lines are skipped.
+pub fn read<T: DeserializeOwned>(path: &Path) -> StoreResult<JournalContents<T>> {
+    let bytes = std::fs::read(path).map_err(|e| StoreError::io("read journal", path, e))?;
+    parse(path, &bytes)
+}
+
+/// Parses journal bytes; `path` is only used in errors. This is [`read`] without the IO.
+pub fn parse<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> StoreResult<JournalContents<T>> {
+    struct BadLine {
+        line: usize,
+        start: usize,
+        len: usize,
+        reason: String,
+    }
+    let corrupt = |bad: BadLine| StoreError::CorruptLine {
+        path: path.to_path_buf(),
+        line: bad.line,
+        reason: bad.reason,
+    };
+    let mut records = Vec::new();
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    // A parse failure is only an error once we know it was not the last line.
+    let mut pending_bad: Option<BadLine> = None;
+    while offset < bytes.len() {
+        line_no += 1;
+        let Some(rel_end) = bytes[offset..].iter().position(|&b| b == b'\n') else {
+            if let Some(bad) = pending_bad {
+                return Err(corrupt(bad));
+            }
+            let tail = &bytes[offset..];
+            return Ok(JournalContents {
+                records,
+                torn_tail: Some(TornTail {
+                    line: line_no,
+                    offset: offset as u64,
+                    len: tail.len() as u64,
+                    reason: TornReason::MissingNewline,
+                    preview: preview(tail),
+                }),
+                complete_len: offset as u64,
+            });
+        };
+        let line = &bytes[offset..offset + rel_end];
+        let start = offset;
+        offset += rel_end + 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if let Some(bad) = pending_bad.take() {
+            return Err(corrupt(bad));
+        }
+        match serde_json::from_slice::<T>(line) {
+            Ok(record) => records.push(record),
+            Err(e) => {
+                pending_bad = Some(BadLine {
+                    line: line_no,
+                    start,
+                    len: rel_end,
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    if let Some(bad) = pending_bad {
+        return Ok(JournalContents {
+            records,
+            torn_tail: Some(TornTail {
+                line: bad.line,
+                offset: bad.start as u64,
+                len: bad.len as u64 + 1,
+                preview: preview(&bytes[bad.start..bad.start + bad.len]),
+                reason: TornReason::Unparseable(bad.reason),
+            }),
+            complete_len: bad.start as u64,
+        });
+    }
+    Ok(JournalContents {
+        records,
+        torn_tail: None,
+        complete_len: bytes.len() as u64,
+    })
+}
+
+fn preview(bytes: &[u8]) -> String {
+    const MAX: usize = 80;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX)]).into_owned();
+    if bytes.len() > MAX {
+        format!("{text}…")
+    } else {
+        text
+    }
+}
+
+/// Cuts a torn last line off the journal at `path` (if there is one) and returns what was removed.
+///
+/// Records of type `T` decide what "parseable" means, exactly as in [`read`]. A corrupt line before the
+/// last one is an error and nothing is changed.
+pub fn recover<T: DeserializeOwned>(path: &Path) -> StoreResult<Option<TornTail>> {
+    let contents = read::<T>(path)?;
+    let Some(torn) = contents.torn_tail else {
+        return Ok(None);
+    };
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::io("open journal", path, e))?;
+    file.set_len(contents.complete_len)
+        .map_err(|e| StoreError::io("truncate journal", path, e))?;
+    file.sync_all()
+        .map_err(|e| StoreError::io("flush journal", path, e))?;
+    Ok(Some(torn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn parse_values(bytes: &[u8]) -> StoreResult<JournalContents<Value>> {
+        parse(Path::new("j.jsonl"), bytes)
+    }
+
+    #[test]
+    fn complete_lines_are_returned_in_order() {
+        let c = parse_values(b"{\"a\":1}\n{\"a\":2}\n").unwrap();
+        assert_eq!(c.records, vec![json!({"a":1}), json!({"a":2})]);
+        assert!(c.torn_tail.is_none());
+        assert_eq!(c.complete_len, 16);
+    }
+
+    #[test]
+    fn a_line_without_newline_is_torn_even_if_it_parses() {
+        let c = parse_values(b"{\"a\":1}\n{\"a\":2}").unwrap();
+        assert_eq!(c.records, vec![json!({"a":1})]);
+        let torn = c.torn_tail.unwrap();
+        assert_eq!((torn.line, torn.offset, torn.len), (2, 8, 7));
+        assert_eq!(torn.reason, TornReason::MissingNewline);
+        assert_eq!(c.complete_len, 8);
+    }
+
+    #[test]
+    fn an_unparseable_last_line_is_torn() {
+        let c = parse_values(b"{\"a\":1}\n{\"a\":\n").unwrap();
+        assert_eq!(c.records.len(), 1);
+        let torn = c.torn_tail.unwrap();
+        assert_eq!(torn.line, 2);
+        assert!(matches!(torn.reason, TornReason::Unparseable(_)));
+        assert!(
+            torn.to_string().contains("line 2 cannot be parsed"),
+            "{torn}"
+        );
+    }
+
+    #[test]
+    fn a_bad_line_in_the_middle_is_an_error_naming_file_and_line() {
+        let err = parse_values(b"{\"a\":1}\ngarbage\n{\"a\":3}\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("j.jsonl:2: corrupt journal line"),
+            "{text}"
+        );
+        let err = parse_values(b"garbage\n{\"a\":").unwrap_err();
+        assert!(err.to_string().starts_with("j.jsonl:1:"), "{err}");
+    }
+
+    #[test]
+    fn blank_lines_are_skipped() {
+        let c = parse_values(b"{\"a\":1}\n\n  \n{\"a\":2}\n").unwrap();
+        assert_eq!(c.records.len(), 2);
+        assert!(c.torn_tail.is_none());
+    }
+
+    #[test]
+    fn typed_records_that_do_not_match_are_unparseable() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Rec {
+            seq: u64,
+        }
+        let c = parse::<Rec>(Path::new("j"), b"{\"seq\":1}\n{\"other\":2}\n").unwrap();
+        assert_eq!(c.records.len(), 1);
+        assert!(c.torn_tail.is_some());
+    }
+
+    #[test]
+    fn append_then_read_round_trips_and_open_refuses_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&json!({"seq": 1, "text": "line\nbreak"})).unwrap();
+        j.append_raw(r#"{"seq":2}"#).unwrap();
+        assert!(j.append_raw("{\"a\":\n1}").is_err());
+        drop(j);
+        let c = read::<Value>(&path).unwrap();
+        assert_eq!(
+            c.records,
+            vec![json!({"seq": 1, "text": "line\nbreak"}), json!({"seq": 2})]
+        );
+
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"seq\":3,\"te").unwrap();
+        drop(f);
+        let err = Journal::open(&path).unwrap_err();
+        assert!(
+            matches!(err, StoreError::TornTail { bytes: 12, .. }),
+            "{err}"
+        );
+
+        let torn = recover::<Value>(&path).unwrap().unwrap();
+        assert_eq!(torn.line, 3);
+        assert!(recover::<Value>(&path).unwrap().is_none());
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&json!({"seq": 3})).unwrap();
+        let c = read::<Value>(&path).unwrap();
+        assert_eq!(c.records.len(), 3);
+        assert!(c.torn_tail.is_none());
+    }
+
+    #[test]
+    fn tail_scan_handles_long_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let long = "x".repeat(10_000);
+        std::fs::write(&path, format!("{{\"a\":\"{long}\"}}\n{{\"b\":\"{long}")).unwrap();
+        let err = Journal::open(&path).unwrap_err();
+        assert!(
+            matches!(err, StoreError::TornTail { bytes, .. } if bytes == 10_006),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_journal_is_an_error_naming_the_path() {
+        let err = read::<Value>(Path::new("/nonexistent/dir/journal.jsonl")).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent/dir/journal.jsonl"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,29 @@
+//! Durable files shared by `delta` and `dygram`.
+//!
+//! Everything that must survive a crash goes through this crate:
+//!
+//! * [`journal`]: append-only JSONL files, one complete line per `write`, `fsync`ed by default; a reader
+//!   that returns every complete line and reports a torn last line instead of failing.
+//! * [`atomic`]: whole-file replacement (temp file in the same directory, `fsync`, `rename`, `fsync` of
+//!   the directory), so a reader sees either the old or the new content, never a mix.
+//! * [`lock`]: a run lock (`File::try_lock`) held for a process lifetime, with holder diagnostics and a
+//!   way to tell "busy" from "stale".
+//! * [`ids`] and [`clock`]: id generation and validation, and a clock that tests can pin through an
+//!   environment variable.
+//!
+//! The crate never prints; every failure is a [`StoreError`] that names the path involved.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod atomic;
+pub mod clock;
+mod error;
+pub mod ids;
+pub mod journal;
+pub mod lock;
+
+pub use atomic::{sync_dir, write_atomic, write_json_atomic};
+pub use clock::Clock;
+pub use error::{StoreError, StoreResult};
+pub use ids::{IdSource, timestamp_id, validate_id};
+pub use journal::{Durability, Journal, JournalContents, TornReason, TornTail};
+pub use lock::{Acquired, LockHolder, LockState, RunLock, hostname};

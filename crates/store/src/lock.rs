@@ -1,0 +1,301 @@
+//! Run locks: one writer per run.
+//!
+//! A [`RunLock`] is an exclusive `File::try_lock` on a lock file, held for as long as the value lives
+//! (normally the whole process). The operating system releases it when the process dies, however it
+//! dies, so a lock that is free is never "stuck". The holder writes who it is (pid, host, start time)
+//! into the file for diagnostics and empties it on a clean release; a lock that is free but still names
+//! a holder was therefore left by a process that died: it is *stale*, and the run it protects was
+//! interrupted.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{StoreError, StoreResult};
+
+/// Who holds (or held) a lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    /// Process id.
+    pub pid: u32,
+    /// Host name.
+    pub host: String,
+    /// When the holder took the lock (RFC 3339).
+    pub started_at: String,
+    /// What the holder is doing, e.g. `delta run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+impl LockHolder {
+    /// Describes the current process.
+    pub fn current(started_at: jiff::Timestamp, command: Option<&str>) -> Self {
+        Self {
+            pid: std::process::id(),
+            host: hostname(),
+            started_at: started_at.to_string(),
+            command: command.map(str::to_string),
+        }
+    }
+
+    /// One-line description for messages: `pid 42 on host (delta run) since 2026-01-01T00:00:00Z`.
+    pub fn describe(&self) -> String {
+        let command = self
+            .command
+            .as_deref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        format!(
+            "pid {} on {}{command} since {}",
+            self.pid, self.host, self.started_at
+        )
+    }
+}
+
+/// The state of a lock file, as seen by [`RunLock::probe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockState {
+    /// Nobody holds the lock and the last holder released it cleanly (or there never was one).
+    Free,
+    /// Nobody holds the lock, but the last holder did not release it: it died.
+    Stale(LockHolder),
+    /// A live process holds the lock.
+    Held(Option<LockHolder>),
+}
+
+/// An exclusive lock, released when dropped.
+#[derive(Debug)]
+pub struct RunLock {
+    file: File,
+    path: PathBuf,
+}
+
+/// A freshly acquired lock.
+#[derive(Debug)]
+pub struct Acquired {
+    /// The lock; keep it alive for as long as you write.
+    pub lock: RunLock,
+    /// The previous holder, when it died without releasing the lock.
+    pub stale: Option<LockHolder>,
+}
+
+impl RunLock {
+    /// Takes the lock at `path` (creating the file) without waiting.
+    ///
+    /// Fails with [`StoreError::Busy`] when a live process holds it.
+    pub fn acquire(path: &Path, holder: &LockHolder) -> StoreResult<Acquired> {
+        // If another process deletes the lock file between our open and our lock, we would hold a lock
+        // on a file nobody else can see. Check and retry a few times.
+        for _ in 0..5 {
+            let mut file = open_lock_file(path)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => {
+                    return Err(StoreError::Busy {
+                        path: path.to_path_buf(),
+                        holder: read_holder(&mut file),
+                    });
+                }
+                Err(TryLockError::Error(e)) => return Err(StoreError::io("lock", path, e)),
+            }
+            if !same_file(&file, path) {
+                continue;
+            }
+            let stale = read_holder(&mut file);
+            write_holder(&mut file, holder)
+                .map_err(|e| StoreError::io("write lock holder to", path, e))?;
+            return Ok(Acquired {
+                lock: RunLock {
+                    file,
+                    path: path.to_path_buf(),
+                },
+                stale,
+            });
+        }
+        Err(StoreError::io(
+            "lock",
+            path,
+            std::io::Error::other("the lock file keeps being replaced by another process"),
+        ))
+    }
+
+    /// Looks at the lock without keeping it.
+    ///
+    /// Probing takes a shared lock for an instant, so a concurrent [`RunLock::acquire`] could see the
+    /// file as busy during that instant.
+    pub fn probe(path: &Path) -> StoreResult<LockState> {
+        let mut file = match OpenOptions::new().read(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
+            Err(e) => return Err(StoreError::io("open lock file", path, e)),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let holder = read_holder(&mut file);
+                let _ = file.unlock();
+                Ok(holder.map_or(LockState::Free, LockState::Stale))
+            }
+            Err(TryLockError::WouldBlock) => Ok(LockState::Held(read_holder(&mut file))),
+            Err(TryLockError::Error(e)) => Err(StoreError::io("lock", path, e)),
+        }
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Releases the lock now (dropping it does the same).
+    pub fn release(self) {
+        drop(self);
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Emptying the file marks a clean release; closing the file releases the lock itself.
+        let _ = self.file.set_len(0);
+        let _ = self.file.sync_data();
+        let _ = self.file.unlock();
+    }
+}
+
+fn open_lock_file(path: &Path) -> StoreResult<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| StoreError::io("open lock file", path, e))
+}
+
+fn read_holder(file: &mut File) -> Option<LockHolder> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    Some(serde_json::from_str(text).unwrap_or(LockHolder {
+        pid: 0,
+        host: "unknown".into(),
+        started_at: "unknown".into(),
+        command: Some(format!("unreadable holder record {text:?}")),
+    }))
+}
+
+fn write_holder(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
+    let text = serde_json::to_string(holder).map_err(std::io::Error::other)?;
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_data()
+}
+
+#[cfg(unix)]
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_file: &File, path: &Path) -> bool {
+    path.exists()
+}
+
+/// The machine's host name, or `unknown`.
+pub fn hostname() -> String {
+    for source in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
+        if let Ok(name) = std::fs::read_to_string(source) {
+            let name = name.trim();
+            if !name.is_empty() {
+                return name.to_string();
+            }
+        }
+    }
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(cmd: &str) -> LockHolder {
+        LockHolder::current(jiff::Timestamp::UNIX_EPOCH, Some(cmd))
+    }
+
+    #[test]
+    fn second_acquire_is_busy_and_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let first = RunLock::acquire(&path, &holder("delta run")).unwrap();
+        assert!(first.stale.is_none());
+        let err = RunLock::acquire(&path, &holder("delta continue")).unwrap_err();
+        match &err {
+            StoreError::Busy {
+                holder: Some(h), ..
+            } => {
+                assert_eq!(h.pid, std::process::id());
+                assert_eq!(h.command.as_deref(), Some("delta run"));
+            }
+            other => panic!("expected Busy, got {other:?}"),
+        }
+        assert!(err.to_string().contains("(delta run)"), "{err}");
+        assert!(matches!(
+            RunLock::probe(&path).unwrap(),
+            LockState::Held(Some(_))
+        ));
+        drop(first);
+        assert_eq!(RunLock::probe(&path).unwrap(), LockState::Free);
+        let again = RunLock::acquire(&path, &holder("delta continue")).unwrap();
+        assert!(again.stale.is_none(), "a clean release is not stale");
+    }
+
+    #[test]
+    fn a_holder_that_did_not_release_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let dead = holder("delta run");
+        std::fs::write(&path, serde_json::to_string(&dead).unwrap()).unwrap();
+        assert_eq!(
+            RunLock::probe(&path).unwrap(),
+            LockState::Stale(dead.clone())
+        );
+        let acquired = RunLock::acquire(&path, &holder("delta continue")).unwrap();
+        assert_eq!(acquired.stale, Some(dead));
+    }
+
+    #[test]
+    fn probe_of_a_missing_file_is_free() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            RunLock::probe(&dir.path().join("nope")).unwrap(),
+            LockState::Free
+        );
+    }
+
+    #[test]
+    fn describe_is_readable() {
+        let h = LockHolder {
+            pid: 42,
+            host: "box".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            command: Some("dygram execute".into()),
+        };
+        assert_eq!(
+            h.describe(),
+            "pid 42 on box (dygram execute) since 2026-01-01T00:00:00Z"
+        );
+    }
+}
