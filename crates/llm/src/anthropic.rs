@@ -67,10 +67,11 @@ impl AnthropicClient {
     pub fn new(config: AnthropicConfig) -> Self {
         let base = config.base_url.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base);
+        let url = format!("{base}/v1/messages");
         Self {
-            url: format!("{base}/v1/messages"),
+            http: Http::new(config.http, &url),
+            url,
             api_key: config.api_key,
-            http: Http::new(config.http),
         }
     }
 

@@ -61,8 +61,14 @@ pub(crate) struct Http {
 }
 
 impl Http {
-    pub(crate) fn new(options: HttpOptions) -> Self {
-        let agent = ureq::Agent::config_builder()
+    /// A transport for requests to `url`. Proxies from the environment (`HTTPS_PROXY`, `NO_PROXY`, …)
+    /// are honoured, except for loopback addresses, which are always reached directly.
+    pub(crate) fn new(options: HttpOptions, url: &str) -> Self {
+        let mut builder = ureq::Agent::config_builder();
+        if is_loopback(url) {
+            builder = builder.proxy(None);
+        }
+        let agent = builder
             .http_status_as_error(false)
             .timeout_global(Some(options.timeout))
             .timeout_connect(Some(options.connect_timeout))
@@ -223,6 +229,22 @@ pub(crate) fn read_stream<A: StreamAssembly>(
     assembly.finish()
 }
 
+/// Whether `url` points at this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Maps a ureq failure to our error type.
 pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) -> LlmError {
     use ureq::Timeout as T;
@@ -301,6 +323,25 @@ pub(crate) fn error_message(body: &str, status: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_urls_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost/v1",
+            "http://[::1]:99/x",
+            "http://127.1.2.3",
+        ] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.1:80",
+            "http://localhost.example.com",
+        ] {
+            assert!(!is_loopback(url), "{url}");
+        }
+    }
 
     #[test]
     fn error_messages_from_common_shapes() {

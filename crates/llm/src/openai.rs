@@ -67,10 +67,11 @@ impl OpenAiClient {
     /// A client with the given settings.
     pub fn new(config: OpenAiConfig) -> Self {
         let base = config.base_url.trim_end_matches('/');
+        let url = format!("{base}/chat/completions");
         Self {
-            url: format!("{base}/chat/completions"),
+            http: Http::new(config.http, &url),
+            url,
             api_key: config.api_key,
-            http: Http::new(config.http),
             stream_usage: config.stream_usage,
         }
     }

@@ -6,6 +6,7 @@
 //! cut streams, server quirks), points the code under test at [`ScriptedServer::url`], and afterwards
 //! inspects every request body the server received.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod server;
 
