@@ -88,14 +88,41 @@ impl AnthropicClient {
     }
 }
 
+impl AnthropicClient {
+    fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request, false);
+        let key = Some(&self.api_key);
+        let response = self
+            .http
+            .post_json(&self.url, &self.headers(), &body, key)?;
+        parse_response(&read_body(response, &self.url, self.http.timeout())?)
+    }
+
+    fn stream_unredacted(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request, true);
+        let key = Some(&self.api_key);
+        let response = self
+            .http
+            .post_json(&self.url, &self.headers(), &body, key)?;
+        let timeout = self.http.timeout();
+        read_stream(
+            response,
+            &self.url,
+            timeout,
+            StreamAssembler::default(),
+            on_event,
+        )
+    }
+}
+
 impl LlmClient for AnthropicClient {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, false);
-        let response =
-            self.http
-                .post_json(&self.url, &self.headers(), &body, Some(&self.api_key))?;
-        let bytes = read_body(response, &self.url, self.http.timeout())?;
-        parse_response(&bytes)
+        self.complete_unredacted(request)
+            .map_err(|e| e.redacted(&self.api_key))
     }
 
     fn complete_streaming(
@@ -103,17 +130,8 @@ impl LlmClient for AnthropicClient {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, true);
-        let response =
-            self.http
-                .post_json(&self.url, &self.headers(), &body, Some(&self.api_key))?;
-        read_stream(
-            response,
-            &self.url,
-            self.http.timeout(),
-            StreamAssembler::default(),
-            on_event,
-        )
+        self.stream_unredacted(request, on_event)
+            .map_err(|e| e.redacted(&self.api_key))
     }
 
     fn describe(&self) -> String {
@@ -195,6 +213,8 @@ pub fn to_anthropic_messages(messages: &[Message]) -> (Option<String>, Vec<Value
         }
         for b in &m.content {
             match b {
+                // Anthropic rejects empty text blocks.
+                ContentBlock::Text { text } if text.is_empty() => {}
                 ContentBlock::Text { text } => blocks.push(json!({"type": "text", "text": text})),
                 ContentBlock::ToolCall {
                     id,
@@ -231,14 +251,17 @@ pub fn to_anthropic_messages(messages: &[Message]) -> (Option<String>, Vec<Value
     (system, messages)
 }
 
-/// Reads Anthropic content blocks (`text`, `tool_use`; others are skipped) into neutral ones.
+/// Reads Anthropic content blocks (`text`, `tool_use`; empty texts and other kinds are skipped) into
+/// neutral ones.
 pub(crate) fn blocks_from_anthropic(blocks: &[Value]) -> Vec<ContentBlock> {
     blocks
         .iter()
         .filter_map(|b| match b.get("type").and_then(Value::as_str) {
-            Some("text") => Some(ContentBlock::text(
-                b.get("text").and_then(Value::as_str).unwrap_or(""),
-            )),
+            Some("text") => b
+                .get("text")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(ContentBlock::text),
             Some("tool_use") => Some(ContentBlock::tool_call(
                 b.get("id").and_then(Value::as_str).unwrap_or(""),
                 b.get("name").and_then(Value::as_str).unwrap_or(""),
@@ -333,6 +356,10 @@ impl StreamAssembler {
 }
 
 impl StreamAssembly for StreamAssembler {
+    fn parse_whole(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
+        parse_response(bytes)
+    }
+
     fn is_done(&self) -> bool {
         self.done
     }
@@ -451,23 +478,9 @@ impl StreamAssembly for StreamAssembler {
             }
             "message_stop" => self.done = true,
             "error" => {
-                let kind = data["error"]
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let status = match kind {
-                    "authentication_error" => 401,
-                    "permission_error" => 403,
-                    "rate_limit_error" => 429,
-                    "invalid_request_error" => 400,
-                    "overloaded_error" => 529,
-                    _ => 500,
-                };
-                return Err(LlmError::from_status(
-                    status,
-                    error_message(&event.data, status),
-                    None,
-                ));
+                return Err(LlmError::StreamError {
+                    message: error_message(&event.data, 200),
+                });
             }
             _ => {} // ping, content_block_stop, and whatever comes next
         }
@@ -489,6 +502,7 @@ impl StreamAssembly for StreamAssembler {
         let content: Vec<ContentBlock> = blocks
             .into_iter()
             .filter_map(|(_, b)| match b {
+                PartialBlock::Text(text) if text.is_empty() => None,
                 PartialBlock::Text(text) => Some(ContentBlock::text(text)),
                 PartialBlock::ToolUse {
                     id,
@@ -648,7 +662,10 @@ mod tests {
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         )])
         .unwrap_err();
-        assert!(matches!(err, LlmError::Server { status: 529, .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "the server reported an error in the stream: Overloaded (overloaded_error)"
+        );
         let err = feed(&[("message_start", r#"{"message":{}}"#)]).unwrap_err();
         assert!(matches!(err, LlmError::IncompleteStream { .. }));
     }

@@ -50,9 +50,20 @@ pub enum LlmError {
         after: Duration,
     },
 
-    /// The server could not be reached, or the connection broke.
+    /// The server could not be reached (connection refused, name not resolved, connect timeout).
+    /// The request never left this machine, so retrying is safe.
     #[error("cannot reach {url}: {message}")]
     Transport {
+        /// The URL we were calling.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The connection broke after the request was sent. The server may have acted on it, so this is
+    /// not retried (a retry could pay for the same answer twice).
+    #[error("the connection to {url} broke before an answer arrived: {message}")]
+    ConnectionLost {
         /// The URL we were calling.
         url: String,
         /// What went wrong.
@@ -63,6 +74,13 @@ pub enum LlmError {
     #[error("undecodable response: {message}")]
     Decode {
         /// What was wrong with it.
+        message: String,
+    },
+
+    /// The server reported an error in the middle of a streamed answer (the HTTP status was 200).
+    #[error("the server reported an error in the stream: {message}")]
+    StreamError {
+        /// The server's message.
         message: String,
     },
 
@@ -99,6 +117,51 @@ impl LlmError {
             | Self::Server { status, .. } => Some(*status),
             Self::RateLimited { .. } => Some(429),
             _ => None,
+        }
+    }
+
+    /// The same error with every occurrence of `key` in its texts replaced by `[REDACTED]`.
+    pub fn redacted(self, key: &crate::secret::ApiKey) -> Self {
+        let r = |s: String| key.redact(&s);
+        match self {
+            Self::Auth { status, message } => Self::Auth {
+                status,
+                message: r(message),
+            },
+            Self::RateLimited {
+                retry_after,
+                message,
+            } => Self::RateLimited {
+                retry_after,
+                message: r(message),
+            },
+            Self::BadRequest { status, message } => Self::BadRequest {
+                status,
+                message: r(message),
+            },
+            Self::Server { status, message } => Self::Server {
+                status,
+                message: r(message),
+            },
+            Self::Transport { url, message } => Self::Transport {
+                url: r(url),
+                message: r(message),
+            },
+            Self::ConnectionLost { url, message } => Self::ConnectionLost {
+                url: r(url),
+                message: r(message),
+            },
+            Self::Decode { message } => Self::Decode {
+                message: r(message),
+            },
+            Self::StreamError { message } => Self::StreamError {
+                message: r(message),
+            },
+            Self::IncompleteStream { message } => Self::IncompleteStream {
+                message: r(message),
+            },
+            Self::Recording(message) => Self::Recording(r(message)),
+            other @ (Self::Timeout { .. } | Self::PlaybackMiss(_)) => other,
         }
     }
 

@@ -10,7 +10,7 @@ use crate::error::LlmError;
 use crate::retry::{RetryNotice, RetryPolicy, jitter, parse_retry_after};
 use crate::secret::ApiKey;
 use crate::sse::{SseEvent, SseParser};
-use crate::types::{ChatResponse, StreamEvent};
+use crate::types::{ChatResponse, ContentBlock, StreamEvent};
 
 /// Called before each retry wait, e.g. to tell the user what is going on.
 pub type RetryHook = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
@@ -55,6 +55,21 @@ const MAX_ERROR_BODY: u64 = 64 * 1024;
 /// Largest non-streamed answer we accept.
 const MAX_RESPONSE_BODY: u64 = 64 * 1024 * 1024;
 
+/// The body of a successful answer and its content type.
+pub(crate) struct HttpBody {
+    pub(crate) body: ureq::Body,
+    pub(crate) content_type: Option<String>,
+}
+
+impl HttpBody {
+    /// Whether the server answered with a plain JSON document (some servers ignore `stream: true`).
+    pub(crate) fn is_json(&self) -> bool {
+        self.content_type
+            .as_deref()
+            .is_some_and(|t| t.starts_with("application/json"))
+    }
+}
+
 pub(crate) struct Http {
     agent: ureq::Agent,
     options: HttpOptions,
@@ -68,7 +83,11 @@ impl Http {
         if is_loopback(url) {
             builder = builder.proxy(None);
         }
+        // No connection reuse: calls are seconds apart, and a fresh connection per request means a
+        // broken connection after sending unambiguously reached the server (see `ConnectionLost`).
         let agent = builder
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
             .http_status_as_error(false)
             .timeout_global(Some(options.timeout))
             .timeout_connect(Some(options.connect_timeout))
@@ -90,7 +109,7 @@ impl Http {
         headers: &[(&str, String)],
         body: &Value,
         key: Option<&ApiKey>,
-    ) -> Result<ureq::Body, LlmError> {
+    ) -> Result<HttpBody, LlmError> {
         let payload = serde_json::to_vec(body).map_err(|e| LlmError::Decode {
             message: format!("cannot encode the request: {e}"),
         })?;
@@ -125,7 +144,7 @@ impl Http {
         headers: &[(&str, String)],
         payload: &[u8],
         key: Option<&ApiKey>,
-    ) -> Result<ureq::Body, (LlmError, Option<Duration>)> {
+    ) -> Result<HttpBody, (LlmError, Option<Duration>)> {
         let mut request = self
             .agent
             .post(url)
@@ -138,7 +157,15 @@ impl Http {
             .map_err(|e| (transport_error(e, url, self.options.timeout), None))?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
-            return Ok(response.into_body());
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.to_ascii_lowercase());
+            return Ok(HttpBody {
+                body: response.into_body(),
+                content_type,
+            });
         }
         let header = |name: &str| {
             response
@@ -170,13 +197,10 @@ impl Http {
 }
 
 /// Reads a whole (non-streamed) answer body.
-pub(crate) fn read_body(
-    body: ureq::Body,
-    url: &str,
-    timeout: Duration,
-) -> Result<Vec<u8>, LlmError> {
+pub(crate) fn read_body(body: HttpBody, url: &str, timeout: Duration) -> Result<Vec<u8>, LlmError> {
     let mut bytes = Vec::new();
-    body.into_with_config()
+    body.body
+        .into_with_config()
         .limit(MAX_RESPONSE_BODY)
         .reader()
         .read_to_end(&mut bytes)
@@ -186,6 +210,8 @@ pub(crate) fn read_body(
 
 /// Turns server-sent events into one answer (one implementation per protocol).
 pub(crate) trait StreamAssembly {
+    /// Parses an answer the server sent as a plain JSON document instead of a stream.
+    fn parse_whole(bytes: &[u8]) -> Result<ChatResponse, LlmError>;
     /// Takes the next event, reporting progress through `on_event`.
     fn event(
         &mut self,
@@ -200,15 +226,25 @@ pub(crate) trait StreamAssembly {
 
 /// Reads an event stream into `assembly` until its end marker or the end of the body.
 pub(crate) fn read_stream<A: StreamAssembly>(
-    body: ureq::Body,
+    body: HttpBody,
     url: &str,
     timeout: Duration,
     mut assembly: A,
     on_event: &mut dyn FnMut(StreamEvent),
 ) -> Result<ChatResponse, LlmError> {
-    let mut reader = body.into_reader();
+    if body.is_json() {
+        // The server ignored `stream: true`; take the whole answer and report it as one batch.
+        let response = A::parse_whole(&read_body(body, url, timeout)?)?;
+        report_whole(&response, on_event);
+        return Ok(response);
+    }
+    let content_type = body.content_type.clone();
+    let mut reader = body.body.into_reader();
     let mut parser = SseParser::new();
     let mut buf = [0u8; 8192];
+    // The first bytes, to show what arrived when it was not an event stream.
+    let mut head: Vec<u8> = Vec::new();
+    let mut events = 0usize;
     loop {
         let n = reader
             .read(&mut buf)
@@ -216,7 +252,11 @@ pub(crate) fn read_stream<A: StreamAssembly>(
         if n == 0 {
             break;
         }
+        if head.len() < 200 {
+            head.extend_from_slice(&buf[..n.min(200 - head.len())]);
+        }
         for event in parser.feed(&buf[..n]) {
+            events += 1;
             assembly.event(&event, on_event)?;
             if assembly.is_done() {
                 return assembly.finish();
@@ -224,9 +264,46 @@ pub(crate) fn read_stream<A: StreamAssembly>(
         }
     }
     for event in parser.finish() {
+        events += 1;
         assembly.event(&event, on_event)?;
     }
+    if events == 0 && !head.is_empty() {
+        return Err(LlmError::Decode {
+            message: format!(
+                "a streaming request was answered with something that is not an event stream \
+                 (content type {}): {}",
+                content_type.as_deref().unwrap_or("none"),
+                String::from_utf8_lossy(&head).trim()
+            ),
+        });
+    }
     assembly.finish()
+}
+
+/// Reports a whole answer to a streaming caller as one batch of events.
+pub(crate) fn report_whole(response: &ChatResponse, on_event: &mut dyn FnMut(StreamEvent)) {
+    let mut call_index = 0;
+    for block in &response.content {
+        match block {
+            ContentBlock::Text { text } if !text.is_empty() => {
+                on_event(StreamEvent::TextDelta(text.clone()))
+            }
+            ContentBlock::ToolCall {
+                name, arguments, ..
+            } => {
+                on_event(StreamEvent::ToolCallStarted {
+                    index: call_index,
+                    name: name.clone(),
+                });
+                on_event(StreamEvent::ToolCallDelta {
+                    index: call_index,
+                    fragment: arguments.to_string(),
+                });
+                call_index += 1;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Whether `url` points at this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
@@ -245,27 +322,35 @@ fn is_loopback(url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Maps a ureq failure to our error type.
+/// Maps a ureq failure to our error type: failures to connect are `Transport` (retryable), failures
+/// after the request may have been sent are `ConnectionLost` (not retried).
 pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) -> LlmError {
+    use std::io::ErrorKind as K;
     use ureq::Timeout as T;
+    let unreachable = |message: String| LlmError::Transport {
+        url: url.to_string(),
+        message,
+    };
     match err {
-        ureq::Error::Timeout(T::Connect | T::Resolve) => LlmError::Transport {
-            url: url.to_string(),
-            message: "connection timed out".into(),
-        },
+        ureq::Error::Timeout(T::Connect | T::Resolve) => unreachable("connection timed out".into()),
         ureq::Error::Timeout(_) => LlmError::Timeout { after: timeout },
-        ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-            LlmError::Timeout { after: timeout }
-        }
-        ureq::Error::HostNotFound => LlmError::Transport {
-            url: url.to_string(),
-            message: "host not found".into(),
+        ureq::Error::HostNotFound => unreachable("host not found".into()),
+        ureq::Error::ConnectionFailed => unreachable("connection failed".into()),
+        ureq::Error::Io(e) => match e.kind() {
+            K::TimedOut => LlmError::Timeout { after: timeout },
+            K::ConnectionRefused
+            | K::NotConnected
+            | K::AddrNotAvailable
+            | K::NetworkUnreachable
+            | K::HostUnreachable
+            | K::NetworkDown => unreachable(e.to_string()),
+            _ => LlmError::ConnectionLost {
+                url: url.to_string(),
+                message: e.to_string(),
+            },
         },
-        ureq::Error::Io(e) => LlmError::Transport {
-            url: url.to_string(),
-            message: e.to_string(),
-        },
-        other => LlmError::Transport {
+        // TLS, protocol and URL problems: retrying would not help.
+        other => LlmError::ConnectionLost {
             url: url.to_string(),
             message: other.to_string(),
         },
@@ -275,9 +360,11 @@ pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) ->
 /// Maps an error while reading an answer's body.
 pub(crate) fn body_read_error(err: std::io::Error, url: &str, timeout: Duration) -> LlmError {
     match transport_error(ureq::Error::from(err), url, timeout) {
-        LlmError::Transport { message, .. } => LlmError::IncompleteStream {
-            message: format!("connection broke while reading the answer: {message}"),
-        },
+        LlmError::Transport { message, .. } | LlmError::ConnectionLost { message, .. } => {
+            LlmError::IncompleteStream {
+                message: format!("the connection broke while the answer was arriving: {message}"),
+            }
+        }
         other => other,
     }
 }

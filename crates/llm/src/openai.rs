@@ -88,28 +88,51 @@ impl OpenAiClient {
         }
         headers
     }
+}
 
-    fn redact(&self, text: String) -> String {
+impl OpenAiClient {
+    fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request, false, false);
+        let key = self.api_key.as_ref();
+        let response = self
+            .http
+            .post_json(&self.url, &self.headers(), &body, key)?;
+        parse_response(&read_body(response, &self.url, self.http.timeout())?)
+    }
+
+    fn stream_unredacted(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<ChatResponse, LlmError> {
+        let body = request_body(request, true, self.stream_usage);
+        let key = self.api_key.as_ref();
+        let response = self
+            .http
+            .post_json(&self.url, &self.headers(), &body, key)?;
+        let timeout = self.http.timeout();
+        read_stream(
+            response,
+            &self.url,
+            timeout,
+            StreamAssembler::default(),
+            on_event,
+        )
+    }
+
+    /// Scrubs the API key from anything a server said.
+    fn redact(&self, err: LlmError) -> LlmError {
         match &self.api_key {
-            Some(key) => key.redact(&text),
-            None => text,
+            Some(key) => err.redacted(key),
+            None => err,
         }
     }
 }
 
 impl LlmClient for OpenAiClient {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, false, false);
-        let response =
-            self.http
-                .post_json(&self.url, &self.headers(), &body, self.api_key.as_ref())?;
-        let bytes = read_body(response, &self.url, self.http.timeout())?;
-        parse_response(&bytes).map_err(|e| match e {
-            LlmError::Decode { message } => LlmError::Decode {
-                message: self.redact(message),
-            },
-            other => other,
-        })
+        self.complete_unredacted(request)
+            .map_err(|e| self.redact(e))
     }
 
     fn complete_streaming(
@@ -117,17 +140,8 @@ impl LlmClient for OpenAiClient {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, true, self.stream_usage);
-        let response =
-            self.http
-                .post_json(&self.url, &self.headers(), &body, self.api_key.as_ref())?;
-        read_stream(
-            response,
-            &self.url,
-            self.http.timeout(),
-            StreamAssembler::default(),
-            on_event,
-        )
+        self.stream_unredacted(request, on_event)
+            .map_err(|e| self.redact(e))
     }
 
     fn describe(&self) -> String {
@@ -431,7 +445,33 @@ struct StreamAssembler {
     done: bool,
 }
 
+impl StreamAssembler {
+    /// Where a tool-call delta belongs. With an `index`, that index. Without one (some servers omit
+    /// it): the call with the same id, a new call for a new id, else the call being streamed.
+    fn slot_for(&mut self, index: Option<usize>, id: Option<&str>) -> usize {
+        let existing = match (index, id) {
+            (Some(index), _) => self.calls.iter().position(|c| c.index == index),
+            (None, Some(id)) => self.calls.iter().position(|c| c.id.as_deref() == Some(id)),
+            (None, None) => self.calls.len().checked_sub(1),
+        };
+        if let Some(slot) = existing {
+            return slot;
+        }
+        let index =
+            index.unwrap_or_else(|| self.calls.iter().map(|c| c.index + 1).max().unwrap_or(0));
+        self.calls.push(PartialCall {
+            index,
+            ..PartialCall::default()
+        });
+        self.calls.len() - 1
+    }
+}
+
 impl StreamAssembly for StreamAssembler {
+    fn parse_whole(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
+        parse_response(bytes)
+    }
+
     fn is_done(&self) -> bool {
         self.done
     }
@@ -454,11 +494,8 @@ impl StreamAssembly for StreamAssembler {
             message: format!("bad stream chunk ({e}): {}", snippet(data.as_bytes())),
         })?;
         if let Some(error) = chunk.error {
-            let message = crate::http::error_message(&json!({ "error": error }).to_string(), 500);
-            return Err(LlmError::Server {
-                status: 500,
-                message,
-            });
+            let message = crate::http::error_message(&json!({ "error": error }).to_string(), 200);
+            return Err(LlmError::StreamError { message });
         }
         if self.id.is_none() {
             self.id = chunk.id;
@@ -484,18 +521,9 @@ impl StreamAssembly for StreamAssembler {
                 self.text.push_str(&text);
                 on_event(StreamEvent::TextDelta(text));
             }
-            for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                let index = call.index.unwrap_or(position);
-                let slot = match self.calls.iter().position(|c| c.index == index) {
-                    Some(i) => i,
-                    None => {
-                        self.calls.push(PartialCall {
-                            index,
-                            ..PartialCall::default()
-                        });
-                        self.calls.len() - 1
-                    }
-                };
+            for call in delta.tool_calls.unwrap_or_default() {
+                let id = call.id.clone().filter(|id| !id.is_empty());
+                let slot = self.slot_for(call.index, id.as_deref());
                 let slot_index = slot;
                 let partial = &mut self.calls[slot_index];
                 if partial.id.is_none() {
@@ -728,6 +756,25 @@ mod tests {
     }
 
     #[test]
+    fn calls_without_index_are_kept_apart_by_id() {
+        let (r, _) = assemble(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":"{\"y\":2}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            r.content,
+            vec![
+                ContentBlock::tool_call("a", "f", json!({"x": 1})),
+                ContentBlock::tool_call("b", "g", json!({"y": 2})),
+            ]
+        );
+    }
+
+    #[test]
     fn stream_without_done_is_an_error() {
         let err = assemble(&[r#"{"choices":[{"delta":{"content":"hi"}}]}"#]).unwrap_err();
         assert!(matches!(err, LlmError::IncompleteStream { .. }), "{err}");
@@ -751,7 +798,7 @@ mod tests {
         let err = assemble(&[r#"{"error":{"message":"boom","type":"server_error"}}"#]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "server error (HTTP 500): boom (server_error)"
+            "the server reported an error in the stream: boom (server_error)"
         );
     }
 }

@@ -75,10 +75,20 @@ impl<C: LlmClient> Recorder<C> {
             &requested_at.to_string(),
             &self.clock.now().to_string(),
         );
-        let next = next_turn_number(&self.dir)?;
-        let path = self.dir.join(format!("turn-{next}.json"));
-        store::write_json_atomic(&path, &recording, true)
-            .map_err(|e| LlmError::Recording(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(&recording)
+            .map_err(|e| LlmError::Recording(format!("cannot encode a recording: {e}")))?;
+        // Claim the next free number; another process recording into the same directory may take a
+        // number between our look and our write, in which case we move on to the next one.
+        let mut next = next_turn_number(&self.dir)?;
+        let path = loop {
+            let path = self.dir.join(format!("turn-{next}.json"));
+            if store::create_atomic(&path, &bytes)
+                .map_err(|e| LlmError::Recording(e.to_string()))?
+            {
+                break path;
+            }
+            next += 1;
+        };
         Ok(path)
     }
 }

@@ -39,6 +39,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     sync_dir(dir)
 }
 
+/// Creates `path` with `bytes`, atomically and durably, only if it does not exist yet.
+///
+/// Returns `Ok(false)` (and writes nothing) when the file already exists, so concurrent writers can
+/// claim distinct names without overwriting each other.
+pub fn create_atomic(path: &Path, bytes: &[u8]) -> StoreResult<bool> {
+    let dir = parent_dir(path);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".new.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| StoreError::io("create a temporary file in", dir, e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| StoreError::io("write", tmp.path().to_path_buf(), e))?;
+    set_permissions_like(tmp.as_file(), path);
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| StoreError::io("flush", tmp.path().to_path_buf(), e))?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => {}
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(StoreError::io("move into place", path, e.error)),
+    }
+    sync_dir(dir)?;
+    Ok(true)
+}
+
 /// Serializes `value` as JSON (pretty, two-space indent when `pretty`) and writes it with
 /// [`write_atomic`].
 pub fn write_json_atomic<T: Serialize + ?Sized>(
@@ -154,6 +180,20 @@ mod tests {
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+
+    #[test]
+    fn create_atomic_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("turn-1.json");
+        assert!(create_atomic(&path, b"first").unwrap());
+        assert!(!create_atomic(&path, b"second").unwrap());
+        assert_eq!(fs::read_to_string(&path).unwrap(), "first");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "no temporary file left behind: {names:?}");
     }
 
     #[test]

@@ -33,15 +33,25 @@ pub enum StoreError {
         reason: String,
     },
 
-    /// The journal ends with an incomplete line; appending now would glue a new record onto it.
-    #[error(
-        "{path}: the last line is incomplete ({bytes} bytes without a newline); recover the journal before appending"
-    )]
+    /// The journal ends with a torn line; appending now would bury it in the middle of the file, where
+    /// it would be corruption instead of a recoverable tail.
+    #[error("{path}: {reason}; recover the journal before appending")]
     TornTail {
         /// The journal file.
         path: PathBuf,
-        /// Length of the incomplete tail.
+        /// Length of the torn tail in bytes.
         bytes: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// An earlier append failed and could not be undone, so the journal's end is unknown.
+    #[error(
+        "{path}: an earlier append failed and could not be rolled back; reopen the journal to recover it"
+    )]
+    Poisoned {
+        /// The journal file.
+        path: PathBuf,
     },
 
     /// A value could not be turned into JSON.

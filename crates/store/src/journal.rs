@@ -35,6 +35,7 @@ pub struct Journal {
     file: File,
     path: PathBuf,
     durability: Durability,
+    poisoned: bool,
 }
 
 impl Journal {
@@ -62,20 +63,20 @@ impl Journal {
             .metadata()
             .map_err(|e| StoreError::io("inspect journal", path, e))?
             .len();
-        if len > 0 {
-            let tail = tail_after_last_newline(&mut file, len)
-                .map_err(|e| StoreError::io("read journal", path, e))?;
-            if tail > 0 {
-                return Err(StoreError::TornTail {
-                    path: path.to_path_buf(),
-                    bytes: tail,
-                });
-            }
+        if let Some((bytes, reason)) =
+            torn_end(&mut file, len).map_err(|e| StoreError::io("read journal", path, e))?
+        {
+            return Err(StoreError::TornTail {
+                path: path.to_path_buf(),
+                bytes,
+                reason,
+            });
         }
         Ok(Self {
             file,
             path: path.to_path_buf(),
             durability,
+            poisoned: false,
         })
     }
 
@@ -120,15 +121,70 @@ impl Journal {
     }
 
     fn write_line(&mut self, line: &[u8]) -> StoreResult<()> {
-        // One write call for the whole line: with O_APPEND the kernel places it at the end in one piece.
-        self.file
-            .write_all(line)
-            .map_err(|e| StoreError::io("append to", &self.path, e))?;
-        if self.durability == Durability::Fsync {
-            self.sync()?;
+        if self.poisoned {
+            return Err(StoreError::Poisoned {
+                path: self.path.clone(),
+            });
         }
-        Ok(())
+        let before = self
+            .file
+            .metadata()
+            .map_err(|e| StoreError::io("inspect journal", &self.path, e))?
+            .len();
+        // One write call for the whole line: with O_APPEND the kernel places it at the end in one piece.
+        let written = self
+            .file
+            .write_all(line)
+            .map_err(|e| StoreError::io("append to", &self.path, e))
+            .and_then(|()| match self.durability {
+                Durability::Fsync => self.sync(),
+                Durability::Buffered => Ok(()),
+            });
+        if written.is_err() {
+            // Take back whatever part of the line reached the file, so the next append does not glue
+            // onto it. If even that fails, refuse further appends.
+            let rolled_back = self
+                .file
+                .set_len(before)
+                .and_then(|()| self.file.sync_data());
+            if rolled_back.is_err() {
+                self.poisoned = true;
+            }
+        }
+        written
     }
+}
+
+/// Checks the end of a journal: `Some((bytes, reason))` when its last line lacks a newline or is not
+/// JSON.
+fn torn_end(file: &mut File, len: u64) -> std::io::Result<Option<(u64, String)>> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let tail = tail_after_last_newline(file, len)?;
+    if tail > 0 {
+        return Ok(Some((
+            tail,
+            format!("the last line is incomplete ({tail} bytes without a newline)"),
+        )));
+    }
+    // The file ends with a newline; the line before it must still be a JSON value.
+    let body_len = len - 1;
+    let start = body_len - tail_after_last_newline(file, body_len)?;
+    let mut last = vec![0u8; (body_len - start) as usize];
+    file.seek(SeekFrom::Start(start))?;
+    file.read_exact(&mut last)?;
+    if last.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    Ok(serde_json::from_slice::<serde::de::IgnoredAny>(&last)
+        .err()
+        .map(|e| {
+            (
+                len - start,
+                format!("the last line is not valid JSON ({e})"),
+            )
+        }))
 }
 
 /// Number of bytes after the last newline of a file of length `len` (0 when it ends with a newline).
@@ -421,6 +477,49 @@ mod tests {
         let c = read::<Value>(&path).unwrap();
         assert_eq!(c.records.len(), 3);
         assert!(c.torn_tail.is_none());
+    }
+
+    #[test]
+    fn open_refuses_an_unparseable_last_line_that_ends_with_a_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n{\"a\":\n").unwrap();
+        let err = Journal::open(&path).unwrap_err();
+        assert!(
+            err.to_string().contains("the last line is not valid JSON"),
+            "{err}"
+        );
+        recover::<Value>(&path).unwrap();
+        Journal::open(&path)
+            .unwrap()
+            .append(&json!({"a": 2}))
+            .unwrap();
+        assert_eq!(read::<Value>(&path).unwrap().records.len(), 2);
+        // A single valid line, and trailing blank lines, are fine.
+        std::fs::write(&path, "{\"a\":1}\n\n").unwrap();
+        Journal::open(&path).unwrap();
+        std::fs::write(&path, "{\"a\":1}\n").unwrap();
+        Journal::open(&path).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_append_that_cannot_be_rolled_back_poisons_the_journal() {
+        // /dev/full accepts opens, every write fails with ENOSPC, and it cannot be truncated.
+        let mut j = Journal {
+            file: OpenOptions::new().append(true).open("/dev/full").unwrap(),
+            path: PathBuf::from("/dev/full"),
+            durability: Durability::Buffered,
+            poisoned: false,
+        };
+        let err = j.append(&json!({"a": 1})).unwrap_err();
+        assert!(
+            err.to_string().contains("cannot append to /dev/full"),
+            "{err}"
+        );
+        let err = j.append(&json!({"a": 2})).unwrap_err();
+        assert!(matches!(err, StoreError::Poisoned { .. }), "{err}");
+        assert!(err.to_string().contains("reopen the journal"), "{err}");
     }
 
     #[test]

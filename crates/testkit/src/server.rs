@@ -56,6 +56,7 @@ enum Kind {
         content_type: String,
         body: String,
     },
+    HangUp,
 }
 
 /// One scripted response.
@@ -125,6 +126,11 @@ impl Reply {
             content_type: content_type.into(),
             body: body.into(),
         })
+    }
+
+    /// Reads the request, then closes the connection without answering.
+    pub fn hang_up() -> Self {
+        Self::new(Kind::HangUp)
     }
 
     /// HTTP 200 with an empty body (what llama.cpp's server does for streams with `tool_choice` auto).
@@ -407,6 +413,7 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         .and_then(Value::as_bool)
         == Some(true);
     match &reply.kind {
+        Kind::HangUp => Ok(()),
         Kind::Raw {
             status,
             content_type,

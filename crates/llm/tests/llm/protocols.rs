@@ -58,6 +58,10 @@ both_protocols!(
     stream_cut_before_its_end_is_an_error,
     unreachable_server_is_a_transport_error,
     retry_hook_is_told_about_each_retry,
+    a_connection_lost_after_sending_is_not_retried,
+    the_key_never_leaks_from_stream_errors,
+    a_json_answer_to_a_streaming_request_is_accepted,
+    a_body_that_is_not_an_event_stream_is_shown,
 );
 
 fn plain_answer(protocol: Protocol) {
@@ -503,4 +507,109 @@ fn undecodable_answers_are_decode_errors() {
         .unwrap_err();
     assert!(matches!(err, LlmError::Decode { .. }), "{err:?}");
     assert!(err.to_string().contains("proxy login"), "{err}");
+}
+
+fn a_connection_lost_after_sending_is_not_retried(protocol: Protocol) {
+    // The server read the request (and may have started generating): retrying could pay twice.
+    let server = ScriptedServer::start([Reply::hang_up(), Reply::text("unused")]);
+    let err = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap_err();
+    assert!(matches!(err, LlmError::ConnectionLost { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("broke before an answer arrived"),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), 1);
+}
+
+fn the_key_never_leaks_from_stream_errors(protocol: Protocol) {
+    let event = match protocol {
+        Protocol::OpenAi => format!(
+            "data: {}\n\n",
+            json!({"error": {"message": format!("bad key {KEY}")}})
+        ),
+        Protocol::Anthropic => format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": "authentication_error", "message": format!("bad key {KEY}")}})
+        ),
+    };
+    let garbage = format!("data: {{not json {KEY}\n\n");
+    let server = ScriptedServer::start([
+        Reply::raw(200, "text/event-stream", &event),
+        Reply::raw(200, "text/event-stream", &garbage),
+        Reply::raw(200, "application/json", &format!("{{\"oops\": \"{KEY}\"")),
+    ]);
+    let client = client(&server, protocol, fast_http());
+    let stream_error = client
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(stream_error, LlmError::StreamError { .. }),
+        "{stream_error:?}"
+    );
+    let decode_error = client
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(decode_error, LlmError::Decode { .. }),
+        "{decode_error:?}"
+    );
+    let plain_decode_error = client.complete(&request()).unwrap_err();
+    for err in [stream_error, decode_error, plain_decode_error] {
+        let text = format!("{err} / {err:?}");
+        assert!(!text.contains(KEY), "the key leaked: {text}");
+        assert!(text.contains("[REDACTED]"), "{text}");
+    }
+}
+
+fn a_json_answer_to_a_streaming_request_is_accepted(protocol: Protocol) {
+    // Some servers ignore `stream: true` and answer with one JSON document.
+    let body = match protocol {
+        Protocol::OpenAi => {
+            json!({"choices": [{"message": {"content": "whole"}, "finish_reason": "stop"}]})
+        }
+        Protocol::Anthropic => {
+            json!({"content": [{"type": "text", "text": "whole"}], "stop_reason": "end_turn"})
+        }
+    };
+    let server = ScriptedServer::start([Reply::raw(200, "application/json", &body.to_string())]);
+    let mut deltas = Vec::new();
+    let response = client(&server, protocol, fast_http())
+        .complete_streaming(&request(), &mut |e| deltas.push(e))
+        .unwrap();
+    assert_eq!(response.text(), "whole");
+    assert_eq!(deltas, vec![StreamEvent::TextDelta("whole".into())]);
+}
+
+fn a_body_that_is_not_an_event_stream_is_shown(protocol: Protocol) {
+    let server =
+        ScriptedServer::start([Reply::raw(200, "text/html", "<html>captive portal</html>")]);
+    let err = client(&server, protocol, fast_http())
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Decode { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("not an event stream (content type text/html)"),
+        "{text}"
+    );
+    assert!(text.contains("<html>captive portal</html>"), "{text}");
+}
+
+#[test]
+fn clients_never_show_their_key_in_debug_output() {
+    use llm::ApiKey;
+    use llm::anthropic::{AnthropicClient, AnthropicConfig};
+    use llm::openai::{OpenAiClient, OpenAiConfig};
+    let openai = OpenAiClient::new(OpenAiConfig::new(
+        "http://127.0.0.1:9/v1",
+        Some(ApiKey::new(KEY)),
+    ));
+    let anthropic =
+        AnthropicClient::new(AnthropicConfig::new("http://127.0.0.1:9", ApiKey::new(KEY)));
+    for text in [format!("{openai:?}"), format!("{anthropic:?}")] {
+        assert!(!text.contains(KEY), "{text}");
+        assert!(text.contains("ApiKey([REDACTED])"), "{text}");
+    }
 }

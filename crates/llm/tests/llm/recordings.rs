@@ -266,15 +266,66 @@ fn record_then_playback_reproduces_responses_exactly() {
 }
 
 #[test]
-fn a_run_recorded_against_one_provider_plays_back_for_the_other() {
-    let server = ScriptedServer::start(script());
-    let dir = tempfile::tempdir().unwrap();
-    let exchanges = scripted_exchanges(&server, Protocol::OpenAi, dir.path());
-    // The same neutral requests: playback does not care which adapter produced the recordings.
-    let playback = PlaybackClient::open(dir.path(), PlaybackMode::Signature).unwrap();
-    for (request, response) in exchanges {
-        assert_eq!(playback.complete(&request).unwrap(), response);
+fn recordings_are_provider_neutral() {
+    // The same conversation through each adapter gives the same recorded request, signature and
+    // answer, so either set of files plays back for either provider.
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut exchanges = Vec::new();
+    for (dir, protocol) in dirs.iter().zip([Protocol::OpenAi, Protocol::Anthropic]) {
+        let server = ScriptedServer::start(script());
+        exchanges.push(scripted_exchanges(&server, protocol, dir.path()));
     }
+    for name in ["turn-1.json", "turn-2.json", "turn-3.json"] {
+        let read = |d: &tempfile::TempDir| -> Value {
+            serde_json::from_slice(&std::fs::read(d.path().join(name)).unwrap()).unwrap()
+        };
+        let (a, b) = (read(&dirs[0]), read(&dirs[1]));
+        assert_eq!(a["request"], b["request"], "{name}");
+        assert_eq!(a["signature"], b["signature"], "{name}");
+        for key in ["content", "stop_reason", "usage"] {
+            assert_eq!(
+                a["response"]["response"][key], b["response"]["response"][key],
+                "{name} {key}"
+            );
+        }
+    }
+    // Cross over: play the OpenAI-recorded files back for the Anthropic conversation.
+    let playback = PlaybackClient::open(dirs[0].path(), PlaybackMode::Signature).unwrap();
+    for (request, response) in &exchanges[1] {
+        let played = playback.complete(request).unwrap();
+        assert_eq!(played.content, response.content);
+        assert_eq!(played.stop_reason, response.stop_reason);
+        assert_eq!(played.usage, response.usage);
+    }
+}
+
+#[test]
+fn concurrent_recorders_never_overwrite_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedServer::start((0..40).map(|i| Reply::text(&format!("answer {i}"))));
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let recorder =
+                    Recorder::new(client(&server, Protocol::OpenAi, fast_http()), dir.path())
+                        .unwrap();
+                for _ in 0..10 {
+                    recorder
+                        .complete(&ChatRequest::new("m", vec![Message::user("hi")]))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let files = recording_files(dir.path()).unwrap();
+    assert_eq!(files.len(), 40);
+    let mut answers: Vec<String> = files
+        .iter()
+        .map(|f| Recording::load(f).unwrap().chat_response().text())
+        .collect();
+    answers.sort();
+    answers.dedup();
+    assert_eq!(answers.len(), 40, "every answer kept exactly once");
 }
 
 #[test]

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use store::{Journal, LockHolder, RunLock};
+use store::{Durability, Journal, LockHolder, RunLock};
+
+/// Size of the padding of the "big" writer's records.
+pub const BIG_PAD: usize = 4 << 20;
 
 pub const ROLE_VAR: &str = "STORE_TEST_CHILD_ROLE";
 pub const PATH_VAR: &str = "STORE_TEST_CHILD_PATH";
@@ -61,12 +64,27 @@ pub fn record(seq: u64) -> serde_json::Value {
 #[ignore = "entry point for child processes spawned by other tests"]
 fn journal_writer() {
     let Some((role, path)) = role() else { return };
-    let mut journal = Journal::open(&path).unwrap();
+    let durability = if role == "big" {
+        Durability::Buffered
+    } else {
+        Durability::Fsync
+    };
+    let mut journal = Journal::open_with(&path, durability).unwrap();
     match role.as_str() {
         // Append forever; the parent kills us.
         "burst" => {
             for seq in 0.. {
                 journal.append(&record(seq)).unwrap();
+            }
+        }
+        // Large records appended as fast as possible (no fsync), so a kill can land inside a write
+        // and the kernel leaves part of a line behind.
+        "big" => {
+            let pad = "x".repeat(BIG_PAD);
+            for seq in 0.. {
+                journal
+                    .append_raw(&format!("{{\"seq\":{seq},\"pad\":\"{pad}\"}}"))
+                    .unwrap();
             }
         }
         // Ten complete records, then half a record as if the machine lost power mid-write, then wait.

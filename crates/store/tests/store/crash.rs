@@ -3,7 +3,7 @@
 use serde_json::Value;
 use store::{Journal, TornReason, journal};
 
-use crate::child::{record, spawn, wait_for};
+use crate::child::{BIG_PAD, record, spawn, wait_for};
 
 #[test]
 fn sigkill_during_a_burst_loses_no_complete_line() {
@@ -36,6 +36,55 @@ fn sigkill_during_a_burst_loses_no_complete_line() {
     let after = journal::read::<Value>(&path).unwrap();
     assert_eq!(after.records.len(), n + 1);
     assert!(after.torn_tail.is_none());
+}
+
+/// Kills a writer of 4 MiB lines until a kill has landed inside a write (about one kill in five does)
+/// and checks what the reader makes of each journal left behind.
+#[test]
+fn sigkill_inside_a_large_write_leaves_a_torn_line_that_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut torn_seen = 0;
+    for attempt in 0..60 {
+        let path = dir.path().join(format!("big-{attempt}.jsonl"));
+        let mut child = spawn("journal_writer", "big", &path);
+        wait_for("three large lines", || {
+            std::fs::metadata(&path).is_ok_and(|m| m.len() > 3 * BIG_PAD as u64)
+        });
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let contents = journal::read::<Value>(&path).unwrap();
+        assert!(contents.records.len() >= 3);
+        for (i, rec) in contents.records.iter().enumerate() {
+            assert_eq!(rec["seq"], i as u64);
+            assert_eq!(rec["pad"].as_str().unwrap().len(), BIG_PAD);
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        match contents.torn_tail {
+            None => assert_eq!(contents.complete_len, len),
+            Some(torn) => {
+                torn_seen += 1;
+                assert_eq!(torn.offset, contents.complete_len);
+                assert_eq!(torn.offset + torn.len, len);
+                assert_eq!(torn.line, contents.records.len() + 1);
+                assert_eq!(torn.reason, TornReason::MissingNewline);
+                assert!(
+                    torn.preview
+                        .starts_with(&format!("{{\"seq\":{}", contents.records.len()))
+                );
+                journal::recover::<Value>(&path).unwrap();
+                assert_eq!(
+                    std::fs::metadata(&path).unwrap().len(),
+                    contents.complete_len
+                );
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+        if torn_seen >= 2 {
+            return;
+        }
+    }
+    panic!("60 kills during large writes never left a torn line ({torn_seen} seen)");
 }
 
 #[test]
