@@ -1,0 +1,13 @@
+//! The delta agent engine.
+//!
+//! An agent is a folder: `agent.yaml` (model, tools, hooks), `system_prompt.md`, optional
+//! `context.yaml` and `hooks.yaml`. A run lives in a workspace folder; every event goes to an
+//! append-only journal there, and the conversation sent to the model is rebuilt from that journal on
+//! every iteration, so a run can be picked up by a later process.
+//!
+//! This crate never prints: progress is reported through [`engine::Observer`], questions for a human go
+//! through [`engine::HumanInput`]; the `delta` binary renders both.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod agent;
+pub mod diag;
