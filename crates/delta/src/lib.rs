@@ -10,4 +10,14 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
+pub mod connect;
+pub mod context;
 pub mod diag;
+pub mod engine;
+pub mod env;
+pub mod events;
+pub mod hooks;
+pub mod metadata;
+pub mod process;
+pub mod session;
+pub mod workspace;

@@ -152,7 +152,10 @@ impl LlmClient for OpenAiClient {
 /// The JSON body for `request` (public for tests and for tools that show what would be sent).
 pub fn request_body(request: &ChatRequest, stream: bool, stream_usage: bool) -> Value {
     let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
+    // An empty model is left out: servers that serve a single model do not need one.
+    if !request.model.is_empty() {
+        body.insert("model".into(), json!(request.model));
+    }
     body.insert(
         "messages".into(),
         Value::Array(wire_messages(&request.messages)),

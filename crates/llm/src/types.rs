@@ -84,8 +84,22 @@ impl ContentBlock {
 pub struct Message {
     /// Who it is from.
     pub role: Role,
-    /// What it says.
+    /// What it says. When read from JSON, a plain string is accepted as a single text block.
+    #[serde(deserialize_with = "content_blocks")]
     pub content: Vec<ContentBlock>,
+}
+
+fn content_blocks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentBlock>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Content {
+        Text(String),
+        Blocks(Vec<ContentBlock>),
+    }
+    Ok(match Content::deserialize(d)? {
+        Content::Text(text) => vec![ContentBlock::text(text)],
+        Content::Blocks(blocks) => blocks,
+    })
 }
 
 impl Message {
@@ -414,6 +428,17 @@ mod tests {
         ] {
             assert_eq!(StopReason::parse(r).as_str(), r);
         }
+    }
+
+    #[test]
+    fn message_content_may_be_a_plain_string() {
+        let m: Message = serde_json::from_value(json!({"role": "user", "content": "hi"})).unwrap();
+        assert_eq!(m, Message::user("hi"));
+        let m: Message = serde_json::from_value(
+            json!({"role": "assistant", "content": [{"type": "text", "text": "a"}]}),
+        )
+        .unwrap();
+        assert_eq!(m.text(), "a");
     }
 
     #[test]

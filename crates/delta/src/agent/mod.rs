@@ -402,6 +402,50 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
     })
 }
 
+/// Loads only the tools of one YAML file (an agent configuration or an imported module), following its
+/// imports. Imports are confined to the file's folder.
+pub fn load_tools(file: &Path) -> Result<Vec<Tool>, AgentError> {
+    let file = file.canonicalize().map_err(|source| AgentError::Io {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let source = read(&file)?;
+    let module = yaml::parse::<RawModule>(&file, &source)
+        .map_err(|d| AgentError::Invalid(vec![d]))?
+        .value;
+    let root = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut loader = ModuleLoader {
+        root,
+        stack: vec![file.clone()],
+        loaded: HashSet::new(),
+        tools: Vec::new(),
+        diags: Vec::new(),
+        default_timeout: DEFAULT_TOOL_TIMEOUT,
+    };
+    for import in module.imports.iter().flatten() {
+        loader.import(&file, &source, import);
+    }
+    let mut diags = std::mem::take(&mut loader.diags);
+    let local = expand_tools(
+        &file,
+        &source,
+        &module.tools,
+        DEFAULT_TOOL_TIMEOUT,
+        &mut diags,
+    );
+    if !diags.is_empty() {
+        return Err(AgentError::Invalid(diags));
+    }
+    let mut tools = loader.tools;
+    for tool in local {
+        match tools.iter().position(|t| t.name == tool.name) {
+            Some(i) => tools[i] = tool,
+            None => tools.push(tool),
+        }
+    }
+    Ok(tools)
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())

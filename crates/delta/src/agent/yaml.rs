@@ -20,7 +20,10 @@ pub struct Parsed<T> {
 ///
 /// Errors carry line and column, the field path and the source line. An empty document is reported as
 /// such rather than as a confusing "missing field".
-#[expect(clippy::result_large_err, reason = "parsing a config file is not a hot path")]
+#[expect(
+    clippy::result_large_err,
+    reason = "parsing a config file is not a hot path"
+)]
 pub fn parse<T: DeserializeOwned>(file: &Path, source: &str) -> Result<Parsed<T>, Diagnostic> {
     if source.trim().is_empty()
         || source

@@ -1,0 +1,117 @@
+//! Progress on stderr.
+
+use delta::engine::{Observer, Progress};
+use delta::events::HookStatus;
+use serde_json::Value;
+
+use super::eprint_line;
+
+/// Prints engine progress on stderr.
+pub struct Console {
+    /// Show hook runs and other details.
+    pub verbose: bool,
+}
+
+fn short(value: &Value) -> String {
+    match value {
+        Value::String(s) if s.chars().count() > 40 => {
+            format!(
+                "\"{}...\"",
+                s.chars().take(37).collect::<String>().replace('\n', " ")
+            )
+        }
+        Value::String(s) => format!("\"{}\"", s.replace('\n', " ")),
+        other => other.to_string(),
+    }
+}
+
+/// `name(k="v", n=3)` for the console.
+pub fn call_preview(name: &str, args: &Value) -> String {
+    let parts: Vec<String> = args
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| format!("{k}={}", short(v))).collect())
+        .unwrap_or_default();
+    format!("{name}({})", parts.join(", "))
+}
+
+impl Observer for Console {
+    fn progress(&mut self, event: Progress) {
+        match event {
+            Progress::Iteration { n, max } => eprint_line(&format!("\n[Iteration {n}/{max}]")),
+            Progress::Thinking => eprint_line("🤔 Thinking..."),
+            Progress::Thought(text) => eprint_line(&format!("💭 {}", text.trim())),
+            Progress::Executing(n) => eprint_line(&format!("🛠️  Executing {n} tool call(s)...")),
+            Progress::ToolCall { name, args } => {
+                eprint_line(&format!("  → {}", call_preview(&name, &args)))
+            }
+            Progress::ToolDone {
+                exit_code,
+                success,
+                preview,
+                chars,
+            } => {
+                let shown = preview
+                    .map(|p| format!("\"{p}\""))
+                    .unwrap_or_else(|| "(no output)".into());
+                if success {
+                    eprint_line(&format!(
+                        "  ✓ Output: {shown} ({chars} chars, exit {exit_code})"
+                    ));
+                } else {
+                    eprint_line(&format!("  ✗ Failed: {shown} (exit {exit_code})"));
+                }
+            }
+            Progress::ToolNotFound(name) => eprint_line(&format!("  ❌ Tool not found: {name}")),
+            Progress::ToolError(message) => eprint_line(&format!("  ❌ {message}")),
+            Progress::Hook {
+                name,
+                status,
+                problems,
+            } => {
+                if status == HookStatus::Failed || !problems.is_empty() {
+                    eprint_line(&format!(
+                        "  ⚠️  hook {} {}: {}",
+                        name.as_str(),
+                        status_word(status),
+                        problems.join("; ")
+                    ));
+                } else if self.verbose {
+                    eprint_line(&format!("  ↪ hook {} ok", name.as_str()));
+                }
+            }
+            Progress::Question(prompt) => {
+                eprint_line("🔔 Agent is asking for your input:");
+                eprint_line(&format!("   {prompt}"));
+            }
+            Progress::Note(text) => eprint_line(&format!("⚠️  {text}")),
+        }
+    }
+}
+
+fn status_word(status: HookStatus) -> &'static str {
+    match status {
+        HookStatus::Success => "succeeded with warnings",
+        HookStatus::Failed => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn call_previews_shorten_long_strings() {
+        let p = call_preview(
+            "write",
+            &json!({"path": "a.txt", "content": "x".repeat(50), "n": 3}),
+        );
+        assert_eq!(
+            p,
+            format!(
+                "write(path=\"a.txt\", content=\"{}...\", n=3)",
+                "x".repeat(37)
+            )
+        );
+    }
+}

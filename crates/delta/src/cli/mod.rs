@@ -1,0 +1,173 @@
+//! Command-line interface: argument parsing, dispatch, exit codes, error rendering.
+//!
+//! Results go to stdout, progress and diagnostics to stderr.
+
+mod console;
+mod init;
+mod result;
+mod run;
+mod templates;
+mod terminal;
+mod tool_expand;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// Variable that pins the clock (RFC 3339), for reproducible tests.
+pub const TEST_NOW_VAR: &str = "DELTA_TEST_NOW";
+/// Variable that seeds ids, for reproducible tests.
+pub const TEST_SEED_VAR: &str = "DELTA_TEST_SEED";
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    the run completed (also when it stopped at its iteration limit)
+  1    the run failed, or delta could not start it (bad agent, missing API key, ...)
+  2    usage error (unknown flag, missing argument)
+  75   the run is busy: another delta process is working on it
+  101  the run is waiting for an answer to an ask_human question
+  130  the run was interrupted (Ctrl-C, SIGINT or SIGTERM)";
+
+/// delta: an AI-agent engine.
+///
+/// An agent is a folder (agent.yaml, system_prompt.md, tools that are plain shell commands). delta
+/// runs the Think-Act-Observe loop against an LLM and journals every event in the workspace, so any
+/// run can be resumed, answered, extended or retried by a later, separate call.
+#[derive(Debug, Parser)]
+#[command(name = "delta", version, max_term_width = 100, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Run(run::RunArgs),
+    Init(init::InitArgs),
+    #[command(name = "tool:expand")]
+    ToolExpand(tool_expand::ToolExpandArgs),
+}
+
+/// Process exit codes (documented in `--help` and the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Completed.
+    Ok = 0,
+    /// Failed, or an error.
+    Error = 1,
+    /// Usage error.
+    Usage = 2,
+    /// Another process holds the run.
+    Busy = 75,
+    /// Waiting for a human answer.
+    Waiting = 101,
+    /// Interrupted.
+    Interrupted = 130,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// An error for the user: what happened, what to do, which exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// What happened.
+    pub message: String,
+    /// What to do about it.
+    pub hint: Option<String>,
+    /// Exit code.
+    pub code: Exit,
+}
+
+impl CliError {
+    /// An error (exit 1).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            hint: None,
+            code: Exit::Error,
+        }
+    }
+
+    /// A usage error (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: Exit::Usage,
+            ..Self::new(message)
+        }
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Adds a hint if there is one.
+    pub fn maybe_hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// Changes the exit code.
+    pub fn code(mut self, code: Exit) -> Self {
+        self.code = code;
+        self
+    }
+}
+
+impl From<store::StoreError> for CliError {
+    fn from(e: store::StoreError) -> Self {
+        match &e {
+            store::StoreError::Busy { .. } => Self::new(e.to_string())
+                .hint("wait for that process to finish, or stop it; a run has one writer at a time")
+                .code(Exit::Busy),
+            _ => Self::new(e.to_string()),
+        }
+    }
+}
+
+/// Writes a line on stderr, ignoring failures (a closed stderr must not crash a run).
+pub fn eprint_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
+/// Writes text on stdout; a closed pipe (`delta run … | head`) is not an error worth reporting.
+pub fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+fn report(err: &CliError) {
+    eprint_line(&format!("error: {}", err.message));
+    if let Some(hint) = &err.hint {
+        eprint_line(&format!("  hint: {hint}"));
+    }
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    if std::env::args_os().len() == 1 {
+        let _ = Cli::command().print_help();
+        return ExitCode::SUCCESS;
+    }
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::cmd_run(args),
+        Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
+        Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
+    };
+    match result {
+        Ok(code) => code.into(),
+        Err(err) => {
+            report(&err);
+            err.code.into()
+        }
+    }
+}

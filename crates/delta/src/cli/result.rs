@@ -1,0 +1,148 @@
+//! What `delta run` prints on stdout: `--format text` (default), `json` (RunResult 2.0) or `raw`.
+
+use delta::engine::RunOutcome;
+use delta::metadata::RunStatus;
+use serde_json::{Value, json};
+
+/// Output format of the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable summary block.
+    Text,
+    /// One JSON object (RunResult, schema 2.0).
+    Json,
+    /// The final response only (nothing unless the run completed).
+    Raw,
+}
+
+/// Context the outcome does not carry.
+pub struct ResultContext<'a> {
+    /// Agent name.
+    pub agent_name: &'a str,
+    /// Model name, when known.
+    pub model: Option<&'a str>,
+    /// Workspace.
+    pub workspace: &'a str,
+    /// `response.txt` of a waiting run.
+    pub response_file: &'a str,
+}
+
+/// The RunResult JSON object.
+pub fn json_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Value {
+    let m = &outcome.metadata;
+    let usage = m.usage;
+    let mut model_usage = serde_json::Map::new();
+    if let Some(model) = ctx.model {
+        model_usage.insert(
+            model.to_string(),
+            json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}),
+        );
+    }
+    let mut result = json!({
+        "schema_version": "2.0",
+        "run_id": m.run_id,
+        "status": m.status.as_str(),
+        "metrics": {
+            "iterations": m.iterations_completed,
+            "duration_ms": outcome.duration.as_millis() as u64,
+            "start_time": m.start_time,
+            "end_time": m.end_time,
+            "usage": {
+                "total_cost_usd": 0,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "llm_calls": usage.llm_calls,
+                "model_usage": model_usage,
+            },
+        },
+        "metadata": {"agent_name": ctx.agent_name, "workspace_path": ctx.workspace},
+    });
+    match m.status {
+        RunStatus::Completed => {
+            result["result"] = json!(outcome.final_response.clone().unwrap_or_default());
+        }
+        RunStatus::Failed => {
+            result["error"] = json!({"type": "ExecutionError", "message": outcome.error.clone().unwrap_or_default()});
+        }
+        RunStatus::WaitingForInput => {
+            if let Some(i) = &outcome.interaction {
+                result["interaction"] = json!({
+                    "request_id": i.request_id,
+                    "prompt": i.prompt,
+                    "input_type": i.input_type,
+                    "sensitive": i.sensitive,
+                    "response_file": ctx.response_file,
+                    "continue_with": format!("delta continue -w {} -m \"<answer>\"", ctx.workspace),
+                });
+            }
+        }
+        RunStatus::Interrupted => {
+            result["interrupted"] = json!({
+                "message": "the run was stopped by a signal",
+                "continue_with": format!("delta continue -w {}", ctx.workspace),
+            });
+        }
+        RunStatus::Running => {}
+    }
+    result
+}
+
+/// The text block.
+pub fn text_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
+    let m = &outcome.metadata;
+    let rule = "-".repeat(80);
+    let mut out = format!(
+        "{rule}\nRun ID: {}\nStatus: {}\nExecution Summary:\n  • Iterations: {}\n  • Duration: {:.2}s\n  • Start Time: {}\n  • End Time: {}\n  • Tokens: {} in, {} out\n",
+        m.run_id,
+        m.status,
+        m.iterations_completed,
+        outcome.duration.as_secs_f64(),
+        m.start_time,
+        m.end_time.as_deref().unwrap_or("-"),
+        m.usage.input_tokens,
+        m.usage.output_tokens,
+    );
+    match m.status {
+        RunStatus::Completed => {
+            out.push_str("Final Response:\n");
+            out.push_str(outcome.final_response.as_deref().unwrap_or_default());
+            out.push('\n');
+        }
+        RunStatus::Failed => {
+            out.push_str(&format!(
+                "Error:\n{}\n",
+                outcome.error.as_deref().unwrap_or_default()
+            ));
+        }
+        RunStatus::WaitingForInput => {
+            if let Some(i) = &outcome.interaction {
+                out.push_str(&format!(
+                    "Waiting for input:\n{}\nAnswer with: delta continue -w {} -m \"<answer>\"\n",
+                    i.prompt, ctx.workspace
+                ));
+            }
+        }
+        RunStatus::Interrupted => {
+            out.push_str(&format!(
+                "Interrupted. Resume with: delta continue -w {}\n",
+                ctx.workspace
+            ));
+        }
+        RunStatus::Running => {}
+    }
+    out.push_str(&rule);
+    out.push('\n');
+    out
+}
+
+/// Renders `outcome` in `format` (possibly empty for `raw`).
+pub fn render(format: Format, outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
+    match format {
+        Format::Text => text_result(outcome, ctx),
+        Format::Json => format!("{}\n", json_result(outcome, ctx)),
+        Format::Raw => match (&outcome.metadata.status, &outcome.final_response) {
+            (RunStatus::Completed, Some(text)) => format!("{text}\n"),
+            _ => String::new(),
+        },
+    }
+}

@@ -1,0 +1,220 @@
+//! Talking to a person at the terminal: `ask_human -i`, menus, and Ctrl-C.
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use delta::engine::{HumanInput, InputType};
+use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+
+use super::{CliError, eprint_line};
+
+/// Makes SIGINT and SIGTERM raise a flag the engine watches. A second signal while the flag is
+/// already raised ends the process at once (exit 130).
+pub fn install_signal_handlers() -> Result<Arc<AtomicBool>, CliError> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&flag)))
+            .map_err(|e| CliError::new(format!("cannot install the signal handler: {e}")))?;
+    }
+    Ok(flag)
+}
+
+fn prompt(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{text}");
+    let _ = err.flush();
+}
+
+/// Reads one line from stdin on a helper thread, giving up when `interrupt` is raised.
+/// `Ok(None)`: interrupted or end of input.
+fn read_line(interrupt: &AtomicBool) -> std::io::Result<Option<String>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let result = std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map(|n| (n, line));
+        let _ = tx.send(result);
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_millis(25)) {
+            Ok(Ok((0, _))) => return Ok(None),
+            Ok(Ok((_, line))) => return Ok(Some(line.trim_end_matches(['\n', '\r']).to_string())),
+            Ok(Err(e)) => return Err(e),
+            Err(mpsc::RecvTimeoutError::Timeout) if interrupt.load(Ordering::SeqCst) => {
+                return Ok(None);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+        }
+    }
+}
+
+/// Reads a line without echo, showing `*` per character (terminal only).
+fn read_masked(interrupt: &AtomicBool) -> std::io::Result<Option<String>> {
+    let stdin = std::io::stdin();
+    let original = tcgetattr(stdin.as_fd()).map_err(std::io::Error::from)?;
+    let mut raw = original.clone();
+    raw.local_flags
+        .remove(LocalFlags::ECHO | LocalFlags::ICANON);
+    tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw).map_err(std::io::Error::from)?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut secret = Vec::new();
+        let mut byte = [0u8; 1];
+        let mut input = std::io::stdin().lock();
+        loop {
+            match input.read(&mut byte) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => match byte[0] {
+                    b'\n' | b'\r' => break,
+                    0x7f | 0x08 => {
+                        if secret.pop().is_some() {
+                            prompt("\u{8} \u{8}");
+                        }
+                    }
+                    b => {
+                        secret.push(b);
+                        // Only the first byte of a multi-byte character gets a star.
+                        if b & 0xC0 != 0x80 {
+                            prompt("*");
+                        }
+                    }
+                },
+            }
+        }
+        let _ = tx.send(String::from_utf8_lossy(&secret).into_owned());
+    });
+    let result = loop {
+        match rx.recv_timeout(Duration::from_millis(25)) {
+            Ok(s) => break Some(s),
+            Err(mpsc::RecvTimeoutError::Timeout) if interrupt.load(Ordering::SeqCst) => break None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+        }
+    };
+    let _ = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &original);
+    prompt("\n");
+    Ok(result)
+}
+
+/// Answers `ask_human` on the terminal (or from piped stdin).
+pub struct TerminalHuman {
+    /// The run's interrupt flag.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+impl HumanInput for TerminalHuman {
+    fn ask(
+        &mut self,
+        _question: &str,
+        input_type: InputType,
+        sensitive: bool,
+    ) -> std::io::Result<Option<String>> {
+        match input_type {
+            InputType::Confirmation => {
+                prompt("Please enter yes/no: ");
+                let Some(line) = read_line(&self.interrupt)? else {
+                    return Ok(None);
+                };
+                match line.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" => Ok(Some("yes".into())),
+                    "n" | "no" => Ok(Some("no".into())),
+                    _ => {
+                        eprint_line("⚠️  Invalid response. Defaulting to \"no\".");
+                        Ok(Some("no".into()))
+                    }
+                }
+            }
+            _ if (input_type == InputType::Password || sensitive)
+                && std::io::stdin().is_terminal() =>
+            {
+                prompt("> ");
+                read_masked(&self.interrupt)
+            }
+            _ => {
+                prompt("> ");
+                read_line(&self.interrupt)
+            }
+        }
+    }
+}
+
+/// Lets the user pick a workspace under `root` (stdin must be a terminal).
+pub fn choose_workspace(root: &Path, interrupt: &AtomicBool) -> Result<String, CliError> {
+    let existing = delta::workspace::list(root);
+    let next = delta::workspace::next_id(root);
+    if existing.is_empty() {
+        eprint_line("No existing workspaces found.");
+        eprint_line(&format!("Creating new workspace: {next}"));
+        return Ok(next);
+    }
+    let last = delta::workspace::last_used(root);
+    eprint_line("Select a workspace for this run:");
+    for (i, name) in existing.iter().enumerate() {
+        let marker = if Some(name) == last.as_ref() {
+            "▸"
+        } else {
+            " "
+        };
+        let note = if Some(name) == last.as_ref() {
+            " (last used)"
+        } else {
+            ""
+        };
+        eprint_line(&format!("{marker} [{}] {name}{note}", i + 1));
+    }
+    eprint_line(&format!("  [n] new workspace ({next})"));
+    let default = last.clone().unwrap_or_else(|| next.clone());
+    prompt(&format!("Choice [Enter = {default}]: "));
+    let Some(answer) =
+        read_line(interrupt).map_err(|e| CliError::new(format!("cannot read your choice: {e}")))?
+    else {
+        return Err(CliError::new("no workspace chosen").code(super::Exit::Interrupted));
+    };
+    let answer = answer.trim();
+    Ok(match answer {
+        "" => default,
+        "n" | "new" => next,
+        _ => match answer.parse::<usize>() {
+            Ok(k) if k >= 1 && k <= existing.len() => existing[k - 1].clone(),
+            _ => {
+                store::validate_id(answer).map_err(|e| {
+                    CliError::usage(format!("{e}")).hint("a workspace name is a single folder name")
+                })?;
+                answer.to_string()
+            }
+        },
+    })
+}
+
+/// Lets the user pick an init template.
+pub fn choose_template(names: &[&str], interrupt: &AtomicBool) -> Result<String, CliError> {
+    eprint_line("Choose a template:");
+    for (i, name) in names.iter().enumerate() {
+        eprint_line(&format!("  [{}] {name}", i + 1));
+    }
+    loop {
+        prompt(&format!("Select a template (1-{}): ", names.len()));
+        let Some(answer) = read_line(interrupt)
+            .map_err(|e| CliError::new(format!("cannot read your choice: {e}")))?
+        else {
+            return Err(CliError::new("no template chosen").code(super::Exit::Interrupted));
+        };
+        if let Ok(k) = answer.trim().parse::<usize>()
+            && k >= 1
+            && k <= names.len()
+        {
+            return Ok(names[k - 1].to_string());
+        }
+        if names.contains(&answer.trim()) {
+            return Ok(answer.trim().to_string());
+        }
+    }
+}

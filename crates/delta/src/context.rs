@@ -1,0 +1,332 @@
+//! Building what the model sees, from scratch, on every iteration.
+//!
+//! The agent's context recipe (its `context.yaml`, or the default: system prompt, the workspace's
+//! `DELTA.md`, the conversation) is evaluated in order. File and generated sources become system
+//! messages headed `# Context Block: <id>`; the journal source becomes the conversation.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use llm::{ContentBlock, Message, Role};
+use serde_json::Value;
+
+use crate::agent::{Agent, OnMissing, Source};
+use crate::events::{ActionStatus, Envelope, Event};
+use crate::process::{self, Spawn};
+
+/// Where context sources are evaluated.
+pub struct ContextEnv<'a> {
+    /// The agent.
+    pub agent: &'a Agent,
+    /// The workspace (`${CWD}`, and the generators' working folder).
+    pub workspace: &'a Path,
+    /// The run id (`DELTA_RUN_ID` for generators).
+    pub run_id: &'a str,
+    /// Environment for generators.
+    pub env: &'a [(String, String)],
+    /// Raised on SIGINT/SIGTERM.
+    pub interrupt: &'a AtomicBool,
+}
+
+/// The messages for the next request, and notes about sources that were skipped.
+#[derive(Debug, Default)]
+pub struct Built {
+    /// Messages in order.
+    pub messages: Vec<Message>,
+    /// Skipped sources, for the log.
+    pub notes: Vec<String>,
+}
+
+fn substitute(text: &str, ctx: &ContextEnv<'_>) -> String {
+    text.replace("${AGENT_HOME}", &ctx.agent.dir.display().to_string())
+        .replace("${CWD}", &ctx.workspace.display().to_string())
+}
+
+fn block(id: &str, content: &str) -> Message {
+    Message::system(format!("# Context Block: {id}\n\n{content}"))
+}
+
+/// Evaluates the recipe against the journal so far.
+pub fn build(ctx: &ContextEnv<'_>, events: &[Envelope]) -> Result<Built, String> {
+    let mut built = Built::default();
+    for source in &ctx.agent.context.sources {
+        match source {
+            Source::File {
+                id,
+                path,
+                on_missing,
+            } => {
+                let path = substitute(path, ctx);
+                match std::fs::read_to_string(&path) {
+                    Ok(content) => built.messages.push(block(id, &content)),
+                    Err(e) if *on_missing == OnMissing::Skip => {
+                        built
+                            .notes
+                            .push(format!("context source '{id}' skipped: {path}: {e}"));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(format!("File not found: {path} (source: {id})"));
+                    }
+                    Err(e) => return Err(format!("cannot read {path} (source: {id}): {e}")),
+                }
+            }
+            Source::ComputedFile {
+                id,
+                command,
+                timeout,
+                output_path,
+                on_missing,
+            } => match generate(ctx, id, command, *timeout, output_path) {
+                Ok(content) => built.messages.push(block(id, &content)),
+                Err(e) if *on_missing == OnMissing::Skip => {
+                    built
+                        .notes
+                        .push(format!("context source '{id}' skipped: {e}"));
+                }
+                Err(e) => return Err(e),
+            },
+            Source::Journal { max_iterations, .. } => {
+                built.messages.extend(conversation(events, *max_iterations));
+            }
+        }
+    }
+    Ok(built)
+}
+
+fn generate(
+    ctx: &ContextEnv<'_>,
+    id: &str,
+    command: &[String],
+    timeout: std::time::Duration,
+    output_path: &str,
+) -> Result<String, String> {
+    let mut env = ctx.env.to_vec();
+    env.push(("DELTA_RUN_ID".into(), ctx.run_id.to_string()));
+    env.push((
+        "DELTA_AGENT_HOME".into(),
+        ctx.agent.dir.display().to_string(),
+    ));
+    env.push(("DELTA_CWD".into(), ctx.workspace.display().to_string()));
+    let spawn = Spawn {
+        argv: command.iter().map(|c| substitute(c, ctx)).collect(),
+        stdin: None,
+        cwd: ctx.workspace.to_path_buf(),
+        env,
+        timeout,
+    };
+    let out = process::run(&spawn, ctx.interrupt).map_err(|e| {
+        format!(
+            "Generator failed for source '{id}': cannot start {}: {e}",
+            command[0]
+        )
+    })?;
+    if out.timed_out {
+        return Err(format!(
+            "Generator failed for source '{id}': timed out after {} ms",
+            timeout.as_millis()
+        ));
+    }
+    if !out.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .chars()
+            .take(500)
+            .collect::<String>();
+        return Err(format!(
+            "Generator failed for source '{id}': exit code {}: {stderr}",
+            out.exit_code
+        ));
+    }
+    let path = substitute(output_path, ctx);
+    std::fs::read_to_string(&path)
+        .map_err(|e| format!("Generator output file not found: {path} (source: {id}): {e}"))
+}
+
+/// Turns a journaled tool call back into a content block.
+fn call_block(call: &crate::events::ToolCallRecord) -> ContentBlock {
+    let raw = &call.function.arguments;
+    let arguments =
+        serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
+    ContentBlock::tool_call(&call.id, &call.function.name, arguments)
+}
+
+/// The conversation recorded in the journal.
+///
+/// `max_iterations` keeps the journal from the N-th last model answer on; the first user message (the
+/// task) is always kept, so the model never loses sight of what it was asked.
+pub fn conversation(events: &[Envelope], max_iterations: Option<u32>) -> Vec<Message> {
+    let typed: Vec<Event> = events.iter().filter_map(Envelope::event).collect();
+    let mut start = 0;
+    let mut first_user: Option<usize> = None;
+    if let Some(n) = max_iterations {
+        let thoughts: Vec<usize> = typed
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e, Event::Thought { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        if thoughts.len() > n as usize {
+            start = thoughts[thoughts.len() - n as usize];
+            first_user = typed
+                .iter()
+                .position(|e| matches!(e, Event::UserMessage { .. }))
+                .filter(|&i| i < start);
+        }
+    }
+    let mut messages: Vec<Message> = Vec::new();
+    let selected = first_user.into_iter().chain(start..typed.len());
+    for i in selected {
+        match &typed[i] {
+            Event::UserMessage { content } => messages.push(Message::user(content.clone())),
+            Event::Thought {
+                content,
+                tool_calls,
+                ..
+            } => {
+                let mut blocks = Vec::new();
+                if !content.is_empty() {
+                    blocks.push(ContentBlock::text(content.clone()));
+                }
+                blocks.extend(tool_calls.iter().flatten().map(call_block));
+                messages.push(Message::assistant(blocks));
+            }
+            Event::ActionResult {
+                action_id,
+                status,
+                observation_content,
+                ..
+            } => {
+                let result = ContentBlock::tool_result(
+                    action_id.clone(),
+                    observation_content.clone(),
+                    *status == ActionStatus::Error,
+                );
+                match messages.last_mut() {
+                    Some(last) if last.role == Role::Tool => last.content.push(result),
+                    _ => messages.push(Message::tool_results(vec![result])),
+                }
+            }
+            _ => {}
+        }
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{FunctionRecord, ToolCallRecord};
+    use serde_json::json;
+
+    fn env(seq: u64, event: Event) -> Envelope {
+        let v = serde_json::to_value(&event).unwrap();
+        Envelope {
+            seq,
+            timestamp: "t".into(),
+            kind: v["type"].as_str().unwrap().into(),
+            payload: v["payload"].clone(),
+        }
+    }
+
+    fn thought(n: u64, call: Option<&str>) -> Envelope {
+        env(
+            n,
+            Event::Thought {
+                content: format!("t{n}"),
+                llm_invocation_ref: "i".into(),
+                tool_calls: call.map(|id| {
+                    vec![ToolCallRecord {
+                        id: id.into(),
+                        kind: "function".into(),
+                        function: FunctionRecord {
+                            name: "ls".into(),
+                            arguments: "{\"a\":1}".into(),
+                        },
+                    }]
+                }),
+            },
+        )
+    }
+
+    fn result(n: u64, id: &str) -> Envelope {
+        env(
+            n,
+            Event::ActionResult {
+                action_id: id.into(),
+                status: ActionStatus::Success,
+                observation_content: format!("r{n}"),
+                execution_ref: id.into(),
+            },
+        )
+    }
+
+    fn journal() -> Vec<Envelope> {
+        vec![
+            env(
+                1,
+                Event::RunStart {
+                    run_id: "r".into(),
+                    task: "task".into(),
+                    agent_ref: "/a".into(),
+                },
+            ),
+            env(
+                2,
+                Event::UserMessage {
+                    content: "task".into(),
+                },
+            ),
+            thought(3, Some("c1")),
+            env(
+                4,
+                Event::ActionRequest {
+                    action_id: "c1".into(),
+                    tool_name: "ls".into(),
+                    tool_args: json!({}),
+                    resolved_command: "ls".into(),
+                },
+            ),
+            result(5, "c1"),
+            thought(6, Some("c2")),
+            result(7, "c2"),
+            thought(8, None),
+        ]
+    }
+
+    #[test]
+    fn rebuilds_user_assistant_and_tool_turns() {
+        let m = conversation(&journal(), None);
+        let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            vec![
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Assistant,
+                Role::Tool,
+                Role::Assistant
+            ]
+        );
+        assert_eq!(
+            m[1].content[1],
+            ContentBlock::tool_call("c1", "ls", json!({"a": 1}))
+        );
+        assert_eq!(
+            m[2].content,
+            vec![ContentBlock::tool_result("c1", "r5", false)]
+        );
+    }
+
+    #[test]
+    fn a_window_keeps_the_task() {
+        let m = conversation(&journal(), Some(2));
+        let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
+        assert_eq!(m[0].text(), "task");
+        assert_eq!(m[1].text(), "t6");
+    }
+}

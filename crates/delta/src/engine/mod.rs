@@ -1,0 +1,1033 @@
+//! The Think–Act–Observe loop.
+//!
+//! Every iteration: rebuild the context from the journal, ask the model, journal its answer, run the
+//! tools it asked for (in order) and journal their results. The journal is written before each side
+//! effect and after it, so a run stopped at any point can be resumed from the journal alone.
+
+pub mod observation;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use llm::{
+    ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice, ToolDefinition,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use store::{Clock, IdSource, StoreError};
+
+use crate::agent::{Agent, HookName, Provider};
+use crate::context::{self, ContextEnv};
+use crate::env::Env;
+use crate::events::{
+    ActionStatus, EndStatus, Envelope, Event, FunctionRecord, HookStatus, Level, RunJournal,
+    ToolCallRecord, timestamp,
+};
+use crate::hooks::{HookOutcome, HookRunner};
+use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
+use crate::process::{self, Spawn};
+use crate::workspace::RunDir;
+use observation::Ending;
+
+/// Name of the built-in tool.
+pub use crate::agent::tools::ASK_HUMAN;
+
+/// Progress reported while a run works (the CLI prints it on stderr).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// An iteration begins.
+    Iteration {
+        /// 1-based, counted in this process.
+        n: u32,
+        /// Budget of this process.
+        max: u32,
+    },
+    /// Waiting for the model.
+    Thinking,
+    /// The model's text.
+    Thought(String),
+    /// Tools are about to run.
+    Executing(usize),
+    /// A tool is about to run.
+    ToolCall {
+        /// Tool name.
+        name: String,
+        /// Its arguments.
+        args: Value,
+    },
+    /// A tool finished.
+    ToolDone {
+        /// Exit code.
+        exit_code: i32,
+        /// Whether it succeeded.
+        success: bool,
+        /// First output, one line.
+        preview: Option<String>,
+        /// Output length in characters (stdout + stderr).
+        chars: usize,
+    },
+    /// The model called a tool that does not exist.
+    ToolNotFound(String),
+    /// A tool call could not be run (bad arguments, spawn failure).
+    ToolError(String),
+    /// A hook ran.
+    Hook {
+        /// Which.
+        name: HookName,
+        /// How it went.
+        status: HookStatus,
+        /// Problems, if any.
+        problems: Vec<String>,
+    },
+    /// The model asks the human something (interactive mode shows it).
+    Question(String),
+    /// Something worth a line (skipped context sources, the iteration limit).
+    Note(String),
+}
+
+/// Receives progress.
+pub trait Observer {
+    /// Called for each step.
+    fn progress(&mut self, event: Progress);
+}
+
+/// An observer that discards everything.
+pub struct Silent;
+
+impl Observer for Silent {
+    fn progress(&mut self, _event: Progress) {}
+}
+
+/// How `ask_human` wants its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputType {
+    /// Free text.
+    Text,
+    /// Hidden input.
+    Password,
+    /// Yes or no.
+    Confirmation,
+}
+
+/// Answers `ask_human` questions in interactive mode.
+pub trait HumanInput {
+    /// Asks `prompt`; `Ok(None)` means the run was interrupted while waiting.
+    fn ask(
+        &mut self,
+        prompt: &str,
+        input_type: InputType,
+        sensitive: bool,
+    ) -> std::io::Result<Option<String>>;
+}
+
+/// `interaction/request.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionRequest {
+    /// Request id.
+    pub request_id: String,
+    /// When it was asked.
+    pub timestamp: String,
+    /// The question.
+    pub prompt: String,
+    /// How to answer.
+    pub input_type: InputType,
+    /// Whether the answer is secret.
+    pub sensitive: bool,
+}
+
+/// How a run (or this part of it) ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// Final status.
+    pub status: RunStatus,
+    /// The model's final answer (COMPLETED).
+    pub final_response: Option<String>,
+    /// What went wrong (FAILED).
+    pub error: Option<String>,
+    /// The pending question (WAITING_FOR_INPUT).
+    pub interaction: Option<InteractionRequest>,
+    /// Metadata after the run.
+    pub metadata: RunMetadata,
+    /// Wall time of this process's part.
+    pub duration: Duration,
+}
+
+/// Why the engine could not go on at all (not a FAILED run: those are outcomes).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The journal or metadata could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Everything a run needs.
+pub struct EngineSetup {
+    /// The agent.
+    pub agent: Agent,
+    /// The run's files.
+    pub run: RunDir,
+    /// Merged environment.
+    pub env: Env,
+    /// The model.
+    pub client: Arc<dyn LlmClient>,
+    /// Iteration budget for this process.
+    pub max_iterations: u32,
+    /// Answer `ask_human` on the terminal.
+    pub interactive: bool,
+    /// Clock.
+    pub clock: Clock,
+    /// Id source.
+    pub ids: IdSource,
+    /// Values never written anywhere (API keys).
+    pub secrets: Vec<String>,
+    /// Raised by SIGINT/SIGTERM.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+/// A run in progress.
+pub struct Engine<'a> {
+    setup: EngineSetup,
+    journal: RunJournal,
+    events: Vec<Envelope>,
+    metadata: RunMetadata,
+    hooks: HookRunner,
+    log: Option<std::fs::File>,
+    observer: &'a mut dyn Observer,
+    human: Option<&'a mut dyn HumanInput>,
+    tool_env: Vec<(String, String)>,
+    started: Instant,
+}
+
+enum Step {
+    Continue,
+    Stop(Box<RunOutcome>),
+}
+
+fn redactor(secrets: &[String]) -> impl Fn(&str) -> String + Send + Sync + 'static {
+    let secrets: Vec<String> = secrets.iter().filter(|s| s.len() >= 4).cloned().collect();
+    move |text: &str| {
+        let mut out = text.to_string();
+        for s in &secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "[REDACTED]");
+            }
+        }
+        out
+    }
+}
+
+/// The definition of the built-in `ask_human` tool.
+pub fn ask_human_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: ASK_HUMAN.into(),
+        description: "Ask the human user for input or clarification".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "The question or prompt to show the user"},
+                "input_type": {
+                    "type": "string",
+                    "enum": ["text", "password", "confirmation"],
+                    "description": "text (default), password (hidden input) or confirmation (yes/no)"
+                },
+                "sensitive": {"type": "boolean", "description": "Whether the answer is secret"}
+            },
+            "required": ["prompt"]
+        }),
+    }
+}
+
+/// The tools offered to the model: the agent's, then `ask_human`.
+pub fn tool_definitions(agent: &Agent) -> Vec<ToolDefinition> {
+    let mut defs: Vec<ToolDefinition> = agent
+        .tools
+        .iter()
+        .map(|t| ToolDefinition {
+            name: t.name.clone(),
+            description: t.llm_description(),
+            parameters: t.schema(),
+        })
+        .collect();
+    defs.push(ask_human_definition());
+    defs
+}
+
+/// A name safe as a folder name for an id the model chose.
+fn safe_dir_name(id: &str) -> String {
+    let cleaned: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    if cleaned.is_empty() {
+        "call".into()
+    } else {
+        cleaned
+    }
+}
+
+impl<'a> Engine<'a> {
+    /// Opens the run's journal and prepares the loop. The caller holds the run lock.
+    pub fn new(
+        setup: EngineSetup,
+        metadata: RunMetadata,
+        observer: &'a mut dyn Observer,
+        human: Option<&'a mut dyn HumanInput>,
+    ) -> Result<Self, EngineError> {
+        let opened = RunJournal::open(&setup.run.journal(), setup.clock)?;
+        let mut tool_env = setup.env.for_child();
+        tool_env.retain(|(k, _)| k != "AGENT_HOME");
+        tool_env.push(("AGENT_HOME".into(), setup.agent.dir.display().to_string()));
+        let hooks = HookRunner::new(
+            setup.agent.hooks.clone(),
+            &setup.run.hooks(),
+            &setup.run.workspace,
+            tool_env.clone(),
+            &setup.run.run_id,
+            setup.clock,
+            Box::new(redactor(&setup.secrets)),
+        );
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(setup.run.engine_log())
+            .ok();
+        let mut engine = Self {
+            setup,
+            journal: opened.journal,
+            events: opened.events,
+            metadata,
+            hooks,
+            log,
+            observer,
+            human,
+            tool_env,
+            started: Instant::now(),
+        };
+        if let Some(torn) = opened.recovered {
+            engine.system(
+                Level::Warn,
+                &format!("Recovered the journal after a crash: dropped a torn last line ({torn})"),
+            )?;
+        }
+        Ok(engine)
+    }
+
+    /// The run's files.
+    pub fn run_dir(&self) -> &RunDir {
+        &self.setup.run
+    }
+
+    fn log(&mut self, message: &str) {
+        let line = format!("[{}] {message}\n", timestamp(self.setup.clock.now()));
+        if let Some(f) = self.log.as_mut() {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+
+    fn append(&mut self, event: Event) -> Result<(), EngineError> {
+        let envelope = self.journal.append(&event)?;
+        self.events.push(envelope);
+        Ok(())
+    }
+
+    fn system(&mut self, level: Level, content: &str) -> Result<(), EngineError> {
+        self.append(Event::SystemMessage {
+            level,
+            content: content.to_string(),
+        })
+    }
+
+    fn save_metadata(&mut self) -> Result<(), EngineError> {
+        self.metadata.save(&self.setup.run.metadata())?;
+        Ok(())
+    }
+
+    fn set_status(&mut self, status: RunStatus, ended: bool) -> Result<(), EngineError> {
+        self.metadata.status = status;
+        if ended {
+            self.metadata.end_time = Some(timestamp(self.setup.clock.now()));
+        }
+        self.save_metadata()
+    }
+
+    fn interrupted(&self) -> bool {
+        self.setup.interrupt.load(Ordering::SeqCst)
+    }
+
+    fn redact(&self, text: &str) -> String {
+        redactor(&self.setup.secrets)(text)
+    }
+
+    fn run_hook(
+        &mut self,
+        name: HookName,
+        payload: &Value,
+    ) -> Result<Option<HookOutcome>, EngineError> {
+        if !self.hooks.has(name) {
+            return Ok(None);
+        }
+        let step = self.metadata.iterations_completed + 1;
+        let interrupt = Arc::clone(&self.setup.interrupt);
+        let Some(outcome) = self.hooks.run(name, step, payload, &interrupt) else {
+            return Ok(None);
+        };
+        self.append(Event::HookExecutionAudit {
+            hook_name: name.as_str().into(),
+            status: outcome.status,
+            io_path_ref: outcome.io_path_ref.clone(),
+        })?;
+        if !outcome.problems.is_empty() {
+            self.log(&format!(
+                "{} hook: {}",
+                name.as_str(),
+                outcome.problems.join("; ")
+            ));
+        }
+        self.observer.progress(Progress::Hook {
+            name,
+            status: outcome.status,
+            problems: outcome.problems.clone(),
+        });
+        Ok(Some(outcome))
+    }
+
+    fn outcome(&self, status: RunStatus) -> RunOutcome {
+        RunOutcome {
+            status,
+            final_response: None,
+            error: None,
+            interaction: None,
+            metadata: self.metadata.clone(),
+            duration: self.started.elapsed(),
+        }
+    }
+
+    /// Runs the loop until the run completes, fails, waits for a human, or is interrupted.
+    pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
+        let has_start = self.events.iter().any(|e| e.kind == "RUN_START");
+        if !has_start {
+            self.append(Event::RunStart {
+                run_id: self.setup.run.run_id.clone(),
+                task: self.metadata.task.clone(),
+                agent_ref: self.metadata.agent_ref.clone(),
+            })?;
+            self.append(Event::UserMessage {
+                content: self.metadata.task.clone(),
+            })?;
+        } else if let Some(message) = initial_message {
+            self.append(Event::UserMessage {
+                content: message.to_string(),
+            })?;
+        }
+        self.log(&format!("Engine started: {}", self.setup.run.run_id));
+        let max = self.setup.max_iterations;
+        let mut iteration = 0;
+        while iteration < max {
+            if self.interrupted() {
+                return self.interrupt_run();
+            }
+            iteration += 1;
+            self.observer
+                .progress(Progress::Iteration { n: iteration, max });
+            self.log(&format!("Starting iteration {iteration}"));
+            match self.iterate(iteration)? {
+                Step::Continue => {}
+                Step::Stop(outcome) => return Ok(*outcome),
+            }
+        }
+        let message = format!("Maximum iterations ({max}) reached");
+        self.observer.progress(Progress::Note(format!(
+            "{message}; the task may be incomplete"
+        )));
+        self.system(Level::Warn, &message)?;
+        self.complete("Maximum iterations reached. Task may be incomplete.".into())
+    }
+
+    fn complete(&mut self, final_response: String) -> Result<RunOutcome, EngineError> {
+        self.append(Event::RunEnd {
+            status: EndStatus::Completed,
+        })?;
+        self.set_status(RunStatus::Completed, true)?;
+        self.log(&format!(
+            "Engine completed successfully after {} iterations",
+            self.metadata.iterations_completed
+        ));
+        self.run_hook(
+            HookName::OnRunEnd,
+            &json!({"status": "COMPLETED", "final_response": final_response,
+                    "iterations_completed": self.metadata.iterations_completed}),
+        )?;
+        let mut outcome = self.outcome(RunStatus::Completed);
+        outcome.final_response = Some(final_response);
+        Ok(outcome)
+    }
+
+    fn fail(&mut self, error: String, iteration: u32) -> Result<RunOutcome, EngineError> {
+        let error = self.redact(&error);
+        self.system(Level::Error, &format!("Fatal error: {error}"))?;
+        self.log(&format!("Engine failed with error: {error}"));
+        self.run_hook(
+            HookName::OnError,
+            &json!({"error_type": "FATAL_ERROR", "message": error,
+                    "context": {"iteration": iteration, "run_id": self.setup.run.run_id}}),
+        )?;
+        self.append(Event::RunEnd {
+            status: EndStatus::Failed,
+        })?;
+        self.set_status(RunStatus::Failed, true)?;
+        self.run_hook(
+            HookName::OnRunEnd,
+            &json!({"status": "FAILED", "error": error, "iterations_completed": self.metadata.iterations_completed}),
+        )?;
+        let mut outcome = self.outcome(RunStatus::Failed);
+        outcome.error = Some(error);
+        Ok(outcome)
+    }
+
+    fn interrupt_run(&mut self) -> Result<RunOutcome, EngineError> {
+        self.system(Level::Info, "Run interrupted by user")?;
+        self.log("Run interrupted by signal");
+        self.set_status(RunStatus::Interrupted, false)?;
+        Ok(self.outcome(RunStatus::Interrupted))
+    }
+
+    fn build_request(&mut self) -> Result<ChatRequest, String> {
+        let env = self.tool_env.clone();
+        let interrupt = Arc::clone(&self.setup.interrupt);
+        let ctx = ContextEnv {
+            agent: &self.setup.agent,
+            workspace: &self.setup.run.workspace,
+            run_id: &self.setup.run.run_id,
+            env: &env,
+            interrupt: &interrupt,
+        };
+        let built = context::build(&ctx, &self.events)?;
+        // Skipping an `on_missing: skip` source is expected; it goes to engine.log only.
+        for note in built.notes {
+            self.log(&note);
+        }
+        let llm = &self.setup.agent.llm;
+        Ok(ChatRequest {
+            model: llm.model.clone().unwrap_or_default(),
+            messages: built.messages,
+            tools: tool_definitions(&self.setup.agent),
+            tool_choice: ToolChoice::Auto,
+            temperature: llm.temperature,
+            max_tokens: llm.max_tokens,
+        })
+    }
+
+    /// Calls the model on a helper thread so that SIGINT is noticed while waiting.
+    fn call_llm(&mut self, request: &ChatRequest) -> Option<Result<ChatResponse, LlmError>> {
+        let (tx, rx) = mpsc::channel();
+        let client = Arc::clone(&self.setup.client);
+        let req = request.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(client.complete(&req));
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_millis(25)) {
+                Ok(result) => return Some(result),
+                Err(mpsc::RecvTimeoutError::Timeout) if self.interrupted() => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Some(Err(LlmError::Transport {
+                        url: String::new(),
+                        message: "the request thread ended without an answer".into(),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn wire_request(&self, request: &ChatRequest) -> Value {
+        match self.setup.agent.llm.provider {
+            Provider::OpenAi => llm::openai::request_body(request, false, false),
+            Provider::Anthropic => llm::anthropic::request_body(request, false),
+        }
+    }
+
+    fn save_invocation(
+        &self,
+        id: &str,
+        request: &ChatRequest,
+        response: &ChatResponse,
+        took: Duration,
+    ) {
+        let dir = self.setup.run.invocations().join(id);
+        if std::fs::create_dir_all(&dir).is_err() {
+            return;
+        }
+        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+        let _ = std::fs::write(
+            dir.join("request.json"),
+            pretty(&self.wire_request(request)),
+        );
+        let _ = std::fs::write(
+            dir.join("response.json"),
+            pretty(&serde_json::to_value(response).unwrap_or(Value::Null)),
+        );
+        let meta = json!({
+            "model_id": response.model.clone().or_else(|| self.setup.agent.llm.model.clone()),
+            "client": self.setup.client.describe(),
+            "duration_ms": took.as_millis() as u64,
+            "token_usage": {
+                "prompt": response.usage.input_tokens,
+                "completion": response.usage.output_tokens,
+                "total": response.usage.total(),
+            },
+            "stop_reason": response.stop_reason.as_str(),
+            "status": "SUCCESS",
+        });
+        let _ = std::fs::write(dir.join("metadata.json"), pretty(&meta));
+    }
+
+    fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
+        let baseline = match self.build_request() {
+            Ok(r) => r,
+            Err(e) => return Ok(Step::Stop(Box::new(self.fail(e, iteration)?))),
+        };
+        self.observer.progress(Progress::Thinking);
+        let mut request = baseline.clone();
+        let proposed = serde_json::to_value(&baseline).unwrap_or(Value::Null);
+        if let Some(outcome) = self.run_hook(HookName::PreLlmReq, &proposed)? {
+            match (outcome.status, outcome.final_payload) {
+                (HookStatus::Success, Some(payload)) => {
+                    match serde_json::from_value::<ChatRequest>(payload) {
+                        Ok(modified) => {
+                            self.log("pre_llm_req hook succeeded, using modified payload");
+                            request = modified;
+                        }
+                        Err(e) => self.system(
+                            Level::Warn,
+                            &format!("pre_llm_req hook output ignored: {e}"),
+                        )?,
+                    }
+                }
+                (HookStatus::Failed, _) => {
+                    let problems = outcome.problems.join("; ");
+                    self.system(Level::Warn, &format!("pre_llm_req hook failed: {problems}"))?;
+                }
+                _ => {}
+            }
+        }
+        let invocation_id = self.setup.ids.uuid_v7(self.setup.clock.now()).to_string();
+        let started = Instant::now();
+        let response = match self.call_llm(&request) {
+            None => return Ok(Step::Stop(Box::new(self.interrupt_run()?))),
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                return Ok(Step::Stop(Box::new(
+                    self.fail(format!("LLM request failed: {e}"), iteration)?,
+                )));
+            }
+        };
+        self.save_invocation(&invocation_id, &request, &response, started.elapsed());
+        self.metadata.usage.add(response.usage);
+
+        // Journal the answer before acting on it.
+        let content = response.text();
+        let mut calls: Vec<(String, String, Value)> = Vec::new();
+        for (i, call) in response.tool_calls().enumerate() {
+            let id = if call.id.is_empty() {
+                format!("call_{}_{i}", self.events.len())
+            } else {
+                call.id.to_string()
+            };
+            calls.push((id, call.name.to_string(), call.arguments.clone()));
+        }
+        let records: Vec<ToolCallRecord> = calls
+            .iter()
+            .map(|(id, name, args)| ToolCallRecord {
+                id: id.clone(),
+                kind: "function".into(),
+                function: FunctionRecord {
+                    name: name.clone(),
+                    arguments: match args {
+                        Value::String(raw) => raw.clone(),
+                        other => other.to_string(),
+                    },
+                },
+            })
+            .collect();
+        self.append(Event::Thought {
+            content: content.clone(),
+            llm_invocation_ref: invocation_id,
+            tool_calls: (!records.is_empty()).then_some(records),
+        })?;
+        if !content.trim().is_empty() {
+            self.observer.progress(Progress::Thought(content.clone()));
+        }
+        self.run_hook(
+            HookName::PostLlmResp,
+            &serde_json::to_value(&response).unwrap_or(Value::Null),
+        )?;
+
+        if calls.is_empty() {
+            let final_response = if content.trim().is_empty() {
+                "Task completed successfully.".to_string()
+            } else {
+                content
+            };
+            return Ok(Step::Stop(Box::new(self.complete(final_response)?)));
+        }
+        self.observer.progress(Progress::Executing(calls.len()));
+        for (id, name, args) in calls {
+            if let Some(stop) = self.act(&id, &name, args)? {
+                return Ok(Step::Stop(Box::new(stop)));
+            }
+        }
+        self.metadata.iterations_completed += 1;
+        self.save_metadata()?;
+        if self.interrupted() {
+            return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
+        }
+        Ok(Step::Continue)
+    }
+
+    fn error_result(&mut self, id: &str, message: String) -> Result<(), EngineError> {
+        self.observer.progress(Progress::ToolError(message.clone()));
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Error,
+            observation_content: message,
+            execution_ref: String::new(),
+        })
+    }
+
+    /// Runs one tool call. Returns an outcome when the run must stop (waiting, interrupted).
+    fn act(
+        &mut self,
+        id: &str,
+        name: &str,
+        raw_args: Value,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let args = match raw_args {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            Value::String(raw) if matches!(raw.trim(), "" | "null" | "undefined" | "{}") => {
+                Map::new()
+            }
+            Value::String(raw) => {
+                let err = serde_json::from_str::<Value>(&raw)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                self.error_result(
+                    id,
+                    format!("Error: the arguments for {name} are not valid JSON ({err}); send a JSON object"),
+                )?;
+                return Ok(None);
+            }
+            other => {
+                self.error_result(
+                    id,
+                    format!("Error: the arguments for {name} must be a JSON object, not {other}"),
+                )?;
+                return Ok(None);
+            }
+        };
+        self.observer.progress(Progress::ToolCall {
+            name: name.to_string(),
+            args: Value::Object(args.clone()),
+        });
+        if name == ASK_HUMAN {
+            return self.ask_human(id, &args);
+        }
+        let Some(tool) = self.setup.agent.tool(name).cloned() else {
+            self.observer
+                .progress(Progress::ToolNotFound(name.to_string()));
+            self.system(Level::Error, &format!("Tool not found: {name}"))?;
+            let available: Vec<&str> = self
+                .setup
+                .agent
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            self.append(Event::ActionResult {
+                action_id: id.to_string(),
+                status: ActionStatus::Error,
+                observation_content: format!(
+                    "Error: Tool not found: {name}. Available tools: {}, {ASK_HUMAN}",
+                    available.join(", ")
+                ),
+                execution_ref: String::new(),
+            })?;
+            return Ok(None);
+        };
+        let home = self.setup.agent.dir.display().to_string();
+        let invocation = match tool.resolve(&args, &home) {
+            Ok(inv) => inv,
+            Err(e) => {
+                self.error_result(id, format!("Error: {name}: {e}"))?;
+                return Ok(None);
+            }
+        };
+        let resolved = invocation.display();
+        self.append(Event::ActionRequest {
+            action_id: id.to_string(),
+            tool_name: name.to_string(),
+            tool_args: Value::Object(args.clone()),
+            resolved_command: resolved.clone(),
+        })?;
+        let exec_ref = self.execution_ref(id);
+        if let Some(hook) = self.run_hook(
+            HookName::PreToolExec,
+            &json!({"tool_name": name, "tool_args": args, "resolved_command": resolved}),
+        )? && hook.status == HookStatus::Success
+            && hook.skip()
+        {
+            let stdout = "Tool execution skipped by pre_tool_exec hook";
+            self.write_execution(&exec_ref, &resolved, stdout, "", 0, Duration::ZERO);
+            self.observer.progress(Progress::ToolDone {
+                exit_code: 0,
+                success: true,
+                preview: Some(stdout.into()),
+                chars: stdout.len(),
+            });
+            self.append(Event::ActionResult {
+                action_id: id.to_string(),
+                status: ActionStatus::Success,
+                observation_content: observation::format(stdout, "", 0, Ending::Exited),
+                execution_ref: exec_ref,
+            })?;
+            return Ok(None);
+        }
+        let spawn = Spawn {
+            argv: invocation.argv.clone(),
+            stdin: invocation.stdin.clone(),
+            cwd: self.setup.run.workspace.clone(),
+            env: self.tool_env.clone(),
+            timeout: tool.timeout,
+        };
+        let interrupt = Arc::clone(&self.setup.interrupt);
+        let out = match process::run(&spawn, &interrupt) {
+            Ok(out) => out,
+            Err(e) => {
+                let message = format!(
+                    "cannot start {}: {e}",
+                    invocation.argv.first().cloned().unwrap_or_default()
+                );
+                self.system(Level::Error, &format!("Tool execution error: {message}"))?;
+                self.error_result(id, format!("Error executing tool: {message}"))?;
+                self.run_hook(
+                    HookName::OnError,
+                    &json!({"error_type": "TOOL_EXECUTION_ERROR", "message": message,
+                            "context": {"tool_name": name, "tool_args": args}}),
+                )?;
+                return Ok(None);
+            }
+        };
+        let stdout = self.redact(&String::from_utf8_lossy(&out.stdout));
+        let stderr = self.redact(&String::from_utf8_lossy(&out.stderr));
+        self.write_execution(
+            &exec_ref,
+            &resolved,
+            &stdout,
+            &stderr,
+            out.exit_code,
+            out.duration,
+        );
+        let ending = if out.interrupted {
+            Ending::Interrupted
+        } else if out.timed_out {
+            Ending::TimedOut(tool.timeout)
+        } else {
+            Ending::Exited
+        };
+        self.observer.progress(Progress::ToolDone {
+            exit_code: out.exit_code,
+            success: out.success(),
+            preview: observation::preview(&stdout, &stderr),
+            chars: stdout.chars().count() + stderr.chars().count(),
+        });
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: if out.success() {
+                ActionStatus::Success
+            } else {
+                ActionStatus::Failed
+            },
+            observation_content: observation::format(&stdout, &stderr, out.exit_code, ending),
+            execution_ref: exec_ref,
+        })?;
+        if out.interrupted {
+            return Ok(Some(self.interrupt_run()?));
+        }
+        self.run_hook(
+            HookName::PostToolExec,
+            &json!({"tool_name": name, "exit_code": out.exit_code, "stdout": stdout, "stderr": stderr}),
+        )?;
+        Ok(None)
+    }
+
+    /// A fresh `io/tool_executions/` folder name for call `id`.
+    fn execution_ref(&self, id: &str) -> String {
+        let base = safe_dir_name(id);
+        let root = self.setup.run.tool_executions();
+        let mut name = base.clone();
+        let mut n = 2;
+        while root.join(&name).exists() {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        name
+    }
+
+    fn write_execution(
+        &self,
+        exec_ref: &str,
+        command: &str,
+        stdout: &str,
+        stderr: &str,
+        code: i32,
+        took: Duration,
+    ) {
+        let dir: PathBuf = self.setup.run.tool_executions().join(exec_ref);
+        if std::fs::create_dir_all(&dir).is_err() {
+            return;
+        }
+        let _ = std::fs::write(dir.join("command.txt"), command);
+        let _ = std::fs::write(dir.join("stdout.log"), stdout);
+        let _ = std::fs::write(dir.join("stderr.log"), stderr);
+        let _ = std::fs::write(dir.join("exit_code.txt"), code.to_string());
+        let _ = std::fs::write(dir.join("duration_ms.txt"), took.as_millis().to_string());
+    }
+
+    fn ask_human(
+        &mut self,
+        id: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let Some(prompt) = args
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            self.error_result(
+                id,
+                "Error: ask_human needs a prompt (the question to show the user)".into(),
+            )?;
+            return Ok(None);
+        };
+        let input_type = match args.get("input_type").and_then(Value::as_str) {
+            Some("password") => InputType::Password,
+            Some("confirmation") => InputType::Confirmation,
+            _ => InputType::Text,
+        };
+        let sensitive = match args.get("sensitive") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s == "true",
+            _ => false,
+        };
+        self.append(Event::ActionRequest {
+            action_id: id.to_string(),
+            tool_name: ASK_HUMAN.into(),
+            tool_args: Value::Object(args.clone()),
+            resolved_command: format!("{ASK_HUMAN} {prompt}"),
+        })?;
+        if self.setup.interactive
+            && let Some(human) = self.human.as_deref_mut()
+        {
+            self.observer.progress(Progress::Question(prompt.clone()));
+            let answer = match human.ask(&prompt, input_type, sensitive) {
+                Ok(Some(answer)) => answer,
+                Ok(None) => return Ok(Some(self.interrupt_run()?)),
+                Err(e) => {
+                    self.error_result(
+                        id,
+                        format!("Error: could not read an answer from the terminal: {e}"),
+                    )?;
+                    return Ok(None);
+                }
+            };
+            let exec_ref = self.execution_ref(id);
+            self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
+            self.append(Event::ActionResult {
+                action_id: id.to_string(),
+                status: ActionStatus::Success,
+                observation_content: answer,
+                execution_ref: exec_ref,
+            })?;
+            return Ok(None);
+        }
+        let request = InteractionRequest {
+            request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
+            timestamp: timestamp(self.setup.clock.now()),
+            prompt,
+            input_type,
+            sensitive,
+        };
+        let dir = self.setup.run.interaction();
+        store::atomic::create_dir_all_durable(&dir)?;
+        store::write_json_atomic(&dir.join("request.json"), &request, true)?;
+        self.set_status(RunStatus::WaitingForInput, false)?;
+        self.system(Level::Info, "Agent pausing for human input")?;
+        self.log("Paused for human input");
+        self.run_hook(
+            HookName::OnRunEnd,
+            &json!({"status": "WAITING_FOR_INPUT", "prompt": request.prompt,
+                    "iterations_completed": self.metadata.iterations_completed}),
+        )?;
+        let mut outcome = self.outcome(RunStatus::WaitingForInput);
+        outcome.interaction = Some(request);
+        Ok(Some(outcome))
+    }
+}
+
+/// Token totals of a finished outcome (for result formats).
+pub fn totals(outcome: &RunOutcome) -> TokenTotals {
+    outcome.metadata.usage
+}
+
+/// The response file the human writes for a waiting run.
+pub fn response_path(run: &RunDir) -> PathBuf {
+    run.interaction().join("response.txt")
+}
+
+/// Whether `path` looks like a run folder.
+pub fn is_run_dir(path: &Path) -> bool {
+    path.join("metadata.json").is_file()
+}
+
+/// Extracts the text of tool-call blocks (used by tests and the CLI).
+pub fn call_names(response: &ChatResponse) -> Vec<String> {
+    response
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolCall { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_call_ids_make_safe_folder_names() {
+        assert_eq!(safe_dir_name("call_abc-1"), "call_abc-1");
+        assert_eq!(safe_dir_name("../../etc/passwd"), "______etc_passwd");
+        assert_eq!(safe_dir_name(""), "call");
+    }
+
+    #[test]
+    fn redaction_hides_secrets() {
+        let r = redactor(&["sk-secret-123".into(), "ab".into()]);
+        assert_eq!(r("key=sk-secret-123 ab"), "key=[REDACTED] ab");
+    }
+}

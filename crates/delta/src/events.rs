@@ -1,0 +1,327 @@
+//! Journal events: the single source of truth of a run.
+//!
+//! Each line of `journal.jsonl` is `{"seq", "timestamp", "type", "payload"}`. `seq` starts at 1 and
+//! continues across processes; `timestamp` is UTC with milliseconds. Lines of unknown types are kept
+//! when reading (and ignored by the engine).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use store::{Clock, Journal, StoreError, TornTail, journal};
+
+/// A journal line as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Sequence number, from 1.
+    pub seq: u64,
+    /// When it was written (`2025-10-13T11:00:24.476Z`).
+    pub timestamp: String,
+    /// Event type (`THOUGHT`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Type-specific content.
+    pub payload: Value,
+}
+
+impl Envelope {
+    /// The typed event, or `None` for an unknown type or a malformed payload.
+    pub fn event(&self) -> Option<Event> {
+        serde_json::from_value(serde_json::json!({"type": self.kind, "payload": self.payload})).ok()
+    }
+}
+
+/// A tool call as journaled (the OpenAI shape, arguments as a JSON string).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    /// Call id.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Name and arguments.
+    pub function: FunctionRecord,
+}
+
+/// Name and arguments of a journaled tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionRecord {
+    /// Tool name.
+    pub name: String,
+    /// Arguments, as the JSON text the model produced.
+    pub arguments: String,
+}
+
+/// Outcome of an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ActionStatus {
+    /// Exit code 0 (or an answered question).
+    Success,
+    /// Non-zero exit, timeout, interruption.
+    Failed,
+    /// The call could not be run (unknown tool, bad arguments, spawn failure).
+    Error,
+}
+
+/// Severity of a system message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Level {
+    /// Information.
+    Info,
+    /// Something to look at.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+/// Status in a `RUN_END` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EndStatus {
+    /// Finished.
+    Completed,
+    /// Failed.
+    Failed,
+}
+
+/// Hook outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HookStatus {
+    /// Exit 0.
+    Success,
+    /// Non-zero exit, timeout or spawn failure.
+    Failed,
+}
+
+/// The journal's event types and their payloads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "payload", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Event {
+    /// The run began.
+    RunStart {
+        /// Run id.
+        run_id: String,
+        /// The first message.
+        task: String,
+        /// Absolute agent folder.
+        agent_ref: String,
+    },
+    /// A message from the user.
+    UserMessage {
+        /// The text.
+        content: String,
+    },
+    /// An answer from the model.
+    Thought {
+        /// Its text (`""` if none).
+        content: String,
+        /// `io/invocations/<id>/`.
+        llm_invocation_ref: String,
+        /// Tool calls, when there are any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_calls: Option<Vec<ToolCallRecord>>,
+    },
+    /// A tool is about to run.
+    ActionRequest {
+        /// The call id.
+        action_id: String,
+        /// Tool name.
+        tool_name: String,
+        /// Parsed arguments.
+        tool_args: Value,
+        /// The argument vector joined with spaces.
+        resolved_command: String,
+    },
+    /// A tool's result.
+    ActionResult {
+        /// The call id.
+        action_id: String,
+        /// Outcome.
+        status: ActionStatus,
+        /// What the model sees.
+        observation_content: String,
+        /// `io/tool_executions/<ref>/` (`""` when nothing ran).
+        execution_ref: String,
+    },
+    /// A note from the engine.
+    SystemMessage {
+        /// Severity.
+        level: Level,
+        /// Text.
+        content: String,
+    },
+    /// A hook ran.
+    HookExecutionAudit {
+        /// Hook name.
+        hook_name: String,
+        /// Outcome.
+        status: HookStatus,
+        /// `io/hooks/NNN_name/`.
+        io_path_ref: String,
+    },
+    /// The run stopped (completed or failed).
+    RunEnd {
+        /// How.
+        status: EndStatus,
+    },
+}
+
+/// Formats an instant as journal timestamps do: UTC, milliseconds, `Z`.
+pub fn timestamp(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// A run's journal, open for appending.
+#[derive(Debug)]
+pub struct RunJournal {
+    journal: Journal,
+    next_seq: u64,
+    clock: Clock,
+}
+
+/// What opening a journal found.
+#[derive(Debug)]
+pub struct Opened {
+    /// The journal.
+    pub journal: RunJournal,
+    /// Every event so far.
+    pub events: Vec<Envelope>,
+    /// A torn last line that was cut off (crash during a write).
+    pub recovered: Option<TornTail>,
+}
+
+impl RunJournal {
+    /// Opens (creating) the journal at `path`, cutting off a torn last line if a crash left one.
+    pub fn open(path: &Path, clock: Clock) -> Result<Opened, StoreError> {
+        let (events, recovered) = if path.exists() {
+            let contents = journal::read::<Envelope>(path)?;
+            let recovered = match contents.torn_tail {
+                Some(_) => journal::recover::<Envelope>(path)?,
+                None => None,
+            };
+            (contents.records, recovered)
+        } else {
+            (Vec::new(), None)
+        };
+        let next_seq = events.iter().map(|e| e.seq).max().unwrap_or(0) + 1;
+        Ok(Opened {
+            journal: RunJournal {
+                journal: Journal::open(path)?,
+                next_seq,
+                clock,
+            },
+            events,
+            recovered,
+        })
+    }
+
+    /// Appends an event (one line, fsynced) and returns it as stored.
+    pub fn append(&mut self, event: &Event) -> Result<Envelope, StoreError> {
+        let tagged = serde_json::to_value(event).map_err(|source| StoreError::Serialize {
+            path: self.journal.path().to_path_buf(),
+            source,
+        })?;
+        let envelope = Envelope {
+            seq: self.next_seq,
+            timestamp: timestamp(self.clock.now()),
+            kind: tagged["type"].as_str().unwrap_or_default().to_string(),
+            payload: tagged.get("payload").cloned().unwrap_or(Value::Null),
+        };
+        self.journal.append(&envelope)?;
+        self.next_seq += 1;
+        Ok(envelope)
+    }
+
+    /// The journal file.
+    pub fn path(&self) -> &Path {
+        self.journal.path()
+    }
+}
+
+/// Reads a journal without opening it for writing.
+pub fn read(path: &Path) -> Result<(Vec<Envelope>, Option<TornTail>), StoreError> {
+    let contents = journal::read::<Envelope>(path)?;
+    Ok((contents.records, contents.torn_tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn envelopes_keep_the_documented_key_order_and_seq_continues() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let clock = Clock::Fixed("2025-10-13T11:00:24.476Z".parse().unwrap());
+        let mut opened = RunJournal::open(&path, clock).unwrap();
+        opened
+            .journal
+            .append(&Event::UserMessage {
+                content: "hi".into(),
+            })
+            .unwrap();
+        opened
+            .journal
+            .append(&Event::Thought {
+                content: String::new(),
+                llm_invocation_ref: "inv".into(),
+                tool_calls: None,
+            })
+            .unwrap();
+        drop(opened);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines().next().unwrap(),
+            r#"{"seq":1,"timestamp":"2025-10-13T11:00:24.476Z","type":"USER_MESSAGE","payload":{"content":"hi"}}"#
+        );
+        assert!(
+            !text.contains("tool_calls"),
+            "absent tool calls are omitted: {text}"
+        );
+        let mut again = RunJournal::open(&path, clock).unwrap();
+        assert_eq!(again.events.len(), 2);
+        let e = again
+            .journal
+            .append(&Event::RunEnd {
+                status: EndStatus::Completed,
+            })
+            .unwrap();
+        assert_eq!(e.seq, 3);
+        assert_eq!(
+            e.event(),
+            Some(Event::RunEnd {
+                status: EndStatus::Completed
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_types_are_kept_but_not_interpreted() {
+        let e = Envelope {
+            seq: 1,
+            timestamp: "t".into(),
+            kind: "task_start".into(),
+            payload: json!({}),
+        };
+        assert_eq!(e.event(), None);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_off_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(
+            &path,
+            "{\"seq\":1,\"timestamp\":\"t\",\"type\":\"USER_MESSAGE\",\"payload\":{\"content\":\"a\"}}\n{\"seq\":2,\"ti",
+        )
+        .unwrap();
+        let opened = RunJournal::open(&path, Clock::System).unwrap();
+        assert_eq!(opened.events.len(), 1);
+        assert_eq!(opened.recovered.unwrap().line, 2);
+        assert_eq!(opened.journal.next_seq, 2);
+    }
+}

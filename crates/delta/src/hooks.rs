@@ -1,0 +1,335 @@
+//! Lifecycle hooks: programs run at fixed points of the loop, talking to the engine through files.
+//!
+//! Each invocation gets `io/hooks/<NNN>_<hook>/` (numbered after the highest existing folder, so
+//! numbering continues when a run is resumed):
+//!
+//! ```text
+//! input/context.json            {hook_name, step_index, run_id, timestamp}
+//! input/proposed_payload.json   pre_llm_req: the request about to be sent
+//! input/payload.json            other hooks: what happened
+//! output/                       the hook may write final_payload.json, payload_override.dat,
+//!                               control.json ({"skip": true} skips a tool in pre_tool_exec)
+//! execution_meta/               command.txt, stdout.log, stderr.log, exit_code.txt, duration_ms.txt
+//! ```
+//!
+//! The hook runs in the workspace with `DELTA_RUN_ID` and `DELTA_HOOK_IO_PATH` set. Its outputs are
+//! read only when it exits 0; a timeout kills its process group and records exit code -1.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use serde_json::{Value, json};
+
+use crate::agent::{HookName, HookSpec};
+use crate::events::{HookStatus, timestamp};
+use crate::process::{self, Spawn};
+
+/// What a hook invocation produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookOutcome {
+    /// Exit 0 or not.
+    pub status: HookStatus,
+    /// `io/hooks/NNN_name/`, relative to the run folder.
+    pub io_path_ref: String,
+    /// `output/final_payload.json`, when the hook succeeded and wrote one.
+    pub final_payload: Option<Value>,
+    /// `output/payload_override.dat`, likewise.
+    pub payload_override: Option<String>,
+    /// `output/control.json`, likewise.
+    pub control: Option<Value>,
+    /// Why outputs were ignored, or why the hook failed.
+    pub problems: Vec<String>,
+}
+
+impl HookOutcome {
+    /// Whether `control.json` says `"skip": true`.
+    pub fn skip(&self) -> bool {
+        self.control
+            .as_ref()
+            .and_then(|c| c.get("skip"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+}
+
+/// Runs a run's hooks.
+pub struct HookRunner {
+    hooks: BTreeMap<HookName, HookSpec>,
+    dir: PathBuf,
+    next: u32,
+    workspace: PathBuf,
+    env: Vec<(String, String)>,
+    run_id: String,
+    clock: store::Clock,
+    redact: Box<dyn Fn(&str) -> String + Send + Sync>,
+}
+
+impl HookRunner {
+    /// A runner writing into `hooks_dir` (the run's `io/hooks`).
+    pub fn new(
+        hooks: BTreeMap<HookName, HookSpec>,
+        hooks_dir: &Path,
+        workspace: &Path,
+        env: Vec<(String, String)>,
+        run_id: &str,
+        clock: store::Clock,
+        redact: Box<dyn Fn(&str) -> String + Send + Sync>,
+    ) -> Self {
+        let highest = std::fs::read_dir(hooks_dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| {
+                        let name = e.file_name().into_string().ok()?;
+                        name.split('_').next()?.parse::<u32>().ok()
+                    })
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0);
+        Self {
+            hooks,
+            dir: hooks_dir.to_path_buf(),
+            next: highest + 1,
+            workspace: workspace.to_path_buf(),
+            env,
+            run_id: run_id.to_string(),
+            clock,
+            redact,
+        }
+    }
+
+    /// Whether `name` is configured.
+    pub fn has(&self, name: HookName) -> bool {
+        self.hooks.contains_key(&name)
+    }
+
+    /// Runs hook `name` (if configured) with `payload`.
+    pub fn run(
+        &mut self,
+        name: HookName,
+        step_index: u64,
+        payload: &Value,
+        interrupt: &AtomicBool,
+    ) -> Option<HookOutcome> {
+        let spec = self.hooks.get(&name)?.clone();
+        let folder = format!("{:03}_{}", self.next, name.as_str());
+        self.next += 1;
+        let io = self.dir.join(&folder);
+        let io_path_ref = format!("io/hooks/{folder}/");
+        let mut problems = Vec::new();
+        let prepared = (|| -> std::io::Result<()> {
+            for sub in ["input", "output", "execution_meta"] {
+                std::fs::create_dir_all(io.join(sub))?;
+            }
+            let context = json!({
+                "hook_name": name.as_str(),
+                "step_index": step_index,
+                "run_id": self.run_id,
+                "timestamp": timestamp(self.clock.now()),
+            });
+            std::fs::write(io.join("input/context.json"), pretty(&context))?;
+            let payload_file = if name == HookName::PreLlmReq {
+                "proposed_payload.json"
+            } else {
+                "payload.json"
+            };
+            std::fs::write(io.join("input").join(payload_file), pretty(payload))?;
+            std::fs::write(
+                io.join("execution_meta/command.txt"),
+                spec.command.join(" "),
+            )?;
+            Ok(())
+        })();
+        if let Err(e) = prepared {
+            problems.push(format!("cannot prepare {}: {e}", io.display()));
+        }
+        let mut env = self.env.clone();
+        env.push(("DELTA_RUN_ID".into(), self.run_id.clone()));
+        env.push(("DELTA_HOOK_IO_PATH".into(), io.display().to_string()));
+        let spawn = Spawn {
+            argv: spec.command.clone(),
+            stdin: None,
+            cwd: self.workspace.clone(),
+            env,
+            timeout: spec.timeout,
+        };
+        let (exit_code, stdout, stderr, millis) = match process::run(&spawn, interrupt) {
+            Ok(out) => {
+                let code = if out.timed_out {
+                    problems.push(format!("timed out after {} ms", spec.timeout.as_millis()));
+                    -1
+                } else {
+                    out.exit_code
+                };
+                (code, out.stdout, out.stderr, out.duration.as_millis())
+            }
+            Err(e) => {
+                let message = format!("cannot start {}: {e}", spec.command[0]);
+                problems.push(message.clone());
+                (1, Vec::new(), message.into_bytes(), 0)
+            }
+        };
+        let meta = io.join("execution_meta");
+        let _ = std::fs::write(
+            meta.join("stdout.log"),
+            (self.redact)(&String::from_utf8_lossy(&stdout)),
+        );
+        let _ = std::fs::write(
+            meta.join("stderr.log"),
+            (self.redact)(&String::from_utf8_lossy(&stderr)),
+        );
+        let _ = std::fs::write(meta.join("exit_code.txt"), exit_code.to_string());
+        let _ = std::fs::write(meta.join("duration_ms.txt"), millis.to_string());
+        let status = if exit_code == 0 {
+            HookStatus::Success
+        } else {
+            HookStatus::Failed
+        };
+        if status == HookStatus::Failed && exit_code > 0 {
+            let tail = String::from_utf8_lossy(&stderr)
+                .trim()
+                .chars()
+                .take(300)
+                .collect::<String>();
+            problems.push(if tail.is_empty() {
+                format!("exit code {exit_code}")
+            } else {
+                format!("exit code {exit_code}: {tail}")
+            });
+        }
+        let mut outcome = HookOutcome {
+            status,
+            io_path_ref,
+            final_payload: None,
+            payload_override: None,
+            control: None,
+            problems,
+        };
+        if status == HookStatus::Success {
+            let out = io.join("output");
+            outcome.final_payload =
+                read_json(&out.join("final_payload.json"), &mut outcome.problems);
+            if outcome.final_payload.is_none() {
+                outcome.payload_override =
+                    std::fs::read_to_string(out.join("payload_override.dat")).ok();
+            }
+            outcome.control = read_json(&out.join("control.json"), &mut outcome.problems);
+        }
+        Some(outcome)
+    }
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+fn read_json(path: &Path, problems: &mut Vec<String>) -> Option<Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match serde_json::from_str(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            problems.push(format!("ignored {}: not valid JSON ({e})", path.display()));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn runner(dir: &Path, name: HookName, script: &str, timeout: Duration) -> HookRunner {
+        let mut hooks = BTreeMap::new();
+        hooks.insert(
+            name,
+            HookSpec {
+                command: vec!["sh".into(), "-c".into(), script.into()],
+                timeout,
+                description: None,
+            },
+        );
+        std::fs::create_dir_all(dir.join("io/hooks")).unwrap();
+        HookRunner::new(
+            hooks,
+            &dir.join("io/hooks"),
+            dir,
+            vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+            "run-1",
+            store::Clock::Fixed("2026-01-01T00:00:00Z".parse().unwrap()),
+            Box::new(|s| s.replace("SECRET", "[REDACTED]")),
+        )
+    }
+
+    #[test]
+    fn writes_inputs_reads_outputs_and_continues_numbering() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("io/hooks/007_on_error")).unwrap();
+        let script = r#"cat "$DELTA_HOOK_IO_PATH/input/proposed_payload.json" > /dev/null && echo "$DELTA_RUN_ID SECRET" && printf '{"model":"changed"}' > "$DELTA_HOOK_IO_PATH/output/final_payload.json" && echo '{"skip":true}' > "$DELTA_HOOK_IO_PATH/output/control.json""#;
+        let mut r = runner(
+            dir.path(),
+            HookName::PreLlmReq,
+            script,
+            Duration::from_secs(5),
+        );
+        let flag = AtomicBool::new(false);
+        let out = r
+            .run(HookName::PreLlmReq, 3, &json!({"model": "m"}), &flag)
+            .unwrap();
+        assert_eq!(out.status, HookStatus::Success, "{:?}", out.problems);
+        assert_eq!(out.io_path_ref, "io/hooks/008_pre_llm_req/");
+        assert_eq!(out.final_payload, Some(json!({"model": "changed"})));
+        assert!(out.skip());
+        let io = dir.path().join("io/hooks/008_pre_llm_req");
+        let ctx: Value =
+            serde_json::from_str(&std::fs::read_to_string(io.join("input/context.json")).unwrap())
+                .unwrap();
+        assert_eq!(ctx["hook_name"], "pre_llm_req");
+        assert_eq!(ctx["step_index"], 3);
+        assert_eq!(
+            std::fs::read_to_string(io.join("execution_meta/stdout.log")).unwrap(),
+            "run-1 [REDACTED]\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(io.join("execution_meta/exit_code.txt")).unwrap(),
+            "0"
+        );
+        assert!(
+            r.run(HookName::OnError, 1, &json!({}), &flag).is_none(),
+            "not configured"
+        );
+    }
+
+    #[test]
+    fn failures_and_timeouts_are_recorded_and_outputs_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let flag = AtomicBool::new(false);
+        let mut r = runner(
+            dir.path(),
+            HookName::PostToolExec,
+            r#"echo '{"skip":true}' > "$DELTA_HOOK_IO_PATH/output/control.json"; echo boom >&2; exit 42"#,
+            Duration::from_secs(5),
+        );
+        let out = r.run(HookName::PostToolExec, 1, &json!({}), &flag).unwrap();
+        assert_eq!(out.status, HookStatus::Failed);
+        assert!(!out.skip(), "outputs of a failed hook are ignored");
+        assert_eq!(out.problems, vec!["exit code 42: boom"]);
+        let mut r = runner(
+            dir.path(),
+            HookName::OnRunEnd,
+            "sleep 10",
+            Duration::from_millis(200),
+        );
+        let out = r.run(HookName::OnRunEnd, 1, &json!({}), &flag).unwrap();
+        assert_eq!(out.status, HookStatus::Failed);
+        let code = std::fs::read_to_string(
+            dir.path()
+                .join(&out.io_path_ref)
+                .join("execution_meta/exit_code.txt"),
+        )
+        .unwrap();
+        assert_eq!(code, "-1");
+    }
+}

@@ -1,0 +1,233 @@
+//! Workspaces (`<agent>/workspaces/Wnnn` or any folder given with `-w`) and run folders.
+//!
+//! ```text
+//! <workspace>/.delta/VERSION            "1.2"
+//! <workspace>/.delta/LATEST             id of the most recent run (written atomically)
+//! <workspace>/.delta/<run_id>/          journal.jsonl, metadata.json, engine.log, run.lock,
+//!                                       io/{invocations,tool_executions,hooks}/, interaction/
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use store::StoreError;
+use store::atomic::create_dir_all_durable;
+
+/// Layout version written to `.delta/VERSION`.
+pub const LAYOUT_VERSION: &str = "1.2";
+
+/// Where an agent's numbered workspaces live.
+pub fn workspaces_root(agent_dir: &Path) -> PathBuf {
+    agent_dir.join("workspaces")
+}
+
+fn w_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix('W')?;
+    (digits.len() >= 3 && digits.chars().all(|c| c.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// The workspaces under `root`: `Wnnn` ones in numeric order, then the others alphabetically.
+pub fn list(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort_by(|a, b| match (w_number(a), w_number(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    });
+    names
+}
+
+/// The next free `Wnnn` name (`W001` first; `W999` is followed by `W1000`, then `W1001`).
+pub fn next_id(root: &Path) -> String {
+    let next = list(root)
+        .iter()
+        .filter_map(|n| w_number(n))
+        .max()
+        .unwrap_or(0)
+        + 1;
+    format!("W{next:03}")
+}
+
+/// The workspace used last, if recorded.
+pub fn last_used(root: &Path) -> Option<String> {
+    let name = std::fs::read_to_string(root.join("LAST_USED")).ok()?;
+    let name = name.trim().to_string();
+    (!name.is_empty() && root.join(&name).is_dir()).then_some(name)
+}
+
+/// Records the workspace used last.
+pub fn set_last_used(root: &Path, name: &str) -> Result<(), StoreError> {
+    create_dir_all_durable(root)?;
+    store::write_atomic(&root.join("LAST_USED"), name.as_bytes())
+}
+
+/// Creates a workspace folder (if needed) with its `.delta/VERSION`; returns its absolute path.
+pub fn prepare(dir: &Path) -> Result<PathBuf, StoreError> {
+    create_dir_all_durable(&dir.join(".delta"))?;
+    let version = dir.join(".delta/VERSION");
+    if !version.exists() {
+        store::write_atomic(&version, format!("{LAYOUT_VERSION}\n").as_bytes())?;
+    }
+    Ok(dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()))
+}
+
+/// The id of the most recent run of a workspace.
+pub fn latest(workspace: &Path) -> Option<String> {
+    let id = std::fs::read_to_string(workspace.join(".delta/LATEST")).ok()?;
+    let id = id.trim().to_string();
+    store::validate_id(&id).ok()?;
+    Some(id)
+}
+
+/// Records the most recent run of a workspace.
+pub fn set_latest(workspace: &Path, run_id: &str) -> Result<(), StoreError> {
+    store::write_atomic(&workspace.join(".delta/LATEST"), run_id.as_bytes())
+}
+
+/// The files of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    /// `<workspace>/.delta/<run_id>`.
+    pub root: PathBuf,
+    /// The workspace (absolute).
+    pub workspace: PathBuf,
+    /// The run id.
+    pub run_id: String,
+}
+
+impl RunDir {
+    /// The run `run_id` of `workspace` (not created).
+    pub fn new(workspace: &Path, run_id: &str) -> Self {
+        Self {
+            root: workspace.join(".delta").join(run_id),
+            workspace: workspace.to_path_buf(),
+            run_id: run_id.to_string(),
+        }
+    }
+
+    /// Creates the run folder and its `io/` subfolders; fails if the run already exists.
+    pub fn create(workspace: &Path, run_id: &str) -> Result<Self, StoreError> {
+        let dir = Self::new(workspace, run_id);
+        if dir.root.exists() {
+            return Err(StoreError::Io {
+                action: "create run folder",
+                path: dir.root,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "the run already exists",
+                ),
+            });
+        }
+        for sub in ["io/invocations", "io/tool_executions", "io/hooks"] {
+            create_dir_all_durable(&dir.root.join(sub))?;
+        }
+        Ok(dir)
+    }
+
+    /// `journal.jsonl`.
+    pub fn journal(&self) -> PathBuf {
+        self.root.join("journal.jsonl")
+    }
+    /// `metadata.json`.
+    pub fn metadata(&self) -> PathBuf {
+        self.root.join("metadata.json")
+    }
+    /// `engine.log`.
+    pub fn engine_log(&self) -> PathBuf {
+        self.root.join("engine.log")
+    }
+    /// `run.lock`.
+    pub fn lock(&self) -> PathBuf {
+        self.root.join("run.lock")
+    }
+    /// `io/invocations`.
+    pub fn invocations(&self) -> PathBuf {
+        self.root.join("io/invocations")
+    }
+    /// `io/tool_executions`.
+    pub fn tool_executions(&self) -> PathBuf {
+        self.root.join("io/tool_executions")
+    }
+    /// `io/hooks`.
+    pub fn hooks(&self) -> PathBuf {
+        self.root.join("io/hooks")
+    }
+    /// `interaction`.
+    pub fn interaction(&self) -> PathBuf {
+        self.root.join("interaction")
+    }
+}
+
+/// A run id: `YYYYMMDD_HHMMSS_<6 hex>` in local time.
+pub fn new_run_id(now: jiff::Timestamp, ids: &store::IdSource) -> String {
+    let local = now.to_zoned(jiff::tz::TimeZone::system());
+    format!("{}_{}", local.strftime("%Y%m%d_%H%M%S"), ids.hex(6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbering_sorting_and_the_w1000_collision_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(next_id(root), "W001");
+        for n in ["W002", "W010", "alpha", "W998", "W999", ".hidden"] {
+            std::fs::create_dir_all(root.join(n)).unwrap();
+        }
+        assert_eq!(list(root), vec!["W002", "W010", "W998", "W999", "alpha"]);
+        assert_eq!(next_id(root), "W1000");
+        std::fs::create_dir_all(root.join("W1000")).unwrap();
+        assert_eq!(next_id(root), "W1001");
+    }
+
+    #[test]
+    fn last_used_and_latest_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("workspaces");
+        assert_eq!(last_used(&root), None);
+        let ws = prepare(&root.join("W001")).unwrap();
+        set_last_used(&root, "W001").unwrap();
+        assert_eq!(last_used(&root).as_deref(), Some("W001"));
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".delta/VERSION")).unwrap(),
+            "1.2\n"
+        );
+        set_latest(&ws, "20250101_000000_abcdef").unwrap();
+        assert_eq!(latest(&ws).as_deref(), Some("20250101_000000_abcdef"));
+        std::fs::write(ws.join(".delta/LATEST"), "../../etc").unwrap();
+        assert_eq!(latest(&ws), None, "an unsafe id is ignored");
+    }
+
+    #[test]
+    fn run_folders_are_created_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "r1").unwrap();
+        assert!(
+            run.tool_executions().is_dir() && run.hooks().is_dir() && run.invocations().is_dir()
+        );
+        assert!(RunDir::create(dir.path(), "r1").is_err());
+    }
+
+    #[test]
+    fn run_ids_have_the_documented_shape() {
+        let id = new_run_id(
+            "2025-10-13T12:00:00Z".parse().unwrap(),
+            &store::IdSource::seeded(1),
+        );
+        assert_eq!(id.len(), 22, "{id}");
+        assert_eq!(&id[8..9], "_");
+        assert!(id[16..].chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}
