@@ -55,7 +55,8 @@ pub fn parse<T: DeserializeOwned>(file: &Path, source: &str) -> Result<Parsed<T>
                 .collect(),
         }),
         Err(err) => {
-            let path = path_at_error.into_inner();
+            // serde-saphyr's location wrapper adds a `.value` step that is not part of the user's file.
+            let path = path_at_error.into_inner().replace(".value", "");
             let mut diag = Diagnostic::new(file, clean_message(&err.without_snippet().to_string()));
             if path != "." {
                 diag = diag.field(path);

@@ -21,6 +21,7 @@ use super::{CliError, eprint_line, print_out, terminal};
 ///   delta init my-agent -t hello-world
 ///   delta init -y
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct InitArgs {
     /// Folder to create (default: the current folder).
     name: Option<PathBuf>,

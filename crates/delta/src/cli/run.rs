@@ -29,6 +29,7 @@ use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out}
 ///   delta run -m "Create hello.txt" -w ./ws --format json
 ///   delta run --agent examples/hello-world -m "Say hi" -w /tmp/ws --playback examples/hello-world/recordings
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct RunArgs {
     /// Agent folder (agent.yaml, system_prompt.md, ...).
     #[arg(short = 'a', long, value_name = "PATH", default_value = ".")]
@@ -88,29 +89,38 @@ pub fn clock_and_ids() -> Result<(Clock, IdSource), CliError> {
     Ok((clock, ids))
 }
 
-fn resolve_workspace(args: &RunArgs, agent: &Agent) -> Result<PathBuf, CliError> {
+/// Where the run will live: the folder, and its name under `workspaces/` (for LAST_USED) when it is one
+/// of the agent's numbered workspaces. Nothing is created yet.
+fn resolve_workspace(args: &RunArgs, agent: &Agent) -> Result<(PathBuf, Option<String>), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
     if let Some(dir) = &args.work_dir {
-        let abs = cwd.join(dir);
-        if !abs.exists() {
-            eprint_line(&format!("Created work directory: {}", abs.display()));
-        }
-        return Ok(workspace::prepare(&abs)?);
+        return Ok((cwd.join(dir), None));
     }
     let root = workspace::workspaces_root(&agent.dir);
     let name = if args.yes {
-        let next = workspace::next_id(&root);
-        eprint_line(&format!("Auto-creating new workspace: {next}"));
-        next
+        workspace::next_id(&root)
     } else if std::io::stdin().is_terminal() {
         terminal::choose_workspace(&root, &AtomicBool::new(false))?
     } else {
         return Err(CliError::usage("no workspace chosen (stdin is not a terminal, so no menu)")
             .hint("pass -w PATH to use or create a workspace folder, or -y to create the next workspaces/Wnnn"));
     };
-    let ws = workspace::prepare(&root.join(&name))?;
-    workspace::set_last_used(&root, &name)?;
+    Ok((root.join(&name), Some(name)))
+}
+
+/// Creates the workspace (once the run is sure to start) and records it as last used.
+fn create_workspace(path: &Path, name: Option<&str>, agent: &Agent) -> Result<PathBuf, CliError> {
+    if !path.exists() {
+        match name {
+            Some(n) => eprint_line(&format!("Creating new workspace: {n}")),
+            None => eprint_line(&format!("Created work directory: {}", path.display())),
+        }
+    }
+    let ws = workspace::prepare(path)?;
+    if let Some(n) = name {
+        workspace::set_last_used(&workspace::workspaces_root(&agent.dir), n)?;
+    }
     Ok(ws)
 }
 
@@ -213,11 +223,12 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
     let agent = agent::load(&args.agent).map_err(agent_error)?;
     show_agent(&agent, args.verbose);
-    let ws = resolve_workspace(&args, &agent)?;
+    let (ws_path, ws_name) = resolve_workspace(&args, &agent)?;
 
+    // .env files first (the workspace's may hold the key), then the key check, then create things.
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut env = Env::from_process();
-    env.load_cascade(&ws, &agent.dir, &cwd)
+    env.load_cascade(&ws_path, &agent.dir, &cwd)
         .map_err(|e| CliError::new(e.to_string()))?;
     let conn = connect::connect(
         &agent.llm,
@@ -234,6 +245,7 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     for notice in &conn.notices {
         eprint_line(&format!("note: {notice}"));
     }
+    let ws = create_workspace(&ws_path, ws_name.as_deref(), &agent)?;
 
     let session = session::create(&agent, &ws, &message, clock, &ids, "delta run")?;
     let max_iterations = args.max_iterations.unwrap_or(agent.max_iterations);

@@ -18,6 +18,7 @@ use super::{CliError, eprint_line, print_out};
 /// Example:
 ///   delta tool:expand examples/hello-world
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct ToolExpandArgs {
     /// Agent folder or YAML file.
     #[arg(value_name = "PATH")]

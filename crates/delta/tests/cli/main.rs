@@ -1,40 +1,27 @@
-//! End-to-end tests of the `delta` binary.
+//! End-to-end tests of the `delta` binary: real processes, real files, the LLM played by
+//! `testkit::ScriptedServer` on 127.0.0.1 (or a real server in the live tier).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use assert_cmd::Command;
+mod support;
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("delta")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+mod basics;
+mod context_sources;
+mod dotenv;
+mod hooks;
+mod human;
+mod imports;
+mod init;
+mod live;
+mod llm_errors;
+mod runs;
+mod signals;
+mod tool_expand;
+mod tools;
 
+/// Every `.rs` file in this folder must be declared above, or its tests would silently never run.
 #[test]
-fn help_explains_the_tool() {
-    let (code, stdout, stderr) = run(&["--help"]);
-    assert_eq!(code, 0);
-    assert_eq!(stderr, "");
-    insta::assert_snapshot!(stdout);
-}
-
-#[test]
-fn version_is_printed() {
-    let (code, stdout, _) = run(&["--version"]);
-    assert_eq!(code, 0);
-    assert_eq!(stdout, format!("delta {}\n", env!("CARGO_PKG_VERSION")));
-}
-
-#[test]
-fn unknown_arguments_are_usage_errors() {
-    let (code, stdout, stderr) = run(&["--bogus"]);
-    assert_eq!(code, 2);
-    assert_eq!(stdout, "");
-    assert!(stderr.contains("unexpected argument '--bogus'"), "{stderr}");
+fn no_forgotten_test_files() {
+    testkit::assert_no_forgotten_test_files(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli"),
+    );
 }

@@ -1,0 +1,189 @@
+//! The test harness: agents in temp folders, the binary with a pinned clock, journal readers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use tempfile::TempDir;
+use testkit::ScriptedServer;
+
+/// API key the tests use (checked to never reach a file).
+pub const KEY: &str = "sk-delta-test-key-0123456789";
+/// The pinned clock.
+pub const NOW: &str = "2026-01-02T03:04:05Z";
+
+/// A test sandbox: `agent/` (the agent folder) and `ws/` (the workspace) in one temp folder.
+pub struct Sandbox {
+    pub root: TempDir,
+}
+
+impl Sandbox {
+    /// An agent with this agent.yaml and a one-line system prompt.
+    pub fn new(agent_yaml: &str) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let sb = Self { root };
+        sb.file("agent/agent.yaml", agent_yaml);
+        sb.file("agent/system_prompt.md", "You are a test agent.");
+        sb
+    }
+
+    /// Writes a file (relative to the sandbox root), creating folders.
+    pub fn file(&self, rel: &str, content: &str) -> PathBuf {
+        let path = self.root.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    /// Writes an executable script.
+    pub fn script(&self, rel: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.file(rel, &format!("#!/bin/sh\n{body}\n"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel)
+    }
+
+    pub fn agent(&self) -> PathBuf {
+        self.path("agent")
+    }
+
+    pub fn ws(&self) -> PathBuf {
+        self.path("ws")
+    }
+
+    /// `delta` with a pinned clock and id seed, no API variables from the outside, the scripted server
+    /// as endpoint (when given), and the sandbox as current folder.
+    pub fn delta(&self, server: Option<&ScriptedServer>) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delta"));
+        cmd.current_dir(self.root.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("DELTA_")
+                || k.starts_with("OPENAI_")
+                || k.starts_with("ANTHROPIC_")
+                || k == "LLM_E2E_URL"
+            {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("DELTA_TEST_NOW", NOW)
+            .env("DELTA_TEST_SEED", "7")
+            .env("TZ", "UTC");
+        cmd.env("HOME", self.root.path());
+        if let Some(server) = server {
+            cmd.env("DELTA_API_KEY", KEY)
+                .env("DELTA_BASE_URL", server.openai_base());
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// `delta run --agent agent -w ws -m <message> <extra…>` to completion.
+    pub fn run(&self, server: Option<&ScriptedServer>, message: &str, extra: &[&str]) -> Output {
+        let mut cmd = self.delta(server);
+        cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", message])
+            .args(extra);
+        output(cmd)
+    }
+
+    /// The only run of the workspace.
+    pub fn run_dir(&self) -> PathBuf {
+        let id = std::fs::read_to_string(self.ws().join(".delta/LATEST")).unwrap();
+        self.ws().join(".delta").join(id.trim())
+    }
+
+    /// The journal of the latest run.
+    pub fn journal(&self) -> Vec<Value> {
+        read_jsonl(&self.run_dir().join("journal.jsonl"))
+    }
+
+    /// The events of one type.
+    pub fn events(&self, kind: &str) -> Vec<Value> {
+        self.journal()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+
+    /// The metadata of the latest run.
+    pub fn metadata(&self) -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(self.run_dir().join("metadata.json")).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Replaces the sandbox path with `[SANDBOX]` (for snapshots).
+    pub fn scrub(&self, text: &str) -> String {
+        let root = self.root.path().canonicalize().unwrap();
+        text.replace(&root.display().to_string(), "[SANDBOX]")
+            .replace(&self.root.path().display().to_string(), "[SANDBOX]")
+    }
+
+    /// Every file under the sandbox, as text, must not contain `needle`.
+    pub fn assert_nowhere(&self, needle: &str) {
+        fn walk(dir: &Path, needle: &str) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, needle);
+                } else if let Ok(bytes) = std::fs::read(&path) {
+                    assert!(
+                        !String::from_utf8_lossy(&bytes).contains(needle),
+                        "{needle:?} was written to {}",
+                        path.display()
+                    );
+                }
+            }
+        }
+        walk(self.root.path(), needle);
+    }
+}
+
+/// A finished process.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` and collects its output.
+pub fn output(mut cmd: Command) -> Output {
+    let out = cmd.output().unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Reads a JSONL file.
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The bodies of the requests the server received, as JSON.
+pub fn bodies(server: &ScriptedServer) -> Vec<Value> {
+    server.requests().iter().map(|r| r.json()).collect()
+}
+
+/// An agent.yaml with these tools (YAML list items, indented by two spaces).
+pub fn agent_yaml(tools: &str) -> String {
+    format!("name: test-agent\nllm:\n  model: test-model\ntools:\n{tools}")
+}
+
+/// The echo and write tools of the original's golden sample.
+pub const ECHO_AND_WRITE: &str = "  - name: echo\n    exec: \"echo ${message}\"\n  - name: write_to_file\n    exec: \"tee ${filename}\"\n    stdin: content\n";
