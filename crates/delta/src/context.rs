@@ -42,12 +42,23 @@ fn substitute(text: &str, ctx: &ContextEnv<'_>) -> String {
         .replace("${CWD}", &ctx.workspace.display().to_string())
 }
 
+/// A source path: variables substituted; a relative path is relative to the workspace (where
+/// generators run and write).
+fn source_path(text: &str, ctx: &ContextEnv<'_>) -> String {
+    let path = substitute(text, ctx);
+    if std::path::Path::new(&path).is_absolute() {
+        path
+    } else {
+        ctx.workspace.join(path).display().to_string()
+    }
+}
+
 fn block(id: &str, content: &str) -> Message {
     Message::system(format!("# Context Block: {id}\n\n{content}"))
 }
 
-/// Evaluates the recipe against the journal so far.
-pub fn build(ctx: &ContextEnv<'_>, events: &[Envelope]) -> Result<Built, String> {
+/// Evaluates the recipe against the journal so far (its events of known types, in order).
+pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, String> {
     let mut built = Built::default();
     for source in &ctx.agent.context.sources {
         match source {
@@ -137,7 +148,7 @@ fn generate(
             out.exit_code
         ));
     }
-    let path = substitute(output_path, ctx);
+    let path = source_path(output_path, ctx);
     std::fs::read_to_string(&path)
         .map_err(|e| format!("Generator output file not found: {path} (source: {id}): {e}"))
 }
@@ -150,12 +161,16 @@ fn call_block(call: &crate::events::ToolCallRecord) -> ContentBlock {
     ContentBlock::tool_call(&call.id, &call.function.name, arguments)
 }
 
+/// The typed events of a journal (unknown types left out).
+pub fn typed(events: &[Envelope]) -> Vec<Event> {
+    events.iter().filter_map(Envelope::event).collect()
+}
+
 /// The conversation recorded in the journal.
 ///
 /// `max_iterations` keeps the journal from the N-th last model answer on; the first user message (the
 /// task) is always kept, so the model never loses sight of what it was asked.
-pub fn conversation(events: &[Envelope], max_iterations: Option<u32>) -> Vec<Message> {
-    let typed: Vec<Event> = events.iter().filter_map(Envelope::event).collect();
+pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message> {
     let mut start = 0;
     let mut first_user: Option<usize> = None;
     if let Some(n) = max_iterations {
@@ -295,7 +310,7 @@ mod tests {
 
     #[test]
     fn rebuilds_user_assistant_and_tool_turns() {
-        let m = conversation(&journal(), None);
+        let m = conversation(&typed(&journal()), None);
         let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
@@ -320,7 +335,7 @@ mod tests {
 
     #[test]
     fn a_window_keeps_the_task() {
-        let m = conversation(&journal(), Some(2));
+        let m = conversation(&typed(&journal()), Some(2));
         let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,

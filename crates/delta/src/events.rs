@@ -218,8 +218,26 @@ impl RunJournal {
         })
     }
 
-    /// Appends an event (one line, fsynced) and returns it as stored.
+    /// Appends an event (one line, flushed to disk with everything before it) and returns it as stored.
     pub fn append(&mut self, event: &Event) -> Result<Envelope, StoreError> {
+        self.write(event, true)
+    }
+
+    /// Appends an event without flushing it yet: the next [`RunJournal::append`] or
+    /// [`RunJournal::sync`] does. Callers sync before any side effect.
+    pub fn append_deferred(&mut self, event: &Event) -> Result<Envelope, StoreError> {
+        self.write(event, false)
+    }
+
+    /// Flushes deferred events, if any.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        if self.journal.is_dirty() {
+            self.journal.sync()?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, event: &Event, flush: bool) -> Result<Envelope, StoreError> {
         let tagged = serde_json::to_value(event).map_err(|source| StoreError::Serialize {
             path: self.journal.path().to_path_buf(),
             source,
@@ -230,7 +248,11 @@ impl RunJournal {
             kind: tagged["type"].as_str().unwrap_or_default().to_string(),
             payload: tagged.get("payload").cloned().unwrap_or(Value::Null),
         };
-        self.journal.append(&envelope)?;
+        if flush {
+            self.journal.append(&envelope)?;
+        } else {
+            self.journal.append_unsynced(&envelope)?;
+        }
         self.next_seq += 1;
         Ok(envelope)
     }

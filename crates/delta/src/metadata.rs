@@ -105,6 +105,16 @@ impl RunMetadata {
         store::write_json_atomic(path, self, true)
     }
 
+    /// Rewrites the file atomically without flushing it to disk, for progress updates (iteration count,
+    /// token totals) that the journal can reconstruct.
+    pub fn save_progress(&self, path: &Path) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|source| StoreError::Serialize {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        store::write_atomic_lazy(path, &bytes)
+    }
+
     /// Reads the file.
     pub fn load(path: &Path) -> Result<Self, StoreError> {
         store::atomic::read_json(path)

@@ -24,6 +24,45 @@ const GRACE: Duration = Duration::from_millis(1000);
 /// How often waiting loops look at the interrupt flag.
 const POLL: Duration = Duration::from_millis(20);
 
+/// Finds programs on `PATH` once per name, so that repeated tool calls do not probe every `PATH`
+/// entry again (each miss is a failed `execve`).
+#[derive(Debug, Default)]
+pub struct ProgramCache {
+    found: std::collections::HashMap<String, String>,
+}
+
+impl ProgramCache {
+    /// The program's path: names with a `/` are kept; other names are looked up in the `PATH` of
+    /// `env`. A name that is not found is kept, so that starting it reports the usual error.
+    pub fn resolve(&mut self, program: &str, env: &[(String, String)]) -> String {
+        if program.contains('/') {
+            return program.to_string();
+        }
+        if let Some(path) = self.found.get(program) {
+            return path.clone();
+        }
+        let path_var = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("");
+        for dir in path_var.split(':').filter(|d| d.starts_with('/')) {
+            let candidate = std::path::Path::new(dir).join(program);
+            if is_executable(&candidate) {
+                let resolved = candidate.display().to_string();
+                self.found.insert(program.to_string(), resolved.clone());
+                return resolved;
+            }
+        }
+        program.to_string()
+    }
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -70,20 +109,55 @@ fn kill_group(pid: u32, signal: Signal) {
     }
 }
 
-fn reader(
-    mut stream: impl Read + Send + 'static,
-    buf: Arc<Mutex<Vec<u8>>>,
+/// Reads both output pipes until both are closed, on one thread.
+fn read_pipes(
+    mut stdout: std::process::ChildStdout,
+    mut stderr: std::process::ChildStderr,
+    bufs: [Arc<Mutex<Vec<u8>>>; 2],
     done: mpsc::Sender<()>,
 ) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
     std::thread::spawn(move || {
+        let mut open = [true, true];
         let mut chunk = [0u8; 16 * 1024];
-        loop {
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut b = buf.lock().unwrap_or_else(|p| p.into_inner());
-                    let room = MAX_CAPTURE.saturating_sub(b.len());
-                    b.extend_from_slice(&chunk[..n.min(room)]);
+        while open[0] || open[1] {
+            let mut ready = [false, false];
+            {
+                let mut fds = Vec::with_capacity(2);
+                let mut which = Vec::with_capacity(2);
+                if open[0] {
+                    fds.push(PollFd::new(stdout.as_fd(), PollFlags::POLLIN));
+                    which.push(0);
+                }
+                if open[1] {
+                    fds.push(PollFd::new(stderr.as_fd(), PollFlags::POLLIN));
+                    which.push(1);
+                }
+                if poll(&mut fds, PollTimeout::NONE).is_err() {
+                    break;
+                }
+                for (fd, i) in fds.iter().zip(which) {
+                    // Readable, closed (POLLHUP) or failed: a read tells which.
+                    ready[i] = fd.revents().is_none_or(|r| !r.is_empty());
+                }
+            }
+            for i in 0..2 {
+                if !ready[i] {
+                    continue;
+                }
+                let read = if i == 0 {
+                    stdout.read(&mut chunk)
+                } else {
+                    stderr.read(&mut chunk)
+                };
+                match read {
+                    Ok(0) | Err(_) => open[i] = false,
+                    Ok(n) => {
+                        let mut b = bufs[i].lock().unwrap_or_else(|p| p.into_inner());
+                        let room = MAX_CAPTURE.saturating_sub(b.len());
+                        b.extend_from_slice(&chunk[..n.min(room)]);
+                    }
                 }
             }
         }
@@ -128,16 +202,16 @@ pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> std::io::Result<Outcome> {
     let stdout = Arc::new(Mutex::new(Vec::new()));
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let (done_tx, done_rx) = mpsc::channel();
-    let mut streams = 0;
-    if let Some(out) = child.stdout.take() {
-        reader(out, Arc::clone(&stdout), done_tx.clone());
-        streams += 1;
+    let mut readers = 0;
+    if let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) {
+        read_pipes(
+            out,
+            err,
+            [Arc::clone(&stdout), Arc::clone(&stderr)],
+            done_tx,
+        );
+        readers += 1;
     }
-    if let Some(err) = child.stderr.take() {
-        reader(err, Arc::clone(&stderr), done_tx.clone());
-        streams += 1;
-    }
-    drop(done_tx);
 
     let (exit_tx, exit_rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -180,7 +254,7 @@ pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> std::io::Result<Outcome> {
     // Wait for the output pipes to drain. A background process that inherited them could keep them
     // open forever, so give up after a short while and keep what arrived.
     let drain_end = Instant::now() + Duration::from_millis(500);
-    for _ in 0..streams {
+    for _ in 0..readers {
         if done_rx
             .recv_timeout(drain_end.saturating_duration_since(Instant::now()))
             .is_err()
@@ -284,6 +358,19 @@ mod tests {
         assert!(out.interrupted);
         assert!(out.duration < Duration::from_secs(2));
         assert_eq!(out.exit_code, 128 + 9);
+    }
+
+    #[test]
+    fn programs_are_found_on_the_given_path_once() {
+        let mut cache = ProgramCache::default();
+        let env = vec![("PATH".to_string(), "/nonexistent:/usr/bin:/bin".to_string())];
+        let sh = cache.resolve("sh", &env);
+        assert!(sh.ends_with("/sh") && sh.starts_with('/'), "{sh}");
+        assert_eq!(cache.resolve("./local.sh", &env), "./local.sh");
+        assert_eq!(
+            cache.resolve("no-such-program-xyz", &env),
+            "no-such-program-xyz"
+        );
     }
 
     #[test]

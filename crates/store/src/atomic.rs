@@ -18,6 +18,17 @@ use crate::error::{StoreError, StoreResult};
 /// The destination's directory must exist. The new file keeps the permissions of the file it replaces;
 /// a new file gets `0o644` on Unix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    replace(path, bytes, true)
+}
+
+/// Replaces `path` with `bytes` atomically (readers see the old or the new content) but without
+/// flushing to disk: after a power loss the file may hold the previous content. For frequent updates
+/// of data that can be recomputed (progress counters); status changes should use [`write_atomic`].
+pub fn write_atomic_lazy(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> StoreResult<()> {
     let dir = parent_dir(path);
     let name = path
         .file_name()
@@ -31,12 +42,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     tmp.write_all(bytes)
         .map_err(|e| StoreError::io("write", tmp.path().to_path_buf(), e))?;
     set_permissions_like(tmp.as_file(), path);
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| StoreError::io("flush", tmp.path().to_path_buf(), e))?;
+    if durable {
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| StoreError::io("flush", tmp.path().to_path_buf(), e))?;
+    }
     tmp.persist(path)
         .map_err(|e| StoreError::io("rename into place", path, e.error))?;
-    sync_dir(dir)
+    if durable { sync_dir(dir) } else { Ok(()) }
 }
 
 /// Creates `path` with `bytes`, atomically and durably, only if it does not exist yet.
@@ -180,6 +193,16 @@ mod tests {
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+
+    #[test]
+    fn lazy_replacement_is_still_atomic_for_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        write_atomic_lazy(&path, b"one").unwrap();
+        write_atomic_lazy(&path, b"two").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

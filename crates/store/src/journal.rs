@@ -36,6 +36,8 @@ pub struct Journal {
     path: PathBuf,
     durability: Durability,
     poisoned: bool,
+    /// Lines written since the last fsync.
+    dirty: bool,
 }
 
 impl Journal {
@@ -77,6 +79,7 @@ impl Journal {
             path: path.to_path_buf(),
             durability,
             poisoned: false,
+            dirty: false,
         })
     }
 
@@ -92,7 +95,26 @@ impl Journal {
             source,
         })?;
         line.push(b'\n');
-        self.write_line(&line)
+        self.write_line(&line, true)
+    }
+
+    /// Serializes `record` as one JSON line and appends it without flushing it to disk yet.
+    ///
+    /// The line reaches the operating system at once (a crash of this process loses nothing); it reaches
+    /// the disk with the next [`Journal::append`] or [`Journal::sync`]. Use it for a record that is
+    /// immediately followed by a flushed one, and call `sync` before any side effect.
+    pub fn append_unsynced<T: Serialize + ?Sized>(&mut self, record: &T) -> StoreResult<()> {
+        let mut line = serde_json::to_vec(record).map_err(|source| StoreError::Serialize {
+            path: self.path.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+        self.write_line(&line, false)
+    }
+
+    /// Whether lines were appended since the last flush.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
     }
 
     /// Appends an already-serialized JSON value. `json` must be one line (no newline inside).
@@ -110,17 +132,19 @@ impl Journal {
         let mut line = Vec::with_capacity(json.len() + 1);
         line.extend_from_slice(json.as_bytes());
         line.push(b'\n');
-        self.write_line(&line)
+        self.write_line(&line, true)
     }
 
     /// Forces appended data to disk (useful after a burst of [`Durability::Buffered`] appends).
-    pub fn sync(&self) -> StoreResult<()> {
+    pub fn sync(&mut self) -> StoreResult<()> {
         self.file
             .sync_data()
-            .map_err(|e| StoreError::io("flush journal", &self.path, e))
+            .map_err(|e| StoreError::io("flush journal", &self.path, e))?;
+        self.dirty = false;
+        Ok(())
     }
 
-    fn write_line(&mut self, line: &[u8]) -> StoreResult<()> {
+    fn write_line(&mut self, line: &[u8], flush: bool) -> StoreResult<()> {
         if self.poisoned {
             return Err(StoreError::Poisoned {
                 path: self.path.clone(),
@@ -136,9 +160,12 @@ impl Journal {
             .file
             .write_all(line)
             .map_err(|e| StoreError::io("append to", &self.path, e))
-            .and_then(|()| match self.durability {
-                Durability::Fsync => self.sync(),
-                Durability::Buffered => Ok(()),
+            .and_then(|()| {
+                self.dirty = true;
+                match self.durability {
+                    Durability::Fsync if flush => self.sync(),
+                    _ => Ok(()),
+                }
             });
         if written.is_err() {
             // Take back whatever part of the line reached the file, so the next append does not glue
@@ -511,6 +538,7 @@ mod tests {
             path: PathBuf::from("/dev/full"),
             durability: Durability::Buffered,
             poisoned: false,
+            dirty: false,
         };
         let err = j.append(&json!({"a": 1})).unwrap_err();
         assert!(
@@ -520,6 +548,28 @@ mod tests {
         let err = j.append(&json!({"a": 2})).unwrap_err();
         assert!(matches!(err, StoreError::Poisoned { .. }), "{err}");
         assert!(err.to_string().contains("reopen the journal"), "{err}");
+    }
+
+    #[test]
+    fn unsynced_appends_are_visible_at_once_and_marked_dirty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let mut j = Journal::open(&path).unwrap();
+        j.append_unsynced(&json!({"a": 1})).unwrap();
+        assert!(j.is_dirty());
+        assert_eq!(
+            read::<Value>(&path).unwrap().records.len(),
+            1,
+            "readers see it before any fsync"
+        );
+        j.append(&json!({"a": 2})).unwrap();
+        assert!(
+            !j.is_dirty(),
+            "a flushed append flushes the earlier line too"
+        );
+        j.append_unsynced(&json!({"a": 3})).unwrap();
+        j.sync().unwrap();
+        assert!(!j.is_dirty());
     }
 
     #[test]

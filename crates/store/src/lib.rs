@@ -21,7 +21,7 @@ pub mod ids;
 pub mod journal;
 pub mod lock;
 
-pub use atomic::{create_atomic, sync_dir, write_atomic, write_json_atomic};
+pub use atomic::{create_atomic, sync_dir, write_atomic, write_atomic_lazy, write_json_atomic};
 pub use clock::Clock;
 pub use error::{StoreError, StoreResult};
 pub use ids::{IdSource, timestamp_id, validate_id};

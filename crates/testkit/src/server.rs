@@ -240,6 +240,8 @@ struct Shared {
     requests: Mutex<Vec<ReceivedRequest>>,
     counter: AtomicU64,
     stop: AtomicBool,
+    /// Nanoseconds spent between a complete request and a complete answer (scripted delays excluded).
+    busy_nanos: AtomicU64,
 }
 
 /// A scripted LLM server on `127.0.0.1` (see the crate docs). Stops when dropped.
@@ -259,6 +261,7 @@ impl ScriptedServer {
             requests: Mutex::new(Vec::new()),
             counter: AtomicU64::new(0),
             stop: AtomicBool::new(false),
+            busy_nanos: AtomicU64::new(0),
         });
         let accept_shared = Arc::clone(&shared);
         thread::spawn(move || {
@@ -299,6 +302,12 @@ impl ScriptedServer {
     /// How many requests arrived.
     pub fn request_count(&self) -> usize {
         self.shared.requests.lock().unwrap().len()
+    }
+
+    /// Total time the server spent answering: from a complete request to a complete answer, scripted
+    /// delays excluded. Benchmarks subtract it to measure the client alone.
+    pub fn busy_time(&self) -> Duration {
+        Duration::from_nanos(self.shared.busy_nanos.load(Ordering::SeqCst))
     }
 
     /// Replies not yet used.
@@ -370,7 +379,26 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         headers,
         body,
     };
+    let received = std::time::Instant::now();
     let request_json = request.json();
+    let mut delay = Duration::ZERO;
+    let result = respond(stream, shared, request, request_json, &path, &mut delay);
+    let busy = received.elapsed().saturating_sub(delay);
+    shared
+        .busy_nanos
+        .fetch_add(busy.as_nanos() as u64, Ordering::SeqCst);
+    result
+}
+
+/// Answers one request; `delay` receives the scripted delay it slept.
+fn respond(
+    stream: TcpStream,
+    shared: &Shared,
+    request: ReceivedRequest,
+    request_json: Value,
+    path: &str,
+    delay: &mut Duration,
+) -> std::io::Result<()> {
     let mut out = stream;
     let protocol = if path.ends_with("/chat/completions") {
         Protocol::OpenAi
@@ -400,6 +428,7 @@ fn handle(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         return write_plain(&mut out, 500, "application/json", &body, &[], None);
     };
     if !reply.delay.is_zero() {
+        *delay = reply.delay;
         thread::sleep(reply.delay);
     }
     let stream_requested = request_json.get("stream").and_then(Value::as_bool) == Some(true);

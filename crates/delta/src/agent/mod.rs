@@ -56,7 +56,8 @@ pub enum HookName {
     PostToolExec,
     /// On tool-execution exceptions and fatal errors.
     OnError,
-    /// When a run stops (completed, failed, interrupted or waiting).
+    /// When a run stops: completed, failed, or paused for a human answer. (Not on interruption: the
+    /// user asked to stop now.)
     OnRunEnd,
 }
 

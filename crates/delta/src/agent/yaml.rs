@@ -58,7 +58,8 @@ pub fn parse<T: DeserializeOwned>(file: &Path, source: &str) -> Result<Parsed<T>
             // serde-saphyr's location wrapper adds a `.value` step that is not part of the user's file.
             let path = path_at_error.into_inner().replace(".value", "");
             let mut diag = Diagnostic::new(file, clean_message(&err.without_snippet().to_string()));
-            if path != "." {
+            // serde_path_to_error says "." for the root and "?" where it lost track.
+            if path != "." && !path.contains('?') {
                 diag = diag.field(path);
             }
             if let Some(loc) = err.location() {

@@ -65,8 +65,20 @@ pub fn cmd_tool_expand(args: ToolExpandArgs) -> Result<(), CliError> {
         return Err(CliError::new(format!("not found: {}", args.path.display()))
             .hint("give an agent folder or a YAML file with tools:"));
     }
+    let is_agent_file = args
+        .path
+        .file_name()
+        .is_some_and(|n| n == "agent.yaml" || n == "config.yaml");
     let tools = if args.path.is_dir() {
         delta::agent::load(&args.path).map_err(agent_error)?.tools
+    } else if is_agent_file {
+        // An agent's own configuration: load the whole agent, so agent-wide settings apply.
+        let dir = args
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        delta::agent::load(dir).map_err(agent_error)?.tools
     } else {
         delta::agent::load_tools(&args.path).map_err(agent_error)?
     };

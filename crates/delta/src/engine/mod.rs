@@ -4,6 +4,7 @@
 //! tools it asked for (in order) and journal their results. The journal is written before each side
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
+mod io_writer;
 pub mod observation;
 
 use std::io::Write;
@@ -30,6 +31,7 @@ use crate::hooks::{HookOutcome, HookRunner};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
 use crate::process::{self, Spawn};
 use crate::workspace::RunDir;
+use io_writer::IoWriter;
 use observation::Ending;
 
 /// Name of the built-in tool.
@@ -193,6 +195,8 @@ pub struct Engine<'a> {
     setup: EngineSetup,
     journal: RunJournal,
     events: Vec<Envelope>,
+    /// The same events, typed once (the context is rebuilt from them every iteration).
+    typed: Vec<Event>,
     metadata: RunMetadata,
     hooks: HookRunner,
     log: Option<std::fs::File>,
@@ -200,7 +204,16 @@ pub struct Engine<'a> {
     human: Option<&'a mut dyn HumanInput>,
     tool_env: Vec<(String, String)>,
     started: Instant,
+    io: IoWriter,
+    llm_worker: Option<mpsc::Sender<LlmJob>>,
+    programs: process::ProgramCache,
+    progress_saved: Instant,
+    /// `io/tool_executions/` folder names in use (the writer creates them later).
+    exec_refs: std::collections::HashSet<String>,
 }
+
+/// A request for the LLM worker thread and where to send the answer.
+type LlmJob = (ChatRequest, mpsc::Sender<Result<ChatResponse, LlmError>>);
 
 enum Step {
     Continue,
@@ -297,6 +310,14 @@ impl<'a> Engine<'a> {
             setup.clock,
             Box::new(redactor(&setup.secrets)),
         );
+        let exec_refs = std::fs::read_dir(setup.run.tool_executions())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -305,6 +326,7 @@ impl<'a> Engine<'a> {
         let mut engine = Self {
             setup,
             journal: opened.journal,
+            typed: context::typed(&opened.events),
             events: opened.events,
             metadata,
             hooks,
@@ -313,6 +335,11 @@ impl<'a> Engine<'a> {
             human,
             tool_env,
             started: Instant::now(),
+            io: IoWriter::start(),
+            llm_worker: None,
+            programs: process::ProgramCache::default(),
+            progress_saved: Instant::now(),
+            exec_refs,
         };
         if let Some(torn) = opened.recovered {
             engine.system(
@@ -338,7 +365,21 @@ impl<'a> Engine<'a> {
     fn append(&mut self, event: Event) -> Result<(), EngineError> {
         let envelope = self.journal.append(&event)?;
         self.events.push(envelope);
+        self.typed.push(event);
         Ok(())
+    }
+
+    /// Appends without flushing: the next flushed append (or [`Engine::sync`], which runs before every
+    /// hook, tool and LLM call) makes it durable.
+    fn append_deferred(&mut self, event: Event) -> Result<(), EngineError> {
+        let envelope = self.journal.append_deferred(&event)?;
+        self.events.push(envelope);
+        self.typed.push(event);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), EngineError> {
+        Ok(self.journal.sync()?)
     }
 
     fn system(&mut self, level: Level, content: &str) -> Result<(), EngineError> {
@@ -349,7 +390,19 @@ impl<'a> Engine<'a> {
     }
 
     fn save_metadata(&mut self) -> Result<(), EngineError> {
+        self.sync()?;
         self.metadata.save(&self.setup.run.metadata())?;
+        self.progress_saved = Instant::now();
+        Ok(())
+    }
+
+    /// Progress (iteration count, tokens) is rewritten at most once a second while the run goes on;
+    /// the journal holds it anyway, and every status change writes it durably.
+    fn save_progress(&mut self) -> Result<(), EngineError> {
+        if self.progress_saved.elapsed() >= Duration::from_secs(1) {
+            self.metadata.save_progress(&self.setup.run.metadata())?;
+            self.progress_saved = Instant::now();
+        }
         Ok(())
     }
 
@@ -377,6 +430,7 @@ impl<'a> Engine<'a> {
         if !self.hooks.has(name) {
             return Ok(None);
         }
+        self.sync()?;
         let step = self.metadata.iterations_completed + 1;
         let interrupt = Arc::clone(&self.setup.interrupt);
         let Some(outcome) = self.hooks.run(name, step, payload, &interrupt) else {
@@ -415,6 +469,12 @@ impl<'a> Engine<'a> {
 
     /// Runs the loop until the run completes, fails, waits for a human, or is interrupted.
     pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
+        let result = self.run_loop(initial_message);
+        self.io.flush();
+        result
+    }
+
+    fn run_loop(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
         let has_start = self.events.iter().any(|e| e.kind == "RUN_START");
         if !has_start {
             self.append(Event::RunStart {
@@ -512,7 +572,7 @@ impl<'a> Engine<'a> {
             env: &env,
             interrupt: &interrupt,
         };
-        let built = context::build(&ctx, &self.events)?;
+        let built = context::build(&ctx, &self.typed)?;
         // Skipping an `on_missing: skip` source is expected; it goes to engine.log only.
         for note in built.notes {
             self.log(&note);
@@ -528,16 +588,32 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// Calls the model on a helper thread so that SIGINT is noticed while waiting.
+    /// Calls the model on the worker thread so that SIGINT is noticed while waiting.
     fn call_llm(&mut self, request: &ChatRequest) -> Option<Result<ChatResponse, LlmError>> {
-        let (tx, rx) = mpsc::channel();
-        let client = Arc::clone(&self.setup.client);
-        let req = request.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(client.complete(&req));
+        if let Err(e) = self.sync() {
+            return Some(Err(LlmError::Recording(format!(
+                "cannot flush the journal: {e}"
+            ))));
+        }
+        let worker = self.llm_worker.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::channel::<LlmJob>();
+            let client = Arc::clone(&self.setup.client);
+            std::thread::spawn(move || {
+                for (request, reply) in rx {
+                    let _ = reply.send(client.complete(&request));
+                }
+            });
+            tx
         });
+        let (reply_tx, reply_rx) = mpsc::channel();
+        if worker.send((request.clone(), reply_tx)).is_err() {
+            return Some(Err(LlmError::Transport {
+                url: String::new(),
+                message: "the LLM worker thread stopped".into(),
+            }));
+        }
         loop {
-            match rx.recv_timeout(Duration::from_millis(25)) {
+            match reply_rx.recv_timeout(Duration::from_millis(25)) {
                 Ok(result) => return Some(result),
                 Err(mpsc::RecvTimeoutError::Timeout) if self.interrupted() => return None,
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -565,19 +641,7 @@ impl<'a> Engine<'a> {
         response: &ChatResponse,
         took: Duration,
     ) {
-        let dir = self.setup.run.invocations().join(id);
-        if std::fs::create_dir_all(&dir).is_err() {
-            return;
-        }
-        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-        let _ = std::fs::write(
-            dir.join("request.json"),
-            pretty(&self.wire_request(request)),
-        );
-        let _ = std::fs::write(
-            dir.join("response.json"),
-            pretty(&serde_json::to_value(response).unwrap_or(Value::Null)),
-        );
+        let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
         let meta = json!({
             "model_id": response.model.clone().or_else(|| self.setup.agent.llm.model.clone()),
             "client": self.setup.client.describe(),
@@ -590,7 +654,17 @@ impl<'a> Engine<'a> {
             "stop_reason": response.stop_reason.as_str(),
             "status": "SUCCESS",
         });
-        let _ = std::fs::write(dir.join("metadata.json"), pretty(&meta));
+        self.io.write(
+            self.setup.run.invocations().join(id),
+            vec![
+                ("request.json", pretty(&self.wire_request(request))),
+                (
+                    "response.json",
+                    pretty(&serde_json::to_value(response).unwrap_or(Value::Null)),
+                ),
+                ("metadata.json", pretty(&meta)),
+            ],
+        );
     }
 
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
@@ -661,7 +735,7 @@ impl<'a> Engine<'a> {
                 },
             })
             .collect();
-        self.append(Event::Thought {
+        self.append_deferred(Event::Thought {
             content: content.clone(),
             llm_invocation_ref: invocation_id,
             tool_calls: (!records.is_empty()).then_some(records),
@@ -689,7 +763,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.metadata.iterations_completed += 1;
-        self.save_metadata()?;
+        self.save_progress()?;
         if self.interrupted() {
             return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
         }
@@ -805,8 +879,12 @@ impl<'a> Engine<'a> {
             })?;
             return Ok(None);
         }
+        let mut argv = invocation.argv.clone();
+        if let Some(program) = argv.first_mut() {
+            *program = self.programs.resolve(program, &self.tool_env);
+        }
         let spawn = Spawn {
-            argv: invocation.argv.clone(),
+            argv,
             stdin: invocation.stdin.clone(),
             cwd: self.setup.run.workspace.clone(),
             env: self.tool_env.clone(),
@@ -874,15 +952,15 @@ impl<'a> Engine<'a> {
     }
 
     /// A fresh `io/tool_executions/` folder name for call `id`.
-    fn execution_ref(&self, id: &str) -> String {
+    fn execution_ref(&mut self, id: &str) -> String {
         let base = safe_dir_name(id);
-        let root = self.setup.run.tool_executions();
         let mut name = base.clone();
         let mut n = 2;
-        while root.join(&name).exists() {
+        while self.exec_refs.contains(&name) {
             name = format!("{base}-{n}");
             n += 1;
         }
+        self.exec_refs.insert(name.clone());
         name
     }
 
@@ -895,15 +973,16 @@ impl<'a> Engine<'a> {
         code: i32,
         took: Duration,
     ) {
-        let dir: PathBuf = self.setup.run.tool_executions().join(exec_ref);
-        if std::fs::create_dir_all(&dir).is_err() {
-            return;
-        }
-        let _ = std::fs::write(dir.join("command.txt"), command);
-        let _ = std::fs::write(dir.join("stdout.log"), stdout);
-        let _ = std::fs::write(dir.join("stderr.log"), stderr);
-        let _ = std::fs::write(dir.join("exit_code.txt"), code.to_string());
-        let _ = std::fs::write(dir.join("duration_ms.txt"), took.as_millis().to_string());
+        self.io.write(
+            self.setup.run.tool_executions().join(exec_ref),
+            vec![
+                ("command.txt", command.as_bytes().to_vec()),
+                ("stdout.log", stdout.as_bytes().to_vec()),
+                ("stderr.log", stderr.as_bytes().to_vec()),
+                ("exit_code.txt", code.to_string().into_bytes()),
+                ("duration_ms.txt", took.as_millis().to_string().into_bytes()),
+            ],
+        );
     }
 
     fn ask_human(

@@ -7,6 +7,7 @@ mod support;
 mod basics;
 mod context_sources;
 mod dotenv;
+mod examples;
 mod hooks;
 mod human;
 mod imports;

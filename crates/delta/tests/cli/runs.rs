@@ -43,7 +43,7 @@ fn golden_journal_of_a_two_iteration_run() {
         meta["usage"],
         json!({"input_tokens": 250, "output_tokens": 25, "total_tokens": 275, "llm_calls": 2})
     );
-    assert_eq!(meta["pid"].as_u64().is_some(), true);
+    assert!(meta["pid"].as_u64().is_some());
     assert_eq!(meta["task"], "Say hi");
     assert_eq!(
         std::fs::read_to_string(sb.ws().join(".delta/VERSION")).unwrap(),

@@ -1,0 +1,132 @@
+//! Engine overhead: `cargo bench -p delta --bench engine`.
+//!
+//! Runs the real `delta` binary against the scripted LLM server on 127.0.0.1 (instant answers) with an
+//! agent whose only tool is `true`, for runs of 1, 10 and 50 iterations. Per-iteration cost is the
+//! slope between run lengths. Two costs that are not the engine's are measured and subtracted: the time
+//! the scripted server spends producing its answers (it runs in this process), and the tool's own
+//! process (spawning `true`). Peak memory is the largest resident set of the `delta` processes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::resource::{UsageWho, getrusage};
+use serde_json::json;
+use testkit::{Reply, ScriptedServer};
+
+const REPEATS: usize = 7;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Wall time of one run, and the part of it the server spent answering. The run's folder is kept in
+/// `keep` until the benchmark ends: deleting files while measuring (with online discard, as on many
+/// virtual disks) slows the next runs' fsyncs and blurs the figures.
+fn run_once(
+    iterations: usize,
+    durable_dir: &std::path::Path,
+    keep: &mut Vec<tempfile::TempDir>,
+) -> (Duration, Duration) {
+    let mut script: Vec<Reply> = (0..iterations)
+        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
+        .collect();
+    script.push(Reply::text("done"));
+    let server = ScriptedServer::start(script);
+    let sandbox = tempfile::tempdir_in(durable_dir).unwrap();
+    let agent = sandbox.path().join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.yaml"),
+        "name: bench\nllm:\n  model: m\ntools:\n  - name: noop\n    exec: \"true\"\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("system_prompt.md"), "Benchmark agent.").unwrap();
+    let start = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_delta"))
+        .args(["run", "--agent"])
+        .arg(&agent)
+        .arg("-w")
+        .arg(sandbox.path().join("ws"))
+        .args([
+            "-m",
+            "go",
+            "--max-iterations",
+            &(iterations + 1).to_string(),
+            "--format",
+            "raw",
+        ])
+        .env("DELTA_API_KEY", "bench-key")
+        .env("DELTA_BASE_URL", server.openai_base())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    let took = start.elapsed();
+    assert!(status.success());
+    assert_eq!(server.remaining(), 0);
+    keep.push(sandbox);
+    (took, server.busy_time())
+}
+
+fn spawn_true(n: usize) -> Duration {
+    let start = Instant::now();
+    for _ in 0..n {
+        Command::new("true").status().unwrap();
+    }
+    start.elapsed()
+}
+
+fn main() {
+    // Benchmark in the build folder (a real disk, like a workspace), not necessarily /tmp.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut results = Vec::new();
+    let mut keep = Vec::new();
+    for n in [1usize, 10, 50] {
+        let runs: Vec<(Duration, Duration)> =
+            (0..REPEATS).map(|_| run_once(n, &dir, &mut keep)).collect();
+        let total = median(runs.iter().map(|r| r.0).collect());
+        let client = median(runs.iter().map(|r| r.0.saturating_sub(r.1)).collect());
+        let server = median(runs.iter().map(|r| r.1).collect());
+        results.push((total, client, server));
+        println!(
+            "run of {n:>2} iterations            {:>8.2} ms (median of {REPEATS}; scripted server {:.2} ms)",
+            total.as_secs_f64() * 1e3,
+            server.as_secs_f64() * 1e3
+        );
+    }
+    let slope = |pick: fn(&(Duration, Duration, Duration)) -> Duration| {
+        pick(&results[2])
+            .saturating_sub(pick(&results[0]))
+            .as_secs_f64()
+            / 49.0
+    };
+    let per_iteration = slope(|r| r.0);
+    let per_spawn = median((0..REPEATS).map(|_| spawn_true(50)).collect()).as_secs_f64() / 50.0;
+    println!(
+        "per iteration (slope 1→50)        {:>8.3} ms",
+        per_iteration * 1e3
+    );
+    println!(
+        "  of which the scripted server    {:>8.3} ms",
+        slope(|r| r.2) * 1e3
+    );
+    println!(
+        "  of which the tool process       {:>8.3} ms (spawning `true`)",
+        per_spawn * 1e3
+    );
+    println!(
+        "  engine overhead                 {:>8.3} ms",
+        (slope(|r| r.1) - per_spawn) * 1e3
+    );
+    println!(
+        "startup (run of 1 iteration)      {:>8.2} ms",
+        results[0].0.as_secs_f64() * 1e3
+    );
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
+    println!(
+        "peak memory (max RSS)             {:>8.1} MB",
+        usage.max_rss() as f64 / 1024.0
+    );
+}

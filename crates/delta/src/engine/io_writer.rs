@@ -1,0 +1,150 @@
+//! Writes the run's `io/` records (invocations, tool executions) on a background thread.
+//!
+//! These files are for people inspecting a run; the journal is what the engine relies on. Creating a
+//! handful of small files costs more than a millisecond on many disks, and on ext4 every journal fsync
+//! also commits the metadata of files created since the previous one. So the loop hands records to
+//! this writer, which writes them in batches: at most [`BATCH_DELAY`] after the first pending record,
+//! sooner when [`BATCH_BYTES`] are pending, and always on `flush` (the engine flushes when a run stops).
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest a record waits before it is written.
+pub const BATCH_DELAY: Duration = Duration::from_millis(250);
+/// Pending size that triggers a write at once.
+pub const BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// Files to write into one folder: (file name, content).
+type Files = Vec<(&'static str, Vec<u8>)>;
+
+enum Job {
+    Write {
+        dir: PathBuf,
+        files: Files,
+    },
+    Flush(mpsc::Sender<()>),
+}
+
+/// The writer.
+pub struct IoWriter {
+    tx: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl IoWriter {
+    /// Starts the writer thread.
+    pub fn start() -> Self {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::spawn(move || {
+            let mut pending: Vec<(PathBuf, Files)> = Vec::new();
+            let mut pending_bytes = 0usize;
+            let mut first_pending: Option<Instant> = None;
+            loop {
+                let job = match first_pending {
+                    None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                    Some(since) => rx.recv_timeout(BATCH_DELAY.saturating_sub(since.elapsed())),
+                };
+                match job {
+                    Ok(Job::Write { dir, files }) => {
+                        pending_bytes += files.iter().map(|(_, c)| c.len()).sum::<usize>();
+                        pending.push((dir, files));
+                        first_pending.get_or_insert_with(Instant::now);
+                        if pending_bytes >= BATCH_BYTES {
+                            write_all(&mut pending);
+                            pending_bytes = 0;
+                            first_pending = None;
+                        }
+                    }
+                    Ok(Job::Flush(done)) => {
+                        write_all(&mut pending);
+                        pending_bytes = 0;
+                        first_pending = None;
+                        let _ = done.send(());
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        write_all(&mut pending);
+                        pending_bytes = 0;
+                        first_pending = None;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        write_all(&mut pending);
+                        break;
+                    }
+                }
+            }
+        });
+        Self {
+            tx: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Queues `files` to be written into `dir` (created if needed).
+    pub fn write(&self, dir: PathBuf, files: Files) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Job::Write { dir, files });
+        }
+    }
+
+    /// Waits until every queued write is done.
+    pub fn flush(&self) {
+        if let Some(tx) = &self.tx {
+            let (done_tx, done_rx) = mpsc::channel();
+            if tx.send(Job::Flush(done_tx)).is_ok() {
+                let _ = done_rx.recv();
+            }
+        }
+    }
+}
+
+fn write_all(pending: &mut Vec<(PathBuf, Files)>) {
+    for (dir, files) in pending.drain(..) {
+        // Best effort: a missing record must not stop a run.
+        if std::fs::create_dir_all(&dir).is_ok() {
+            for (name, content) in files {
+                let _ = std::fs::write(dir.join(name), content);
+            }
+        }
+    }
+}
+
+impl Drop for IoWriter {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_in_order_and_flush_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = IoWriter::start();
+        for i in 0..20 {
+            w.write(
+                dir.path().join(format!("d{i}")),
+                vec![("a.txt", format!("{i}").into_bytes())],
+            );
+        }
+        w.flush();
+        for i in 0..20 {
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join(format!("d{i}/a.txt"))).unwrap(),
+                i.to_string()
+            );
+        }
+        w.write(dir.path().join("last"), vec![("b", b"x".to_vec())]);
+        drop(w);
+        assert!(
+            dir.path().join("last/b").is_file(),
+            "dropping the writer finishes its queue"
+        );
+    }
+}
