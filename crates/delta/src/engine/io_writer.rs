@@ -20,10 +20,7 @@ pub const BATCH_BYTES: usize = 4 * 1024 * 1024;
 type Files = Vec<(&'static str, Vec<u8>)>;
 
 enum Job {
-    Write {
-        dir: PathBuf,
-        files: Files,
-    },
+    Write { dir: PathBuf, files: Files },
     Flush(mpsc::Sender<()>),
 }
 
