@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use llm::{ContentBlock, Message, Role};
+use llm::{ContentBlock, Message};
 use serde_json::Value;
 
 use crate::agent::{Agent, OnMissing, Source};
@@ -166,6 +166,51 @@ pub fn typed(events: &[Envelope]) -> Vec<Event> {
     events.iter().filter_map(Envelope::event).collect()
 }
 
+/// Result text for a call whose result is missing from the journal (a journal written by another
+/// engine, or damaged). The engine itself settles every call before the next request.
+pub const MISSING_RESULT: &str = "No result was recorded for this call: the run stopped while it was pending. It may or may not have taken effect.";
+
+/// Builds the model's conversation from journal events, always in a shape strict servers accept: every
+/// assistant turn with tool calls is followed directly by one result per call, in call order.
+struct Conversation {
+    messages: Vec<Message>,
+    /// Calls of the last assistant turn still waiting for their result, in order.
+    pending: Vec<String>,
+    /// Results that arrived for pending calls (by id).
+    results: Vec<ContentBlock>,
+    /// User messages that arrived while calls were pending: they go after the results.
+    deferred: Vec<Message>,
+}
+
+impl Conversation {
+    fn close_turn(&mut self, fill_missing: bool) {
+        if self.pending.is_empty() && self.results.is_empty() {
+            return;
+        }
+        let mut ordered = Vec::new();
+        for id in std::mem::take(&mut self.pending) {
+            match self.results.iter().position(|r| matches!(r, ContentBlock::ToolResult { tool_call_id, .. } if *tool_call_id == id)) {
+                Some(i) => ordered.push(self.results.remove(i)),
+                None if fill_missing => ordered.push(ContentBlock::tool_result(id, MISSING_RESULT, true)),
+                None => {}
+            }
+        }
+        self.results.clear();
+        if !ordered.is_empty() {
+            self.messages.push(Message::tool_results(ordered));
+        }
+        self.messages.append(&mut self.deferred);
+    }
+
+    fn all_answered(&self) -> bool {
+        self.pending.iter().all(|id| {
+            self.results
+                .iter()
+                .any(|r| matches!(r, ContentBlock::ToolResult { tool_call_id, .. } if tool_call_id == id))
+        })
+    }
+}
+
 /// The conversation recorded in the journal.
 ///
 /// `max_iterations` keeps the journal from the N-th last model answer on; the first user message (the
@@ -188,22 +233,37 @@ pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message
                 .filter(|&i| i < start);
         }
     }
-    let mut messages: Vec<Message> = Vec::new();
-    let selected = first_user.into_iter().chain(start..typed.len());
-    for i in selected {
+    let mut c = Conversation {
+        messages: Vec::new(),
+        pending: Vec::new(),
+        results: Vec::new(),
+        deferred: Vec::new(),
+    };
+    for i in first_user.into_iter().chain(start..typed.len()) {
         match &typed[i] {
-            Event::UserMessage { content } => messages.push(Message::user(content.clone())),
+            Event::UserMessage { content } => {
+                let message = Message::user(content.clone());
+                if c.pending.is_empty() {
+                    c.messages.push(message);
+                } else {
+                    c.deferred.push(message);
+                }
+            }
             Event::Thought {
                 content,
                 tool_calls,
                 ..
             } => {
+                c.close_turn(true);
                 let mut blocks = Vec::new();
                 if !content.is_empty() {
                     blocks.push(ContentBlock::text(content.clone()));
                 }
-                blocks.extend(tool_calls.iter().flatten().map(call_block));
-                messages.push(Message::assistant(blocks));
+                let calls: Vec<ContentBlock> =
+                    tool_calls.iter().flatten().map(call_block).collect();
+                c.pending = tool_calls.iter().flatten().map(|t| t.id.clone()).collect();
+                blocks.extend(calls);
+                c.messages.push(Message::assistant(blocks));
             }
             Event::ActionResult {
                 action_id,
@@ -211,26 +271,32 @@ pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message
                 observation_content,
                 ..
             } => {
-                let result = ContentBlock::tool_result(
-                    action_id.clone(),
-                    observation_content.clone(),
-                    *status == ActionStatus::Error,
-                );
-                match messages.last_mut() {
-                    Some(last) if last.role == Role::Tool => last.content.push(result),
-                    _ => messages.push(Message::tool_results(vec![result])),
+                // A result for a call of the current turn (anything else cannot be placed validly).
+                let known = c.pending.contains(action_id)
+                    && !c.results.iter().any(|r| matches!(r, ContentBlock::ToolResult { tool_call_id, .. } if tool_call_id == action_id));
+                if known {
+                    c.results.push(ContentBlock::tool_result(
+                        action_id.clone(),
+                        observation_content.clone(),
+                        *status == ActionStatus::Error,
+                    ));
+                    if c.all_answered() {
+                        c.close_turn(false);
+                    }
                 }
             }
             _ => {}
         }
     }
-    messages
+    c.close_turn(true);
+    c.messages
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::events::{FunctionRecord, ToolCallRecord};
+    use llm::Role;
     use serde_json::json;
 
     fn env(seq: u64, event: Event) -> Envelope {
@@ -331,6 +397,77 @@ mod tests {
             m[2].content,
             vec![ContentBlock::tool_result("c1", "r5", false)]
         );
+    }
+
+    fn user(n: u64, text: &str) -> Envelope {
+        env(
+            n,
+            Event::UserMessage {
+                content: text.into(),
+            },
+        )
+    }
+
+    #[test]
+    fn results_always_follow_their_calls() {
+        // A user message journaled between a call and its result (the original engine did this) goes
+        // after the result; a call without any result gets a placeholder result.
+        let journal = vec![
+            user(1, "task"),
+            thought(2, Some("c1")),
+            user(3, "answer"),
+            result(4, "c1"),
+            thought(5, Some("c2")),
+            user(6, "more"),
+            thought(7, None),
+        ];
+        let m = conversation(&typed(&journal), None);
+        let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            vec![
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User,
+                Role::Assistant
+            ]
+        );
+        assert_eq!(m[3].text(), "answer");
+        assert_eq!(
+            m[5].content,
+            vec![ContentBlock::tool_result("c2", MISSING_RESULT, true)]
+        );
+    }
+
+    #[test]
+    fn results_are_put_in_call_order_and_strays_dropped() {
+        let mut two = thought(2, Some("a"));
+        two.payload["tool_calls"] = json!([
+            {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+        ]);
+        let journal = vec![
+            user(1, "t"),
+            two,
+            result(3, "zzz"),
+            result(4, "b"),
+            result(5, "a"),
+        ];
+        let m = conversation(&typed(&journal), None);
+        assert_eq!(m.len(), 3);
+        let ids: Vec<&str> = m[2]
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult { tool_call_id, .. } => tool_call_id.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(ids, vec!["a", "b"]);
     }
 
     #[test]

@@ -19,5 +19,6 @@ pub mod events;
 pub mod hooks;
 pub mod metadata;
 pub mod process;
+pub mod runs;
 pub mod session;
 pub mod workspace;

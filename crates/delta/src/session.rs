@@ -20,20 +20,28 @@ pub struct Session {
     pub lock: RunLock,
 }
 
-/// Creates a new run of `agent` in `workspace` (already prepared) for `task`.
+/// Creates a new run of `agent` in `workspace` (already prepared) for `task`, with id `run_id` (already
+/// validated) or a generated one. An existing run with that id is an error and is left untouched.
 pub fn create(
     agent: &Agent,
     workspace: &Path,
     task: &str,
+    run_id: Option<&str>,
     clock: Clock,
     ids: &IdSource,
     command: &str,
 ) -> Result<Session, StoreError> {
     let now = clock.now();
-    let mut run_id = workspace::new_run_id(now, ids);
-    while RunDir::new(workspace, &run_id).root.exists() {
-        run_id = workspace::new_run_id(now, ids);
-    }
+    let run_id = match run_id {
+        Some(id) => id.to_string(),
+        None => {
+            let mut id = workspace::new_run_id(now, ids);
+            while RunDir::new(workspace, &id).root.exists() {
+                id = workspace::new_run_id(now, ids);
+            }
+            id
+        }
+    };
     let run = RunDir::create(workspace, &run_id)?;
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
     let metadata = RunMetadata {
@@ -53,6 +61,102 @@ pub fn create(
     };
     metadata.save(&run.metadata())?;
     workspace::set_latest(workspace, &run_id)?;
+    Ok(Session {
+        run,
+        metadata,
+        lock: acquired.lock,
+    })
+}
+
+/// Why a fork could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkError {
+    /// The source run has fewer iterations.
+    #[error(
+        "run {run_id} has only {have} iteration(s); --from-iteration must be between 0 and {have}"
+    )]
+    TooFew {
+        /// The source run.
+        run_id: String,
+        /// Its iterations.
+        have: usize,
+    },
+    /// Files could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Creates run `new_id` in the source's workspace from the source's journal up to (and including)
+/// iteration `iteration`: every event before the model's answer number `iteration + 1`. The copy
+/// records where it came from, in its metadata (`forked_from`) and in a system message.
+pub fn fork(
+    source: &RunDir,
+    iteration: usize,
+    new_id: &str,
+    clock: Clock,
+    command: &str,
+) -> Result<Session, ForkError> {
+    let (events, _) = crate::events::read(&source.journal())?;
+    let source_meta = RunMetadata::load(&source.metadata())?;
+    let thoughts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == "THOUGHT")
+        .map(|(i, _)| i)
+        .collect();
+    if iteration > thoughts.len() {
+        return Err(ForkError::TooFew {
+            run_id: source.run_id.clone(),
+            have: thoughts.len(),
+        });
+    }
+    let cut = thoughts.get(iteration).copied().unwrap_or(events.len());
+    let now = clock.now();
+    let run = RunDir::create(&source.workspace, new_id)?;
+    let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
+    let mut journal = store::Journal::open(&run.journal())?;
+    let mut last_seq = 0;
+    for envelope in &events[..cut] {
+        let mut copy = envelope.clone();
+        if copy.kind == "RUN_START" {
+            copy.payload["run_id"] = serde_json::json!(new_id);
+        }
+        last_seq = copy.seq;
+        journal.append(&copy)?;
+    }
+    drop(journal);
+    let mut opened = crate::events::RunJournal::open(&run.journal(), clock)?;
+    opened
+        .journal
+        .append(&crate::events::Event::SystemMessage {
+            level: crate::events::Level::Info,
+            content: format!(
+                "Forked from run {} at iteration {iteration} (its events up to seq {last_seq})",
+                source.run_id
+            ),
+        })?;
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "forked_from".into(),
+        serde_json::json!({"run_id": source.run_id, "iteration": iteration, "seq": last_seq}),
+    );
+    let metadata = RunMetadata {
+        run_id: new_id.to_string(),
+        start_time: timestamp(now),
+        agent_ref: source_meta.agent_ref.clone(),
+        task: source_meta.task.clone(),
+        status: RunStatus::Interrupted,
+        iterations_completed: iteration as u64,
+        pid: std::process::id(),
+        hostname: store::hostname(),
+        start_time_unix: now.as_millisecond(),
+        process_name: process_name(),
+        end_time: None,
+        usage: TokenTotals::default(),
+        extra,
+    };
+    metadata.save(&run.metadata())?;
+    workspace::set_latest(&source.workspace, new_id)?;
     Ok(Session {
         run,
         metadata,

@@ -3,7 +3,9 @@
 //! Results go to stdout, progress and diagnostics to stderr.
 
 mod console;
+mod continue_cmd;
 mod init;
+mod list_runs;
 mod result;
 mod run;
 mod templates;
@@ -44,6 +46,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Run(run::RunArgs),
+    Continue(continue_cmd::ContinueArgs),
+    #[command(name = "list-runs")]
+    ListRuns(list_runs::ListRunsArgs),
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
@@ -160,6 +165,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::cmd_run(args),
+        Command::Continue(args) => continue_cmd::cmd_continue(args),
+        Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
     };

@@ -71,6 +71,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     playback: Option<PathBuf>,
 
+    /// Id for the new run (letters, digits, '-', '_', '.'); refused if the workspace has it already.
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+
     /// Removed in v1.8: use -m/--message.
     #[arg(long, hide = true, value_name = "TEXT")]
     task: Option<String>,
@@ -209,6 +213,193 @@ pub fn retry_printer() -> llm::RetryHook {
     })
 }
 
+/// Connects to the model for `agent`.
+pub fn connect_llm(
+    agent: &Agent,
+    env: &Env,
+    mode: &LlmMode,
+    clock: Clock,
+    ids: &IdSource,
+) -> Result<connect::Connection, CliError> {
+    let conn = connect::connect(
+        &agent.llm,
+        env,
+        mode,
+        Some(retry_printer()),
+        clock,
+        ids_clone(ids),
+    )
+    .map_err(|e| {
+        let hint = e.hint();
+        CliError::new(e.to_string()).maybe_hint(hint)
+    })?;
+    for notice in &conn.notices {
+        eprint_line(&format!("note: {notice}"));
+    }
+    Ok(conn)
+}
+
+/// Everything needed to run the loop on a run (new or resumed).
+pub struct Launch {
+    pub agent: Agent,
+    pub workspace: PathBuf,
+    pub run: delta::workspace::RunDir,
+    pub metadata: delta::metadata::RunMetadata,
+    pub lock: store::RunLock,
+    pub env: Env,
+    pub conn: connect::Connection,
+    pub max_iterations: u32,
+    pub interactive: bool,
+    pub verbose: bool,
+    pub format: Format,
+    /// Appended as a user message after the resume settled pending calls.
+    pub message: Option<String>,
+    /// Crash-recovery note.
+    pub recovered: Option<String>,
+    pub clock: Clock,
+    pub ids: IdSource,
+    pub resuming: bool,
+}
+
+/// Runs the loop and reports the outcome.
+pub fn launch(l: Launch) -> Result<Exit, CliError> {
+    delta::runs::remember_workspace(&l.workspace);
+    if l.resuming {
+        eprint_line(&format!(
+            "Resuming run {} ({})...",
+            l.run.run_id, l.metadata.status
+        ));
+    } else {
+        eprint_line("Starting delta...");
+    }
+    eprint_line(&format!(
+        "  Agent:          {} {} ({})",
+        l.agent.name,
+        l.agent.version,
+        l.agent.dir.display()
+    ));
+    eprint_line(&format!("  Work directory: {}", l.workspace.display()));
+    eprint_line(&format!("  Run ID:         {}", l.run.run_id));
+    eprint_line(&format!(
+        "  Model:          {} via {}",
+        l.agent.llm.model.as_deref().unwrap_or("(server default)"),
+        l.conn.endpoint
+    ));
+    eprint_line(&format!("  Tools:          {}", l.agent.tools.len()));
+    eprint_line(&format!("  Max iterations: {}", l.max_iterations));
+    for file in &l.env.loaded_files {
+        eprint_line(&format!("  Environment:    {}", file.display()));
+    }
+    if let Some(note) = &l.recovered {
+        eprint_line(&format!("warning: {note}; it is resumed as INTERRUPTED"));
+    }
+
+    let interrupt = terminal::install_signal_handlers()?;
+    let setup = EngineSetup {
+        agent: l.agent.clone(),
+        run: l.run.clone(),
+        env: l.env,
+        client: l.conn.client,
+        max_iterations: l.max_iterations,
+        interactive: l.interactive,
+        clock: l.clock,
+        ids: l.ids,
+        secrets: l.conn.secrets,
+        interrupt: Arc::clone(&interrupt),
+        recovered: l.recovered.clone(),
+    };
+    let mut console = Console { verbose: l.verbose };
+    let mut human = TerminalHuman {
+        interrupt: Arc::clone(&interrupt),
+    };
+    let human_ref: Option<&mut dyn HumanInput> = if l.interactive {
+        Some(&mut human)
+    } else {
+        None
+    };
+    let mut engine = Engine::new(setup, l.metadata.clone(), &mut console, human_ref)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    let outcome = engine
+        .run(l.message.as_deref())
+        .map_err(|e| CliError::new(e.to_string()))?;
+    drop(engine);
+    let code = finish(&outcome, &l.agent, &l.workspace, &l.run, l.format);
+    drop(l.lock);
+    Ok(code)
+}
+
+pub fn busy_error(err: delta::runs::OpenError, ws: &Path) -> CliError {
+    match err {
+        delta::runs::OpenError::Busy { holder, .. } => CliError::new(format!(
+            "Run is currently executing ({}). Wait for completion or interrupt first.",
+            holder.map_or_else(|| "another process".to_string(), |h| h.describe())
+        ))
+        .hint(format!(
+            "watch it with: delta list-runs -w {}",
+            ws.display()
+        ))
+        .code(Exit::Busy),
+        delta::runs::OpenError::NotFound(id) => {
+            CliError::new(format!("Run '{id}' not found in {}", ws.display())).hint(format!(
+                "list the runs with: delta list-runs -w {}",
+                ws.display()
+            ))
+        }
+        delta::runs::OpenError::Store(e) => CliError::from(e),
+    }
+}
+
+/// Takes over `run_id` of `ws` and resumes it. Once the run is locked, `prepare` looks at it (its
+/// status) and returns the message to add after pending calls are settled, or refuses.
+pub fn resume(
+    ws: &Path,
+    run_id: &str,
+    opts: ResumeOptions,
+    prepare: impl FnOnce(&delta::runs::Opened) -> Result<Option<String>, CliError>,
+) -> Result<Exit, CliError> {
+    let (clock, ids) = clock_and_ids()?;
+    let opened =
+        delta::runs::open(ws, run_id, clock, opts.command).map_err(|e| busy_error(e, ws))?;
+    let message = prepare(&opened)?;
+    let agent = agent::load(Path::new(&opened.metadata.agent_ref)).map_err(agent_error)?;
+    show_agent(&agent, opts.verbose);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut env = Env::from_process();
+    env.load_cascade(ws, &agent.dir, &cwd)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    let conn = connect_llm(&agent, &env, &opts.mode, clock, &ids)?;
+    workspace::set_latest(ws, run_id)?;
+    let max_iterations = opts.max_iterations.unwrap_or(agent.max_iterations);
+    launch(Launch {
+        workspace: ws.to_path_buf(),
+        run: opened.run,
+        metadata: opened.metadata,
+        lock: opened.lock,
+        env,
+        conn,
+        max_iterations,
+        interactive: opts.interactive,
+        verbose: opts.verbose,
+        format: opts.format,
+        message,
+        recovered: opened.crashed,
+        clock,
+        ids,
+        resuming: true,
+        agent,
+    })
+}
+
+/// Options shared by every way of resuming.
+pub struct ResumeOptions {
+    pub max_iterations: Option<u32>,
+    pub interactive: bool,
+    pub verbose: bool,
+    pub format: Format,
+    pub mode: LlmMode,
+    pub command: &'static str,
+}
+
 pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     if args.task.is_some() {
         return Err(CliError::usage("--task was replaced by -m/--message")
@@ -220,87 +411,97 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
                 .hint("delta run --agent <path> -m \"your task\""),
         );
     };
+    if let Some(id) = &args.run_id {
+        store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
+    }
     let (clock, ids) = clock_and_ids()?;
     let agent = agent::load(&args.agent).map_err(agent_error)?;
     show_agent(&agent, args.verbose);
     let (ws_path, ws_name) = resolve_workspace(&args, &agent)?;
+
+    // With -w (and no --run-id), a paused or interrupted run of the workspace is resumed.
+    if args.work_dir.is_some()
+        && args.run_id.is_none()
+        && ws_path.join(".delta").is_dir()
+        && let Some(run) = delta::runs::latest(&ws_path)
+        && let Ok(summary) = delta::runs::list(&ws_path)
+            .map(|all| all.into_iter().find(|s| s.run.run_id == run.run_id))
+        && let Some(summary) = summary
+        && matches!(
+            summary.status,
+            RunStatus::Interrupted | RunStatus::WaitingForInput
+        )
+    {
+        let ws = workspace::prepare(&ws_path)?;
+        eprint_line(&format!(
+            "Found a resumable run {} ({}{}); resuming it.",
+            run.run_id,
+            summary.status,
+            if summary.crashed {
+                ", its process died"
+            } else {
+                ""
+            }
+        ));
+        eprint_line(&format!(
+            "note: the message given with -m was not used: the run goes on from where it stopped. \
+             To add a message to it (or answer its question), use: delta continue -w {} -m \"...\"; \
+             to start a new run here instead, give it an id: delta run -w {} --run-id NEW -m \"...\"",
+            ws.display(),
+            ws.display()
+        ));
+        let opts = ResumeOptions {
+            max_iterations: args.max_iterations,
+            interactive: args.interactive,
+            verbose: args.verbose,
+            format: args.format,
+            mode: llm_mode(&args),
+            command: "delta run",
+        };
+        return resume(&ws, &run.run_id, opts, |_| Ok(None));
+    }
 
     // .env files first (the workspace's may hold the key), then the key check, then create things.
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut env = Env::from_process();
     env.load_cascade(&ws_path, &agent.dir, &cwd)
         .map_err(|e| CliError::new(e.to_string()))?;
-    let conn = connect::connect(
-        &agent.llm,
-        &env,
-        &llm_mode(&args),
-        Some(retry_printer()),
-        clock,
-        ids_clone(&ids),
-    )
-    .map_err(|e| {
-        let hint = e.hint();
-        CliError::new(e.to_string()).maybe_hint(hint)
-    })?;
-    for notice in &conn.notices {
-        eprint_line(&format!("note: {notice}"));
-    }
+    let conn = connect_llm(&agent, &env, &llm_mode(&args), clock, &ids)?;
     let ws = create_workspace(&ws_path, ws_name.as_deref(), &agent)?;
-
-    let session = session::create(&agent, &ws, &message, clock, &ids, "delta run")?;
-    let max_iterations = args.max_iterations.unwrap_or(agent.max_iterations);
-    eprint_line("Starting delta...");
-    eprint_line(&format!(
-        "  Agent:          {} {} ({})",
-        agent.name,
-        agent.version,
-        agent.dir.display()
-    ));
-    eprint_line(&format!("  Work directory: {}", ws.display()));
-    eprint_line(&format!("  Run ID:         {}", session.run.run_id));
-    eprint_line(&format!(
-        "  Model:          {} via {}",
-        agent.llm.model.as_deref().unwrap_or("(server default)"),
-        conn.endpoint
-    ));
-    eprint_line(&format!("  Tools:          {}", agent.tools.len()));
-    eprint_line(&format!("  Max iterations: {max_iterations}"));
-    for file in &env.loaded_files {
-        eprint_line(&format!("  Environment:    {}", file.display()));
+    if let Some(id) = &args.run_id
+        && delta::workspace::RunDir::new(&ws, id).root.exists()
+    {
+        return Err(CliError::new(format!("Run ID '{id}' already exists in workspace {}", ws.display()))
+            .hint("use a different --run-id (this would overwrite an existing run), or continue it with delta continue --run-id"));
     }
-
-    let interrupt = terminal::install_signal_handlers()?;
-    let run_dir = session.run.clone();
-    let setup = EngineSetup {
-        agent: agent.clone(),
-        run: session.run.clone(),
+    let session = session::create(
+        &agent,
+        &ws,
+        &message,
+        args.run_id.as_deref(),
+        clock,
+        &ids,
+        "delta run",
+    )?;
+    let max_iterations = args.max_iterations.unwrap_or(agent.max_iterations);
+    launch(Launch {
+        workspace: ws,
+        run: session.run,
+        metadata: session.metadata,
+        lock: session.lock,
         env,
-        client: conn.client,
+        conn,
         max_iterations,
         interactive: args.interactive,
+        verbose: args.verbose,
+        format: args.format,
+        message: None,
+        recovered: None,
         clock,
         ids,
-        secrets: conn.secrets,
-        interrupt: Arc::clone(&interrupt),
-    };
-    let mut console = Console {
-        verbose: args.verbose,
-    };
-    let mut human = TerminalHuman {
-        interrupt: Arc::clone(&interrupt),
-    };
-    let human_ref: Option<&mut dyn HumanInput> = if args.interactive {
-        Some(&mut human)
-    } else {
-        None
-    };
-    let mut engine = Engine::new(setup, session.metadata.clone(), &mut console, human_ref)
-        .map_err(|e| CliError::new(e.to_string()))?;
-    let outcome = engine.run(None).map_err(|e| CliError::new(e.to_string()))?;
-    drop(engine);
-    let code = finish(&outcome, &agent, &ws, &run_dir, args.format);
-    drop(session.lock);
-    Ok(code)
+        resuming: false,
+        agent,
+    })
 }
 
 /// A second id source continuing the same deterministic sequence family (recorder request ids).

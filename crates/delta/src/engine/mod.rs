@@ -188,6 +188,9 @@ pub struct EngineSetup {
     pub secrets: Vec<String>,
     /// Raised by SIGINT/SIGTERM.
     pub interrupt: Arc<AtomicBool>,
+    /// Set when this process takes over a run whose previous process died (crash recovery): journaled
+    /// as a warning when the run resumes.
+    pub recovered: Option<String>,
 }
 
 /// A run in progress.
@@ -342,10 +345,10 @@ impl<'a> Engine<'a> {
             exec_refs,
         };
         if let Some(torn) = opened.recovered {
-            engine.system(
-                Level::Warn,
-                &format!("Recovered the journal after a crash: dropped a torn last line ({torn})"),
-            )?;
+            let note =
+                format!("Recovered the journal after a crash: dropped a torn last line ({torn})");
+            engine.observer.progress(Progress::Note(note.clone()));
+            engine.system(Level::Warn, &note)?;
         }
         Ok(engine)
     }
@@ -474,8 +477,11 @@ impl<'a> Engine<'a> {
         result
     }
 
-    fn run_loop(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
-        let has_start = self.events.iter().any(|e| e.kind == "RUN_START");
+    fn run_loop(&mut self, message: Option<&str>) -> Result<RunOutcome, EngineError> {
+        let has_start = self
+            .typed
+            .iter()
+            .any(|e| matches!(e, Event::RunStart { .. }));
         if !has_start {
             self.append(Event::RunStart {
                 run_id: self.setup.run.run_id.clone(),
@@ -485,10 +491,17 @@ impl<'a> Engine<'a> {
             self.append(Event::UserMessage {
                 content: self.metadata.task.clone(),
             })?;
-        } else if let Some(message) = initial_message {
-            self.append(Event::UserMessage {
-                content: message.to_string(),
-            })?;
+        } else {
+            self.begin_resume()?;
+            // Every call of the last answer gets its result before anything else is said.
+            if let Some(stop) = self.settle()? {
+                return Ok(stop);
+            }
+            if let Some(message) = message {
+                self.append(Event::UserMessage {
+                    content: message.to_string(),
+                })?;
+            }
         }
         self.log(&format!("Engine started: {}", self.setup.run.run_id));
         let max = self.setup.max_iterations;
@@ -560,6 +573,185 @@ impl<'a> Engine<'a> {
         self.log("Run interrupted by signal");
         self.set_status(RunStatus::Interrupted, false)?;
         Ok(self.outcome(RunStatus::Interrupted))
+    }
+
+    /// Marks a resumed run as running again, by this process.
+    fn begin_resume(&mut self) -> Result<(), EngineError> {
+        self.metadata.status = RunStatus::Running;
+        self.metadata.end_time = None;
+        self.metadata.pid = std::process::id();
+        self.metadata.hostname = store::hostname();
+        self.metadata.process_name = crate::metadata::process_name();
+        self.save_metadata()?;
+        self.log(&format!("Resuming run {}", self.setup.run.run_id));
+        if let Some(note) = self.setup.recovered.clone() {
+            self.system(Level::Warn, &note)?;
+        }
+        Ok(())
+    }
+
+    /// Gives every call of the last model answer a result, in order: a call that started but never
+    /// finished (the run was interrupted or crashed) gets a result saying so; a pending `ask_human`
+    /// takes its answer from `interaction/response.txt` (or the terminal with `-i`), or the run keeps
+    /// waiting; a call that never started runs now.
+    fn settle(&mut self) -> Result<Option<RunOutcome>, EngineError> {
+        let Some(last) = self
+            .typed
+            .iter()
+            .rposition(|e| matches!(e, Event::Thought { .. }))
+        else {
+            return Ok(None);
+        };
+        let Event::Thought {
+            tool_calls: Some(calls),
+            ..
+        } = &self.typed[last]
+        else {
+            return Ok(None);
+        };
+        let later = &self.typed[last + 1..];
+        let open: Vec<(ToolCallRecord, bool)> = calls
+            .iter()
+            .filter(|c| {
+                !later.iter().any(
+                    |e| matches!(e, Event::ActionResult { action_id, .. } if *action_id == c.id),
+                )
+            })
+            .map(|c| {
+                let started = later.iter().any(
+                    |e| matches!(e, Event::ActionRequest { action_id, .. } if *action_id == c.id),
+                );
+                (c.clone(), started)
+            })
+            .collect();
+        if open.is_empty() {
+            return Ok(None);
+        }
+        for (call, started) in open {
+            let raw = &call.function.arguments;
+            let args =
+                serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
+            let name = call.function.name.as_str();
+            if started && name == ASK_HUMAN {
+                if let Some(stop) = self.answer_pending(&call.id, &args)? {
+                    return Ok(Some(stop));
+                }
+            } else if started {
+                self.log(&format!("Settling interrupted call {} ({name})", call.id));
+                self.append(Event::ActionResult {
+                    action_id: call.id.clone(),
+                    status: ActionStatus::Failed,
+                    observation_content: format!(
+                        "=== INTERRUPTED: the run stopped while {name} was running (interrupted or crashed); \
+                         it may or may not have taken effect. Check before running it again. ==="
+                    ),
+                    execution_ref: String::new(),
+                })?;
+            } else {
+                self.observer.progress(Progress::Executing(1));
+                if let Some(stop) = self.act(&call.id, name, args)? {
+                    return Ok(Some(stop));
+                }
+            }
+        }
+        self.metadata.iterations_completed += 1;
+        self.save_progress()?;
+        Ok(None)
+    }
+
+    /// The answer to an `ask_human` call asked by an earlier process.
+    fn answer_pending(
+        &mut self,
+        id: &str,
+        args: &Value,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let dir = self.setup.run.interaction();
+        let response = dir.join("response.txt");
+        let answer = match std::fs::read_to_string(&response) {
+            Ok(text) => {
+                let _ = std::fs::remove_file(dir.join("request.json"));
+                let _ = std::fs::remove_file(&response);
+                Some(text.trim().to_string())
+            }
+            Err(_) => None,
+        };
+        let prompt = args
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or("(no prompt)")
+            .to_string();
+        let answer = match answer {
+            Some(a) => a,
+            None if self.setup.interactive && self.human.is_some() => {
+                let input_type = match args.get("input_type").and_then(Value::as_str) {
+                    Some("password") => InputType::Password,
+                    Some("confirmation") => InputType::Confirmation,
+                    _ => InputType::Text,
+                };
+                let sensitive = args
+                    .get("sensitive")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                self.observer.progress(Progress::Question(prompt.clone()));
+                let Some(human) = self.human.as_deref_mut() else {
+                    return Ok(None);
+                };
+                match human.ask(&prompt, input_type, sensitive) {
+                    Ok(Some(a)) => {
+                        let _ = std::fs::remove_file(dir.join("request.json"));
+                        a
+                    }
+                    Ok(None) => return Ok(Some(self.interrupt_run()?)),
+                    Err(e) => {
+                        self.error_result(
+                            id,
+                            format!("Error: could not read an answer from the terminal: {e}"),
+                        )?;
+                        return Ok(None);
+                    }
+                }
+            }
+            None => {
+                // Still no answer: the run keeps waiting (never left RUNNING).
+                let request =
+                    store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
+                        .unwrap_or_else(|_| InteractionRequest {
+                            request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
+                            timestamp: timestamp(self.setup.clock.now()),
+                            prompt,
+                            input_type: InputType::Text,
+                            sensitive: false,
+                        });
+                return Ok(Some(self.pause(request)?));
+            }
+        };
+        let exec_ref = self.execution_ref(id);
+        self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Success,
+            observation_content: answer,
+            execution_ref: exec_ref,
+        })?;
+        Ok(None)
+    }
+
+    /// Stops the run to wait for the answer to `request`.
+    fn pause(&mut self, request: InteractionRequest) -> Result<RunOutcome, EngineError> {
+        let dir = self.setup.run.interaction();
+        store::atomic::create_dir_all_durable(&dir)?;
+        store::write_json_atomic(&dir.join("request.json"), &request, true)?;
+        self.set_status(RunStatus::WaitingForInput, false)?;
+        self.system(Level::Info, "Agent pausing for human input")?;
+        self.log("Paused for human input");
+        self.run_hook(
+            HookName::OnRunEnd,
+            &json!({"status": "WAITING_FOR_INPUT", "prompt": request.prompt,
+                    "iterations_completed": self.metadata.iterations_completed}),
+        )?;
+        let mut outcome = self.outcome(RunStatus::WaitingForInput);
+        outcome.interaction = Some(request);
+        Ok(outcome)
     }
 
     fn build_request(&mut self) -> Result<ChatRequest, String> {
@@ -1049,20 +1241,7 @@ impl<'a> Engine<'a> {
             input_type,
             sensitive,
         };
-        let dir = self.setup.run.interaction();
-        store::atomic::create_dir_all_durable(&dir)?;
-        store::write_json_atomic(&dir.join("request.json"), &request, true)?;
-        self.set_status(RunStatus::WaitingForInput, false)?;
-        self.system(Level::Info, "Agent pausing for human input")?;
-        self.log("Paused for human input");
-        self.run_hook(
-            HookName::OnRunEnd,
-            &json!({"status": "WAITING_FOR_INPUT", "prompt": request.prompt,
-                    "iterations_completed": self.metadata.iterations_completed}),
-        )?;
-        let mut outcome = self.outcome(RunStatus::WaitingForInput);
-        outcome.interaction = Some(request);
-        Ok(Some(outcome))
+        Ok(Some(self.pause(request)?))
     }
 }
 

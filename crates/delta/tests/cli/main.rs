@@ -14,6 +14,7 @@ mod imports;
 mod init;
 mod live;
 mod llm_errors;
+mod resume;
 mod runs;
 mod signals;
 mod tool_expand;

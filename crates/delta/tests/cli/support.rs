@@ -187,3 +187,69 @@ pub fn agent_yaml(tools: &str) -> String {
 
 /// The echo and write tools of the original's golden sample.
 pub const ECHO_AND_WRITE: &str = "  - name: echo\n    exec: \"echo ${message}\"\n  - name: write_to_file\n    exec: \"tee ${filename}\"\n    stdin: content\n";
+
+/// Every request the server received is one a strict OpenAI-compatible server accepts: each assistant
+/// message with tool calls is followed immediately by one tool result per call, in call order.
+pub fn assert_well_formed(server: &ScriptedServer) {
+    for (n, body) in bodies(server).iter().enumerate() {
+        let messages = body["messages"].as_array().unwrap();
+        for (i, m) in messages.iter().enumerate() {
+            let Some(calls) = m["tool_calls"].as_array().filter(|c| !c.is_empty()) else {
+                if m["role"] == "tool" {
+                    let prev_is_call_turn = messages[..i]
+                        .iter()
+                        .rev()
+                        .find(|p| p["role"] != "tool")
+                        .is_some_and(|p| p["tool_calls"].as_array().is_some_and(|c| !c.is_empty()));
+                    assert!(
+                        prev_is_call_turn,
+                        "request {n}: a tool message without calls before it: {body}"
+                    );
+                }
+                continue;
+            };
+            for (k, call) in calls.iter().enumerate() {
+                let result = messages
+                    .get(i + 1 + k)
+                    .unwrap_or_else(|| panic!("request {n}: missing result for {call}"));
+                assert_eq!(
+                    result["role"],
+                    "tool",
+                    "request {n}, message {}: expected a tool result: {body}",
+                    i + 1 + k
+                );
+                assert_eq!(
+                    result["tool_call_id"], call["id"],
+                    "request {n}: results out of order: {body}"
+                );
+            }
+            if let Some(next) = messages.get(i + 1 + calls.len()) {
+                assert_ne!(
+                    next["role"], "tool",
+                    "request {n}: more results than calls: {body}"
+                );
+            }
+        }
+    }
+}
+
+/// Waits until `path` exists (20 s at most).
+pub fn wait_for(path: &Path) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The types of the journal's events, in order.
+pub fn kinds(sb: &Sandbox) -> Vec<String> {
+    sb.journal()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_string())
+        .collect()
+}

@@ -1,0 +1,257 @@
+//! `delta continue`.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use delta::connect::LlmMode;
+use delta::metadata::RunStatus;
+use delta::runs;
+
+use super::result::Format;
+use super::run::{
+    Launch, ResumeOptions, agent_error, clock_and_ids, connect_llm, launch, resume, show_agent,
+};
+use super::{CliError, Exit, eprint_line};
+
+/// Continue a run: resume it, answer its question, extend it, or retry it.
+///
+/// What happens depends on the run's status:
+///   INTERRUPTED        resumes where it stopped (-m optional: added as a new message)
+///   WAITING_FOR_INPUT  -m is the answer to the agent's question (or write it to
+///                      interaction/response.txt first and omit -m)
+///   COMPLETED          -m is a new message: the same conversation goes on
+///   FAILED             -m is guidance for a retry: the same conversation goes on
+///   RUNNING            refused while its process is alive (exit 75); a RUNNING run whose process
+///                      died is recovered as INTERRUPTED
+///
+/// The run is the workspace's latest (.delta/LATEST) unless --run-id says otherwise; the agent is the
+/// one the run was started with.
+///
+/// Examples:
+///   delta continue -w ./ws -m "yes"
+///   delta continue -w ./ws
+///   delta continue --last -m "Now write a summary"
+///   delta continue -w ./ws --from-iteration 3 -m "Try another approach"
+///   delta continue -w ./ws --with-file notes.md -m "Use these notes"
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ContinueArgs {
+    /// Workspace holding the run.
+    #[arg(
+        short = 'w',
+        long = "work-dir",
+        value_name = "PATH",
+        required_unless_present = "last"
+    )]
+    work_dir: Option<PathBuf>,
+
+    /// Use the workspace delta used last (recorded in ~/.delta/LAST_WORKSPACE).
+    #[arg(long, conflicts_with = "work_dir")]
+    last: bool,
+
+    /// The run to continue (default: the workspace's latest).
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+
+    /// Message: the answer to a question, new instructions, or guidance for a retry.
+    #[arg(short = 'm', long, value_name = "TEXT")]
+    message: Option<String>,
+
+    /// Add this file's content to the message.
+    #[arg(long, value_name = "FILE")]
+    with_file: Option<PathBuf>,
+
+    /// Start a new run (a fork) from this run's first N iterations, then add -m.
+    #[arg(long, value_name = "N", requires = "message")]
+    from_iteration: Option<usize>,
+
+    /// Iteration budget for this continuation (default: the agent's max_iterations).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_iterations: Option<u32>,
+
+    /// Show loaded tools, hook runs and other details on stderr.
+    #[arg(short, long)]
+    verbose: bool,
+
+    /// Answer ask_human questions on the terminal instead of pausing the run.
+    #[arg(short, long)]
+    interactive: bool,
+
+    /// What to print on stdout when the run stops.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+
+    /// Keep every LLM exchange as DIR/turn-<n>.json.
+    #[arg(long, value_name = "DIR", conflicts_with = "playback")]
+    record: Option<PathBuf>,
+
+    /// Answer from recordings in DIR instead of calling an LLM.
+    #[arg(long, value_name = "DIR")]
+    playback: Option<PathBuf>,
+}
+
+fn compose(message: Option<String>, file: Option<&Path>) -> Result<Option<String>, CliError> {
+    let Some(file) = file else { return Ok(message) };
+    let content = std::fs::read_to_string(file)
+        .map_err(|e| CliError::new(format!("cannot read {}: {e}", file.display())))?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let block = format!("--- {name} ---\n{}", content.trim_end());
+    Ok(Some(match message {
+        Some(m) if !m.trim().is_empty() => format!("{m}\n\n{block}"),
+        _ => block,
+    }))
+}
+
+fn no_run(ws: &Path) -> CliError {
+    CliError::new(format!(
+        "No existing run found in the work directory {}",
+        ws.display()
+    ))
+    .hint("Use `delta run` to start a new run")
+}
+
+pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
+    let ws = match (&args.work_dir, args.last) {
+        (Some(dir), _) => std::env::current_dir().unwrap_or_default().join(dir),
+        (None, _) => runs::last_workspace().ok_or_else(|| {
+            CliError::new(
+                "no workspace has been used yet (nothing recorded in ~/.delta/LAST_WORKSPACE)",
+            )
+            .hint("name the workspace with -w PATH")
+        })?,
+    };
+    if !ws.join(".delta").is_dir() {
+        return Err(no_run(&ws));
+    }
+    let ws = ws.canonicalize().unwrap_or(ws);
+    if let Some(id) = &args.run_id {
+        store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    let run_id = match &args.run_id {
+        Some(id) => id.clone(),
+        None => runs::latest(&ws).ok_or_else(|| no_run(&ws))?.run_id,
+    };
+    let message = compose(args.message.clone(), args.with_file.as_deref())?;
+    let mode = match (&args.record, &args.playback) {
+        (_, Some(dir)) => LlmMode::Playback(dir.clone()),
+        (Some(dir), None) => LlmMode::Record(dir.clone()),
+        (None, None) => LlmMode::Live,
+    };
+    let opts = ResumeOptions {
+        max_iterations: args.max_iterations,
+        interactive: args.interactive,
+        verbose: args.verbose,
+        format: args.format,
+        mode,
+        command: "delta continue",
+    };
+
+    if let Some(iteration) = args.from_iteration {
+        return fork(&ws, &run_id, iteration, message, opts);
+    }
+
+    let ws_text = ws.display().to_string();
+    resume(&ws, &run_id, opts, |opened| {
+        let example = |m: &str| format!("Example: delta continue -w {ws_text} -m \"{m}\"");
+        match opened.status {
+            RunStatus::WaitingForInput => {
+                // The answer goes where the ask_human handler reads it; it becomes that call's result,
+                // never a user message between the call and its result.
+                let response = opened.run.interaction().join("response.txt");
+                match &message {
+                    Some(answer) => {
+                        store::atomic::create_dir_all_durable(&opened.run.interaction())?;
+                        store::write_atomic(&response, answer.as_bytes())?;
+                        eprint_line(&format!("Response written to: {}", response.display()));
+                    }
+                    None if response.is_file() => {
+                        eprint_line(&format!("Using the response in {}", response.display()));
+                    }
+                    None => {
+                        let question =
+                            store::atomic::read_json::<delta::engine::InteractionRequest>(
+                                &opened.run.interaction().join("request.json"),
+                            )
+                            .map(|r| format!(" The question: {}", r.prompt))
+                            .unwrap_or_default();
+                        return Err(CliError::new(format!(
+                            "Run is WAITING_FOR_INPUT. Please provide a response using -m/--message.{question}"
+                        ))
+                        .hint(example("yes")));
+                    }
+                }
+                Ok(None)
+            }
+            RunStatus::Completed if message.is_none() => Err(CliError::new(
+                "Run is COMPLETED. To continue, provide a message using -m/--message",
+            )
+            .hint(example("Now do something else"))),
+            RunStatus::Failed if message.is_none() => Err(CliError::new(
+                "Run is FAILED. To retry, provide a message using -m/--message",
+            )
+            .hint(example("Guidance for retry"))),
+            RunStatus::Completed => {
+                eprint_line("Extending the COMPLETED conversation...");
+                Ok(message.clone())
+            }
+            RunStatus::Failed => {
+                eprint_line("Retrying the FAILED run with the new message...");
+                Ok(message.clone())
+            }
+            RunStatus::Interrupted | RunStatus::Running => Ok(message.clone()),
+        }
+    })
+}
+
+fn fork(
+    ws: &Path,
+    run_id: &str,
+    iteration: usize,
+    message: Option<String>,
+    opts: ResumeOptions,
+) -> Result<Exit, CliError> {
+    let (clock, ids) = clock_and_ids()?;
+    let source = delta::workspace::RunDir::new(ws, run_id);
+    if !source.metadata().is_file() {
+        return Err(no_run(ws));
+    }
+    let now = clock.now();
+    let mut new_id = delta::workspace::new_run_id(now, &ids);
+    while delta::workspace::RunDir::new(ws, &new_id).root.exists() {
+        new_id = delta::workspace::new_run_id(now, &ids);
+    }
+    let session = delta::session::fork(&source, iteration, &new_id, clock, opts.command)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    eprint_line(&format!(
+        "Forked run {new_id} from {run_id} at iteration {iteration}."
+    ));
+    let agent = delta::agent::load(Path::new(&session.metadata.agent_ref)).map_err(agent_error)?;
+    show_agent(&agent, opts.verbose);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut env = delta::env::Env::from_process();
+    env.load_cascade(ws, &agent.dir, &cwd)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    let conn = connect_llm(&agent, &env, &opts.mode, clock, &ids)?;
+    let max_iterations = opts.max_iterations.unwrap_or(agent.max_iterations);
+    launch(Launch {
+        workspace: ws.to_path_buf(),
+        run: session.run,
+        metadata: session.metadata,
+        lock: session.lock,
+        env,
+        conn,
+        max_iterations,
+        interactive: opts.interactive,
+        verbose: opts.verbose,
+        format: opts.format,
+        message,
+        recovered: None,
+        clock,
+        ids,
+        resuming: true,
+        agent,
+    })
+}

@@ -1,0 +1,162 @@
+//! `delta list-runs`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use delta::metadata::RunStatus;
+use delta::runs::{self, RunSummary};
+use serde_json::{Value, json};
+
+use super::result::Format;
+use super::{CliError, eprint_line, print_out};
+
+/// List the runs of a workspace, newest first.
+///
+/// A RUNNING run whose process has died is shown as INTERRUPTED (crashed).
+///
+/// Examples:
+///   delta list-runs -w ./ws
+///   delta list-runs -w ./ws --resumable --first --format raw    # the id of the newest resumable run
+///   delta list-runs -w ./ws --format json
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ListRunsArgs {
+    /// Workspace (default: the current folder).
+    #[arg(
+        short = 'w',
+        long = "work-dir",
+        value_name = "PATH",
+        default_value = "."
+    )]
+    work_dir: PathBuf,
+
+    /// Only runs with this status (RUNNING, WAITING_FOR_INPUT, COMPLETED, FAILED, INTERRUPTED).
+    #[arg(long, value_name = "STATUS")]
+    status: Option<String>,
+
+    /// Only runs that `delta continue` resumes without a message: INTERRUPTED or WAITING_FOR_INPUT.
+    #[arg(long)]
+    resumable: bool,
+
+    /// Only the newest: its id (text, raw) or its object (json).
+    #[arg(long)]
+    first: bool,
+
+    /// text: a block per run; json: an array of objects; raw: one run id per line.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+fn to_json(s: &RunSummary) -> Value {
+    let m = &s.metadata;
+    json!({
+        "run_id": m.run_id,
+        "status": s.status.as_str(),
+        "crashed": s.crashed,
+        "start_time": m.start_time,
+        "end_time": m.end_time,
+        "task": m.task,
+        "iterations_completed": m.iterations_completed,
+        "agent_ref": m.agent_ref,
+        "usage": m.usage,
+        "forked_from": m.extra.get("forked_from"),
+    })
+}
+
+pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
+    let ws = std::env::current_dir()
+        .unwrap_or_default()
+        .join(&args.work_dir);
+    if !ws.join(".delta").is_dir() {
+        return Err(
+            CliError::new(format!("No .delta directory found in {}", ws.display()))
+                .hint("is this a workspace? runs live in <workspace>/.delta/"),
+        );
+    }
+    let wanted = match &args.status {
+        Some(s) => Some(
+            [
+                RunStatus::Running,
+                RunStatus::WaitingForInput,
+                RunStatus::Completed,
+                RunStatus::Failed,
+                RunStatus::Interrupted,
+            ]
+            .into_iter()
+            .find(|r| r.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                CliError::usage(format!("unknown status {s:?}"))
+                    .hint("use RUNNING, WAITING_FOR_INPUT, COMPLETED, FAILED or INTERRUPTED")
+            })?,
+        ),
+        None => None,
+    };
+    let mut list: Vec<RunSummary> = runs::list(&ws)?
+        .into_iter()
+        .filter(|r| wanted.is_none_or(|w| r.status == w))
+        .filter(|r| {
+            !args.resumable
+                || matches!(
+                    r.status,
+                    RunStatus::Interrupted | RunStatus::WaitingForInput
+                )
+        })
+        .collect();
+    if args.first {
+        list.truncate(1);
+        return match (list.first(), args.format) {
+            (None, Format::Json) => {
+                print_out("null\n");
+                Ok(())
+            }
+            (None, _) => Err(CliError::new("no matching run")),
+            (Some(r), Format::Json) => {
+                print_out(&format!("{}\n", to_json(r)));
+                Ok(())
+            }
+            (Some(r), _) => {
+                print_out(&format!("{}\n", r.run.run_id));
+                Ok(())
+            }
+        };
+    }
+    match args.format {
+        Format::Json => print_out(&format!(
+            "{}\n",
+            Value::Array(list.iter().map(to_json).collect())
+        )),
+        Format::Raw => print_out(
+            &list
+                .iter()
+                .map(|r| format!("{}\n", r.run.run_id))
+                .collect::<String>(),
+        ),
+        Format::Text => {
+            if list.is_empty() {
+                eprint_line("No runs found.");
+            }
+            let mut out = String::new();
+            for r in &list {
+                let m = &r.metadata;
+                let task: String = m.task.chars().take(60).collect();
+                let ellipsis = if m.task.chars().count() > 60 {
+                    "..."
+                } else {
+                    ""
+                };
+                let crashed = if r.crashed { " (crashed)" } else { "" };
+                out.push_str(&format!(
+                    "{}\nRun ID:     {}\nStatus:     {}{crashed}\nStart Time: {}\nEnd Time:   {}\nIterations: {}\nTask:       {task}{ellipsis}\n",
+                    "-".repeat(80),
+                    m.run_id,
+                    r.status,
+                    m.start_time,
+                    m.end_time.as_deref().unwrap_or("-"),
+                    m.iterations_completed,
+                ));
+            }
+            print_out(&out);
+        }
+    }
+    Ok(())
+}

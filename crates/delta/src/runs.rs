@@ -1,0 +1,248 @@
+//! Existing runs: finding them in a workspace, listing them, and taking one over to continue it.
+
+use std::path::{Path, PathBuf};
+
+use store::{LockHolder, LockState, RunLock, StoreError};
+
+use crate::metadata::{RunMetadata, RunStatus};
+use crate::workspace::{self, RunDir};
+
+/// A run as `list-runs` shows it.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Its files.
+    pub run: RunDir,
+    /// Its metadata.
+    pub metadata: RunMetadata,
+    /// Its status, corrected by the lock: RUNNING with nobody holding the lock is INTERRUPTED.
+    pub status: RunStatus,
+    /// Whether it was RUNNING when its process died.
+    pub crashed: bool,
+}
+
+/// The status a run really has: RUNNING but unlocked means its process died.
+pub fn effective_status(metadata: &RunMetadata, lock: &LockState) -> (RunStatus, bool) {
+    match (metadata.status, lock) {
+        (RunStatus::Running, LockState::Held(_)) => (RunStatus::Running, false),
+        (RunStatus::Running, _) => (RunStatus::Interrupted, true),
+        (other, _) => (other, false),
+    }
+}
+
+/// Every run of `workspace` that has metadata, newest first.
+pub fn list(workspace: &Path) -> Result<Vec<RunSummary>, StoreError> {
+    let dir = workspace.join(".delta");
+    let entries = std::fs::read_dir(&dir).map_err(|e| StoreError::Io {
+        action: "read",
+        path: dir.clone(),
+        source: e,
+    })?;
+    let mut runs = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(id) = entry.file_name().into_string() else {
+            continue;
+        };
+        if id.starts_with('.') || store::validate_id(&id).is_err() || !entry.path().is_dir() {
+            continue;
+        }
+        let run = RunDir::new(workspace, &id);
+        let Ok(metadata) = RunMetadata::load(&run.metadata()) else {
+            continue;
+        };
+        let lock = RunLock::probe(&run.lock()).unwrap_or(LockState::Free);
+        let (status, crashed) = effective_status(&metadata, &lock);
+        runs.push(RunSummary {
+            run,
+            metadata,
+            status,
+            crashed,
+        });
+    }
+    runs.sort_by(|a, b| {
+        b.metadata
+            .start_time_unix
+            .cmp(&a.metadata.start_time_unix)
+            .then_with(|| b.run.run_id.cmp(&a.run.run_id))
+    });
+    Ok(runs)
+}
+
+/// The run `LATEST` names, or else the newest run with metadata.
+pub fn latest(workspace: &Path) -> Option<RunDir> {
+    if let Some(id) = workspace::latest(workspace) {
+        let run = RunDir::new(workspace, &id);
+        if run.metadata().is_file() {
+            return Some(run);
+        }
+    }
+    list(workspace).ok()?.into_iter().next().map(|s| s.run)
+}
+
+/// A run taken over by this process.
+#[derive(Debug)]
+pub struct Opened {
+    /// Its files.
+    pub run: RunDir,
+    /// Its metadata as found.
+    pub metadata: RunMetadata,
+    /// The lock (keep it for the whole process).
+    pub lock: RunLock,
+    /// The status to act on: a crashed RUNNING run is INTERRUPTED.
+    pub status: RunStatus,
+    /// When the previous process died while the run was RUNNING: who it was.
+    pub crashed: Option<String>,
+}
+
+/// Why a run could not be taken over.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// No such run.
+    #[error("no run {0} in this workspace")]
+    NotFound(String),
+    /// A live process holds it.
+    #[error("run {run_id} is currently executing ({})", .holder.as_ref().map_or_else(|| "another process".to_string(), LockHolder::describe))]
+    Busy {
+        /// The run.
+        run_id: String,
+        /// Who holds it.
+        holder: Option<LockHolder>,
+    },
+    /// Files could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Locks run `run_id` of `workspace` (fails fast if a live process holds it), then reads it.
+pub fn open(
+    workspace: &Path,
+    run_id: &str,
+    clock: store::Clock,
+    command: &str,
+) -> Result<Opened, OpenError> {
+    let run = RunDir::new(workspace, run_id);
+    if !run.metadata().is_file() {
+        return Err(OpenError::NotFound(run_id.to_string()));
+    }
+    let holder = LockHolder::current(clock.now(), Some(command));
+    let acquired = match RunLock::acquire(&run.lock(), &holder) {
+        Ok(a) => a,
+        Err(StoreError::Busy { holder, .. }) => {
+            return Err(OpenError::Busy {
+                run_id: run_id.to_string(),
+                holder,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let metadata = RunMetadata::load(&run.metadata())?;
+    let (status, crashed) = match metadata.status {
+        RunStatus::Running => {
+            let who = acquired
+                .stale
+                .as_ref()
+                .map(LockHolder::describe)
+                .unwrap_or_else(|| format!("pid {} on {}", metadata.pid, metadata.hostname));
+            (
+                RunStatus::Interrupted,
+                Some(format!(
+                    "Recovered a crashed run: its process ({who}) stopped while the run was RUNNING"
+                )),
+            )
+        }
+        other => (other, None),
+    };
+    Ok(Opened {
+        run,
+        metadata,
+        lock: acquired.lock,
+        status,
+        crashed,
+    })
+}
+
+/// The workspace `delta` used last (any agent): `$HOME/.delta/LAST_WORKSPACE`.
+pub fn last_workspace_file() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    Some(PathBuf::from(home).join(".delta").join("LAST_WORKSPACE"))
+}
+
+/// Records `workspace` as the last used (best effort: a read-only home must not stop a run).
+pub fn remember_workspace(workspace: &Path) {
+    if let Some(file) = last_workspace_file()
+        && let Some(dir) = file.parent()
+        && store::atomic::create_dir_all_durable(dir).is_ok()
+    {
+        let _ = store::write_atomic(&file, workspace.display().to_string().as_bytes());
+    }
+}
+
+/// The workspace recorded by [`remember_workspace`].
+pub fn last_workspace() -> Option<PathBuf> {
+    let text = std::fs::read_to_string(last_workspace_file()?).ok()?;
+    let path = PathBuf::from(text.trim());
+    path.is_dir().then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(status: RunStatus) -> RunMetadata {
+        RunMetadata {
+            run_id: "r".into(),
+            start_time: "s".into(),
+            agent_ref: "/a".into(),
+            task: "t".into(),
+            status,
+            iterations_completed: 0,
+            pid: 1,
+            hostname: "h".into(),
+            start_time_unix: 0,
+            process_name: "delta".into(),
+            end_time: None,
+            usage: Default::default(),
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn running_without_a_lock_holder_is_interrupted() {
+        assert_eq!(
+            effective_status(&meta(RunStatus::Running), &LockState::Free),
+            (RunStatus::Interrupted, true)
+        );
+        assert_eq!(
+            effective_status(&meta(RunStatus::Running), &LockState::Held(None)),
+            (RunStatus::Running, false)
+        );
+        assert_eq!(
+            effective_status(&meta(RunStatus::Completed), &LockState::Free),
+            (RunStatus::Completed, false)
+        );
+    }
+
+    #[test]
+    fn open_locks_and_recovers_crashed_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "r1").unwrap();
+        meta(RunStatus::Running).save(&run.metadata()).unwrap();
+        let opened = open(dir.path(), "r1", store::Clock::System, "test").unwrap();
+        assert_eq!(opened.status, RunStatus::Interrupted);
+        assert!(
+            opened
+                .crashed
+                .as_deref()
+                .unwrap()
+                .starts_with("Recovered a crashed run")
+        );
+        match open(dir.path(), "r1", store::Clock::System, "test") {
+            Err(OpenError::Busy { .. }) => {}
+            other => panic!("expected busy, got {other:?}"),
+        }
+        drop(opened);
+        assert!(matches!(
+            open(dir.path(), "nope", store::Clock::System, "t"),
+            Err(OpenError::NotFound(_))
+        ));
+    }
+}
