@@ -187,33 +187,84 @@ pub struct RunJournal {
 pub struct Opened {
     /// The journal.
     pub journal: RunJournal,
-    /// Every event so far.
-    pub events: Vec<Envelope>,
+    /// Every event of a known type so far, in order.
+    pub events: Vec<Event>,
     /// A torn last line that was cut off (crash during a write).
     pub recovered: Option<TornTail>,
+}
+
+/// One parsed journal line: its sequence number and, for a known type, the event.
+struct Line {
+    seq: u64,
+    event: Option<Event>,
+}
+
+/// The `seq` of a line: read straight off our own `{"seq":N,` prefix, else parsed.
+fn line_seq(line: &[u8]) -> Option<u64> {
+    if let Some(rest) = line.strip_prefix(b"{\"seq\":") {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits > 0
+            && let Ok(n) = std::str::from_utf8(&rest[..digits]).unwrap_or("").parse()
+        {
+            return Some(n);
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    serde_json::from_slice::<Seq>(line).ok().map(|e| e.seq)
+}
+
+/// Parses a line straight into its typed event (no intermediate JSON tree); lines of types this
+/// version does not know are kept as valid but uninterpreted.
+fn parse_line(line: &[u8]) -> Result<Line, String> {
+    match serde_json::from_slice::<Event>(line) {
+        Ok(event) => Ok(Line {
+            seq: line_seq(line).unwrap_or(0),
+            event: Some(event),
+        }),
+        Err(typed_error) => {
+            /// Any JSON object with a `type`: a line this version does not interpret.
+            #[derive(serde::Deserialize)]
+            struct Other {
+                #[serde(default)]
+                seq: u64,
+                #[serde(rename = "type")]
+                _kind: String,
+            }
+            match serde_json::from_slice::<Other>(line) {
+                Ok(other) => Ok(Line {
+                    seq: other.seq,
+                    event: None,
+                }),
+                Err(_) => Err(typed_error.to_string()),
+            }
+        }
+    }
 }
 
 impl RunJournal {
     /// Opens (creating) the journal at `path`, cutting off a torn last line if a crash left one.
     pub fn open(path: &Path, clock: Clock) -> Result<Opened, StoreError> {
-        let (events, recovered) = if path.exists() {
-            let contents = journal::read::<Envelope>(path)?;
+        let (lines, recovered) = if path.exists() {
+            let contents = journal::read_with(path, parse_line)?;
             let recovered = match contents.torn_tail {
-                Some(_) => journal::recover::<Envelope>(path)?,
+                Some(_) => journal::recover_with(path, parse_line)?,
                 None => None,
             };
             (contents.records, recovered)
         } else {
             (Vec::new(), None)
         };
-        let next_seq = events.iter().map(|e| e.seq).max().unwrap_or(0) + 1;
+        let next_seq = lines.iter().map(|l| l.seq).max().unwrap_or(0) + 1;
         Ok(Opened {
             journal: RunJournal {
                 journal: Journal::open(path)?,
                 next_seq,
                 clock,
             },
-            events,
+            events: lines.into_iter().filter_map(|l| l.event).collect(),
             recovered,
         })
     }
@@ -306,6 +357,12 @@ mod tests {
         );
         let mut again = RunJournal::open(&path, clock).unwrap();
         assert_eq!(again.events.len(), 2);
+        assert_eq!(
+            again.events[0],
+            Event::UserMessage {
+                content: "hi".into()
+            }
+        );
         let e = again
             .journal
             .append(&Event::RunEnd {
@@ -330,6 +387,34 @@ mod tests {
             payload: json!({}),
         };
         assert_eq!(e.event(), None);
+    }
+
+    #[test]
+    fn lines_of_unknown_types_are_kept_out_but_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(
+            &path,
+            "{\"seq\":1,\"type\":\"task_start\",\"payload\":{}}\n{\"timestamp\":\"t\",\"seq\":7,\"type\":\"USER_MESSAGE\",\"payload\":{\"content\":\"a\"}}\n",
+        )
+        .unwrap();
+        let opened = RunJournal::open(&path, Clock::System).unwrap();
+        assert_eq!(
+            opened.events,
+            vec![Event::UserMessage {
+                content: "a".into()
+            }]
+        );
+        assert_eq!(opened.journal.next_seq, 8);
+        std::fs::write(
+            &path,
+            "not json\n{\"seq\":2,\"type\":\"X\",\"payload\":{}}\n",
+        )
+        .unwrap();
+        assert!(
+            RunJournal::open(&path, Clock::System).is_err(),
+            "a bad line in the middle is corruption"
+        );
     }
 
     #[test]

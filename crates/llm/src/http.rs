@@ -107,7 +107,7 @@ impl Http {
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &Value,
+        body: &impl serde::Serialize,
         key: Option<&ApiKey>,
     ) -> Result<HttpBody, LlmError> {
         let payload = serde_json::to_vec(body).map_err(|e| LlmError::Decode {

@@ -5,8 +5,8 @@
 //! requests use the most widely accepted shapes (string content for text, `"content": ""` on assistant
 //! turns that only carry tool calls, because llama.cpp's server rejects `null`).
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::LlmClient;
 use crate::error::LlmError;
@@ -105,7 +105,7 @@ impl OpenAiClient {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, true, self.stream_usage);
+        let body = WireRequest::new(request, true, self.stream_usage);
         let key = self.api_key.as_ref();
         let response = self
             .http
@@ -149,72 +149,137 @@ impl LlmClient for OpenAiClient {
     }
 }
 
-/// The JSON body for `request` (public for tests and for tools that show what would be sent).
-pub fn request_body(request: &ChatRequest, stream: bool, stream_usage: bool) -> Value {
-    let mut body = Map::new();
-    // An empty model is left out: servers that serve a single model do not need one.
-    if !request.model.is_empty() {
-        body.insert("model".into(), json!(request.model));
-    }
-    body.insert(
-        "messages".into(),
-        Value::Array(wire_messages(&request.messages)),
-    );
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        let choice = match &request.tool_choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-        };
-        body.insert("tool_choice".into(), choice);
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(m) = request.max_tokens {
-        body.insert("max_tokens".into(), json!(m));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-        if stream_usage {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
-    Value::Object(body)
+/// The request body, serialized straight from the conversation (no intermediate JSON tree: a resumed
+/// run can send tens of thousands of messages).
+#[derive(Debug, Serialize)]
+pub struct WireRequest<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    model: &'a str,
+    messages: Vec<WireMessageOut<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Value>,
 }
 
-fn wire_messages(messages: &[Message]) -> Vec<Value> {
-    let mut out = Vec::new();
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum WireMessageOut<'a> {
+    Text {
+        role: &'static str,
+        content: String,
+    },
+    Assistant {
+        role: &'static str,
+        // Never null: strict servers (llama.cpp) reject it.
+        content: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCallOut<'a>>,
+    },
+    Tool {
+        role: &'static str,
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct WireCallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionOut<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunctionOut<'a> {
+    name: &'a str,
+    arguments: std::borrow::Cow<'a, str>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireRequest<'a> {
+    /// The body for `request`.
+    pub fn new(request: &'a ChatRequest, stream: bool, stream_usage: bool) -> Self {
+        let has_tools = !request.tools.is_empty();
+        Self {
+            model: &request.model,
+            messages: wire_messages(&request.messages),
+            tools: request
+                .tools
+                .iter()
+                .map(|t| WireTool {
+                    kind: "function",
+                    function: WireToolFunction {
+                        name: &t.name,
+                        description: &t.description,
+                        parameters: &t.parameters,
+                    },
+                })
+                .collect(),
+            tool_choice: has_tools.then(|| match &request.tool_choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+            }),
+            temperature: request.temperature,
+            max_tokens: request.max_tokens,
+            stream: stream.then_some(true),
+            stream_options: (stream && stream_usage).then(|| json!({"include_usage": true})),
+        }
+    }
+}
+
+/// The JSON body for `request` as a value (for tests and for tools that show what would be sent).
+pub fn request_body(request: &ChatRequest, stream: bool, stream_usage: bool) -> Value {
+    serde_json::to_value(WireRequest::new(request, stream, stream_usage)).unwrap_or(Value::Null)
+}
+
+fn wire_messages(messages: &[Message]) -> Vec<WireMessageOut<'_>> {
+    let mut out = Vec::with_capacity(messages.len());
     for m in messages {
         match m.role {
-            Role::System => out.push(json!({"role": "system", "content": m.text()})),
-            Role::Assistant => {
-                let calls: Vec<Value> = m
+            Role::System => out.push(WireMessageOut::Text {
+                role: "system",
+                content: m.text(),
+            }),
+            Role::Assistant => out.push(WireMessageOut::Assistant {
+                role: "assistant",
+                content: m.text(),
+                tool_calls: m
                     .tool_calls()
-                    .map(|c| {
-                        json!({"id": c.id, "type": "function",
-                               "function": {"name": c.name, "arguments": arguments_string(c.arguments)}})
+                    .map(|c| WireCallOut {
+                        id: c.id,
+                        kind: "function",
+                        function: WireFunctionOut {
+                            name: c.name,
+                            arguments: arguments_string(c.arguments),
+                        },
                     })
-                    .collect();
-                let mut msg = Map::new();
-                msg.insert("role".into(), json!("assistant"));
-                // Never null: strict servers (llama.cpp) reject it.
-                msg.insert("content".into(), json!(m.text()));
-                if !calls.is_empty() {
-                    msg.insert("tool_calls".into(), Value::Array(calls));
-                }
-                out.push(Value::Object(msg));
-            }
+                    .collect(),
+            }),
             Role::User | Role::Tool => {
                 for block in &m.content {
                     if let ContentBlock::ToolResult {
@@ -223,16 +288,22 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
                         ..
                     } = block
                     {
-                        out.push(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}));
+                        out.push(WireMessageOut::Tool {
+                            role: "tool",
+                            tool_call_id,
+                            content,
+                        });
                     }
                 }
-                let text_blocks: Vec<&ContentBlock> = m
+                let has_text = m
                     .content
                     .iter()
-                    .filter(|b| matches!(b, ContentBlock::Text { .. }))
-                    .collect();
-                if !text_blocks.is_empty() || (m.role == Role::User && m.content.is_empty()) {
-                    out.push(json!({"role": "user", "content": join_text(&m.content)}));
+                    .any(|b| matches!(b, ContentBlock::Text { .. }));
+                if has_text || (m.role == Role::User && m.content.is_empty()) {
+                    out.push(WireMessageOut::Text {
+                        role: "user",
+                        content: join_text(&m.content),
+                    });
                 }
             }
         }
@@ -240,11 +311,11 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
     out
 }
 
-fn arguments_string(arguments: &Value) -> String {
+fn arguments_string(arguments: &Value) -> std::borrow::Cow<'_, str> {
     match arguments {
         // Invalid JSON the model produced earlier is sent back exactly as it was.
-        Value::String(raw) => raw.clone(),
-        other => other.to_string(),
+        Value::String(raw) => std::borrow::Cow::Borrowed(raw),
+        other => std::borrow::Cow::Owned(other.to_string()),
     }
 }
 

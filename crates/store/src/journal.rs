@@ -289,12 +289,33 @@ pub struct JournalContents<T> {
 ///
 /// A missing file is an IO error (`NotFound`); an empty file has no records. Blank lines are skipped.
 pub fn read<T: DeserializeOwned>(path: &Path) -> StoreResult<JournalContents<T>> {
+    read_with(path, |line| {
+        serde_json::from_slice::<T>(line).map_err(|e| e.to_string())
+    })
+}
+
+/// Like [`read`], with the caller parsing each line (`Err` = the line cannot be parsed).
+pub fn read_with<T>(
+    path: &Path,
+    parse_line: impl FnMut(&[u8]) -> Result<T, String>,
+) -> StoreResult<JournalContents<T>> {
     let bytes = std::fs::read(path).map_err(|e| StoreError::io("read journal", path, e))?;
-    parse(path, &bytes)
+    parse_with(path, &bytes, parse_line)
 }
 
 /// Parses journal bytes; `path` is only used in errors. This is [`read`] without the IO.
 pub fn parse<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> StoreResult<JournalContents<T>> {
+    parse_with(path, bytes, |line| {
+        serde_json::from_slice::<T>(line).map_err(|e| e.to_string())
+    })
+}
+
+/// Like [`parse`], with the caller parsing each line.
+pub fn parse_with<T>(
+    path: &Path,
+    bytes: &[u8],
+    mut parse_line: impl FnMut(&[u8]) -> Result<T, String>,
+) -> StoreResult<JournalContents<T>> {
     struct BadLine {
         line: usize,
         start: usize,
@@ -339,14 +360,14 @@ pub fn parse<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> StoreResult<Jour
         if let Some(bad) = pending_bad.take() {
             return Err(corrupt(bad));
         }
-        match serde_json::from_slice::<T>(line) {
+        match parse_line(line) {
             Ok(record) => records.push(record),
-            Err(e) => {
+            Err(reason) => {
                 pending_bad = Some(BadLine {
                     line: line_no,
                     start,
                     len: rel_end,
-                    reason: e.to_string(),
+                    reason,
                 })
             }
         }
@@ -386,7 +407,19 @@ fn preview(bytes: &[u8]) -> String {
 /// Records of type `T` decide what "parseable" means, exactly as in [`read`]. A corrupt line before the
 /// last one is an error and nothing is changed.
 pub fn recover<T: DeserializeOwned>(path: &Path) -> StoreResult<Option<TornTail>> {
-    let contents = read::<T>(path)?;
+    recover_with(path, |line| {
+        serde_json::from_slice::<T>(line)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// Like [`recover`], with the caller deciding what parses.
+pub fn recover_with<T>(
+    path: &Path,
+    parse_line: impl FnMut(&[u8]) -> Result<T, String>,
+) -> StoreResult<Option<TornTail>> {
+    let contents = read_with(path, parse_line)?;
     let Some(torn) = contents.torn_tail else {
         return Ok(None);
     };

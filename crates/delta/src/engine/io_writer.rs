@@ -16,8 +16,41 @@ pub const BATCH_DELAY: Duration = Duration::from_millis(250);
 /// Pending size that triggers a write at once.
 pub const BATCH_BYTES: usize = 4 * 1024 * 1024;
 
+/// Produces a file's content on the writer thread (for contents that are costly to serialize).
+pub type Render = Box<dyn FnOnce() -> Vec<u8> + Send>;
+
+/// A file's content: ready, or produced later on the writer thread.
+pub enum Content {
+    /// The bytes.
+    Now(Vec<u8>),
+    /// A function producing them.
+    Later(Render),
+}
+
+impl From<Vec<u8>> for Content {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::Now(bytes)
+    }
+}
+
+impl Content {
+    fn len(&self) -> usize {
+        match self {
+            Self::Now(b) => b.len(),
+            Self::Later(_) => 0,
+        }
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        match self {
+            Self::Now(b) => b,
+            Self::Later(render) => render(),
+        }
+    }
+}
+
 /// Files to write into one folder: (file name, content).
-type Files = Vec<(&'static str, Vec<u8>)>;
+type Files = Vec<(&'static str, Content)>;
 
 enum Job {
     Write { dir: PathBuf, files: Files },
@@ -101,7 +134,7 @@ fn write_all(pending: &mut Vec<(PathBuf, Files)>) {
         // Best effort: a missing record must not stop a run.
         if std::fs::create_dir_all(&dir).is_ok() {
             for (name, content) in files {
-                let _ = std::fs::write(dir.join(name), content);
+                let _ = std::fs::write(dir.join(name), content.into_bytes());
             }
         }
     }
@@ -127,7 +160,7 @@ mod tests {
         for i in 0..20 {
             w.write(
                 dir.path().join(format!("d{i}")),
-                vec![("a.txt", format!("{i}").into_bytes())],
+                vec![("a.txt", format!("{i}").into_bytes().into())],
             );
         }
         w.flush();
@@ -137,7 +170,10 @@ mod tests {
                 i.to_string()
             );
         }
-        w.write(dir.path().join("last"), vec![("b", b"x".to_vec())]);
+        w.write(
+            dir.path().join("last"),
+            vec![("b", Content::Later(Box::new(|| b"x".to_vec())))],
+        );
         drop(w);
         assert!(
             dir.path().join("last/b").is_file(),

@@ -4,7 +4,7 @@
 //! tools it asked for (in order) and journal their results. The journal is written before each side
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
-mod io_writer;
+pub mod io_writer;
 pub mod observation;
 
 use std::io::Write;
@@ -24,8 +24,8 @@ use crate::agent::{Agent, HookName, Provider};
 use crate::context::{self, ContextEnv};
 use crate::env::Env;
 use crate::events::{
-    ActionStatus, EndStatus, Envelope, Event, FunctionRecord, HookStatus, Level, RunJournal,
-    ToolCallRecord, timestamp,
+    ActionStatus, EndStatus, Event, FunctionRecord, HookStatus, Level, RunJournal, ToolCallRecord,
+    timestamp,
 };
 use crate::hooks::{HookOutcome, HookRunner};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
@@ -197,8 +197,7 @@ pub struct EngineSetup {
 pub struct Engine<'a> {
     setup: EngineSetup,
     journal: RunJournal,
-    events: Vec<Envelope>,
-    /// The same events, typed once (the context is rebuilt from them every iteration).
+    /// The journal's events (the context is rebuilt from them every iteration).
     typed: Vec<Event>,
     metadata: RunMetadata,
     hooks: HookRunner,
@@ -216,7 +215,10 @@ pub struct Engine<'a> {
 }
 
 /// A request for the LLM worker thread and where to send the answer.
-type LlmJob = (ChatRequest, mpsc::Sender<Result<ChatResponse, LlmError>>);
+type LlmJob = (
+    Arc<ChatRequest>,
+    mpsc::Sender<Result<ChatResponse, LlmError>>,
+);
 
 enum Step {
     Continue,
@@ -329,8 +331,7 @@ impl<'a> Engine<'a> {
         let mut engine = Self {
             setup,
             journal: opened.journal,
-            typed: context::typed(&opened.events),
-            events: opened.events,
+            typed: opened.events,
             metadata,
             hooks,
             log,
@@ -366,8 +367,7 @@ impl<'a> Engine<'a> {
     }
 
     fn append(&mut self, event: Event) -> Result<(), EngineError> {
-        let envelope = self.journal.append(&event)?;
-        self.events.push(envelope);
+        self.journal.append(&event)?;
         self.typed.push(event);
         Ok(())
     }
@@ -375,8 +375,7 @@ impl<'a> Engine<'a> {
     /// Appends without flushing: the next flushed append (or [`Engine::sync`], which runs before every
     /// hook, tool and LLM call) makes it durable.
     fn append_deferred(&mut self, event: Event) -> Result<(), EngineError> {
-        let envelope = self.journal.append_deferred(&event)?;
-        self.events.push(envelope);
+        self.journal.append_deferred(&event)?;
         self.typed.push(event);
         Ok(())
     }
@@ -781,7 +780,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Calls the model on the worker thread so that SIGINT is noticed while waiting.
-    fn call_llm(&mut self, request: &ChatRequest) -> Option<Result<ChatResponse, LlmError>> {
+    fn call_llm(&mut self, request: &Arc<ChatRequest>) -> Option<Result<ChatResponse, LlmError>> {
         if let Err(e) = self.sync() {
             return Some(Err(LlmError::Recording(format!(
                 "cannot flush the journal: {e}"
@@ -798,7 +797,7 @@ impl<'a> Engine<'a> {
             tx
         });
         let (reply_tx, reply_rx) = mpsc::channel();
-        if worker.send((request.clone(), reply_tx)).is_err() {
+        if worker.send((Arc::clone(request), reply_tx)).is_err() {
             return Some(Err(LlmError::Transport {
                 url: String::new(),
                 message: "the LLM worker thread stopped".into(),
@@ -819,21 +818,13 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn wire_request(&self, request: &ChatRequest) -> Value {
-        match self.setup.agent.llm.provider {
-            Provider::OpenAi => llm::openai::request_body(request, false, false),
-            Provider::Anthropic => llm::anthropic::request_body(request, false),
-        }
-    }
-
     fn save_invocation(
         &self,
         id: &str,
-        request: &ChatRequest,
+        request: Arc<ChatRequest>,
         response: &ChatResponse,
         took: Duration,
     ) {
-        let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
         let meta = json!({
             "model_id": response.model.clone().or_else(|| self.setup.agent.llm.model.clone()),
             "client": self.setup.client.describe(),
@@ -846,15 +837,29 @@ impl<'a> Engine<'a> {
             "stop_reason": response.stop_reason.as_str(),
             "status": "SUCCESS",
         });
+        let provider = self.setup.agent.llm.provider;
+        // The request can be large (the whole conversation): it is serialized on the writer thread.
+        let request_json: io_writer::Render = Box::new(move || {
+            match provider {
+                Provider::OpenAi => {
+                    serde_json::to_vec(&llm::openai::WireRequest::new(&request, false, false))
+                }
+                Provider::Anthropic => {
+                    serde_json::to_vec(&llm::anthropic::request_body(&request, false))
+                }
+            }
+            .unwrap_or_default()
+        });
+        let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
         self.io.write(
             self.setup.run.invocations().join(id),
             vec![
-                ("request.json", pretty(&self.wire_request(request))),
+                ("request.json", io_writer::Content::Later(request_json)),
                 (
                     "response.json",
-                    pretty(&serde_json::to_value(response).unwrap_or(Value::Null)),
+                    pretty(&serde_json::to_value(response).unwrap_or(Value::Null)).into(),
                 ),
-                ("metadata.json", pretty(&meta)),
+                ("metadata.json", pretty(&meta).into()),
             ],
         );
     }
@@ -865,29 +870,33 @@ impl<'a> Engine<'a> {
             Err(e) => return Ok(Step::Stop(Box::new(self.fail(e, iteration)?))),
         };
         self.observer.progress(Progress::Thinking);
-        let mut request = baseline.clone();
-        let proposed = serde_json::to_value(&baseline).unwrap_or(Value::Null);
-        if let Some(outcome) = self.run_hook(HookName::PreLlmReq, &proposed)? {
-            match (outcome.status, outcome.final_payload) {
-                (HookStatus::Success, Some(payload)) => {
-                    match serde_json::from_value::<ChatRequest>(payload) {
-                        Ok(modified) => {
-                            self.log("pre_llm_req hook succeeded, using modified payload");
-                            request = modified;
+        let mut request = baseline;
+        if self.hooks.has(HookName::PreLlmReq) {
+            let proposed = serde_json::to_value(&request).unwrap_or(Value::Null);
+            if let Some(outcome) = self.run_hook(HookName::PreLlmReq, &proposed)? {
+                match (outcome.status, outcome.final_payload) {
+                    (HookStatus::Success, Some(payload)) => {
+                        match serde_json::from_value::<ChatRequest>(payload) {
+                            Ok(modified) => {
+                                self.log("pre_llm_req hook succeeded, using modified payload");
+                                request = modified;
+                            }
+                            Err(e) => self.system(
+                                Level::Warn,
+                                &format!("pre_llm_req hook output ignored: {e}"),
+                            )?,
                         }
-                        Err(e) => self.system(
-                            Level::Warn,
-                            &format!("pre_llm_req hook output ignored: {e}"),
-                        )?,
                     }
+                    (HookStatus::Failed, _) => {
+                        let problems = outcome.problems.join("; ");
+                        self.system(Level::Warn, &format!("pre_llm_req hook failed: {problems}"))?;
+                    }
+                    _ => {}
                 }
-                (HookStatus::Failed, _) => {
-                    let problems = outcome.problems.join("; ");
-                    self.system(Level::Warn, &format!("pre_llm_req hook failed: {problems}"))?;
-                }
-                _ => {}
             }
         }
+        // Shared, not copied: the LLM worker sends it and the io writer records it.
+        let request = Arc::new(request);
         let invocation_id = self.setup.ids.uuid_v7(self.setup.clock.now()).to_string();
         let started = Instant::now();
         let response = match self.call_llm(&request) {
@@ -899,7 +908,7 @@ impl<'a> Engine<'a> {
                 )));
             }
         };
-        self.save_invocation(&invocation_id, &request, &response, started.elapsed());
+        self.save_invocation(&invocation_id, request, &response, started.elapsed());
         self.metadata.usage.add(response.usage);
 
         // Journal the answer before acting on it.
@@ -907,7 +916,7 @@ impl<'a> Engine<'a> {
         let mut calls: Vec<(String, String, Value)> = Vec::new();
         for (i, call) in response.tool_calls().enumerate() {
             let id = if call.id.is_empty() {
-                format!("call_{}_{i}", self.events.len())
+                format!("call_{}_{i}", self.typed.len())
             } else {
                 call.id.to_string()
             };
@@ -1168,11 +1177,14 @@ impl<'a> Engine<'a> {
         self.io.write(
             self.setup.run.tool_executions().join(exec_ref),
             vec![
-                ("command.txt", command.as_bytes().to_vec()),
-                ("stdout.log", stdout.as_bytes().to_vec()),
-                ("stderr.log", stderr.as_bytes().to_vec()),
-                ("exit_code.txt", code.to_string().into_bytes()),
-                ("duration_ms.txt", took.as_millis().to_string().into_bytes()),
+                ("command.txt", command.as_bytes().to_vec().into()),
+                ("stdout.log", stdout.as_bytes().to_vec().into()),
+                ("stderr.log", stderr.as_bytes().to_vec().into()),
+                ("exit_code.txt", code.to_string().into_bytes().into()),
+                (
+                    "duration_ms.txt",
+                    took.as_millis().to_string().into_bytes().into(),
+                ),
             ],
         );
     }
