@@ -8,13 +8,15 @@ use serde_json::{Map, Value, json};
 
 use crate::LlmClient;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions, StreamAssembly, error_message, read_body, read_stream};
+use crate::http::{
+    Http, HttpOptions, StreamAssembly, encode, error_message, read_body, read_stream,
+};
 use crate::openai::parse_arguments;
 use crate::secret::ApiKey;
 use crate::sse::SseEvent;
 use crate::types::{
-    ChatRequest, ChatResponse, ContentBlock, Message, Role, StopReason, StreamEvent, ToolChoice,
-    Usage,
+    ChatRequest, ChatResponse, ContentBlock, Message, RawExchange, Role, StopReason, StreamEvent,
+    ToolChoice, Usage,
 };
 
 /// Default base URL.
@@ -90,12 +92,18 @@ impl AnthropicClient {
 
 impl AnthropicClient {
     fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, false);
+        let payload = encode(&request_body(request, false), request)?;
         let key = Some(&self.api_key);
         let response = self
             .http
-            .post_json(&self.url, &self.headers(), &body, key)?;
-        parse_response(&read_body(response, &self.url, self.http.timeout())?)
+            .post_json(&self.url, &self.headers(), &payload, key)?;
+        let bytes = read_body(response, &self.url, self.http.timeout())?;
+        let mut answer = parse_response(&bytes)?;
+        answer.raw = RawExchange {
+            request: Some(payload),
+            response: Some(bytes.into()),
+        };
+        Ok(answer)
     }
 
     fn stream_unredacted(
@@ -103,19 +111,21 @@ impl AnthropicClient {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, true);
+        let payload = encode(&request_body(request, true), request)?;
         let key = Some(&self.api_key);
         let response = self
             .http
-            .post_json(&self.url, &self.headers(), &body, key)?;
+            .post_json(&self.url, &self.headers(), &payload, key)?;
         let timeout = self.http.timeout();
-        read_stream(
+        let mut answer = read_stream(
             response,
             &self.url,
             timeout,
             StreamAssembler::default(),
             on_event,
-        )
+        )?;
+        answer.raw.request = Some(payload);
+        Ok(answer)
     }
 }
 
@@ -313,6 +323,7 @@ fn parse_response(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
         },
         model: wire.model,
         id: wire.id,
+        raw: RawExchange::default(),
     })
 }
 
@@ -534,6 +545,7 @@ impl StreamAssembly for StreamAssembler {
             usage: self.usage,
             model: self.model,
             id: self.id,
+            raw: Default::default(),
         })
     }
 }

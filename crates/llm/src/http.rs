@@ -101,23 +101,20 @@ impl Http {
         self.options.timeout
     }
 
-    /// POSTs `body` to `url` and returns the body of a 2xx answer, retrying as the policy says.
-    /// Everything the server says in errors passes through `key`'s redaction.
+    /// POSTs the JSON `payload` to `url` and returns the body of a 2xx answer, retrying as the
+    /// policy says. Everything the server says in errors passes through `key`'s redaction.
     pub(crate) fn post_json(
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &impl serde::Serialize,
+        payload: &[u8],
         key: Option<&ApiKey>,
     ) -> Result<HttpBody, LlmError> {
-        let payload = serde_json::to_vec(body).map_err(|e| LlmError::Decode {
-            message: format!("cannot encode the request: {e}"),
-        })?;
         let policy = &self.options.retry;
         let max = policy.max_attempts.max(1);
         let mut attempt = 1;
         loop {
-            let (err, retry_after) = match self.send_once(url, headers, &payload, key) {
+            let (err, retry_after) = match self.send_once(url, headers, payload, key) {
                 Ok(body) => return Ok(body),
                 Err(failure) => failure,
             };
@@ -194,6 +191,19 @@ impl Http {
             retry_after,
         ))
     }
+}
+
+/// Encodes a request body once, so the exact bytes sent can also be kept for the record. The buffer
+/// is sized from `request` up front: conversations of a long run are megabytes.
+pub(crate) fn encode(
+    body: &impl serde::Serialize,
+    request: &crate::ChatRequest,
+) -> Result<std::sync::Arc<Vec<u8>>, LlmError> {
+    let mut buffer = Vec::with_capacity(request.approximate_size());
+    serde_json::to_writer(&mut buffer, body).map_err(|e| LlmError::Decode {
+        message: format!("cannot encode the request: {e}"),
+    })?;
+    Ok(std::sync::Arc::new(buffer))
 }
 
 /// Reads a whole (non-streamed) answer body.

@@ -32,8 +32,8 @@ pub use recording::{Recording, Signature};
 pub use retry::{RetryNotice, RetryPolicy};
 pub use secret::ApiKey;
 pub use types::{
-    ChatRequest, ChatResponse, ContentBlock, Message, Role, StopReason, StreamEvent, ToolCallRef,
-    ToolChoice, ToolDefinition, Usage,
+    ChatRequest, ChatResponse, ContentBlock, Message, RawExchange, Role, StopReason, StreamEvent,
+    ToolCallRef, ToolChoice, ToolDefinition, Usage,
 };
 
 /// Something that answers chat requests: a provider adapter, a recorder around one, or playback.

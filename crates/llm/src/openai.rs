@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 
 use crate::LlmClient;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions, StreamAssembly, read_body, read_stream};
+use crate::http::{Http, HttpOptions, StreamAssembly, encode, read_body, read_stream};
 use crate::secret::ApiKey;
 use crate::sse::SseEvent;
 use crate::types::{
-    ChatRequest, ChatResponse, ContentBlock, Message, Role, StopReason, StreamEvent, ToolChoice,
-    Usage, join_text,
+    ChatRequest, ChatResponse, ContentBlock, Message, RawExchange, Role, StopReason, StreamEvent,
+    ToolChoice, ToolDefinition, Usage, join_text,
 };
 
 /// Default base URL.
@@ -92,12 +92,18 @@ impl OpenAiClient {
 
 impl OpenAiClient {
     fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = request_body(request, false, false);
+        let payload = encode(&WireRequest::new(request, false, false), request)?;
         let key = self.api_key.as_ref();
         let response = self
             .http
-            .post_json(&self.url, &self.headers(), &body, key)?;
-        parse_response(&read_body(response, &self.url, self.http.timeout())?)
+            .post_json(&self.url, &self.headers(), &payload, key)?;
+        let bytes = read_body(response, &self.url, self.http.timeout())?;
+        let mut answer = parse_response(&bytes)?;
+        answer.raw = RawExchange {
+            request: Some(payload),
+            response: Some(bytes.into()),
+        };
+        Ok(answer)
     }
 
     fn stream_unredacted(
@@ -105,19 +111,21 @@ impl OpenAiClient {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<ChatResponse, LlmError> {
-        let body = WireRequest::new(request, true, self.stream_usage);
+        let payload = encode(&WireRequest::new(request, true, self.stream_usage), request)?;
         let key = self.api_key.as_ref();
         let response = self
             .http
-            .post_json(&self.url, &self.headers(), &body, key)?;
+            .post_json(&self.url, &self.headers(), &payload, key)?;
         let timeout = self.http.timeout();
-        read_stream(
+        let mut answer = read_stream(
             response,
             &self.url,
             timeout,
             StreamAssembler::default(),
             on_event,
-        )
+        )?;
+        answer.raw.request = Some(payload);
+        Ok(answer)
     }
 
     /// Scrubs the API key from anything a server said.
@@ -327,6 +335,157 @@ pub(crate) fn parse_arguments(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 
+/// Reads a chat-completions request body (for instance one a hook rewrote) back into a request.
+/// Consecutive `tool` messages become one tool-results message, as the engine builds them.
+pub fn parse_request(body: &Value) -> Result<ChatRequest, String> {
+    let wire = WireRequestIn::deserialize(body).map_err(|e| e.to_string())?;
+    let mut messages: Vec<Message> = Vec::with_capacity(wire.messages.len());
+    for m in wire.messages {
+        let text = m.content.as_ref().map(content_text).unwrap_or_default();
+        match m.role.as_str() {
+            "system" | "developer" => messages.push(Message::system(text)),
+            "user" => messages.push(Message::user(text)),
+            "assistant" => {
+                let mut content = Vec::new();
+                if !text.is_empty() {
+                    content.push(ContentBlock::text(text));
+                }
+                for (i, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                    let function = call.function.unwrap_or_default();
+                    let arguments = match function.arguments {
+                        Some(Value::String(raw)) => parse_arguments(&raw),
+                        Some(Value::Null) | None => json!({}),
+                        Some(other) => other,
+                    };
+                    content.push(ContentBlock::tool_call(
+                        call.id.unwrap_or_else(|| format!("call_{i}")),
+                        function.name.unwrap_or_default(),
+                        arguments,
+                    ));
+                }
+                messages.push(Message::assistant(content));
+            }
+            "tool" => {
+                let result =
+                    ContentBlock::tool_result(m.tool_call_id.unwrap_or_default(), text, false);
+                match messages.last_mut() {
+                    Some(last) if last.role == Role::Tool => last.content.push(result),
+                    _ => messages.push(Message::tool_results(vec![result])),
+                }
+            }
+            other => return Err(format!("unknown message role `{other}`")),
+        }
+    }
+    let tools = wire
+        .tools
+        .into_iter()
+        .filter_map(|t| t.function)
+        .map(|f| ToolDefinition {
+            name: f.name,
+            description: f.description,
+            parameters: f.parameters.unwrap_or_else(|| json!({"type": "object"})),
+        })
+        .collect();
+    let tool_choice = match wire.tool_choice {
+        None => ToolChoice::Auto,
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => ToolChoice::None,
+            "required" => ToolChoice::Required,
+            _ => ToolChoice::Auto,
+        },
+        Some(other) => match other.pointer("/function/name").and_then(Value::as_str) {
+            Some(name) => ToolChoice::Tool(name.to_string()),
+            None => ToolChoice::Auto,
+        },
+    };
+    Ok(ChatRequest {
+        model: wire.model.unwrap_or_default(),
+        messages,
+        tools,
+        tool_choice,
+        temperature: wire.temperature,
+        max_tokens: wire.max_tokens,
+    })
+}
+
+#[derive(Deserialize)]
+struct WireRequestIn {
+    model: Option<String>,
+    messages: Vec<WireMessageIn>,
+    #[serde(default)]
+    tools: Vec<WireToolIn>,
+    tool_choice: Option<Value>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct WireMessageIn {
+    role: String,
+    content: Option<Value>,
+    tool_calls: Option<Vec<WireToolCall>>,
+    tool_call_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireToolIn {
+    function: Option<WireToolFunctionIn>,
+}
+
+#[derive(Deserialize)]
+struct WireToolFunctionIn {
+    name: String,
+    #[serde(default)]
+    description: String,
+    parameters: Option<Value>,
+}
+
+/// An answer as a chat-completions response object (what a non-streamed call would have returned):
+/// for audit records of streamed answers and for hooks. `id` and `model` fill in what the answer
+/// lacks; `created` is in seconds.
+pub fn response_body(response: &ChatResponse, id: &str, model: &str, created: i64) -> Value {
+    let mut message = serde_json::Map::new();
+    message.insert("role".into(), json!("assistant"));
+    let text = response.text();
+    if !text.is_empty() {
+        message.insert("content".into(), json!(text));
+    } else {
+        message.insert("content".into(), Value::Null);
+    }
+    let calls: Vec<Value> = response
+        .tool_calls()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": arguments_string(c.arguments)},
+            })
+        })
+        .collect();
+    if !calls.is_empty() {
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    let finish_reason = match &response.stop_reason {
+        StopReason::EndTurn | StopReason::StopSequence => "stop".to_string(),
+        StopReason::ToolUse => "tool_calls".to_string(),
+        StopReason::MaxTokens => "length".to_string(),
+        StopReason::ContentFilter => "content_filter".to_string(),
+        StopReason::Other(s) => s.clone(),
+    };
+    json!({
+        "id": response.id.as_deref().unwrap_or(id),
+        "object": "chat.completion",
+        "created": created,
+        "model": response.model.as_deref().unwrap_or(model),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": response.usage.input_tokens,
+            "completion_tokens": response.usage.output_tokens,
+            "total_tokens": response.usage.total(),
+        },
+    })
+}
+
 #[derive(Deserialize, Default)]
 struct WireResponse {
     id: Option<String>,
@@ -451,6 +610,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
         usage: wire.usage.map(Usage::from).unwrap_or_default(),
         model: wire.model,
         id: wire.id,
+        raw: Default::default(),
     })
 }
 
@@ -672,6 +832,7 @@ impl StreamAssembly for StreamAssembler {
             usage: self.usage.unwrap_or_default(),
             model: self.model,
             id: self.id,
+            raw: Default::default(),
         })
     }
 }
@@ -679,7 +840,72 @@ impl StreamAssembly for StreamAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::ToolDefinition;
+
+    #[test]
+    fn a_request_body_reads_back_into_the_same_body() {
+        let req = ChatRequest::new(
+            "m",
+            vec![
+                Message::system("sys"),
+                Message::user("hi"),
+                Message::assistant(vec![
+                    ContentBlock::text("let me look"),
+                    ContentBlock::tool_call("c1", "ls", json!({"path": "."})),
+                    ContentBlock::tool_call("c2", "bad", Value::String("{oops".into())),
+                ]),
+                Message::tool_results(vec![
+                    ContentBlock::tool_result("c1", "a b", false),
+                    ContentBlock::tool_result("c2", "no", false),
+                ]),
+                Message::user("more"),
+            ],
+        )
+        .with_tools(vec![ToolDefinition {
+            name: "ls".into(),
+            description: "list".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }])
+        .with_tool_choice(ToolChoice::Tool("ls".into()))
+        .with_temperature(0.5)
+        .with_max_tokens(7);
+        let body = request_body(&req, false, false);
+        let back = parse_request(&body).unwrap();
+        assert_eq!(back, req);
+        assert_eq!(request_body(&back, false, false), body);
+        let err = parse_request(&json!({"messages": [{"role": "robot", "content": "x"}]}));
+        assert_eq!(err.unwrap_err(), "unknown message role `robot`");
+        assert!(parse_request(&json!({"model": "m"})).is_err());
+    }
+
+    #[test]
+    fn a_response_renders_as_a_chat_completion() {
+        let answer = ChatResponse {
+            content: vec![ContentBlock::tool_call("c1", "ls", json!({"p": 1}))],
+            stop_reason: StopReason::ToolUse,
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 4,
+            },
+            model: None,
+            id: None,
+            raw: RawExchange::default(),
+        };
+        let body = response_body(&answer, "fallback", "m", 42);
+        assert_eq!(
+            body,
+            json!({
+                "id": "fallback", "object": "chat.completion", "created": 42, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": null,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"p\":1}"}}]
+                }}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+            })
+        );
+        let parsed = parse_response(&serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!(parsed.tool_calls().count(), 1);
+        assert_eq!(parsed.usage.total(), 7);
+    }
 
     #[test]
     fn request_shapes_follow_the_interoperable_subset() {

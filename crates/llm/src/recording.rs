@@ -277,6 +277,7 @@ impl Recording {
             usage: answer.usage.unwrap_or_default(),
             model: answer.model.clone(),
             id: answer.id.clone(),
+            raw: Default::default(),
         }
     }
 

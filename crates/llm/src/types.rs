@@ -232,6 +232,42 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A little more than the size of this request as JSON, in bytes (to size buffers).
+    pub fn approximate_size(&self) -> usize {
+        let blocks: usize = self
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .map(|b| match b {
+                ContentBlock::Text { text } => text.len(),
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    id.len()
+                        + name.len()
+                        + match arguments {
+                            Value::String(s) => s.len(),
+                            _ => 64,
+                        }
+                }
+                ContentBlock::ToolResult {
+                    tool_call_id,
+                    content,
+                    ..
+                } => tool_call_id.len() + content.len(),
+            } + 96)
+            .sum();
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + 512)
+            .sum();
+        // Escapes (newlines, quotes) make JSON text a little longer than the text itself.
+        (blocks + tools) / 8 * 9 + 1024
+    }
+
     /// A request for `model` with `messages` and no tools.
     pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
         Self {
@@ -348,8 +384,17 @@ impl Usage {
     }
 }
 
+/// The bytes of one HTTP exchange, as sent and as received (for audit records).
+#[derive(Debug, Clone, Default)]
+pub struct RawExchange {
+    /// The request body exactly as sent.
+    pub request: Option<std::sync::Arc<Vec<u8>>>,
+    /// The response body exactly as received (non-streamed answers).
+    pub response: Option<std::sync::Arc<Vec<u8>>>,
+}
+
 /// A model's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChatResponse {
     /// Text and tool calls, in the order the model produced them.
     pub content: Vec<ContentBlock>,
@@ -364,6 +409,19 @@ pub struct ChatResponse {
     /// The provider's id for this answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The HTTP exchange behind the answer, when it came over HTTP (not part of equality).
+    #[serde(skip)]
+    pub raw: RawExchange,
+}
+
+impl PartialEq for ChatResponse {
+    fn eq(&self, other: &Self) -> bool {
+        self.content == other.content
+            && self.stop_reason == other.stop_reason
+            && self.usage == other.usage
+            && self.model == other.model
+            && self.id == other.id
+    }
 }
 
 impl ChatResponse {
@@ -465,6 +523,7 @@ mod tests {
             usage: Usage::default(),
             model: None,
             id: None,
+            raw: RawExchange::default(),
         };
         assert_eq!(resp.text(), "a\nb");
         let calls: Vec<_> = resp.tool_calls().collect();

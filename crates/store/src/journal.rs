@@ -288,108 +288,248 @@ pub struct JournalContents<T> {
 /// Reads every complete record of the journal at `path`.
 ///
 /// A missing file is an IO error (`NotFound`); an empty file has no records. Blank lines are skipped.
-pub fn read<T: DeserializeOwned>(path: &Path) -> StoreResult<JournalContents<T>> {
+pub fn read<T: DeserializeOwned + Send>(path: &Path) -> StoreResult<JournalContents<T>> {
     read_with(path, |line| {
         serde_json::from_slice::<T>(line).map_err(|e| e.to_string())
     })
 }
 
 /// Like [`read`], with the caller parsing each line (`Err` = the line cannot be parsed).
-pub fn read_with<T>(
+pub fn read_with<T: Send>(
     path: &Path,
-    parse_line: impl FnMut(&[u8]) -> Result<T, String>,
+    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
 ) -> StoreResult<JournalContents<T>> {
     let bytes = std::fs::read(path).map_err(|e| StoreError::io("read journal", path, e))?;
     parse_with(path, &bytes, parse_line)
 }
 
 /// Parses journal bytes; `path` is only used in errors. This is [`read`] without the IO.
-pub fn parse<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> StoreResult<JournalContents<T>> {
+pub fn parse<T: DeserializeOwned + Send>(
+    path: &Path,
+    bytes: &[u8],
+) -> StoreResult<JournalContents<T>> {
     parse_with(path, bytes, |line| {
         serde_json::from_slice::<T>(line).map_err(|e| e.to_string())
     })
 }
 
+/// Journals smaller than this are parsed on the calling thread.
+const PARALLEL_THRESHOLD: usize = 512 * 1024;
+/// Each extra parsing thread gets at least this much of the journal.
+const MIN_CHUNK: usize = 256 * 1024;
+/// At most this many parsing threads.
+const MAX_THREADS: usize = 8;
+
 /// Like [`parse`], with the caller parsing each line.
-pub fn parse_with<T>(
+///
+/// Large journals are cut at line boundaries and the pieces parsed on several threads; the result
+/// (records, torn tail, errors and their line numbers) is the same as a single pass.
+pub fn parse_with<T: Send>(
     path: &Path,
     bytes: &[u8],
-    mut parse_line: impl FnMut(&[u8]) -> Result<T, String>,
+    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
 ) -> StoreResult<JournalContents<T>> {
-    struct BadLine {
-        line: usize,
-        start: usize,
-        len: usize,
-        reason: String,
-    }
-    let corrupt = |bad: BadLine| StoreError::CorruptLine {
-        path: path.to_path_buf(),
-        line: bad.line,
-        reason: bad.reason,
-    };
-    let mut records = Vec::new();
-    let mut offset = 0usize;
-    let mut line_no = 0usize;
-    // A parse failure is only an error once we know it was not the last line.
-    let mut pending_bad: Option<BadLine> = None;
-    while offset < bytes.len() {
-        line_no += 1;
-        let Some(rel_end) = bytes[offset..].iter().position(|&b| b == b'\n') else {
-            if let Some(bad) = pending_bad {
-                return Err(corrupt(bad));
+    parse_pieces(path, bytes, &split_at_lines(bytes), parse_line)
+}
+
+/// Parses `bytes` cut into `chunks` (consecutive, each but the last ending after a newline).
+fn parse_pieces<T: Send>(
+    path: &Path,
+    bytes: &[u8],
+    chunks: &[(usize, usize)],
+    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
+) -> StoreResult<JournalContents<T>> {
+    let outcomes: Vec<Chunk<T>> = if chunks.len() == 1 {
+        vec![parse_chunk(bytes, 0, &parse_line)]
+    } else {
+        std::thread::scope(|scope| {
+            let parse_line = &parse_line;
+            let (first, rest) = chunks.split_first().unwrap_or((&(0, 0), &[]));
+            let handles: Vec<_> = rest
+                .iter()
+                .map(|&(start, end)| {
+                    scope.spawn(move || parse_chunk(&bytes[start..end], start, parse_line))
+                })
+                .collect();
+            let mut outcomes = vec![parse_chunk(&bytes[first.0..first.1], first.0, parse_line)];
+            for handle in handles {
+                outcomes.push(
+                    handle
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
             }
-            let tail = &bytes[offset..];
+            outcomes
+        })
+    };
+    let mut records = Vec::with_capacity(outcomes.iter().map(|c| c.records.len()).sum());
+    let mut lines_before = 0usize;
+    for (i, chunk) in outcomes.into_iter().enumerate() {
+        let Chunk {
+            records: chunk_records,
+            lines,
+            bad,
+            bad_is_last,
+            missing_newline,
+        } = chunk;
+        if let Some(bad) = bad {
+            let line = lines_before + bad.line;
+            // A line that does not parse is a torn write only when nothing follows it.
+            let rest = &bytes[chunks[i].1..];
+            let only_blank_lines_follow = bad_is_last
+                && (rest.is_empty()
+                    || (rest.iter().all(u8::is_ascii_whitespace) && rest.ends_with(b"\n")));
+            if !only_blank_lines_follow {
+                return Err(StoreError::CorruptLine {
+                    path: path.to_path_buf(),
+                    line,
+                    reason: bad.reason,
+                });
+            }
+            records.extend(chunk_records);
             return Ok(JournalContents {
                 records,
                 torn_tail: Some(TornTail {
-                    line: line_no,
-                    offset: offset as u64,
-                    len: tail.len() as u64,
-                    reason: TornReason::MissingNewline,
-                    preview: preview(tail),
+                    line,
+                    offset: bad.start as u64,
+                    len: bad.len as u64 + u64::from(!missing_newline),
+                    preview: preview(&bytes[bad.start..bad.start + bad.len]),
+                    reason: if missing_newline {
+                        TornReason::MissingNewline
+                    } else {
+                        TornReason::Unparseable(bad.reason)
+                    },
                 }),
-                complete_len: offset as u64,
+                complete_len: bad.start as u64,
             });
-        };
-        let line = &bytes[offset..offset + rel_end];
-        let start = offset;
-        offset += rel_end + 1;
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
         }
-        if let Some(bad) = pending_bad.take() {
-            return Err(corrupt(bad));
-        }
-        match parse_line(line) {
-            Ok(record) => records.push(record),
-            Err(reason) => {
-                pending_bad = Some(BadLine {
-                    line: line_no,
-                    start,
-                    len: rel_end,
-                    reason,
-                })
-            }
-        }
-    }
-    if let Some(bad) = pending_bad {
-        return Ok(JournalContents {
-            records,
-            torn_tail: Some(TornTail {
-                line: bad.line,
-                offset: bad.start as u64,
-                len: bad.len as u64 + 1,
-                preview: preview(&bytes[bad.start..bad.start + bad.len]),
-                reason: TornReason::Unparseable(bad.reason),
-            }),
-            complete_len: bad.start as u64,
-        });
+        records.extend(chunk_records);
+        lines_before += lines;
     }
     Ok(JournalContents {
         records,
         torn_tail: None,
         complete_len: bytes.len() as u64,
     })
+}
+
+/// Cuts `bytes` into `(start, end)` pieces that each end after a newline (except possibly the last).
+fn split_at_lines(bytes: &[u8]) -> Vec<(usize, usize)> {
+    if bytes.len() < PARALLEL_THRESHOLD {
+        return vec![(0, bytes.len())];
+    }
+    let threads = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .min(MAX_THREADS)
+        .min(bytes.len() / MIN_CHUNK)
+        .max(1);
+    let target = bytes.len() / threads;
+    let mut pieces = Vec::with_capacity(threads);
+    let mut start = 0;
+    while start < bytes.len() {
+        let want = (start + target).min(bytes.len());
+        let end = if pieces.len() + 1 == threads || want >= bytes.len() {
+            bytes.len()
+        } else {
+            match bytes[want..].iter().position(|&b| b == b'\n') {
+                Some(i) => want + i + 1,
+                None => bytes.len(),
+            }
+        };
+        pieces.push((start, end));
+        start = end;
+    }
+    if pieces.is_empty() {
+        pieces.push((0, 0));
+    }
+    pieces
+}
+
+struct BadLine {
+    /// 1-based, within the chunk.
+    line: usize,
+    /// Absolute offset of the line in the journal.
+    start: usize,
+    len: usize,
+    reason: String,
+}
+
+struct Chunk<T> {
+    records: Vec<T>,
+    /// Lines seen (when there is no bad line).
+    lines: usize,
+    /// The first line that did not parse (or had no newline); parsing stopped there.
+    bad: Option<BadLine>,
+    /// Whether nothing but blank lines follows `bad` in this chunk.
+    bad_is_last: bool,
+    /// `bad` is a last line without its newline.
+    missing_newline: bool,
+}
+
+fn parse_chunk<T>(
+    bytes: &[u8],
+    base: usize,
+    parse_line: &impl Fn(&[u8]) -> Result<T, String>,
+) -> Chunk<T> {
+    let mut records = Vec::new();
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    let mut bad: Option<BadLine> = None;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (line, next, has_newline) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(rel) => (&bytes[offset..offset + rel], offset + rel + 1, true),
+            None => (&bytes[offset..], bytes.len(), false),
+        };
+        let start = offset;
+        offset = next;
+        if has_newline && line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if let Some(earlier) = bad {
+            // Something follows the bad line: it was not the last one.
+            return Chunk {
+                records,
+                lines: line_no,
+                bad: Some(earlier),
+                bad_is_last: false,
+                missing_newline: false,
+            };
+        }
+        if !has_newline {
+            return Chunk {
+                records,
+                lines: line_no,
+                bad: Some(BadLine {
+                    line: line_no,
+                    start: base + start,
+                    len: line.len(),
+                    reason: "no newline at the end".into(),
+                }),
+                bad_is_last: true,
+                missing_newline: true,
+            };
+        }
+        match parse_line(line) {
+            Ok(record) => records.push(record),
+            Err(reason) => {
+                bad = Some(BadLine {
+                    line: line_no,
+                    start: base + start,
+                    len: line.len(),
+                    reason,
+                })
+            }
+        }
+    }
+    Chunk {
+        records,
+        lines: line_no,
+        bad_is_last: bad.is_some(),
+        bad,
+        missing_newline: false,
+    }
 }
 
 fn preview(bytes: &[u8]) -> String {
@@ -406,7 +546,7 @@ fn preview(bytes: &[u8]) -> String {
 ///
 /// Records of type `T` decide what "parseable" means, exactly as in [`read`]. A corrupt line before the
 /// last one is an error and nothing is changed.
-pub fn recover<T: DeserializeOwned>(path: &Path) -> StoreResult<Option<TornTail>> {
+pub fn recover<T: DeserializeOwned + Send>(path: &Path) -> StoreResult<Option<TornTail>> {
     recover_with(path, |line| {
         serde_json::from_slice::<T>(line)
             .map(|_| ())
@@ -415,9 +555,9 @@ pub fn recover<T: DeserializeOwned>(path: &Path) -> StoreResult<Option<TornTail>
 }
 
 /// Like [`recover`], with the caller deciding what parses.
-pub fn recover_with<T>(
+pub fn recover_with<T: Send>(
     path: &Path,
-    parse_line: impl FnMut(&[u8]) -> Result<T, String>,
+    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
 ) -> StoreResult<Option<TornTail>> {
     let contents = read_with(path, parse_line)?;
     let Some(torn) = contents.torn_tail else {
@@ -441,6 +581,82 @@ mod tests {
 
     fn parse_values(bytes: &[u8]) -> StoreResult<JournalContents<Value>> {
         parse(Path::new("j.jsonl"), bytes)
+    }
+
+    /// Every way of cutting `bytes` into two or three pieces at line boundaries parses exactly like
+    /// one piece.
+    fn assert_pieces_agree(bytes: &[u8]) {
+        let parse_line =
+            |line: &[u8]| serde_json::from_slice::<Value>(line).map_err(|e| e.to_string());
+        let path = Path::new("j.jsonl");
+        let whole = format!(
+            "{:?}",
+            parse_pieces(path, bytes, &[(0, bytes.len())], parse_line)
+        );
+        let cuts: Vec<usize> = (1..bytes.len())
+            .filter(|&i| bytes[i - 1] == b'\n')
+            .collect();
+        for (n, &a) in cuts.iter().enumerate() {
+            let two = [(0, a), (a, bytes.len())];
+            let got = format!("{:?}", parse_pieces(path, bytes, &two, parse_line));
+            assert_eq!(
+                got,
+                whole,
+                "cut at {a} of {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+            for &b in &cuts[n + 1..] {
+                let three = [(0, a), (a, b), (b, bytes.len())];
+                let got = format!("{:?}", parse_pieces(path, bytes, &three, parse_line));
+                assert_eq!(
+                    got,
+                    whole,
+                    "cuts at {a},{b} of {:?}",
+                    String::from_utf8_lossy(bytes)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn parsing_in_pieces_gives_the_same_answer_as_one_pass() {
+        for input in [
+            &b"{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n"[..],
+            b"{\"a\":1}\n\n{\"a\":2}\n  \n{\"a\":3}",
+            b"{\"a\":1}\n{\"a\":2}\n{\"a\n",
+            b"{\"a\":1}\n{oops\n{\"a\":3}\n",
+            b"{\"a\":1}\n{oops\n\n\n",
+            b"{\"a\":1}\n{oops\n\n  ",
+            b"{\"a\":1}\n{oops\n\n{\"a\":2}",
+            b"\n\n{\"a\":1}\n\n",
+            b"{\"a\":1}\n\n   ",
+        ] {
+            assert_pieces_agree(input);
+        }
+    }
+
+    #[test]
+    fn large_journals_are_split_on_line_boundaries() {
+        let line = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1000));
+        let bytes = line.repeat(2000).into_bytes();
+        let pieces = split_at_lines(&bytes);
+        assert_eq!(pieces.first().map(|p| p.0), Some(0));
+        assert_eq!(pieces.last().map(|p| p.1), Some(bytes.len()));
+        for w in pieces.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+            assert_eq!(bytes[w[0].1 - 1], b'\n');
+        }
+        let c = parse_values(&bytes).unwrap();
+        assert_eq!(c.records.len(), 2000);
+        assert_eq!(c.complete_len, bytes.len() as u64);
+        // A corrupt line deep inside is reported with its own line number.
+        let mut broken = bytes.clone();
+        let at = line.len() * 1500;
+        broken[at] = b'#';
+        match parse_values(&broken) {
+            Err(StoreError::CorruptLine { line, .. }) => assert_eq!(line, 1501),
+            other => panic!("{:?}", other.map(|c| c.records.len())),
+        }
     }
 
     #[test]

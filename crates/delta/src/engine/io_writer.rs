@@ -23,6 +23,8 @@ pub type Render = Box<dyn FnOnce() -> Vec<u8> + Send>;
 pub enum Content {
     /// The bytes.
     Now(Vec<u8>),
+    /// Bytes shared with someone else (no copy is made).
+    Shared(std::sync::Arc<Vec<u8>>),
     /// A function producing them.
     Later(Render),
 }
@@ -37,15 +39,17 @@ impl Content {
     fn len(&self) -> usize {
         match self {
             Self::Now(b) => b.len(),
+            Self::Shared(b) => b.len(),
             Self::Later(_) => 0,
         }
     }
 
-    fn into_bytes(self) -> Vec<u8> {
-        match self {
-            Self::Now(b) => b,
-            Self::Later(render) => render(),
-        }
+    fn write_to(self, path: &std::path::Path) {
+        let _ = match self {
+            Self::Now(b) => std::fs::write(path, b),
+            Self::Shared(b) => std::fs::write(path, b.as_slice()),
+            Self::Later(render) => std::fs::write(path, render()),
+        };
     }
 }
 
@@ -134,7 +138,7 @@ fn write_all(pending: &mut Vec<(PathBuf, Files)>) {
         // Best effort: a missing record must not stop a run.
         if std::fs::create_dir_all(&dir).is_ok() {
             for (name, content) in files {
-                let _ = std::fs::write(dir.join(name), content.into_bytes());
+                content.write_to(&dir.join(name));
             }
         }
     }

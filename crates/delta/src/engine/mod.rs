@@ -838,30 +838,43 @@ impl<'a> Engine<'a> {
             "status": "SUCCESS",
         });
         let provider = self.setup.agent.llm.provider;
-        // The request can be large (the whole conversation): it is serialized on the writer thread.
-        let request_json: io_writer::Render = Box::new(move || {
-            match provider {
-                Provider::OpenAi => {
-                    serde_json::to_vec(&llm::openai::WireRequest::new(&request, false, false))
+        // What went over the wire is recorded as it was. Answers that did not come as one body
+        // (streams, playback) are recorded as the equivalent chat-completion object; a request
+        // without its bytes (playback) is serialized on the writer thread, as it can be large.
+        let request_json = match &response.raw.request {
+            Some(bytes) => io_writer::Content::Shared(Arc::clone(bytes)),
+            None => io_writer::Content::Later(Box::new(move || {
+                match provider {
+                    Provider::OpenAi => {
+                        serde_json::to_vec(&llm::openai::WireRequest::new(&request, false, false))
+                    }
+                    Provider::Anthropic => {
+                        serde_json::to_vec(&llm::anthropic::request_body(&request, false))
+                    }
                 }
-                Provider::Anthropic => {
-                    serde_json::to_vec(&llm::anthropic::request_body(&request, false))
-                }
-            }
-            .unwrap_or_default()
-        });
+                .unwrap_or_default()
+            })),
+        };
         let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
+        let response_json = match &response.raw.response {
+            Some(bytes) => io_writer::Content::Shared(Arc::clone(bytes)),
+            None => pretty(&self.response_object(id, response)).into(),
+        };
         self.io.write(
             self.setup.run.invocations().join(id),
             vec![
-                ("request.json", io_writer::Content::Later(request_json)),
-                (
-                    "response.json",
-                    pretty(&serde_json::to_value(response).unwrap_or(Value::Null)).into(),
-                ),
+                ("request.json", request_json),
+                ("response.json", response_json),
                 ("metadata.json", pretty(&meta).into()),
             ],
         );
+    }
+
+    /// `response` as a chat-completion object (what hooks see, and the record of streamed answers).
+    fn response_object(&self, invocation_id: &str, response: &ChatResponse) -> Value {
+        let model = self.setup.agent.llm.model.as_deref().unwrap_or_default();
+        let created = self.setup.clock.now().as_second();
+        llm::openai::response_body(response, invocation_id, model, created)
     }
 
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
@@ -872,18 +885,21 @@ impl<'a> Engine<'a> {
         self.observer.progress(Progress::Thinking);
         let mut request = baseline;
         if self.hooks.has(HookName::PreLlmReq) {
-            let proposed = serde_json::to_value(&request).unwrap_or(Value::Null);
+            // Hooks read and write requests in the chat-completions format, whatever the provider.
+            let proposed = llm::openai::request_body(&request, false, false);
             if let Some(outcome) = self.run_hook(HookName::PreLlmReq, &proposed)? {
                 match (outcome.status, outcome.final_payload) {
                     (HookStatus::Success, Some(payload)) => {
-                        match serde_json::from_value::<ChatRequest>(payload) {
+                        match llm::openai::parse_request(&payload) {
                             Ok(modified) => {
                                 self.log("pre_llm_req hook succeeded, using modified payload");
                                 request = modified;
                             }
                             Err(e) => self.system(
                                 Level::Warn,
-                                &format!("pre_llm_req hook output ignored: {e}"),
+                                &format!(
+                                    "pre_llm_req hook output ignored: not a chat-completions request ({e})"
+                                ),
                             )?,
                         }
                     }
@@ -893,6 +909,9 @@ impl<'a> Engine<'a> {
                     }
                     _ => {}
                 }
+            }
+            if self.interrupted() {
+                return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
             }
         }
         // Shared, not copied: the LLM worker sends it and the io writer records it.
@@ -938,16 +957,27 @@ impl<'a> Engine<'a> {
             .collect();
         self.append_deferred(Event::Thought {
             content: content.clone(),
-            llm_invocation_ref: invocation_id,
+            llm_invocation_ref: invocation_id.clone(),
             tool_calls: (!records.is_empty()).then_some(records),
         })?;
         if !content.trim().is_empty() {
             self.observer.progress(Progress::Thought(content.clone()));
         }
-        self.run_hook(
-            HookName::PostLlmResp,
-            &serde_json::to_value(&response).unwrap_or(Value::Null),
-        )?;
+        if self.hooks.has(HookName::PostLlmResp) {
+            let payload = self.response_object(&invocation_id, &response);
+            if let Some(outcome) = self.run_hook(HookName::PostLlmResp, &payload)?
+                && outcome.status == HookStatus::Failed
+            {
+                let problems = outcome.problems.join("; ");
+                self.system(
+                    Level::Warn,
+                    &format!("post_llm_resp hook failed: {problems}"),
+                )?;
+            }
+            if self.interrupted() {
+                return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
+            }
+        }
 
         if calls.is_empty() {
             let final_response = if content.trim().is_empty() {

@@ -183,31 +183,36 @@ fn assert_every_hook_ran(sb: &Sandbox, out: &Output) {
     assert!(proposed.get("max_tokens").is_none(), "{proposed}");
     assert_eq!(
         proposed["messages"][0],
-        json!({"role": "system", "content": [{"type": "text", "text": "# Context Block: system_prompt\n\nYou are a test agent."}]})
+        json!({"role": "system", "content": "# Context Block: system_prompt\n\nYou are a test agent."})
     );
     assert_eq!(
         proposed["messages"][1],
-        json!({"role": "user", "content": [{"type": "text", "text": "go"}]})
+        json!({"role": "user", "content": "go"})
     );
     let names: Vec<&str> = proposed["tools"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t["name"].as_str().unwrap())
+        .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["echo", "broken", "touch_it", "ask_human"]);
-    assert!(proposed["tools"][0]["parameters"]["properties"]["message"].is_object());
+    assert!(proposed["tools"][0]["function"]["parameters"]["properties"]["message"].is_object());
 
     let payload = |folder: &str| read_json(&hook_io(sb, folder).join("input/payload.json"));
     let response = payload("002_post_llm_resp");
-    let calls: Vec<&str> = response["content"]
+    assert_eq!(response["object"], "chat.completion", "{response}");
+    assert_eq!(response["choices"][0]["finish_reason"], "tool_calls");
+    let calls: Vec<&str> = response["choices"][0]["message"]["tool_calls"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|b| b["type"] == "tool_call")
-        .map(|b| b["name"].as_str().unwrap())
+        .map(|c| c["function"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(calls, ["echo", "broken"], "{response}");
+    assert_eq!(
+        response["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        r#"{"message":"hi"}"#
+    );
     assert_eq!(
         payload("003_pre_tool_exec"),
         json!({"tool_name": "echo", "tool_args": {"message": "hi"}, "resolved_command": "echo hi"})
@@ -409,6 +414,31 @@ EOF"#,
     assert_eq!(saved["messages"], body["messages"]);
     // The journal is not rewritten: the task is still the user's.
     assert_eq!(sb.events("USER_MESSAGE")[0]["payload"]["content"], "go");
+}
+
+#[test]
+fn a_failing_post_llm_resp_hook_warns_and_the_run_goes_on() {
+    let sb = Sandbox::new(&agent_with(
+        "lifecycle_hooks:\n  post_llm_resp:\n    command: [\"${AGENT_HOME}/hooks/fail.sh\"]\n",
+    ));
+    sb.script(
+        "agent/hooks/fail.sh",
+        r#"grep -q '"content": "done"' "$DELTA_HOOK_IO_PATH/input/payload.json" || exit 9
+echo nope >&2
+exit 4"#,
+    );
+    let server = ScriptedServer::start([Reply::text("done")]);
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        system_messages(&sb),
+        [(
+            "WARN".to_string(),
+            "post_llm_resp hook failed: exit code 4: nope".to_string()
+        )]
+    );
+    assert_eq!(audits(&sb)[0].1, "FAILED");
+    assert_eq!(sb.metadata()["status"], "COMPLETED");
 }
 
 #[test]

@@ -137,19 +137,21 @@ fn io_records_hold_the_real_response_and_usage() {
     let server = ScriptedServer::start(golden_script());
     let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
     assert_eq!(sb.run(Some(&server), "Say hi", &[]).code, 0);
-    for thought in sb.events("THOUGHT") {
+    let sent = bodies(&server);
+    for (i, thought) in sb.events("THOUGHT").iter().enumerate() {
         let dir = sb
             .run_dir()
             .join("io/invocations")
             .join(thought["payload"]["llm_invocation_ref"].as_str().unwrap());
-        let request = read_json(&dir.join("request.json"));
-        assert!(request["messages"].is_array() && request["model"] == "test-model");
+        // Exactly what went over the wire, and exactly what came back.
+        assert_eq!(read_json(&dir.join("request.json")), sent[i]);
         let meta = read_json(&dir.join("metadata.json"));
         assert!(
             meta["token_usage"]["prompt"].as_u64().unwrap() > 0,
             "{meta}"
         );
         let response = read_json(&dir.join("response.json"));
+        assert_eq!(response["object"], "chat.completion", "{response}");
         assert!(
             response["id"]
                 .as_str()
