@@ -166,13 +166,16 @@ pub fn last_workspace_file() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".delta").join("LAST_WORKSPACE"))
 }
 
-/// Records `workspace` as the last used (best effort: a read-only home must not stop a run).
+/// Records `workspace` as the last used (best effort: a read-only home must not stop a run). It is a
+/// convenience pointer, so it is not flushed to disk, and not rewritten when it already says so.
 pub fn remember_workspace(workspace: &Path) {
+    let text = workspace.display().to_string();
     if let Some(file) = last_workspace_file()
+        && std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str())
         && let Some(dir) = file.parent()
-        && store::atomic::create_dir_all_durable(dir).is_ok()
+        && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = store::write_atomic(&file, workspace.display().to_string().as_bytes());
+        let _ = store::atomic::write_atomic_lazy(&file, text.as_bytes());
     }
 }
 

@@ -89,8 +89,11 @@ pub fn latest(workspace: &Path) -> Option<String> {
     Some(id)
 }
 
-/// Records the most recent run of a workspace.
+/// Records the most recent run of a workspace (nothing is written when it already says so).
 pub fn set_latest(workspace: &Path, run_id: &str) -> Result<(), StoreError> {
+    if latest(workspace).as_deref() == Some(run_id) {
+        return Ok(());
+    }
     store::write_atomic(&workspace.join(".delta/LATEST"), run_id.as_bytes())
 }
 

@@ -15,8 +15,9 @@ use crate::secret::ApiKey;
 use crate::sse::SseEvent;
 use crate::types::{
     ChatRequest, ChatResponse, ContentBlock, Message, RawExchange, Role, StopReason, StreamEvent,
-    ToolChoice, ToolDefinition, Usage, join_text,
+    ToolChoice, ToolDefinition, Usage, text_of,
 };
+use std::borrow::Cow;
 
 /// Default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -183,12 +184,12 @@ pub struct WireRequest<'a> {
 enum WireMessageOut<'a> {
     Text {
         role: &'static str,
-        content: String,
+        content: Cow<'a, str>,
     },
     Assistant {
         role: &'static str,
         // Never null: strict servers (llama.cpp) reject it.
-        content: String,
+        content: Cow<'a, str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireCallOut<'a>>,
     },
@@ -271,11 +272,11 @@ fn wire_messages(messages: &[Message]) -> Vec<WireMessageOut<'_>> {
         match m.role {
             Role::System => out.push(WireMessageOut::Text {
                 role: "system",
-                content: m.text(),
+                content: text_of(&m.content),
             }),
             Role::Assistant => out.push(WireMessageOut::Assistant {
                 role: "assistant",
-                content: m.text(),
+                content: text_of(&m.content),
                 tool_calls: m
                     .tool_calls()
                     .map(|c| WireCallOut {
@@ -310,7 +311,7 @@ fn wire_messages(messages: &[Message]) -> Vec<WireMessageOut<'_>> {
                 if has_text || (m.role == Role::User && m.content.is_empty()) {
                     out.push(WireMessageOut::Text {
                         role: "user",
-                        content: join_text(&m.content),
+                        content: text_of(&m.content),
                     });
                 }
             }

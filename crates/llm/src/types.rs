@@ -157,6 +157,19 @@ pub struct ToolCallRef<'a> {
     pub arguments: &'a Value,
 }
 
+/// Like [`join_text`], borrowing when there is at most one text block (the usual case).
+pub(crate) fn text_of(blocks: &[ContentBlock]) -> std::borrow::Cow<'_, str> {
+    let mut texts = blocks.iter().filter_map(|b| match b {
+        ContentBlock::Text { text } => Some(text.as_str()),
+        _ => None,
+    });
+    match (texts.next(), texts.next()) {
+        (None, _) => std::borrow::Cow::Borrowed(""),
+        (Some(only), None) => std::borrow::Cow::Borrowed(only),
+        _ => std::borrow::Cow::Owned(join_text(blocks)),
+    }
+}
+
 pub(crate) fn join_text(blocks: &[ContentBlock]) -> String {
     let texts: Vec<&str> = blocks
         .iter()

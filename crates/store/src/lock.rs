@@ -6,6 +6,10 @@
 //! into the file for diagnostics and empties it on a clean release; a lock that is free but still names
 //! a holder was therefore left by a process that died: it is *stale*, and the run it protects was
 //! interrupted.
+//!
+//! The holder record is advisory and not flushed to disk (two `fsync`s per run saved): after a power
+//! loss it may be missing. Callers that must know a run was cut short record that in their own
+//! durable state (delta's `metadata.json` says RUNNING), and use the record only to say who held it.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -157,7 +161,6 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         // Emptying the file marks a clean release; closing the file releases the lock itself.
         let _ = self.file.set_len(0);
-        let _ = self.file.sync_data();
         let _ = self.file.unlock();
     }
 }
@@ -193,8 +196,7 @@ fn write_holder(file: &mut File, holder: &LockHolder) -> std::io::Result<()> {
     file.set_len(0)?;
     file.seek(SeekFrom::Start(0))?;
     file.write_all(text.as_bytes())?;
-    file.write_all(b"\n")?;
-    file.sync_data()
+    file.write_all(b"\n")
 }
 
 #[cfg(unix)]

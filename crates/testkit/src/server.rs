@@ -242,6 +242,8 @@ struct Shared {
     stop: AtomicBool,
     /// Nanoseconds spent between a complete request and a complete answer (scripted delays excluded).
     busy_nanos: AtomicU64,
+    /// Connections being handled.
+    in_flight: AtomicU64,
 }
 
 /// A scripted LLM server on `127.0.0.1` (see the crate docs). Stops when dropped.
@@ -262,6 +264,7 @@ impl ScriptedServer {
             counter: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             busy_nanos: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
         });
         let accept_shared = Arc::clone(&shared);
         thread::spawn(move || {
@@ -271,8 +274,10 @@ impl ScriptedServer {
                 }
                 let Ok(stream) = stream else { continue };
                 let conn_shared = Arc::clone(&accept_shared);
+                conn_shared.in_flight.fetch_add(1, Ordering::SeqCst);
                 thread::spawn(move || {
                     let _ = handle(stream, &conn_shared);
+                    conn_shared.in_flight.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
@@ -306,7 +311,15 @@ impl ScriptedServer {
 
     /// Total time the server spent answering: from a complete request to a complete answer, scripted
     /// delays excluded. Benchmarks subtract it to measure the client alone.
+    /// Waits (up to 5 s) for connections still being handled, so a client that has already read its
+    /// answer does not race the server's bookkeeping.
     pub fn busy_time(&self) -> Duration {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while self.shared.in_flight.load(Ordering::SeqCst) > 0
+            && std::time::Instant::now() < deadline
+        {
+            thread::sleep(Duration::from_micros(200));
+        }
         Duration::from_nanos(self.shared.busy_nanos.load(Ordering::SeqCst))
     }
 

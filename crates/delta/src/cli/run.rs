@@ -322,7 +322,10 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
     let outcome = engine
         .run(l.message.as_deref())
         .map_err(|e| CliError::new(e.to_string()))?;
-    drop(engine);
+    // `run` has flushed every record. The process ends right after this, so the engine's memory is
+    // left to the operating system: freeing a long run's events one by one costs about 1 ms per
+    // 10 000 events (resume benchmark).
+    std::mem::forget(engine);
     let code = finish(&outcome, &l.agent, &l.workspace, &l.run, l.format);
     drop(l.lock);
     Ok(code)

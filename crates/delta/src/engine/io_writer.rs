@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Longest a record waits before it is written.
 pub const BATCH_DELAY: Duration = Duration::from_millis(250);
 /// Pending size that triggers a write at once.
-pub const BATCH_BYTES: usize = 4 * 1024 * 1024;
+pub const BATCH_BYTES: usize = 1024 * 1024;
 
 /// Produces a file's content on the writer thread (for contents that are costly to serialize).
 pub type Render = Box<dyn FnOnce() -> Vec<u8> + Send>;
