@@ -114,9 +114,15 @@ pub fn connect(
                 env.get("OPENAI_API_URL"),
             ) {
                 (Some(u), _, _) => u.to_string(),
-                (None, Some(u), _) | (None, None, Some(u)) => {
+                (None, Some(u), _) => {
                     notices.push(
                         "using OPENAI_BASE_URL (consider renaming it to DELTA_BASE_URL)".into(),
+                    );
+                    u.to_string()
+                }
+                (None, None, Some(u)) => {
+                    notices.push(
+                        "using OPENAI_API_URL (consider renaming it to DELTA_BASE_URL)".into(),
                     );
                     u.to_string()
                 }

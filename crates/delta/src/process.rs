@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -99,6 +99,27 @@ impl Outcome {
     /// Exit code 0 and not killed.
     pub fn success(&self) -> bool {
         self.exit_code == 0 && !self.timed_out && !self.interrupted
+    }
+}
+
+/// The process group of the program running now (0: none). Programs run one at a time.
+static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// Kills the program running now, with everything it started (for a forced exit: the process is
+/// about to end and must not leave a tool behind).
+pub fn kill_running() {
+    let group = RUNNING_GROUP.load(Ordering::SeqCst);
+    if group > 0 {
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+    }
+}
+
+/// Forgets the running group however [`run`] returns.
+struct RunningGuard;
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        RUNNING_GROUP.store(0, Ordering::SeqCst);
     }
 }
 
@@ -192,6 +213,8 @@ pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> std::io::Result<Outcome> {
         .stderr(Stdio::piped());
     let mut child = command.spawn()?;
     let pid = child.id();
+    RUNNING_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
+    let _running = RunningGuard;
 
     if let (Some(input), Some(mut pipe)) = (spawn.stdin.clone(), child.stdin.take()) {
         std::thread::spawn(move || {

@@ -122,8 +122,10 @@ pub fn fork(
             copy.payload["run_id"] = serde_json::json!(new_id);
         }
         last_seq = copy.seq;
-        journal.append(&copy)?;
+        journal.append_unsynced(&copy)?;
     }
+    // One flush for the whole copy (the fork is not visible as a resumable run before its metadata).
+    journal.sync()?;
     drop(journal);
     let mut opened = crate::events::RunJournal::open(&run.journal(), clock)?;
     opened

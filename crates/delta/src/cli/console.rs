@@ -49,11 +49,18 @@ impl Observer for Console {
                 success,
                 preview,
                 chars,
+                stopped,
             } => {
                 let shown = preview
                     .map(|p| format!("\"{p}\""))
                     .unwrap_or_else(|| "(no output)".into());
-                if success {
+                if let Some(why) = stopped {
+                    let mut why = why;
+                    if let Some(first) = why.get_mut(..1) {
+                        first.make_ascii_uppercase();
+                    }
+                    eprint_line(&format!("  ✗ {why}: {shown}"));
+                } else if success {
                     eprint_line(&format!(
                         "  ✓ Output: {shown} ({chars} chars, exit {exit_code})"
                     ));

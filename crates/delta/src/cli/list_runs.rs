@@ -43,7 +43,7 @@ pub struct ListRunsArgs {
     first: bool,
 
     /// text: a block per run; json: an array of objects; raw: one run id per line.
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", hide_possible_values = true)]
     format: Format,
 }
 

@@ -27,7 +27,7 @@ use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out}
 /// Examples:
 ///   delta run --agent ./my-agent -m "Summarise notes.txt" -y
 ///   delta run -m "Create hello.txt" -w ./ws --format json
-///   delta run --agent examples/hello-world -m "Say hi" -w /tmp/ws --playback examples/hello-world/recordings
+///   delta run -a ./agent -m "Say hi" -w ./ws --playback ./agent/recordings
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RunArgs {

@@ -12,15 +12,26 @@ use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
 
 use super::{CliError, eprint_line};
 
-/// Makes SIGINT and SIGTERM raise a flag the engine watches. A second signal while the flag is
-/// already raised ends the process at once (exit 130).
+/// Makes SIGINT and SIGTERM raise a flag the engine watches (it stops at the next safe point and
+/// kills a running tool). A second signal while the flag is raised ends the process at once
+/// (exit 130), killing the running tool first; the run is then recovered by `delta continue`.
 pub fn install_signal_handlers() -> Result<Arc<AtomicBool>, CliError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))
-            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&flag)))
-            .map_err(|e| CliError::new(format!("cannot install the signal handler: {e}")))?;
-    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| CliError::new(format!("cannot install the signal handler: {e}")))?;
+    let raised = Arc::clone(&flag);
+    std::thread::spawn(move || {
+        for _ in signals.forever() {
+            if raised.swap(true, Ordering::SeqCst) {
+                delta::process::kill_running();
+                eprint_line(
+                    "\nInterrupted again: stopping now. `delta continue` will recover the run.",
+                );
+                std::process::exit(130);
+            }
+        }
+    });
     Ok(flag)
 }
 

@@ -70,6 +70,8 @@ pub enum Progress {
         preview: Option<String>,
         /// Output length in characters (stdout + stderr).
         chars: usize,
+        /// Why it was stopped, when it did not exit by itself ("timed out after 30 s", "interrupted").
+        stopped: Option<String>,
     },
     /// The model called a tool that does not exist.
     ToolNotFound(String),
@@ -117,7 +119,8 @@ pub enum InputType {
 
 /// Answers `ask_human` questions in interactive mode.
 pub trait HumanInput {
-    /// Asks `prompt`; `Ok(None)` means the run was interrupted while waiting.
+    /// Asks `prompt`; `Ok(None)` means no answer came: the run was interrupted, or the input ended
+    /// (the run then waits for an answer as it does without `-i`).
     fn ask(
         &mut self,
         prompt: &str,
@@ -429,7 +432,8 @@ impl<'a> Engine<'a> {
         name: HookName,
         payload: &Value,
     ) -> Result<Option<HookOutcome>, EngineError> {
-        if !self.hooks.has(name) {
+        // Nothing new is started once an interrupt was asked for.
+        if !self.hooks.has(name) || self.interrupted() {
             return Ok(None);
         }
         self.sync()?;
@@ -781,6 +785,9 @@ impl<'a> Engine<'a> {
 
     /// Calls the model on the worker thread so that SIGINT is noticed while waiting.
     fn call_llm(&mut self, request: &Arc<ChatRequest>) -> Option<Result<ChatResponse, LlmError>> {
+        if self.interrupted() {
+            return None;
+        }
         if let Err(e) = self.sync() {
             return Some(Err(LlmError::Recording(format!(
                 "cannot flush the journal: {e}"
@@ -989,6 +996,10 @@ impl<'a> Engine<'a> {
         }
         self.observer.progress(Progress::Executing(calls.len()));
         for (id, name, args) in calls {
+            // Calls not started yet stay without a request; a resume runs them.
+            if self.interrupted() {
+                return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
+            }
             if let Some(stop) = self.act(&id, &name, args)? {
                 return Ok(Step::Stop(Box::new(stop)));
             }
@@ -1101,6 +1112,7 @@ impl<'a> Engine<'a> {
                 success: true,
                 preview: Some(stdout.into()),
                 chars: stdout.len(),
+                stopped: None,
             });
             self.append(Event::ActionResult {
                 action_id: id.to_string(),
@@ -1109,6 +1121,16 @@ impl<'a> Engine<'a> {
                 execution_ref: exec_ref,
             })?;
             return Ok(None);
+        }
+        if self.interrupted() {
+            self.append(Event::ActionResult {
+                action_id: id.to_string(),
+                status: ActionStatus::Error,
+                observation_content:
+                    "The run was interrupted before this tool started: it did not run.".into(),
+                execution_ref: String::new(),
+            })?;
+            return Ok(Some(self.interrupt_run()?));
         }
         let mut argv = invocation.argv.clone();
         if let Some(program) = argv.first_mut() {
@@ -1156,11 +1178,17 @@ impl<'a> Engine<'a> {
         } else {
             Ending::Exited
         };
+        let stopped = match &ending {
+            Ending::Exited => None,
+            Ending::TimedOut(after) => Some(format!("timed out after {} s", after.as_secs_f64())),
+            Ending::Interrupted => Some("interrupted".to_string()),
+        };
         self.observer.progress(Progress::ToolDone {
             exit_code: out.exit_code,
             success: out.success(),
             preview: observation::preview(&stdout, &stderr),
             chars: stdout.chars().count() + stderr.chars().count(),
+            stopped,
         });
         self.append(Event::ActionResult {
             action_id: id.to_string(),
@@ -1257,7 +1285,20 @@ impl<'a> Engine<'a> {
             self.observer.progress(Progress::Question(prompt.clone()));
             let answer = match human.ask(&prompt, input_type, sensitive) {
                 Ok(Some(answer)) => answer,
-                Ok(None) => return Ok(Some(self.interrupt_run()?)),
+                Ok(None) if self.interrupted() => return Ok(Some(self.interrupt_run()?)),
+                Ok(None) => {
+                    self.observer.progress(Progress::Note(
+                        "No answer on standard input (it ended); the run waits for one.".into(),
+                    ));
+                    let request = InteractionRequest {
+                        request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
+                        timestamp: timestamp(self.setup.clock.now()),
+                        prompt,
+                        input_type,
+                        sensitive,
+                    };
+                    return Ok(Some(self.pause(request)?));
+                }
                 Err(e) => {
                     self.error_result(
                         id,
