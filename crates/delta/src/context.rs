@@ -67,7 +67,7 @@ pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, String> {
                 path,
                 on_missing,
             } => {
-                let path = substitute(path, ctx);
+                let path = source_path(path, ctx);
                 match std::fs::read_to_string(&path) {
                     Ok(content) => built.messages.push(block(id, &content)),
                     Err(e) if *on_missing == OnMissing::Skip => {

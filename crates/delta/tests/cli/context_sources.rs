@@ -375,9 +375,7 @@ fn a_generator_that_times_out_fails_the_run_quickly() {
     assert_eq!(server.request_count(), 0);
 }
 
-/// BUG: a relative `output_path` is read from delta's own current folder, while the generator runs
-/// in the workspace and writes it there (context.rs `generate`: `substitute(output_path)` is read as
-/// is, not joined to the workspace). Expected: the block holds what the generator wrote.
+/// The generator runs in the workspace, so a relative `output_path` is read from there too.
 #[test]
 fn a_relative_output_path_is_read_from_the_workspace_where_the_generator_wrote_it() {
     let sb = Sandbox::new(&agent_yaml(ECHO));
@@ -394,4 +392,27 @@ fn a_relative_output_path_is_read_from_the_workspace_where_the_generator_wrote_i
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(messages(&server, 0)[0], system("live", "generated\n"));
+}
+
+/// A relative `path` is relative to the workspace (as `${CWD}` is), never to delta's own current
+/// folder (here the sandbox, which holds a `notes.md` of its own).
+#[test]
+fn a_relative_file_source_is_read_from_the_workspace_not_the_current_folder() {
+    let sb = Sandbox::new(&agent_yaml(ECHO));
+    sb.file("ws/notes.md", "Notes of the workspace.");
+    sb.file("notes.md", "Notes of delta's current folder.");
+    sb.file(
+        "agent/context.yaml",
+        "sources:\n  - type: file\n    id: notes\n    path: notes.md\n  - type: journal\n",
+    );
+    let server = ScriptedServer::start([Reply::text("done")]);
+    let mut cmd = sb.delta(Some(&server));
+    cmd.current_dir(sb.root.path())
+        .args(["run", "--agent", "agent", "-w", "ws", "-m", "hi"]);
+    let out = crate::support::output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        messages(&server, 0),
+        [system("notes", "Notes of the workspace."), user("hi")]
+    );
 }

@@ -839,3 +839,88 @@ fn on_run_end_runs_when_the_iteration_limit_stops_the_run() {
     assert_eq!(proposed["temperature"], 0.3);
     assert_eq!(proposed["max_tokens"], 50);
 }
+
+/// A final_payload may carry a conversation of its own, tool calls included: the request sent holds
+/// the assistant's calls (name, arguments as a JSON string) followed by one `tool` message per call.
+#[test]
+fn pre_llm_req_final_payload_with_tool_calls_and_results_is_sent_in_the_same_shape() {
+    let sb = Sandbox::new(&agent_with(
+        "lifecycle_hooks:\n  pre_llm_req:\n    command: [\"${AGENT_HOME}/hooks/replace.sh\"]\n",
+    ));
+    sb.script(
+        "agent/hooks/replace.sh",
+        r#"cat > "$DELTA_HOOK_IO_PATH/output/final_payload.json" <<'EOF'
+{"model": "test-model",
+ "messages": [
+   {"role": "system", "content": "Replaced system prompt."},
+   {"role": "user", "content": "go"},
+   {"role": "assistant", "content": null, "tool_calls": [
+     {"id": "h1", "type": "function", "function": {"name": "echo", "arguments": "{\"message\": \"one\"}"}},
+     {"id": "h2", "type": "function", "function": {"name": "touch_it", "arguments": "{\"name\": \"x.txt\"}"}}
+   ]},
+   {"role": "tool", "tool_call_id": "h1", "content": "one"},
+   {"role": "tool", "tool_call_id": "h2", "content": "(no output)"},
+   {"role": "user", "content": "Now finish."}
+ ]}
+EOF"#,
+    );
+    let server = ScriptedServer::start([Reply::text("done")]);
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        system_messages(&sb)
+            .iter()
+            .all(|(level, _)| level != "WARN"),
+        "{:?}",
+        system_messages(&sb)
+    );
+    let body = &bodies(&server)[0];
+    let messages = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"],
+        "{body}"
+    );
+    let assistant = &messages[2];
+    assert!(
+        assistant["content"].as_str().unwrap_or("").is_empty(),
+        "{assistant}"
+    );
+    let calls = assistant["tool_calls"].as_array().unwrap();
+    let expected = [
+        ("h1", "echo", json!({"message": "one"})),
+        ("h2", "touch_it", json!({"name": "x.txt"})),
+    ];
+    assert_eq!(calls.len(), expected.len(), "{assistant}");
+    for (call, (id, name, args)) in calls.iter().zip(expected) {
+        assert_eq!(call["id"], id, "{call}");
+        assert_eq!(call["type"], "function", "{call}");
+        assert_eq!(call["function"]["name"], name, "{call}");
+        let arguments = call["function"]["arguments"]
+            .as_str()
+            .unwrap_or_else(|| panic!("arguments are not a string: {call}"));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(arguments).unwrap(),
+            args
+        );
+    }
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "h1", "content": "one"})
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "tool", "tool_call_id": "h2", "content": "(no output)"})
+    );
+    assert_eq!(
+        messages[5],
+        json!({"role": "user", "content": "Now finish."})
+    );
+    // The hook's conversation is sent, not journaled: no tool ran.
+    assert!(sb.events("ACTION_REQUEST").is_empty());
+    assert!(!sb.ws().join("x.txt").exists());
+}

@@ -6,7 +6,9 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer, ToolCallSpec};
 
-use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml, bodies, read_json};
+use crate::support::{
+    ECHO_AND_WRITE, Sandbox, agent_yaml, assert_well_formed, bodies, output, read_json,
+};
 
 fn ask_between_two_calls() -> Vec<Reply> {
     vec![Reply::tool_calls([
@@ -168,4 +170,53 @@ fn interactive_confirmations_are_yes_or_no() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn interactive_mode_with_no_input_left_waits_for_the_answer_with_exit_101() {
+    let server = ScriptedServer::start([
+        Reply::tool_call(
+            "q1",
+            "ask_human",
+            json!({"prompt": "What is your favourite colour?"}),
+        ),
+        Reply::text("Blue it is."),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    // `Sandbox::delta` gives the process an empty stdin: the question meets end of input at once.
+    let out = sb.run(Some(&server), "ask me", &["-i"]);
+    assert_eq!(out.code, 101, "{}", out.stderr);
+    assert_eq!(sb.metadata()["status"], "WAITING_FOR_INPUT");
+    let request = read_json(&sb.run_dir().join("interaction/request.json"));
+    assert_eq!(request["prompt"], "What is your favourite colour?");
+    assert_eq!(request["input_type"], "text");
+    assert!(
+        sb.events("ACTION_RESULT").is_empty(),
+        "an answer was made up"
+    );
+    assert_eq!(server.request_count(), 1);
+    assert!(out.stderr.contains("delta continue -w"), "{}", out.stderr);
+
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "Blue", "--format", "raw"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "Blue it is.\n");
+    assert_eq!(sb.metadata()["status"], "COMPLETED");
+    let result = &sb.events("ACTION_RESULT")[0]["payload"];
+    assert_eq!(result["action_id"], "q1");
+    assert_eq!(result["observation_content"], "Blue");
+    // The model got the answer as the result of its question.
+    let last = bodies(&server).pop().unwrap();
+    let answer = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_call_id"] == "q1")
+        .unwrap_or_else(|| panic!("no result for q1: {last}"))
+        .clone();
+    assert_eq!(answer["role"], "tool");
+    assert_eq!(answer["content"], "Blue");
+    assert_well_formed(&server);
+    assert!(!sb.run_dir().join("interaction/request.json").exists());
 }

@@ -113,9 +113,8 @@ fn an_agent_folder_is_expanded_to_yaml() {
     );
 }
 
-/// BUG: given the agent.yaml file instead of its folder, tool:expand reads it as a module
-/// (cli/tool_expand.rs: `load_tools` for every file), so the agent's `timeout_seconds: 20` is ignored
-/// and the tools are shown with the 60 s default they will not run with.
+/// Given the agent.yaml file instead of its folder, tool:expand shows the agent's tools with the
+/// agent's own settings (its `timeout_seconds: 20`, not the 60 s default).
 #[test]
 fn the_agent_yaml_file_gives_the_same_expansion_as_its_folder() {
     let sb = Sandbox::new(AGENT);
