@@ -567,6 +567,7 @@ fn max_iterations_on_continue_applies_to_that_continuation() {
         "Maximum iterations reached. Task may be incomplete.\n"
     );
     assert_eq!(server.request_count(), 3);
+    assert_well_formed(&server);
 }
 
 #[test]
@@ -587,6 +588,7 @@ fn dotenv_files_are_loaded_on_resume() {
         sb.events("ACTION_RESULT")[0]["payload"]["observation_content"],
         "=== STDOUT ===\nhello-from-dotenv\n\n=== EXIT CODE: 0 ==="
     );
+    assert_well_formed(&server);
 }
 
 #[test]
@@ -605,6 +607,7 @@ fn with_file_puts_the_file_into_the_message() {
         user_messages(&sb)[1],
         "Use these notes\n\n--- notes.md ---\nline 1\nline 2"
     );
+    assert_well_formed(&server);
 }
 
 #[test]
@@ -619,6 +622,7 @@ fn last_continues_the_most_recently_used_workspace() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "two\n");
     assert_eq!(user_messages(&sb), vec!["one", "two"]);
+    assert_well_formed(&server);
 }
 
 #[test]
