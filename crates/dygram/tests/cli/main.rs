@@ -3,6 +3,8 @@
 
 use assert_cmd::Command;
 
+mod conformance;
+
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")
         .unwrap()

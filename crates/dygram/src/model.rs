@@ -1,0 +1,376 @@
+//! The linked machine: the syntax tree after the name transformations every output relies on.
+//!
+//! 1. Dotted declarations (`Task API.Auth`) are moved under their parents; missing parents are
+//!    created with the leaf's type, and a declaration of a name that already exists in the same
+//!    parent is merged into it.
+//! 2. Every node of type `note` gets a `target` attribute naming the node it documents.
+//! 3. Unless the machine is `@StrictMode` (or `@strict`), every name used by a top-level edge that
+//!    does not name a node (or a node's attribute) gets a placeholder node, after all declared ones.
+
+use crate::source::Span;
+use crate::syntax::ast::{self, Annotation, Attribute, Edge, Primitive, StrLit, Value};
+
+/// A linked machine.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    /// The header's title.
+    pub title: Option<StrLit>,
+    /// The header's annotations.
+    pub annotations: Vec<Annotation>,
+    /// Header block attributes, then top-level attributes.
+    pub attributes: Vec<Attribute>,
+    /// Top-level nodes (declared ones first, then placeholders).
+    pub nodes: Vec<Node>,
+    /// Top-level edges.
+    pub edges: Vec<Edge>,
+    /// Whether `@StrictMode` is on (exactly that name).
+    pub strict: bool,
+    /// Whether `@StrictMode`/`@strict` (any case) is on: no placeholders are created.
+    pub no_placeholders: bool,
+}
+
+/// A node of the linked tree.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Simple name.
+    pub name: String,
+    /// The type as written (not lower-cased).
+    pub kind: Option<String>,
+    /// The title.
+    pub title: Option<StrLit>,
+    /// Annotations.
+    pub annotations: Vec<Annotation>,
+    /// Attributes.
+    pub attributes: Vec<Attribute>,
+    /// Child nodes.
+    pub nodes: Vec<Node>,
+    /// Edges written inside the node's block.
+    pub edges: Vec<Edge>,
+    /// Where it was declared (`None` for created parents and placeholders).
+    pub span: Option<Span>,
+    /// Where its name was written.
+    pub name_span: Option<Span>,
+    /// Created by linking (a missing parent or a placeholder), not declared.
+    pub synthetic: bool,
+}
+
+impl Node {
+    fn synthetic(name: &str, kind: Option<String>) -> Self {
+        Self {
+            name: name.to_string(),
+            kind,
+            title: None,
+            annotations: Vec::new(),
+            attributes: Vec::new(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            span: None,
+            name_span: None,
+            synthetic: true,
+        }
+    }
+
+    /// The type, lower-cased.
+    pub fn kind_lower(&self) -> Option<String> {
+        self.kind.as_ref().map(|k| k.to_lowercase())
+    }
+
+    /// Whether the (lower-cased) type is `kind`.
+    pub fn is(&self, kind: &str) -> bool {
+        self.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case(kind))
+    }
+
+    /// An attribute by name.
+    pub fn attribute(&self, name: &str) -> Option<&Attribute> {
+        self.attributes.iter().find(|a| a.name.text == name)
+    }
+}
+
+/// Links a parsed program.
+pub fn link(program: &ast::Program) -> Machine {
+    let mut machine = Machine {
+        title: program.header.as_ref().map(|h| h.title.clone()),
+        annotations: program
+            .header
+            .as_ref()
+            .map(|h| h.annotations.clone())
+            .unwrap_or_default(),
+        attributes: program
+            .header
+            .as_ref()
+            .map(|h| h.attributes.clone())
+            .unwrap_or_default(),
+        ..Machine::default()
+    };
+    machine.strict = machine
+        .annotations
+        .iter()
+        .any(|a| a.name.text == "StrictMode");
+    machine.no_placeholders = machine.annotations.iter().any(|a| {
+        let n = a.name.text.to_lowercase();
+        n == "strictmode" || n == "strict"
+    });
+    let (mut nodes, edges, attributes) = convert_items(&program.items);
+    machine.attributes.extend(attributes);
+    machine.edges = edges;
+    expand(&mut nodes, machine.strict);
+    machine.nodes = nodes;
+    mark_notes(&mut machine.nodes);
+    if !machine.no_placeholders {
+        create_placeholders(&mut machine);
+    }
+    machine
+}
+
+/// Splits items into nodes (names still dotted as written), edges and attributes.
+fn convert_items(items: &[ast::Item]) -> (Vec<Node>, Vec<Edge>, Vec<Attribute>) {
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    let mut attributes = Vec::new();
+    for item in items {
+        match item {
+            ast::Item::Node(n) => nodes.push(declared(n)),
+            ast::Item::Edge(e) => edges.push(e.clone()),
+            ast::Item::Attribute(a) => attributes.push(a.clone()),
+        }
+    }
+    (nodes, edges, attributes)
+}
+
+fn declared(n: &ast::Node) -> Node {
+    let (nodes, edges, attributes) = convert_items(&n.items);
+    Node {
+        name: n.name.text(),
+        kind: n.kind.as_ref().map(|k| k.text.clone()),
+        title: n.title.clone(),
+        annotations: n.annotations.clone(),
+        attributes,
+        nodes,
+        edges,
+        span: Some(n.span),
+        name_span: Some(n.name.span),
+        synthetic: false,
+    }
+}
+
+/// Expands the dotted declarations of one container (from the last to the first): each is moved
+/// under its parents, which are created (appended, with the declaration's type) when missing; a
+/// declaration whose name already exists there is merged into that node. Then every child list is
+/// expanded the same way.
+fn expand(nodes: &mut Vec<Node>, strict: bool) {
+    let dotted: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.name.contains('.'))
+        .map(|(i, _)| i)
+        .collect();
+    for index in dotted.into_iter().rev() {
+        let mut node = nodes.remove(index);
+        let parts: Vec<String> = node.name.split('.').map(str::to_string).collect();
+        let Some((leaf, path)) = parts.split_last() else {
+            continue;
+        };
+        let mut container = &mut *nodes;
+        for part in path {
+            let idx = match container.iter().position(|x| &x.name == part) {
+                Some(i) => {
+                    if container[i].kind.is_none() && node.kind.is_some() {
+                        container[i].kind = node.kind.clone();
+                    }
+                    i
+                }
+                None => {
+                    container.push(Node::synthetic(part, node.kind.clone()));
+                    container.len() - 1
+                }
+            };
+            container = &mut container[idx].nodes;
+        }
+        node.name = leaf.clone();
+        match container.iter_mut().find(|x| x.name == node.name) {
+            Some(existing) => merge(existing, node, strict),
+            None => container.push(node),
+        }
+    }
+    for n in nodes.iter_mut() {
+        if !n.nodes.is_empty() {
+            expand(&mut n.nodes, strict);
+        }
+    }
+}
+
+/// Merges a second declaration of a node into the first.
+fn merge(existing: &mut Node, new: Node, strict: bool) {
+    let new_is_note = new.kind.as_deref() == Some("note");
+    let existing_is_other = existing.kind.as_ref().is_some_and(|k| k != "note");
+    let has_title = new.title.as_ref().is_some_and(|t| !t.value.is_empty());
+    if has_title && !(new_is_note && existing_is_other) {
+        existing.title = new.title;
+    }
+    if let Some(kind) = new.kind {
+        match &existing.kind {
+            None => existing.kind = Some(kind),
+            Some(old) if *old != kind && !strict && !new_is_note => existing.kind = Some(kind),
+            Some(_) => {}
+        }
+    }
+    for a in new.annotations {
+        if !existing
+            .annotations
+            .iter()
+            .any(|x| x.name.text == a.name.text)
+        {
+            existing.annotations.push(a);
+        }
+    }
+    for a in new.attributes {
+        match existing
+            .attributes
+            .iter_mut()
+            .find(|x| x.name.text == a.name.text)
+        {
+            Some(slot) => *slot = a,
+            None => existing.attributes.push(a),
+        }
+    }
+    for child in new.nodes {
+        match existing.nodes.iter_mut().find(|x| x.name == child.name) {
+            Some(slot) => merge(slot, child, strict),
+            None => existing.nodes.push(child),
+        }
+    }
+    existing.edges.extend(new.edges);
+}
+
+/// A note documents the node whose name it carries: it gets `target: <its name>`.
+fn mark_notes(nodes: &mut [Node]) {
+    for n in nodes {
+        if n.kind.as_deref() == Some("note") && n.attribute("target").is_none() {
+            let span = n.name_span.unwrap_or_default();
+            let value = StrLit {
+                raw: format!("\"{}\"", n.name),
+                value: n.name.clone(),
+                span,
+            };
+            n.attributes.push(Attribute {
+                name: ast::Ident {
+                    text: "target".into(),
+                    span,
+                },
+                ty: None,
+                value: Some(Value::Primitive(Primitive::Str(value))),
+                span,
+            });
+        }
+        mark_notes(&mut n.nodes);
+    }
+}
+
+/// Names used by top-level edges that name nothing become placeholder nodes.
+fn create_placeholders(machine: &mut Machine) {
+    use std::collections::{HashMap, HashSet};
+    let mut existing: HashSet<String> = HashSet::new();
+    let mut attributes: HashMap<String, HashSet<String>> = HashMap::new();
+    fn collect(
+        nodes: &[Node],
+        prefix: Option<&str>,
+        existing: &mut HashSet<String>,
+        attributes: &mut HashMap<String, HashSet<String>>,
+    ) {
+        for n in nodes {
+            existing.insert(n.name.clone());
+            let qualified = match prefix {
+                Some(p) => format!("{p}.{}", n.name),
+                None => n.name.clone(),
+            };
+            if prefix.is_some() {
+                existing.insert(qualified.clone());
+            }
+            let names = n.attributes.iter().map(|a| a.name.text.clone());
+            attributes
+                .entry(qualified.clone())
+                .or_default()
+                .extend(names.clone());
+            attributes.entry(n.name.clone()).or_default().extend(names);
+            collect(&n.nodes, Some(&qualified), existing, attributes);
+        }
+    }
+    collect(&machine.nodes, None, &mut existing, &mut attributes);
+    let mut references: Vec<String> = Vec::new();
+    for edge in &machine.edges {
+        let names = edge
+            .sources
+            .iter()
+            .chain(edge.segments.iter().flat_map(|s| s.targets.iter()));
+        for name in names {
+            let text = name.text();
+            if !references.contains(&text) {
+                references.push(text);
+            }
+        }
+    }
+    for reference in references {
+        if existing.contains(&reference) {
+            continue;
+        }
+        let parts: Vec<&str> = reference.split('.').collect();
+        if parts.len() > 1 {
+            // `node.attribute` names an attribute port, not a node.
+            let is_attribute = (1..parts.len()).rev().any(|i| {
+                let owner = parts[..i].join(".");
+                attributes
+                    .get(&owner)
+                    .or_else(|| attributes.get(parts[i - 1]))
+                    .is_some_and(|names| names.contains(parts[i]))
+            });
+            if is_attribute {
+                continue;
+            }
+            let mut container = &mut machine.nodes;
+            for part in parts {
+                let idx = match container.iter().position(|x| x.name == part) {
+                    Some(i) => i,
+                    None => {
+                        container.push(Node::synthetic(part, None));
+                        container.len() - 1
+                    }
+                };
+                container = &mut container[idx].nodes;
+            }
+        } else if find(&machine.nodes, &reference).is_none() {
+            machine.nodes.push(Node::synthetic(&reference, None));
+        }
+    }
+}
+
+/// The first node named `name` anywhere in the tree (pre-order).
+pub fn find<'n>(nodes: &'n [Node], name: &str) -> Option<&'n Node> {
+    for n in nodes {
+        if n.name == name {
+            return Some(n);
+        }
+        if let Some(found) = find(&n.nodes, name) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Every node in pre-order with its parent's name.
+pub fn flatten(nodes: &[Node]) -> Vec<(&Node, Option<&str>)> {
+    fn walk<'n>(
+        nodes: &'n [Node],
+        parent: Option<&'n str>,
+        out: &mut Vec<(&'n Node, Option<&'n str>)>,
+    ) {
+        for n in nodes {
+            out.push((n, parent));
+            walk(&n.nodes, Some(&n.name), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(nodes, None, &mut out);
+    out
+}

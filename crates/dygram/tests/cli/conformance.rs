@@ -1,0 +1,131 @@
+//! The reference corpus (`../shared/conformance/dygram`): outcome classes and canonical JSON.
+
+use std::path::{Path, PathBuf};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram")
+}
+
+struct Row {
+    path: String,
+    outcome: String,
+}
+
+fn manifest() -> Vec<Row> {
+    let text = std::fs::read_to_string(corpus().join("manifest.tsv")).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|line| {
+            let mut cols = line.split('\t');
+            Row {
+                path: cols.next().unwrap().to_string(),
+                outcome: cols.next().unwrap().to_string(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn parse_outcomes_match_the_reference() {
+    let rows = manifest();
+    let mut agree = 0;
+    let mut disagreements = Vec::new();
+    for row in &rows {
+        let text = std::fs::read_to_string(corpus().join("examples").join(&row.path)).unwrap();
+        let parsed = dygram::syntax::parse(&text);
+        let ours_parse_error = !parsed.errors.is_empty();
+        let theirs_parse_error = row.outcome == "parse_error";
+        if ours_parse_error == theirs_parse_error {
+            agree += 1;
+        } else {
+            let first = parsed
+                .errors
+                .first()
+                .map(|e| {
+                    let f = dygram::source::SourceFile::new(&row.path, text.as_str());
+                    format!(
+                        "line {}: {}",
+                        f.position(e.span.start as usize).line + 1,
+                        e.message
+                    )
+                })
+                .unwrap_or_default();
+            disagreements.push(format!("{} ({}): {first}", row.path, row.outcome));
+        }
+    }
+    let pct = 100.0 * agree as f64 / rows.len() as f64;
+    eprintln!(
+        "parse outcome agreement: {agree}/{} ({pct:.1}%)",
+        rows.len()
+    );
+    for d in &disagreements {
+        eprintln!("  {d}");
+    }
+    assert!(pct >= 90.0, "{pct:.1}%");
+}
+
+fn strip_ranges(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.shift_remove("$sourceRange");
+            for x in m.values_mut() {
+                strip_ranges(x);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_ranges),
+        _ => {}
+    }
+}
+
+#[test]
+fn json_matches_the_reference() {
+    let rows: Vec<Row> = manifest()
+        .into_iter()
+        .filter(|r| r.outcome == "ok")
+        .collect();
+    let mut equal = 0;
+    let mut same_order = 0;
+    let mut differences = Vec::new();
+    for row in &rows {
+        let text = std::fs::read_to_string(corpus().join("examples").join(&row.path)).unwrap();
+        let expected: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(corpus().join("expected").join(format!("{}.json", row.path)))
+                .unwrap(),
+        )
+        .unwrap();
+        let file = dygram::source::SourceFile::new(&row.path, text.as_str());
+        let parsed = dygram::syntax::parse(&text);
+        let machine = dygram::model::link(&parsed.program);
+        let mut ours = dygram::json::to_json(&machine, &file, Default::default());
+        strip_ranges(&mut ours);
+        if ours == expected {
+            equal += 1;
+            if serde_json::to_string(&ours).unwrap() == serde_json::to_string(&expected).unwrap() {
+                same_order += 1;
+            }
+        } else {
+            let section = [
+                "title",
+                "attributes",
+                "annotations",
+                "nodes",
+                "edges",
+                "inferredDependencies",
+                "style",
+            ]
+            .into_iter()
+            .find(|k| ours.get(k) != expected.get(k))
+            .unwrap_or("?");
+            differences.push(format!("{} [{section}]", row.path));
+        }
+    }
+    let pct = 100.0 * equal as f64 / rows.len() as f64;
+    eprintln!(
+        "JSON equal: {equal}/{} ({pct:.1}%), of which in the reference's key order: {same_order}",
+        rows.len()
+    );
+    for d in &differences {
+        eprintln!("  {d}");
+    }
+    assert!(pct >= 97.0, "{pct:.1}%");
+}
