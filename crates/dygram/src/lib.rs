@@ -1,11 +1,73 @@
 //! The DyGram language: parsing, linking, validation and outputs.
 //!
 //! A library: it never prints. The `dygram` binary owns the terminal.
+//!
+//! ```
+//! let compiled = dygram::compile(dygram::source::SourceFile::new("m.dy", "a -> b;"));
+//! assert!(!compiled.has_errors());
+//! let json = compiled.json(Default::default());
+//! assert_eq!(json["edges"][0]["source"], "a");
+//! ```
 
 pub mod diagnostic;
+pub mod dot;
+pub mod dsl;
 pub mod json;
+pub mod mermaid;
 pub mod model;
 pub mod source;
 pub mod style;
 pub mod syntax;
 pub mod values;
+
+use diagnostic::{Diagnostic, Stage};
+use source::SourceFile;
+
+/// A program read, linked and checked.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The source.
+    pub file: SourceFile,
+    /// The syntax tree (as much as could be read).
+    pub program: syntax::ast::Program,
+    /// The linked machine.
+    pub machine: model::Machine,
+    /// Errors and warnings, syntax ones first.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Compiled {
+    /// Whether there is any error (syntax or validation).
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// Whether there is a syntax error.
+    pub fn has_syntax_errors(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.is_error() && d.stage == Stage::Syntax)
+    }
+
+    /// The canonical machine JSON.
+    pub fn json(&self, options: json::JsonOptions) -> serde_json::Value {
+        json::to_json(&self.machine, &self.file, options)
+    }
+}
+
+/// Parses, links and checks one file.
+pub fn compile(file: SourceFile) -> Compiled {
+    let parsed = syntax::parse(file.text());
+    let diagnostics: Vec<Diagnostic> = parsed
+        .errors
+        .iter()
+        .map(|e| Diagnostic::error(Stage::Syntax, e.message.clone(), Some(e.span)))
+        .collect();
+    let machine = model::link(&parsed.program);
+    Compiled {
+        file,
+        program: parsed.program,
+        machine,
+        diagnostics,
+    }
+}

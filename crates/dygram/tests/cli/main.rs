@@ -4,6 +4,8 @@
 use assert_cmd::Command;
 
 mod conformance;
+mod dot_output;
+mod dsl_output;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")

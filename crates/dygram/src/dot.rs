@@ -1,0 +1,1 @@
+//! Graphviz DOT output (work in progress).

@@ -1,0 +1,1 @@
+//! Mermaid `stateDiagram-v2` output (work in progress).
