@@ -224,6 +224,7 @@ impl<'a> Serializer<'a> {
             out.insert("style".into(), Json::Object(style));
         }
         if self.options.source_ranges
+            && !n.imported
             && let Some(span) = n.span
         {
             out.insert("$sourceRange".into(), self.range(span));
@@ -240,7 +241,16 @@ impl<'a> Serializer<'a> {
         }
         for (node, _) in flatten(&self.machine.nodes) {
             for edge in &node.edges {
+                let start = out.len();
                 self.edge(edge, &mut out);
+                // An imported node's edges have positions in another file.
+                if node.imported {
+                    for e in &mut out[start..] {
+                        if let Some(m) = e.as_object_mut() {
+                            m.shift_remove("$sourceRange");
+                        }
+                    }
+                }
             }
         }
         out
@@ -467,7 +477,7 @@ impl<'a> Serializer<'a> {
                     if let Some(attr) = &target.attribute {
                         rec.insert("targetAttribute".into(), Json::String(attr.clone()));
                     }
-                    if self.options.source_ranges {
+                    if self.options.source_ranges && !node.imported {
                         rec.insert("$sourceRange".into(), self.range(a.span));
                     }
                     out.push(Json::Object(rec));

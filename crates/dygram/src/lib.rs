@@ -12,12 +12,14 @@
 pub mod diagnostic;
 pub mod dot;
 pub mod dsl;
+pub mod imports;
 pub mod json;
 pub mod mermaid;
 pub mod model;
 pub mod source;
 pub mod style;
 pub mod syntax;
+pub mod validate;
 pub mod values;
 
 use diagnostic::{Diagnostic, Stage};
@@ -55,15 +57,33 @@ impl Compiled {
     }
 }
 
-/// Parses, links and checks one file.
+/// Parses, links and checks one file on its own (its imports are not read; see
+/// [`imports::load`] for that).
 pub fn compile(file: SourceFile) -> Compiled {
     let parsed = syntax::parse(file.text());
-    let diagnostics: Vec<Diagnostic> = parsed
+    let diagnostics = parsed
         .errors
         .iter()
         .map(|e| Diagnostic::error(Stage::Syntax, e.message.clone(), Some(e.span)))
         .collect();
-    let machine = model::link(&parsed.program);
+    compile_parsed(file, parsed, Vec::new(), diagnostics)
+}
+
+/// Links and checks a parsed file, with the nodes its imports gave.
+pub(crate) fn compile_parsed(
+    file: SourceFile,
+    parsed: syntax::Parsed,
+    imported: Vec<model::Node>,
+    mut diagnostics: Vec<Diagnostic>,
+) -> Compiled {
+    let machine = model::link_with(&parsed.program, imported);
+    // A program that could not be read is not checked further: its tree is incomplete.
+    if !diagnostics
+        .iter()
+        .any(|d| d.is_error() && d.stage == Stage::Syntax)
+    {
+        diagnostics.extend(validate::validate(&machine));
+    }
     Compiled {
         file,
         program: parsed.program,

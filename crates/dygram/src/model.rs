@@ -52,6 +52,8 @@ pub struct Node {
     pub name_span: Option<Span>,
     /// Created by linking (a missing parent or a placeholder), not declared.
     pub synthetic: bool,
+    /// Brought in by an `import` (its spans belong to another file).
+    pub imported: bool,
 }
 
 impl Node {
@@ -67,6 +69,15 @@ impl Node {
             span: None,
             name_span: None,
             synthetic: true,
+            imported: false,
+        }
+    }
+
+    /// Marks the node and everything in it as imported.
+    pub fn mark_imported(&mut self) {
+        self.imported = true;
+        for child in &mut self.nodes {
+            child.mark_imported();
         }
     }
 
@@ -90,6 +101,12 @@ impl Node {
 
 /// Links a parsed program.
 pub fn link(program: &ast::Program) -> Machine {
+    link_with(program, Vec::new())
+}
+
+/// Links a parsed program whose imports gave `imported` (placed before the file's own nodes, so
+/// references to them resolve instead of creating placeholders).
+pub fn link_with(program: &ast::Program, imported: Vec<Node>) -> Machine {
     let mut machine = Machine {
         title: program.header.as_ref().map(|h| h.title.clone()),
         annotations: program
@@ -112,7 +129,9 @@ pub fn link(program: &ast::Program) -> Machine {
         let n = a.name.text.to_lowercase();
         n == "strictmode" || n == "strict"
     });
-    let (mut nodes, edges, attributes) = convert_items(&program.items);
+    let (own, edges, attributes) = convert_items(&program.items);
+    let mut nodes = imported;
+    nodes.extend(own);
     machine.attributes.extend(attributes);
     machine.edges = edges;
     expand(&mut nodes, machine.strict);
@@ -152,6 +171,7 @@ fn declared(n: &ast::Node) -> Node {
         span: Some(n.span),
         name_span: Some(n.name.span),
         synthetic: false,
+        imported: false,
     }
 }
 
@@ -268,80 +288,117 @@ fn mark_notes(nodes: &mut [Node]) {
     }
 }
 
-/// Names used by top-level edges that name nothing become placeholder nodes.
+/// Names used by edges that name nothing become placeholder nodes: first those of top-level edges,
+/// then those of edges inside node blocks (which, unlike top-level ones, are looked up by simple
+/// name or by full path from the root only).
 fn create_placeholders(machine: &mut Machine) {
-    use std::collections::{HashMap, HashSet};
-    let mut existing: HashSet<String> = HashSet::new();
-    let mut attributes: HashMap<String, HashSet<String>> = HashMap::new();
-    fn collect(
-        nodes: &[Node],
-        prefix: Option<&str>,
-        existing: &mut HashSet<String>,
-        attributes: &mut HashMap<String, HashSet<String>>,
-    ) {
-        for n in nodes {
-            existing.insert(n.name.clone());
-            let qualified = match prefix {
-                Some(p) => format!("{p}.{}", n.name),
-                None => n.name.clone(),
-            };
-            if prefix.is_some() {
-                existing.insert(qualified.clone());
-            }
-            let names = n.attributes.iter().map(|a| a.name.text.clone());
-            attributes
-                .entry(qualified.clone())
-                .or_default()
-                .extend(names.clone());
-            attributes.entry(n.name.clone()).or_default().extend(names);
-            collect(&n.nodes, Some(&qualified), existing, attributes);
+    let root_refs = references(machine.edges.iter());
+    let known = Known::of(&machine.nodes);
+    for reference in root_refs {
+        if known.names.contains(&reference) || known.is_attribute(&reference) {
+            continue;
+        }
+        if reference.contains('.') {
+            add_path(&mut machine.nodes, &reference);
+        } else if find(&machine.nodes, &reference).is_none() {
+            machine.nodes.push(Node::synthetic(&reference, None));
         }
     }
-    collect(&machine.nodes, None, &mut existing, &mut attributes);
-    let mut references: Vec<String> = Vec::new();
-    for edge in &machine.edges {
+    let nested_refs = {
+        let nodes = flatten(&machine.nodes);
+        references(nodes.iter().flat_map(|(n, _)| n.edges.iter()))
+    };
+    for reference in nested_refs {
+        let known = Known::of(&machine.nodes);
+        if known.names.contains(&reference) || known.is_attribute(&reference) {
+            continue;
+        }
+        add_path(&mut machine.nodes, &reference);
+    }
+}
+
+/// Reference texts of edges (sources, then targets), first occurrences only.
+fn references<'e>(edges: impl Iterator<Item = &'e Edge>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for edge in edges {
         let names = edge
             .sources
             .iter()
             .chain(edge.segments.iter().flat_map(|s| s.targets.iter()));
         for name in names {
             let text = name.text();
-            if !references.contains(&text) {
-                references.push(text);
+            if !out.contains(&text) {
+                out.push(text);
             }
         }
     }
-    for reference in references {
-        if existing.contains(&reference) {
-            continue;
+    out
+}
+
+/// Creates the nodes of a dotted path from the root, reusing those that exist.
+fn add_path(nodes: &mut Vec<Node>, path: &str) {
+    let mut container = nodes;
+    for part in path.split('.') {
+        let idx = match container.iter().position(|x| x.name == part) {
+            Some(i) => i,
+            None => {
+                container.push(Node::synthetic(part, None));
+                container.len() - 1
+            }
+        };
+        container = &mut container[idx].nodes;
+    }
+}
+
+/// The names references can use: simple names and full paths, and each node's attributes.
+struct Known {
+    names: std::collections::HashSet<String>,
+    attributes: std::collections::HashMap<String, std::collections::HashSet<String>>,
+}
+
+impl Known {
+    fn of(nodes: &[Node]) -> Self {
+        let mut known = Known {
+            names: Default::default(),
+            attributes: Default::default(),
+        };
+        known.collect(nodes, None);
+        known
+    }
+
+    fn collect(&mut self, nodes: &[Node], prefix: Option<&str>) {
+        for n in nodes {
+            self.names.insert(n.name.clone());
+            let qualified = match prefix {
+                Some(p) => format!("{p}.{}", n.name),
+                None => n.name.clone(),
+            };
+            if prefix.is_some() {
+                self.names.insert(qualified.clone());
+            }
+            let names: Vec<String> = n.attributes.iter().map(|a| a.name.text.clone()).collect();
+            self.attributes
+                .entry(qualified.clone())
+                .or_default()
+                .extend(names.iter().cloned());
+            self.attributes
+                .entry(n.name.clone())
+                .or_default()
+                .extend(names);
+            self.collect(&n.nodes, Some(&qualified));
         }
+    }
+
+    /// `node.attribute` (the attribute of the node with that path, or else that simple name).
+    fn is_attribute(&self, reference: &str) -> bool {
         let parts: Vec<&str> = reference.split('.').collect();
-        if parts.len() > 1 {
-            // `node.attribute` names an attribute port, not a node.
-            let is_attribute = (1..parts.len()).rev().any(|i| {
-                let owner = parts[..i].join(".");
-                attributes
-                    .get(&owner)
-                    .or_else(|| attributes.get(parts[i - 1]))
-                    .is_some_and(|names| names.contains(parts[i]))
-            });
-            if is_attribute {
-                continue;
-            }
-            let mut container = &mut machine.nodes;
-            for part in parts {
-                let idx = match container.iter().position(|x| x.name == part) {
-                    Some(i) => i,
-                    None => {
-                        container.push(Node::synthetic(part, None));
-                        container.len() - 1
-                    }
-                };
-                container = &mut container[idx].nodes;
-            }
-        } else if find(&machine.nodes, &reference).is_none() {
-            machine.nodes.push(Node::synthetic(&reference, None));
-        }
+        (1..parts.len()).rev().any(|i| {
+            let owner = parts[..i].join(".");
+            self.attributes
+                .get(&owner)
+                .or_else(|| self.attributes.get(parts[i - 1]))
+                .is_some_and(|names| names.contains(parts[i]))
+        })
     }
 }
 

@@ -1,0 +1,728 @@
+//! Checks on a linked machine: errors that make it invalid and warnings about likely mistakes.
+//!
+//! Errors: duplicate node names, references to undefined nodes in `@StrictMode`, malformed
+//! multiplicities, typed attributes without a value or with a value of the wrong type, `@Abstract`
+//! on an `init` node. Warnings: graph problems (unreachable or orphaned nodes, no entry point),
+//! names that shadow built-in condition variables, annotations where they mean little.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::diagnostic::{Diagnostic, Stage};
+use crate::json::type_text;
+use crate::model::{Machine, Node, flatten};
+use crate::source::Span;
+use crate::syntax::ast::{Attribute, Edge, Primitive, TypeDef, Value};
+
+/// Every diagnostic for `machine`, errors first, each group in source order.
+pub fn validate(machine: &Machine) -> Vec<Diagnostic> {
+    let mut v = Validator {
+        machine,
+        nodes: flatten(&machine.nodes),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    v.duplicates();
+    v.references();
+    v.multiplicities();
+    v.attribute_types();
+    v.annotations();
+    v.graph_warnings();
+    let mut out = v.errors;
+    out.sort_by_key(|d| d.span.map_or(0, |s| s.start));
+    let mut warnings = v.warnings;
+    warnings.sort_by_key(|d| d.span.map_or(0, |s| s.start));
+    out.extend(warnings);
+    out
+}
+
+struct Validator<'m> {
+    machine: &'m Machine,
+    nodes: Vec<(&'m Node, Option<&'m str>)>,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+}
+
+fn is_note(n: &Node) -> bool {
+    n.is("note")
+}
+
+impl<'m> Validator<'m> {
+    fn error(&mut self, message: String, span: Option<Span>) {
+        self.push(Diagnostic::error(Stage::Validation, message, span));
+    }
+
+    fn push(&mut self, d: Diagnostic) {
+        self.errors.push(d);
+    }
+
+    fn warn(&mut self, message: String, span: Option<Span>) {
+        self.warnings.push(Diagnostic::warning(message, span));
+    }
+
+    /// Node names are one namespace across the whole tree (notes aside).
+    fn duplicates(&mut self) {
+        let mut first: HashMap<&str, Option<Span>> = HashMap::new();
+        let nodes = self.nodes.clone();
+        for (n, _) in nodes {
+            // Imported nodes were checked in their own file (and against this one when imported).
+            if is_note(n) || n.imported {
+                continue;
+            }
+            match first.get(n.name.as_str()) {
+                None => {
+                    first.insert(&n.name, n.name_span.or(n.span));
+                }
+                Some(earlier) => {
+                    let earlier = *earlier;
+                    let span = n.name_span.or(n.span);
+                    let mut d = Diagnostic::error(
+                        Stage::Validation,
+                        format!("Duplicate state name: {}", n.name),
+                        span,
+                    )
+                    .with_hint(
+                        "node names must be unique in the whole machine, nested nodes included; rename one of them",
+                    );
+                    if let Some(e) = earlier {
+                        d = d.with_related(e, "first declared here");
+                    }
+                    self.push(d);
+                }
+            }
+        }
+    }
+
+    /// In `@StrictMode`, every edge endpoint and every note must name a node.
+    fn references(&mut self) {
+        if !self.machine.no_placeholders {
+            return;
+        }
+        let mut known: HashSet<String> = HashSet::new();
+        fn collect(nodes: &[Node], prefix: Option<&str>, known: &mut HashSet<String>) {
+            for n in nodes {
+                let path = match prefix {
+                    Some(p) => format!("{p}.{}", n.name),
+                    None => n.name.clone(),
+                };
+                known.insert(n.name.clone());
+                known.insert(path.clone());
+                for a in &n.attributes {
+                    known.insert(format!("{path}.{}", a.name.text));
+                    known.insert(format!("{}.{}", n.name, a.name.text));
+                }
+                collect(&n.nodes, Some(&path), known);
+            }
+        }
+        collect(&self.machine.nodes, None, &mut known);
+        let mut edges: Vec<&Edge> = self.machine.edges.iter().collect();
+        for (n, _) in self.nodes.iter().filter(|(n, _)| !n.imported) {
+            edges.extend(n.edges.iter());
+        }
+        for edge in edges {
+            let names = edge
+                .sources
+                .iter()
+                .chain(edge.segments.iter().flat_map(|s| s.targets.iter()));
+            for name in names {
+                let text = name.text();
+                if !known.contains(&text) {
+                    self.push(
+                        Diagnostic::error(
+                            Stage::Validation,
+                            format!("Reference to undefined state: {text}"),
+                            Some(name.span),
+                        )
+                        .with_hint(
+                            "declare the node, or remove @StrictMode to let undeclared nodes be created",
+                        ),
+                    );
+                }
+            }
+        }
+        let declared: HashSet<&str> = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| !is_note(n))
+            .map(|(n, _)| n.name.as_str())
+            .collect();
+        let notes: Vec<(String, Option<Span>)> = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| is_note(n) && !n.synthetic && !n.imported)
+            .filter(|(n, _)| !declared.contains(n.name.as_str()))
+            .map(|(n, _)| (n.name.clone(), n.name_span))
+            .collect();
+        for (name, span) in notes {
+            self.error(format!("Note references undefined node: {name}"), span);
+        }
+    }
+
+    fn multiplicities(&mut self) {
+        let mut edges: Vec<&Edge> = self.machine.edges.iter().collect();
+        for (n, _) in self.nodes.iter().filter(|(n, _)| !n.imported) {
+            edges.extend(n.edges.iter());
+        }
+        for edge in edges {
+            for segment in &edge.segments {
+                for (which, m) in [
+                    ("source", &segment.source_multiplicity),
+                    ("target", &segment.target_multiplicity),
+                ] {
+                    if let Some(m) = m
+                        && !valid_multiplicity(&m.value)
+                    {
+                        self.error(
+                            format!(
+                                "Invalid {which} multiplicity format: \"{}\". Expected format: \"1\", \"*\", \"0..1\", \"1..*\", etc.",
+                                m.value
+                            ),
+                            Some(m.span),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn attribute_types(&mut self) {
+        let machine_attributes: Vec<&Attribute> = self.machine.attributes.iter().collect();
+        for a in machine_attributes {
+            self.check_attribute(a, false);
+        }
+        let nodes = self.nodes.clone();
+        for (n, _) in nodes.into_iter().filter(|(n, _)| !n.imported) {
+            let is_type = n.is("type");
+            for a in &n.attributes {
+                self.check_attribute(a, is_type);
+            }
+        }
+    }
+
+    fn check_attribute(&mut self, a: &Attribute, in_type_node: bool) {
+        let Some(ty) = &a.ty else { return };
+        let ty_text = type_text(ty);
+        match &a.value {
+            None => {
+                let optional = matches!(ty, TypeDef::Named { optional: true, .. });
+                if !optional && !in_type_node {
+                    self.push(
+                        Diagnostic::error(
+                            Stage::Validation,
+                            format!(
+                                "Attribute '{}' has type {ty_text} but no value provided",
+                                a.name.text
+                            ),
+                            Some(ty.span()),
+                        )
+                        .with_hint(format!(
+                            "give it a value, or make the type optional: `{}<{ty_text}?>`",
+                            a.name.text
+                        )),
+                    );
+                }
+            }
+            Some(value) => {
+                if let Err(message) = self.check_value(ty, value) {
+                    self.error(message, Some(value.span()));
+                }
+            }
+        }
+    }
+
+    /// Checks `value` against `ty`; the error message when it does not fit.
+    fn check_value(&self, ty: &TypeDef, value: &Value) -> Result<(), String> {
+        let expected = type_text(ty);
+        let got = kind_of(value);
+        let mismatch = |detail: Option<&str>| match detail {
+            Some(d) => format!("Type mismatch: expected {expected}, got {got}. {d}"),
+            None => format!("Type mismatch: expected {expected}, got {got}"),
+        };
+        let (name, generics) = match ty {
+            TypeDef::Union { literals, .. } => {
+                let text = match value {
+                    Value::Primitive(Primitive::Str(s)) => s.value.clone(),
+                    Value::Primitive(p) => p.raw().to_string(),
+                    _ => return Err(mismatch(None)),
+                };
+                if literals.iter().any(|l| l.value == text) {
+                    return Ok(());
+                }
+                let allowed: Vec<String> =
+                    literals.iter().map(|l| format!("'{}'", l.value)).collect();
+                return Err(format!(
+                    "Value \"{text}\" does not match any of the allowed literals: {}",
+                    allowed.join(", ")
+                ));
+            }
+            TypeDef::Named { name, generics, .. } => (name.text(), generics),
+        };
+        let string = |value: &Value| match value {
+            Value::Primitive(Primitive::Str(s)) => Some(s.value.clone()),
+            Value::Primitive(Primitive::Ident(t, _)) if t != "true" && t != "false" => {
+                Some(t.clone())
+            }
+            Value::Primitive(Primitive::ExtId(t, _)) => Some(t.clone()),
+            _ => None,
+        };
+        // A `#ref` stands for a value defined elsewhere: it fits any scalar type.
+        let is_ref = matches!(value, Value::Primitive(Primitive::ExtId(..)));
+        match name.as_str() {
+            "any" | "Any" | "unknown" => Ok(()),
+            "string" | "String" => match string(value) {
+                Some(_) => Ok(()),
+                None => Err(mismatch(None)),
+            },
+            "number" | "Number" | "Float" | "float" | "double" | "decimal" => {
+                match value {
+                    Value::Primitive(Primitive::Number(..)) => Ok(()),
+                    _ if is_ref => Ok(()),
+                    _ => Err(mismatch(Some(&format!("Expected number, received {got}")))),
+                }
+            }
+            "Integer" | "integer" | "int" => match value {
+                Value::Primitive(Primitive::Number(raw, _)) => {
+                    if raw.contains(['.', 'e', 'E']) && !raw.parse::<f64>().is_ok_and(|v| v.fract() == 0.0) {
+                        Err(mismatch(Some("Must be an integer")))
+                    } else {
+                        Ok(())
+                    }
+                }
+                _ if is_ref => Ok(()),
+                _ => Err(mismatch(Some(&format!("Expected number, received {got}")))),
+            },
+            "boolean" | "Boolean" | "bool" => match value {
+                Value::Primitive(Primitive::Ident(t, _)) if t == "true" || t == "false" => Ok(()),
+                _ if is_ref => Ok(()),
+                _ => Err(mismatch(Some(&format!("Expected boolean, received {got}")))),
+            },
+            "Date" | "DateTime" => self.formatted(value, is_ref, is_iso_datetime, "Must be a valid ISO 8601 date string", &mismatch),
+            "Duration" => self.formatted(
+                value,
+                is_ref,
+                is_duration,
+                "Must be a valid ISO 8601 duration (e.g., P1Y2M3D, PT4H5M6S) or shorthand format (e.g., 30s, 5min, 2h, 3d)",
+                &mismatch,
+            ),
+            "UUID" => self.formatted(value, is_ref, is_uuid, "Must be a valid UUID string", &mismatch),
+            "URL" | "Url" => self.formatted(value, is_ref, is_url, "Must be a valid URL", &mismatch),
+            "Array" | "List" | "array" | "Set" => match value {
+                Value::Array(items, _) => {
+                    // Elements are checked against built-in element types only.
+                    if let Some(element) = generics.first().filter(|e| is_builtin(e)) {
+                        for item in items {
+                            self.check_value(element, item).map_err(|_| mismatch(None))?;
+                        }
+                    }
+                    Ok(())
+                }
+                _ if is_ref => Ok(()),
+                _ => Err(mismatch(Some(&format!("Expected array, received {got}")))),
+            },
+            "Map" | "Record" | "object" | "Object" => match value {
+                Value::Object(..) => Ok(()),
+                _ => Err(mismatch(Some(&format!("Expected object, received {got}")))),
+            },
+            "Promise" | "Result" | "Optional" | "Tuple" => Ok(()),
+            other => match self.node_type(other) {
+                Some(node) => match value {
+                    Value::Object(fields, _) => {
+                        for a in &node.attributes {
+                            let (Some(field_ty), Some(field)) = (
+                                &a.ty,
+                                fields.iter().find(|f| f.name.text == a.name.text),
+                            ) else {
+                                continue;
+                            };
+                            if let Some(v) = &field.value {
+                                self.check_value(field_ty, v)?;
+                            }
+                        }
+                        Ok(())
+                    }
+                    _ if is_ref => Ok(()),
+                    _ => Err(mismatch(None)),
+                },
+                None => Err(mismatch(None)),
+            },
+        }
+    }
+
+    fn formatted(
+        &self,
+        value: &Value,
+        is_ref: bool,
+        check: fn(&str) -> bool,
+        message: &str,
+        mismatch: &dyn Fn(Option<&str>) -> String,
+    ) -> Result<(), String> {
+        if is_ref {
+            return Ok(());
+        }
+        match value {
+            Value::Primitive(Primitive::Str(s)) => {
+                if check(&s.value) {
+                    Ok(())
+                } else {
+                    Err(mismatch(Some(message)))
+                }
+            }
+            _ => Err(mismatch(None)),
+        }
+    }
+
+    /// A node usable as a type: any node with that name.
+    fn node_type(&self, name: &str) -> Option<&'m Node> {
+        self.nodes
+            .iter()
+            .find(|(n, _)| n.name == name && !is_note(n))
+            .map(|(n, _)| *n)
+    }
+
+    fn annotations(&mut self) {
+        let nodes = self.nodes.clone();
+        for (n, _) in nodes.into_iter().filter(|(n, _)| !n.imported) {
+            let has = |name: &str| n.annotations.iter().any(|a| a.name.text == name);
+            if n.is("init") && has("Abstract") {
+                self.error(
+                    format!(
+                        "@Abstract annotation cannot be used on init node '{}'. Init nodes are concrete entry points.",
+                        n.name
+                    ),
+                    n.name_span,
+                );
+            }
+            if has("Async") && !n.is("task") {
+                self.warn(
+                    format!(
+                        "@Async annotation is typically used only on task nodes, but '{}' is of type '{}'.",
+                        n.name,
+                        n.kind_lower().unwrap_or_else(|| "untyped".into())
+                    ),
+                    n.name_span,
+                );
+            }
+            if has("Singleton") && n.is("state") {
+                self.warn(
+                    format!(
+                        "@Singleton annotation on state node '{}' may not be meaningful: a state is already a single point in the flow.",
+                        n.name
+                    ),
+                    n.name_span,
+                );
+            }
+            if ["errorCount", "errors", "activeState"].contains(&n.name.as_str()) {
+                self.warn(
+                    format!(
+                        "Node name '{}' is reserved for built-in CEL variables. Built-in variable will take precedence. Consider renaming the node.",
+                        n.name
+                    ),
+                    n.name_span,
+                );
+            }
+        }
+    }
+
+    /// Unreachable and orphaned nodes, missing entry points (edges touching context nodes and
+    /// attribute ports are data flow, not control flow, and are left out).
+    fn graph_warnings(&mut self) {
+        let relevant: Vec<&Node> = self
+            .nodes
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !is_note(n) && !n.is("style") && !n.is("type"))
+            .collect();
+        if relevant.is_empty() {
+            return;
+        }
+        let is_context = |name: &str| {
+            self.nodes
+                .iter()
+                .any(|(n, _)| n.name == name && (n.is("context") || n.is("data")))
+        };
+        let mut out_edges: HashMap<String, Vec<String>> = HashMap::new();
+        let mut touched: HashSet<String> = HashSet::new();
+        let mut incoming: HashSet<String> = HashSet::new();
+        let mut all_edges: Vec<&Edge> = self.machine.edges.iter().collect();
+        for (n, _) in &self.nodes {
+            all_edges.extend(n.edges.iter());
+        }
+        for edge in &all_edges {
+            let mut sources: Vec<String> =
+                edge.sources.iter().map(|q| q.last().to_string()).collect();
+            for segment in &edge.segments {
+                let targets: Vec<String> = segment
+                    .targets
+                    .iter()
+                    .map(|q| q.last().to_string())
+                    .collect();
+                for s in &sources {
+                    for t in &targets {
+                        touched.insert(s.clone());
+                        touched.insert(t.clone());
+                        if is_context(s) || is_context(t) {
+                            continue;
+                        }
+                        out_edges.entry(s.clone()).or_default().push(t.clone());
+                        incoming.insert(t.clone());
+                    }
+                }
+                sources = targets;
+            }
+        }
+        let orphans: Vec<&str> = relevant
+            .iter()
+            .filter(|n| n.nodes.is_empty() && !touched.contains(&n.name) && !n.is("context"))
+            .map(|n| n.name.as_str())
+            .collect();
+        if !orphans.is_empty() && relevant.len() > 1 {
+            self.warn(
+                format!(
+                    "Orphaned nodes detected: {}. These nodes have no incoming or outgoing edges.",
+                    orphans.join(", ")
+                ),
+                None,
+            );
+        }
+        let controlled: Vec<&Node> = relevant
+            .iter()
+            .copied()
+            .filter(|n| !n.is("context") && touched.contains(&n.name))
+            .collect();
+        if controlled.is_empty() {
+            return;
+        }
+        let entries: Vec<&str> = controlled
+            .iter()
+            .filter(|n| {
+                n.is("init")
+                    || n.name.eq_ignore_ascii_case("start")
+                    || n.annotations.iter().any(|a| a.name.text == "start")
+                    || !incoming.contains(&n.name)
+            })
+            .map(|n| n.name.as_str())
+            .collect();
+        if entries.is_empty() {
+            self.warn(
+                "No entry points found. Consider adding an init node or a node with no incoming edges.".into(),
+                None,
+            );
+            return;
+        }
+        let mut reached: HashSet<&str> = HashSet::new();
+        let mut stack: Vec<&str> = entries.clone();
+        while let Some(n) = stack.pop() {
+            if !reached.insert(n) {
+                continue;
+            }
+            if let Some(next) = out_edges.get(n) {
+                stack.extend(next.iter().map(String::as_str));
+            }
+        }
+        let unreachable: Vec<&str> = controlled
+            .iter()
+            .map(|n| n.name.as_str())
+            .filter(|n| !reached.contains(n))
+            .collect();
+        if !unreachable.is_empty() {
+            self.warn(
+                format!(
+                    "Unreachable nodes detected: {}. These nodes cannot be reached from entry points.",
+                    unreachable.join(", ")
+                ),
+                None,
+            );
+        }
+        for n in &controlled {
+            if n.is("init") && !out_edges.contains_key(&n.name) {
+                self.warn(
+                    format!(
+                        "Init node '{}' has no outgoing edges. The machine cannot proceed from it.",
+                        n.name
+                    ),
+                    n.name_span,
+                );
+            }
+        }
+    }
+}
+
+/// Whether a type is one of the built-in scalar types.
+fn is_builtin(ty: &TypeDef) -> bool {
+    match ty {
+        TypeDef::Union { .. } => true,
+        TypeDef::Named { name, .. } => matches!(
+            name.text().as_str(),
+            "string"
+                | "number"
+                | "boolean"
+                | "Date"
+                | "UUID"
+                | "URL"
+                | "Duration"
+                | "Integer"
+                | "Float"
+        ),
+    }
+}
+
+/// The kind of a value, as messages name it.
+fn kind_of(value: &Value) -> String {
+    match value {
+        Value::Primitive(Primitive::Number(..)) => "number".into(),
+        Value::Primitive(Primitive::Ident(t, _)) if t == "true" || t == "false" => "boolean".into(),
+        Value::Primitive(_) => "string".into(),
+        Value::Array(items, _) => match items.first() {
+            Some(first) => format!("Array<{}>", kind_of(first)),
+            None => "Array<any>".into(),
+        },
+        Value::Object(..) => "Record<string, any>".into(),
+    }
+}
+
+/// `1`, `*`, `0..1`, `1..*`.
+fn valid_multiplicity(m: &str) -> bool {
+    let (lower, upper) = match m.split_once("..") {
+        Some((l, u)) => (l, Some(u)),
+        None => (m, None),
+    };
+    let lower_ok = lower == "*" || (!lower.is_empty() && lower.bytes().all(|b| b.is_ascii_digit()));
+    let upper_ok =
+        upper.is_none_or(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit() || b == b'*'));
+    lower_ok && upper_ok
+}
+
+fn digits(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `YYYY-MM-DDTHH:MM[:SS[.fff]][Z|±HH:MM]` (a date alone is not enough: a time is required).
+fn is_iso_datetime(s: &str) -> bool {
+    let Some((date, time)) = s.split_once(['T', 't']) else {
+        return false;
+    };
+    let d: Vec<&str> = date.split('-').collect();
+    if d.len() != 3 || !digits(d[0], 4) || !digits(d[1], 2) || !digits(d[2], 2) {
+        return false;
+    }
+    let (clock, zone_ok) = if let Some(c) = time.strip_suffix(['Z', 'z']) {
+        (c, true)
+    } else if let Some(i) = time.rfind(['+', '-']) {
+        let zone = &time[i + 1..];
+        let z: Vec<&str> = zone.split(':').collect();
+        let ok = (z.len() == 2 && digits(z[0], 2) && digits(z[1], 2))
+            || digits(zone, 4)
+            || digits(zone, 2);
+        (&time[..i], ok)
+    } else {
+        (time, true)
+    };
+    let (hms, frac) = match clock.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (clock, None),
+    };
+    let t: Vec<&str> = hms.split(':').collect();
+    let clock_ok = (t.len() == 2 || t.len() == 3) && t.iter().all(|p| digits(p, 2));
+    let frac_ok = frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()));
+    zone_ok && clock_ok && frac_ok
+}
+
+/// ISO 8601 durations (`P1Y2M3DT4H5M6S`, `P2W`) or shorthands (`30s`, `5min`, `2h`, `3d`, `1w`).
+fn is_duration(s: &str) -> bool {
+    if let Some(rest) = s.strip_prefix('P') {
+        if rest.is_empty() {
+            return false;
+        }
+        let (date, time) = match rest.split_once('T') {
+            Some((d, t)) => (d, Some(t)),
+            None => (rest, None),
+        };
+        let units_ok = |part: &str, units: &str| {
+            let mut number = String::new();
+            let mut seen = 0;
+            let mut last_unit: Option<usize> = None;
+            for c in part.chars() {
+                if c.is_ascii_digit() || c == '.' || c == ',' {
+                    number.push(c);
+                } else if let Some(pos) = units.find(c) {
+                    if number.is_empty() || last_unit.is_some_and(|l| pos <= l) {
+                        return None;
+                    }
+                    last_unit = Some(pos);
+                    number.clear();
+                    seen += 1;
+                } else {
+                    return None;
+                }
+            }
+            number.is_empty().then_some(seen)
+        };
+        let date_units = units_ok(date, "YMWD");
+        let time_units = match time {
+            Some(t) => units_ok(t, "HMS").filter(|n| *n > 0),
+            None => Some(0),
+        };
+        return matches!((date_units, time_units), (Some(a), Some(b)) if a + b > 0);
+    }
+    let number_len = s
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'.')
+        .count();
+    if number_len == 0 {
+        return false;
+    }
+    matches!(
+        &s[number_len..],
+        "ms" | "s" | "sec" | "m" | "min" | "h" | "hr" | "d" | "w"
+    )
+}
+
+/// `8-4-4-4-12` hexadecimal digits.
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && [8, 4, 4, 4, 12]
+            .iter()
+            .zip(&parts)
+            .all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `scheme://rest` (or `mailto:`-style `scheme:rest`) with a letter-first scheme.
+fn is_url(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once(':') else {
+        return false;
+    };
+    !rest.is_empty()
+        && scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && !s.contains(char::is_whitespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert!(valid_multiplicity("1") && valid_multiplicity("*") && valid_multiplicity("0..*"));
+        assert!(!valid_multiplicity("0..many items") && !valid_multiplicity(""));
+        assert!(
+            is_iso_datetime("2024-01-15T10:30:00Z")
+                && is_iso_datetime("2024-01-15T10:30:00.123+02:00")
+        );
+        assert!(!is_iso_datetime("2024-01-15"));
+        assert!(
+            is_duration("PT1H30M")
+                && is_duration("P1Y2M3D")
+                && is_duration("30s")
+                && is_duration("5min")
+        );
+        assert!(!is_duration("P") && !is_duration("PT") && !is_duration("soon"));
+        assert!(is_uuid("123e4567-e89b-12d3-a456-426614174000") && !is_uuid("123"));
+        assert!(is_url("https://x.io/a?b=1") && !is_url("not a url") && !is_url("x"));
+    }
+}
