@@ -574,7 +574,8 @@ struct SegmentPayload {
     semantic: Option<&'static str>,
 }
 
-fn semantic(text: &str) -> Option<&'static str> {
+/// The semantic edge type a label text gives (`writes`, `reads`, `catch`).
+pub(crate) fn semantic(text: &str) -> Option<&'static str> {
     match js_trim(text).to_lowercase().as_str() {
         "writes" | "stores" => Some("writes"),
         "reads" => Some("reads"),

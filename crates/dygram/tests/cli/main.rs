@@ -3,6 +3,7 @@
 
 use assert_cmd::Command;
 
+mod commands;
 mod conformance;
 mod dot_output;
 mod dsl_output;

@@ -1,0 +1,246 @@
+//! `dygram batch`: many machines at once.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use clap::Args;
+use serde_json::json;
+
+use super::generate::{Format, formats, render, write_all};
+use super::input::{self, SOURCE_EXTENSIONS};
+use super::{CliError, Exit, Verbosity, color, eprint_line, print_out};
+
+/// Check (and, with -d, generate outputs for) every machine a glob pattern matches.
+///
+/// Files are processed in parallel and reported in path order. Without --continue-on-error the
+/// batch stops at the first machine with errors (files before it are still written). With -d DIR,
+/// outputs keep the files' folders relative to the pattern's fixed prefix. Without -d, the
+/// machines are only checked. The summary goes to stdout (--json for a machine-readable one).
+///
+/// Examples:
+///   dygram batch 'machines/**/*.dy'
+///   dygram b 'machines/**/*.dy' -f json,dot -d out/ --continue-on-error
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct BatchArgs {
+    /// A glob pattern (quote it so the shell does not expand it), e.g. 'src/**/*.dy'.
+    pattern: String,
+    /// Formats written with -d, comma-separated: json, dot, svg, mermaid, dsl.
+    #[arg(short, long, default_value = "json", value_delimiter = ',')]
+    format: Vec<String>,
+    /// Write outputs into this folder.
+    #[arg(short, long, value_name = "DIR")]
+    destination: Option<PathBuf>,
+    /// Go on after a machine with errors.
+    #[arg(long)]
+    continue_on_error: bool,
+    /// Do not read imported files.
+    #[arg(long)]
+    no_imports: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    verbosity: Verbosity,
+}
+
+/// What happened to one file.
+struct Outcome {
+    path: PathBuf,
+    errors: usize,
+    /// Rendered diagnostics and whether each is an error (shown in order by the main thread).
+    messages: Vec<(bool, String)>,
+    outputs: Vec<(Format, String)>,
+    /// A failure outside the machine (unreadable file, output error).
+    failure: Option<String>,
+}
+
+/// The part of a pattern before its first glob character, as a folder.
+fn fixed_prefix(pattern: &str) -> PathBuf {
+    let mut prefix = PathBuf::new();
+    for part in Path::new(pattern).components() {
+        let text = part.as_os_str().to_string_lossy();
+        if text.contains(['*', '?', '[', '{']) {
+            break;
+        }
+        prefix.push(part);
+    }
+    // A pattern without glob characters names a file: its folder is the prefix.
+    if prefix == Path::new(pattern) {
+        prefix.pop();
+    }
+    prefix
+}
+
+fn process(path: &Path, formats: &[Format], write: bool, no_imports: bool, color: bool) -> Outcome {
+    let mut outcome = Outcome {
+        path: path.to_path_buf(),
+        errors: 0,
+        messages: Vec::new(),
+        outputs: Vec::new(),
+        failure: None,
+    };
+    let input = match input::read(path, false) {
+        Ok(i) => i,
+        Err(e) => {
+            outcome.failure = Some(e.message);
+            return outcome;
+        }
+    };
+    let project = input::compile(&input, no_imports);
+    for module in project
+        .modules
+        .iter()
+        .chain(std::iter::once(&project.entry))
+    {
+        for d in &module.compiled.diagnostics {
+            if d.is_error() {
+                outcome.errors += 1;
+            }
+            outcome
+                .messages
+                .push((d.is_error(), d.render(&module.compiled.file, color)));
+        }
+    }
+    if outcome.errors == 0 && write {
+        let machine = project.entry().json(Default::default());
+        for f in formats {
+            match render(*f, &machine) {
+                Ok(text) => outcome.outputs.push((*f, text)),
+                Err(e) => {
+                    outcome.failure = Some(e.message);
+                    break;
+                }
+            }
+        }
+    }
+    outcome
+}
+
+pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
+    let formats = formats(&args.format)?;
+    let paths = glob::glob(&args.pattern)
+        .map_err(|e| CliError::usage(format!("bad pattern `{}`: {e}", args.pattern)))?;
+    let mut files: Vec<PathBuf> = paths
+        .filter_map(Result::ok)
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| SOURCE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(CliError::new(format!("no machine files match `{}`", args.pattern))
+            .hint("quote the pattern, e.g. 'machines/**/*.dy'; files must end in .dy, .dygram or .mach"));
+    }
+    if !args.json && args.verbosity.verbose {
+        eprint_line(&format!(
+            "Found {} file(s) matching {}",
+            files.len(),
+            args.pattern
+        ));
+    }
+    let write = args.destination.is_some();
+    let color = color();
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .min(files.len());
+    let mut results: Vec<Option<Outcome>> = (0..files.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(path) = files.get(i) else { break };
+                        done.push((i, process(path, &formats, write, args.no_imports, color)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for h in handles {
+            if let Ok(done) = h.join() {
+                for (i, outcome) in done {
+                    results[i] = Some(outcome);
+                }
+            }
+        }
+    });
+    let prefix = fixed_prefix(&args.pattern);
+    let mut processed = 0;
+    let mut failed = 0;
+    let mut report = Vec::new();
+    for outcome in results.into_iter().flatten() {
+        processed += 1;
+        for (is_error, message) in &outcome.messages {
+            if *is_error || !args.verbosity.quiet {
+                eprint_line(message.trim_end());
+            }
+        }
+        if args.verbosity.verbose {
+            eprint_line(&format!("Processed: {}", outcome.path.display()));
+        }
+        let mut written = Vec::new();
+        let mut failure = outcome.failure.clone();
+        if failure.is_none()
+            && outcome.errors == 0
+            && let Some(dir) = &args.destination
+        {
+            let relative = outcome
+                .path
+                .parent()
+                .and_then(|p| p.strip_prefix(&prefix).ok())
+                .unwrap_or(Path::new(""));
+            let stem = outcome.path.file_stem().map_or_else(
+                || "machine".to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            );
+            match write_all(
+                &dir.join(relative),
+                &stem,
+                Some(&outcome.path),
+                &outcome.outputs,
+            ) {
+                Ok(paths) => written = paths,
+                Err(e) => failure = Some(e.message),
+            }
+        }
+        let ok = outcome.errors == 0 && failure.is_none();
+        if let Some(f) = &failure {
+            eprint_line(&format!("error: {}: {f}", outcome.path.display()));
+        }
+        report.push(json!({
+            "path": outcome.path.display().to_string(),
+            "ok": ok,
+            "errors": outcome.errors,
+            "outputs": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "failure": failure,
+        }));
+        if !ok {
+            failed += 1;
+            if !args.continue_on_error {
+                if !args.json {
+                    eprint_line(
+                        "Stopping at the first machine with errors (use --continue-on-error to go on).",
+                    );
+                }
+                break;
+            }
+        }
+    }
+    if args.json {
+        let summary = json!({"processed": processed, "failed": failed, "files": report});
+        print_out(&format!("{summary}\n"));
+    } else {
+        print_out(&format!(
+            "Processed: {processed} file(s)\nFailed: {failed} file(s)\n"
+        ));
+    }
+    Ok(if failed > 0 { Exit::Failed } else { Exit::Ok })
+}

@@ -1,0 +1,145 @@
+//! Command-line interface of `dygram`: argument parsing, terminal output and exit codes.
+
+mod batch;
+mod generate;
+mod input;
+mod modules;
+mod validate;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (warnings do not change it)
+  1  the program has errors, or a command failed (missing file, unwritable folder, …)
+  2  usage error (unknown flag or format, unsupported file extension)";
+
+/// dygram — an executable state-machine language.
+///
+/// A .dy file describes nodes, typed edges and annotations. dygram checks it and turns it into
+/// canonical JSON, Graphviz DOT, SVG, Mermaid or back into .dy. Errors are shown with the file,
+/// line and column, the source line and a caret; warnings are shown too and do not fail a command.
+///
+/// Examples:
+///   dygram pv machine.dy                      # check a machine
+///   dygram generate machine.dy                # canonical JSON on stdout
+///   dygram g machine.dy -f dot | dot -Tpng > machine.png
+///   dygram g machine.dy -f json,svg,mermaid -d out/
+///   dygram batch 'examples/**/*.dy' -d out/ --continue-on-error
+#[derive(Debug, Parser)]
+#[command(name = "dygram", version, max_term_width = 100, verbatim_doc_comment, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    #[command(visible_alias = "g")]
+    Generate(generate::GenerateArgs),
+    #[command(name = "parseAndValidate", visible_alias = "pv")]
+    ParseAndValidate(validate::ValidateArgs),
+    #[command(name = "check-imports", visible_alias = "ci")]
+    CheckImports(modules::CheckImportsArgs),
+    Bundle(modules::BundleArgs),
+    #[command(visible_alias = "b")]
+    Batch(batch::BatchArgs),
+}
+
+/// Exit codes (see [`EXIT_CODES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Success.
+    Ok = 0,
+    /// Errors in the program, or a failed command.
+    Failed = 1,
+    /// Bad usage.
+    Usage = 2,
+}
+
+/// An error shown at the edge: message, optional hint, exit code.
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    hint: Option<String>,
+    exit: Exit,
+}
+
+impl CliError {
+    /// A failure (exit 1).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            hint: None,
+            exit: Exit::Failed,
+        }
+    }
+
+    /// A usage error (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            exit: Exit::Usage,
+            ..Self::new(message)
+        }
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// Verbosity shared by the commands.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Verbosity {
+    /// More detail on stderr (each file processed, the dependency order, …).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    /// Only errors on stderr (no warnings, no progress).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+}
+
+/// Whether stderr gets colours.
+pub fn color() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Writes a line to stderr.
+pub fn eprint_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
+/// Writes text to stdout; a closed pipe is not an error worth a panic.
+pub fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+pub fn main() -> ExitCode {
+    // clap prints help/version itself and exits 0, or prints a usage error and exits 2.
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(args),
+        Command::ParseAndValidate(args) => validate::run(args),
+        Command::CheckImports(args) => modules::check_imports(args),
+        Command::Bundle(args) => modules::bundle(args),
+        Command::Batch(args) => batch::run(args),
+    };
+    match result {
+        Ok(exit) => ExitCode::from(exit as u8),
+        Err(e) => {
+            eprint_line(&format!("error: {}", e.message));
+            if let Some(hint) = &e.hint {
+                eprint_line(&format!("  hint: {hint}"));
+            }
+            ExitCode::from(e.exit as u8)
+        }
+    }
+}
