@@ -10,6 +10,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+// The allocator of the `dygram` binary, so the figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const REPEATS: usize = 7;
 
 fn chain(n: usize) -> String {

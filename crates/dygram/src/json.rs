@@ -3,7 +3,7 @@
 //! The layout, key order and value conversions follow the reference implementation's output, so
 //! that tools reading its JSON read ours; docs/dygram/json.md describes the format.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde_json::{Map, Value as Json, json};
 
@@ -77,7 +77,7 @@ fn aliases(nodes: &[Node]) -> HashMap<String, &Node> {
             walk(&n.nodes, Some(&path), out);
         }
     }
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     walk(nodes, None, &mut out);
     out
 }
@@ -492,7 +492,7 @@ impl<'a> Serializer<'a> {
     fn dependencies(&self) -> Vec<Json> {
         let all = flatten(&self.machine.nodes);
         let names: HashSet<&str> = all.iter().map(|(n, _)| n.name.as_str()).collect();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let mut out = Vec::new();
         let mut add = |source: &str, target: &str, reason: String, path: &str| {
             if seen.insert(format!("{source}:{target}:{path}")) {

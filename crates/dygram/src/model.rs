@@ -294,13 +294,16 @@ fn mark_notes(nodes: &mut [Node]) {
 fn create_placeholders(machine: &mut Machine) {
     let root_refs = references(machine.edges.iter());
     let known = Known::of(&machine.nodes);
+    // Names of nodes created below (a dotted reference creates every missing part).
+    let mut created: rustc_hash::FxHashSet<String> = Default::default();
     for reference in root_refs {
         if known.names.contains(&reference) || known.is_attribute(&reference) {
             continue;
         }
         if reference.contains('.') {
+            created.extend(reference.split('.').map(str::to_string));
             add_path(&mut machine.nodes, &reference);
-        } else if find(&machine.nodes, &reference).is_none() {
+        } else if created.insert(reference.clone()) {
             machine.nodes.push(Node::synthetic(&reference, None));
         }
     }
@@ -308,18 +311,20 @@ fn create_placeholders(machine: &mut Machine) {
         let nodes = flatten(&machine.nodes);
         references(nodes.iter().flat_map(|(n, _)| n.edges.iter()))
     };
+    let mut known = Known::of(&machine.nodes);
     for reference in nested_refs {
-        let known = Known::of(&machine.nodes);
         if known.names.contains(&reference) || known.is_attribute(&reference) {
             continue;
         }
         add_path(&mut machine.nodes, &reference);
+        known = Known::of(&machine.nodes);
     }
 }
 
 /// Reference texts of edges (sources, then targets), first occurrences only.
 fn references<'e>(edges: impl Iterator<Item = &'e Edge>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: rustc_hash::FxHashSet<String> = Default::default();
     for edge in edges {
         let names = edge
             .sources
@@ -327,7 +332,7 @@ fn references<'e>(edges: impl Iterator<Item = &'e Edge>) -> Vec<String> {
             .chain(edge.segments.iter().flat_map(|s| s.targets.iter()));
         for name in names {
             let text = name.text();
-            if !out.contains(&text) {
+            if seen.insert(text.clone()) {
                 out.push(text);
             }
         }
@@ -352,8 +357,8 @@ fn add_path(nodes: &mut Vec<Node>, path: &str) {
 
 /// The names references can use: simple names and full paths, and each node's attributes.
 struct Known {
-    names: std::collections::HashSet<String>,
-    attributes: std::collections::HashMap<String, std::collections::HashSet<String>>,
+    names: rustc_hash::FxHashSet<String>,
+    attributes: rustc_hash::FxHashMap<String, rustc_hash::FxHashSet<String>>,
 }
 
 impl Known {

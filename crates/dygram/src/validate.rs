@@ -5,7 +5,7 @@
 //! on an `init` node. Warnings: graph problems (unreachable or orphaned nodes, no entry point),
 //! names that shadow built-in condition variables, annotations where they mean little.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::diagnostic::{Diagnostic, Stage};
 use crate::json::type_text;
@@ -61,7 +61,7 @@ impl<'m> Validator<'m> {
 
     /// Node names are one namespace across the whole tree (notes aside).
     fn duplicates(&mut self) {
-        let mut first: HashMap<&str, Option<Span>> = HashMap::new();
+        let mut first: HashMap<&str, Option<Span>> = HashMap::default();
         let nodes = self.nodes.clone();
         for (n, _) in nodes {
             // Imported nodes were checked in their own file (and against this one when imported).
@@ -97,7 +97,7 @@ impl<'m> Validator<'m> {
         if !self.machine.no_placeholders {
             return;
         }
-        let mut known: HashSet<String> = HashSet::new();
+        let mut known: HashSet<String> = HashSet::default();
         fn collect(nodes: &[Node], prefix: Option<&str>, known: &mut HashSet<String>) {
             for n in nodes {
                 let path = match prefix {
@@ -434,14 +434,16 @@ impl<'m> Validator<'m> {
         if relevant.is_empty() {
             return;
         }
-        let is_context = |name: &str| {
-            self.nodes
-                .iter()
-                .any(|(n, _)| n.name == name && (n.is("context") || n.is("data")))
-        };
-        let mut out_edges: HashMap<String, Vec<String>> = HashMap::new();
-        let mut touched: HashSet<String> = HashSet::new();
-        let mut incoming: HashSet<String> = HashSet::new();
+        let contexts: HashSet<&str> = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| n.is("context") || n.is("data"))
+            .map(|(n, _)| n.name.as_str())
+            .collect();
+        let is_context = |name: &str| contexts.contains(name);
+        let mut out_edges: HashMap<String, Vec<String>> = HashMap::default();
+        let mut touched: HashSet<String> = HashSet::default();
+        let mut incoming: HashSet<String> = HashSet::default();
         let mut all_edges: Vec<&Edge> = self.machine.edges.iter().collect();
         for (n, _) in &self.nodes {
             all_edges.extend(n.edges.iter());
@@ -508,7 +510,7 @@ impl<'m> Validator<'m> {
             );
             return;
         }
-        let mut reached: HashSet<&str> = HashSet::new();
+        let mut reached: HashSet<&str> = HashSet::default();
         let mut stack: Vec<&str> = entries.clone();
         while let Some(n) = stack.pop() {
             if !reached.insert(n) {
