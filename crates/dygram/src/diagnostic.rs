@@ -21,6 +21,9 @@ pub enum Stage {
     Syntax,
     /// The text was read but the program is invalid (names, types, multiplicities, imports).
     Validation,
+    /// A warning about the shape of the graph (orphaned or unreachable nodes, no entry point).
+    /// Left out for imported files: a library's nodes are meant to be wired up by its importer.
+    Graph,
 }
 
 /// One problem.
@@ -162,10 +165,11 @@ fn render_titles(
     hint: Option<&str>,
     file: &SourceFile,
 ) -> String {
-    let title = format!("{message}\n  --> {}", file.name());
-    let mut report = vec![annotate_snippets::Group::with_title(
-        level.primary_title(&title),
-    )];
+    let mut report = vec![
+        level
+            .primary_title(message)
+            .element(annotate_snippets::Origin::path(file.name())),
+    ];
     if let Some(hint) = hint {
         report.push(annotate_snippets::Group::with_title(
             Level::HELP.secondary_title(hint),

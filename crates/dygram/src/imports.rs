@@ -75,6 +75,26 @@ pub fn load(file: SourceFile, path: Option<&Path>) -> Project {
     }
 }
 
+/// `p` without `.` components (`lib/./a.dy` → `lib/a.dy`), for messages.
+fn tidy(p: &Path) -> PathBuf {
+    p.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
+/// A file beside `p` with the same stem and another machine extension, when `p` has one.
+fn other_extension(p: &Path) -> Option<PathBuf> {
+    let ext = p.extension()?.to_str()?;
+    if !EXTENSIONS.contains(&ext) {
+        return None;
+    }
+    EXTENSIONS
+        .iter()
+        .filter(|e| **e != ext)
+        .map(|e| p.with_extension(e))
+        .find(|candidate| candidate.is_file())
+}
+
 fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
@@ -206,16 +226,24 @@ impl Loader {
             return None;
         }
         let Some(found) = find_file(base, written) else {
-            let looked = base.join(written);
+            let looked = tidy(&base.join(written));
+            let hint = match other_extension(&looked) {
+                Some(sibling) => format!(
+                    "{} exists: import it by that name, or leave the extension out",
+                    sibling.display()
+                ),
+                None => "paths are relative to the importing file; without an extension .dy, .dygram and .mach are tried".to_string(),
+            };
             diagnostics.push(
                 Diagnostic::error(
                     Stage::Validation,
-                    format!("Cannot find module \"{written}\" (looked for {})", looked.display()),
+                    format!(
+                        "Cannot find module \"{written}\" (looked for {})",
+                        looked.display()
+                    ),
                     span,
                 )
-                .with_hint(
-                    "paths are relative to the importing file; without an extension .dy, .dygram and .mach are tried",
-                ),
+                .with_hint(hint),
             );
             return None;
         };
@@ -252,8 +280,13 @@ impl Loader {
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         stack.push(path.clone());
-        let module = self.load(file, path.clone(), &dir, stack);
+        let mut module = self.load(file, path.clone(), &dir, stack);
         stack.pop();
+        // A library's nodes are wired up by its importers: graph warnings would only be noise.
+        module
+            .compiled
+            .diagnostics
+            .retain(|d| d.stage != Stage::Graph);
         self.modules.push(module);
         let index = self.modules.len() - 1;
         self.by_path.insert(path, index);

@@ -59,6 +59,12 @@ impl<'m> Validator<'m> {
         self.warnings.push(Diagnostic::warning(message, span));
     }
 
+    fn graph_warn(&mut self, message: String, span: Option<Span>) {
+        let mut warning = Diagnostic::warning(message, span);
+        warning.stage = Stage::Graph;
+        self.warnings.push(warning);
+    }
+
     /// Node names are one namespace across the whole tree (notes aside).
     fn duplicates(&mut self) {
         let mut first: HashMap<&str, Option<Span>> = HashMap::default();
@@ -477,7 +483,7 @@ impl<'m> Validator<'m> {
             .map(|n| n.name.as_str())
             .collect();
         if !orphans.is_empty() && relevant.len() > 1 {
-            self.warn(
+            self.graph_warn(
                 format!(
                     "Orphaned nodes detected: {}. These nodes have no incoming or outgoing edges.",
                     orphans.join(", ")
@@ -504,7 +510,7 @@ impl<'m> Validator<'m> {
             .map(|n| n.name.as_str())
             .collect();
         if entries.is_empty() {
-            self.warn(
+            self.graph_warn(
                 "No entry points found. Consider adding an init node or a node with no incoming edges.".into(),
                 None,
             );
@@ -526,7 +532,7 @@ impl<'m> Validator<'m> {
             .filter(|n| !reached.contains(n))
             .collect();
         if !unreachable.is_empty() {
-            self.warn(
+            self.graph_warn(
                 format!(
                     "Unreachable nodes detected: {}. These nodes cannot be reached from entry points.",
                     unreachable.join(", ")
@@ -536,7 +542,7 @@ impl<'m> Validator<'m> {
         }
         for n in &controlled {
             if n.is("init") && !out_edges.contains_key(&n.name) {
-                self.warn(
+                self.graph_warn(
                     format!(
                         "Init node '{}' has no outgoing edges. The machine cannot proceed from it.",
                         n.name

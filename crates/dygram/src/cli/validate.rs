@@ -49,6 +49,7 @@ pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
                     "stage": match d.stage {
                         dygram::diagnostic::Stage::Syntax => "syntax",
                         dygram::diagnostic::Stage::Validation => "validation",
+                        dygram::diagnostic::Stage::Graph => "graph",
                     },
                     "message": d.message,
                     "file": file.name(),

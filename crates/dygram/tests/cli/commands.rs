@@ -226,6 +226,8 @@ fn imports_bring_nodes_and_check_imports_shows_the_order() {
     );
     let out = dygram(dir.path(), &["g", "app.dy"], None);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // `Helper` has no edges in its library; that is for the importer to wire, not a warning.
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let names: Vec<&str> = json["nodes"]
         .as_array()
@@ -277,6 +279,21 @@ fn import_errors_missing_cycles_collisions_unknown_names() {
     let out = dygram(dir.path(), &["pv", "c.dy"], None);
     assert!(
         out.stderr.contains("Cannot find module \"./nowhere.dy\""),
+        "{}",
+        out.stderr
+    );
+    // The right stem with another machine extension: the hint names the file that exists.
+    write(dir.path(), "flows/lib2.dygram", "Step;\n");
+    write(
+        dir.path(),
+        "e.dy",
+        "import { Step } from \"./flows/lib2.dy\"\nStep -> x;\n",
+    );
+    let out = dygram(dir.path(), &["pv", "e.dy"], None);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("(looked for flows/lib2.dy)")
+            && out.stderr.contains("help: flows/lib2.dygram exists"),
         "{}",
         out.stderr
     );
