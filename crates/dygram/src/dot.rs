@@ -103,6 +103,63 @@ pub enum SvgError {
     },
 }
 
+/// [`to_dot`] with an execution drawn on it: visited nodes get a thick green outline, current
+/// nodes are filled, and the transitions taken are drawn as bold green edges.
+pub fn to_dot_highlighted(
+    machine: &Json,
+    visited: &[String],
+    current: &[String],
+    taken: &[(String, String)],
+) -> String {
+    let mut dot = to_dot(machine);
+    let Some(end) = dot.rfind('}') else {
+        return dot;
+    };
+    let parents: std::collections::HashSet<&str> = machine
+        .get("nodes")
+        .and_then(Json::as_array)
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter_map(|n| n.get("parent").and_then(Json::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    let id = |name: &str| {
+        if parents.contains(name) {
+            format!("\"{}__cluster_anchor\"", dot_escape(name))
+        } else {
+            format!("\"{}\"", dot_escape(name))
+        }
+    };
+    let mut extra = String::from("  // execution\n");
+    for n in visited.iter().filter(|n| !parents.contains(n.as_str())) {
+        extra.push_str(&format!("  {} [penwidth=3, color=\"#2E7D32\"];\n", id(n)));
+    }
+    for n in current.iter().filter(|n| !parents.contains(n.as_str())) {
+        extra.push_str(&format!(
+            "  {} [penwidth=3, color=\"#1B5E20\", style=\"filled\", fillcolor=\"#A5D6A7\"];\n",
+            id(n)
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (from, to) in taken {
+        if seen.insert((from, to)) {
+            extra.push_str(&format!(
+                "  {} -> {} [color=\"#2E7D32\", penwidth=3, constraint=false];\n",
+                id(from),
+                id(to)
+            ));
+        }
+    }
+    dot.insert_str(end, &extra);
+    dot
+}
+
+fn dot_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
 /// SVG for a DOT text, by running Graphviz's `dot -Tsvg` (DOT on stdin, SVG on stdout).
 pub fn to_svg(dot: &str) -> Result<String, SvgError> {
     to_svg_with("dot", dot)

@@ -16,6 +16,8 @@ pub mod imports;
 pub mod json;
 pub mod mermaid;
 pub mod model;
+pub mod runtime;
+pub mod session;
 pub mod source;
 pub mod style;
 pub mod syntax;

@@ -41,6 +41,33 @@ pub fn to_mermaid(machine: &Json) -> String {
     Diagram::new(machine).render()
 }
 
+/// [`to_mermaid`] with an execution drawn on it: `visited` states get the class `dy_visited`
+/// (green outline), `current` ones `dy_current` (filled).
+pub fn to_mermaid_highlighted(machine: &Json, visited: &[String], current: &[String]) -> String {
+    let diagram = Diagram::new(machine);
+    let mut out = diagram.render();
+    let ids = |names: &[String]| -> Vec<String> {
+        let mut v: Vec<String> = names
+            .iter()
+            .filter(|n| diagram.children.get(n.as_str()).is_none_or(Vec::is_empty))
+            .filter_map(|n| diagram.ids.get(n.as_str()).cloned())
+            .collect();
+        v.dedup();
+        v
+    };
+    let visited = ids(visited);
+    let current = ids(current);
+    out.push_str("    classDef dy_visited stroke:#2E7D32,stroke-width:3px\n");
+    out.push_str("    classDef dy_current fill:#A5D6A7,stroke:#1B5E20,stroke-width:3px\n");
+    if !visited.is_empty() {
+        out.push_str(&format!("    class {} dy_visited\n", visited.join(", ")));
+    }
+    if !current.is_empty() {
+        out.push_str(&format!("    class {} dy_current\n", current.join(", ")));
+    }
+    out
+}
+
 /// Longest description or label kept (characters).
 const MAX_TEXT: usize = 80;
 

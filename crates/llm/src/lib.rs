@@ -95,6 +95,22 @@ impl<T: LlmClient + ?Sized> LlmClient for Box<T> {
     }
 }
 
+impl<T: LlmClient + ?Sized> LlmClient for &T {
+    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        (**self).complete(request)
+    }
+    fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<ChatResponse, LlmError> {
+        (**self).complete_streaming(request, on_event)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
 impl<T: LlmClient + ?Sized> LlmClient for std::sync::Arc<T> {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         (**self).complete(request)

@@ -1,8 +1,12 @@
 //! Command-line interface of `dygram`: argument parsing, terminal output and exit codes.
 
 mod batch;
+mod client;
+mod exec;
+mod execute;
 mod generate;
 mod input;
+mod interactive;
 mod modules;
 mod validate;
 
@@ -13,15 +17,18 @@ use clap::{Parser, Subcommand};
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  success (warnings do not change it)
-  1  the program has errors, or a command failed (missing file, unwritable folder, …)
-  2  usage error (unknown flag or format, unsupported file extension)";
+  0   success (warnings do not change it); with execute -i: a turn ran and there is more to do
+  1   the program has errors, an execution failed, or a command failed (missing file, …)
+  2   execute -i: the execution is complete
+  3   execute -i: waiting for an LLM response (manual mode; answer on stdin next call)
+  64  usage error (unknown flag or format, unsupported file extension)";
 
 /// dygram — an executable state-machine language.
 ///
 /// A .dy file describes nodes, typed edges and annotations. dygram checks it and turns it into
-/// canonical JSON, Graphviz DOT, SVG, Mermaid or back into .dy. Errors are shown with the file,
-/// line and column, the source line and a caret; warnings are shown too and do not fail a command.
+/// canonical JSON, Graphviz DOT, SVG, Mermaid or back into .dy, and executes it: nodes that need a
+/// decision ask a model (or replay recorded answers). Errors are shown with the file, line and
+/// column, the source line and a caret; warnings are shown too and do not fail a command.
 ///
 /// Examples:
 ///   dygram pv machine.dy                      # check a machine
@@ -29,6 +36,7 @@ Exit codes:
 ///   dygram g machine.dy -f dot | dot -Tpng > machine.png
 ///   dygram g machine.dy -f json,svg,mermaid -d out/
 ///   dygram batch 'examples/**/*.dy' -d out/ --continue-on-error
+///   dygram execute machine.dy --playback recordings/ --format json
 #[derive(Debug, Parser)]
 #[command(name = "dygram", version, max_term_width = 100, verbatim_doc_comment, after_help = EXIT_CODES)]
 struct Cli {
@@ -47,6 +55,10 @@ enum Command {
     Bundle(modules::BundleArgs),
     #[command(visible_alias = "b")]
     Batch(batch::BatchArgs),
+    #[command(visible_alias = "e")]
+    Execute(execute::ExecuteArgs),
+    /// Manage saved executions: list, status, show, clean, rm.
+    Exec(exec::ExecArgs),
 }
 
 /// Exit codes (see [`EXIT_CODES`]).
@@ -56,8 +68,12 @@ pub enum Exit {
     Ok = 0,
     /// Errors in the program, or a failed command.
     Failed = 1,
-    /// Bad usage.
-    Usage = 2,
+    /// `execute -i`: the execution is complete.
+    Complete = 2,
+    /// `execute -i`: a request waits for an answer (manual mode).
+    Waiting = 3,
+    /// Bad usage (sysexits' EX_USAGE).
+    Usage = 64,
 }
 
 /// An error shown at the edge: message, optional hint, exit code.
@@ -78,7 +94,7 @@ impl CliError {
         }
     }
 
-    /// A usage error (exit 2).
+    /// A usage error (exit 64).
     pub fn usage(message: impl Into<String>) -> Self {
         Self {
             exit: Exit::Usage,
@@ -122,15 +138,40 @@ pub fn print_out(text: &str) {
     let _ = out.flush();
 }
 
+/// `dygram exec FILE …` means `dygram execute FILE …` when FILE is not one of `exec`'s actions.
+fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const ACTIONS: [&str; 9] = [
+        "list", "ls", "status", "show", "clean", "rm", "help", "--help", "-h",
+    ];
+    let is_exec = args.get(1).is_some_and(|a| a == "exec");
+    let next_is_action = args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .is_none_or(|a| ACTIONS.contains(&a));
+    if is_exec && !next_is_action {
+        args[1] = "execute".into();
+    }
+    args
+}
+
 pub fn main() -> ExitCode {
-    // clap prints help/version itself and exits 0, or prints a usage error and exits 2.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_from(execute_alias(std::env::args_os().collect())) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with exit 0; usage errors to stderr with exit 64
+            // (2 means "complete" for `execute -i`).
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
+        }
+    };
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::ParseAndValidate(args) => validate::run(args),
         Command::CheckImports(args) => modules::check_imports(args),
         Command::Bundle(args) => modules::bundle(args),
         Command::Batch(args) => batch::run(args),
+        Command::Execute(args) => execute::run(args),
+        Command::Exec(args) => exec::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

@@ -144,10 +144,10 @@ fn generate_writes_one_format_to_stdout_and_several_to_a_folder() {
     }
     // Several formats need a folder; an unknown format is a usage error.
     let out = dygram(dir.path(), &["g", "m.dy", "-f", "json,dot"], None);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     assert!(out.stderr.contains("-d DIR"), "{}", out.stderr);
     let out = dygram(dir.path(), &["g", "m.dy", "-f", "html"], None);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     assert!(
         out.stderr.contains("unknown format `html`"),
         "{}",
@@ -196,7 +196,7 @@ fn files_of_other_kinds_and_missing_files_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "m.txt", GOOD);
     let out = dygram(dir.path(), &["pv", "m.txt"], None);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     assert!(out.stderr.contains("not a machine file"), "{}", out.stderr);
     let out = dygram(dir.path(), &["pv", "missing.dy"], None);
     assert_eq!(out.code, 1);

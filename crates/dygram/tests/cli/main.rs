@@ -7,6 +7,9 @@ mod commands;
 mod conformance;
 mod dot_output;
 mod dsl_output;
+mod execution;
+mod robustness;
+mod runtime;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")
@@ -39,7 +42,7 @@ fn version_is_printed() {
 #[test]
 fn unknown_arguments_are_usage_errors() {
     let (code, stdout, stderr) = run(&["--bogus"]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 64);
     assert_eq!(stdout, "");
     assert!(stderr.contains("unexpected argument '--bogus'"), "{stderr}");
 }

@@ -1,0 +1,307 @@
+//! `dygram exec list|status|show|clean|rm`: the saved executions of `execute -i`.
+
+use serde_json::{Value, json};
+
+use dygram::runtime::executor::{Executor, Options};
+use dygram::session::{Executions, Metadata, SessionError, is_finished};
+
+use super::execute::ExecFormat;
+use super::{CliError, Exit, Verbosity, print_out};
+
+/// Manage saved executions (.dygram/executions/ in the current folder).
+///
+/// Examples:
+///   dygram exec list
+///   dygram exec status            # the last execution
+///   dygram exec status my-session --json
+///   dygram exec show my-session --format mermaid
+///   dygram exec clean             # remove completed executions
+///   dygram exec rm my-session
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct ExecArgs {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// What to do.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// List executions, most recent first.
+    #[command(visible_alias = "ls")]
+    List {
+        /// One JSON array on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        verbosity: Verbosity,
+    },
+    /// Machine, status, current node(s), turns, steps, times and mode of an execution.
+    Status {
+        /// Execution id (default: the last one).
+        id: Option<String>,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        verbosity: Verbosity,
+    },
+    /// The execution's position drawn on its machine, without advancing it.
+    Show {
+        /// Execution id (default: the last one).
+        id: Option<String>,
+        /// text, json, dot or mermaid.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ExecFormat,
+        #[command(flatten)]
+        verbosity: Verbosity,
+    },
+    /// Remove completed executions (with --all, every execution).
+    Clean {
+        /// Remove executions in progress, paused or failed too.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        verbosity: Verbosity,
+    },
+    /// Remove one execution.
+    Rm {
+        /// Execution id.
+        id: String,
+        #[command(flatten)]
+        verbosity: Verbosity,
+    },
+}
+
+fn store() -> Result<Executions, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
+    Ok(Executions::under(&cwd))
+}
+
+fn error(e: SessionError) -> CliError {
+    match e {
+        SessionError::InvalidId(_) => CliError::usage(e.to_string()),
+        SessionError::NotFound(_) => {
+            CliError::new(e.to_string()).hint("`dygram exec list` shows the executions here")
+        }
+        other => CliError::new(other.to_string()),
+    }
+}
+
+fn resolve(store: &Executions, id: Option<String>) -> Result<String, CliError> {
+    match id {
+        Some(id) => {
+            store.dir(&id).map_err(error)?;
+            if !store.exists(&id) {
+                return Err(error(SessionError::NotFound(id)));
+            }
+            Ok(id)
+        }
+        None => store.last().ok_or_else(|| {
+            CliError::new("No executions found").hint("start one with `dygram execute -i FILE`")
+        }),
+    }
+}
+
+/// "3 minutes ago".
+fn ago(rfc3339: &str) -> String {
+    let Ok(t) = rfc3339.parse::<jiff::Timestamp>() else {
+        return rfc3339.to_string();
+    };
+    let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
+    let (n, unit) = match secs {
+        0..60 => (secs, "second"),
+        60..3600 => (secs / 60, "minute"),
+        3600..86400 => (secs / 3600, "hour"),
+        _ => (secs / 86400, "day"),
+    };
+    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+}
+
+fn mode_text(m: &Metadata) -> String {
+    let c = &m.client_config;
+    let mut s = match c.kind.as_str() {
+        "playback" => format!("playback ({})", c.playback_dir.as_deref().unwrap_or("?")),
+        "api" => format!("api ({})", c.provider.as_deref().unwrap_or("anthropic")),
+        other => other.to_string(),
+    };
+    if let Some(r) = &c.recordings_dir {
+        s.push_str(&format!(", recording to {r}"));
+    }
+    s
+}
+
+fn status_json(id: &str, m: &Metadata, nodes: &[String]) -> Value {
+    json!({
+        "id": id,
+        "machine": m.machine_file.clone().unwrap_or_else(|| "(stdin)".into()),
+        "status": m.status,
+        "currentNodes": nodes,
+        "turns": m.turn_count,
+        "steps": m.step_count,
+        "startedAt": m.started_at,
+        "lastExecutedAt": m.last_executed_at,
+        "mode": m.mode,
+        "client": m.client_config,
+        "waitingForAnswer": m.pending_request.is_some(),
+    })
+}
+
+pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
+    let store = store()?;
+    match args.action {
+        Action::List { json, .. } => {
+            let all = store.list();
+            if json {
+                let rows: Vec<Value> = all
+                    .iter()
+                    .filter_map(|s| {
+                        s.metadata
+                            .as_ref()
+                            .map(|m| status_json(&s.id, m, &s.current_nodes))
+                    })
+                    .collect();
+                print_out(&format!("{}\n", Value::Array(rows)));
+                return Ok(Exit::Ok);
+            }
+            if all.is_empty() {
+                print_out("No executions found\n");
+                return Ok(Exit::Ok);
+            }
+            let mut s = String::from("Executions:\n");
+            for e in &all {
+                match &e.metadata {
+                    Some(m) => {
+                        let machine = m
+                            .machine_file
+                            .as_deref()
+                            .and_then(|f| std::path::Path::new(f).file_name())
+                            .map_or_else(
+                                || "(stdin)".to_string(),
+                                |f| f.to_string_lossy().into_owned(),
+                            );
+                        let at = if e.current_nodes.is_empty() {
+                            String::new()
+                        } else {
+                            format!("at {}", e.current_nodes.join(","))
+                        };
+                        s.push_str(&format!(
+                            "  {:<24} {:<20} turn {:<4} {:<12} {:<20} {}\n",
+                            e.id,
+                            machine,
+                            m.turn_count,
+                            m.status,
+                            at,
+                            ago(&m.last_executed_at)
+                        ));
+                    }
+                    None => s.push_str(&format!("  {:<24} (metadata unreadable)\n", e.id)),
+                }
+            }
+            print_out(&s);
+            Ok(Exit::Ok)
+        }
+        Action::Status { id, json, .. } => {
+            let id = resolve(&store, id)?;
+            let m = store.metadata(&id).map_err(error)?;
+            let nodes = store.current_nodes(&id);
+            if json {
+                print_out(&format!("{}\n", status_json(&id, &m, &nodes)));
+                return Ok(Exit::Ok);
+            }
+            let mut s = format!("Execution: {id}\n");
+            s.push_str(&format!(
+                "  Machine: {}\n",
+                m.machine_file.as_deref().unwrap_or("(stdin)")
+            ));
+            s.push_str(&format!("  Status: {}\n", m.status));
+            if m.pending_request.is_some() {
+                s.push_str("  Waiting for: an LLM response on stdin (manual mode)\n");
+            }
+            s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
+            s.push_str(&format!("  Turns: {}\n", m.turn_count));
+            s.push_str(&format!("  Steps: {}\n", m.step_count));
+            s.push_str(&format!("  Started: {}\n", m.started_at));
+            s.push_str(&format!(
+                "  Last Updated: {} ({})\n",
+                m.last_executed_at,
+                ago(&m.last_executed_at)
+            ));
+            s.push_str(&format!("  Mode: {}\n", mode_text(&m)));
+            print_out(&s);
+            Ok(Exit::Ok)
+        }
+        Action::Show { id, format, .. } => {
+            let id = resolve(&store, id)?;
+            let (sf, meta, machine) = store.load(&id).map_err(error)?;
+            let state = sf.restore(machine).map_err(|e| {
+                CliError::new(format!("the state of execution {id} cannot be read: {e}"))
+            })?;
+            let executor = Executor::resume(state, None, Options::default());
+            let state = executor.state();
+            match format {
+                ExecFormat::Json => {
+                    let mut v = super::execute::result_json(state);
+                    v["id"] = json!(id);
+                    v["turns"] = json!(meta.turn_count);
+                    print_out(&format!(
+                        "{}\n",
+                        serde_json::to_string_pretty(&v).unwrap_or_default()
+                    ));
+                }
+                ExecFormat::Text => {
+                    let mut s = format!("Runtime Snapshot: {id}\n");
+                    s.push_str(&format!(
+                        "Machine: {}\nStatus: {}\n",
+                        meta.machine_file.as_deref().unwrap_or("(stdin)"),
+                        meta.status
+                    ));
+                    s.push_str(&super::execute::text_report(state));
+                    print_out(&s);
+                }
+                other => print_out(&super::execute::diagram(other, state)),
+            }
+            Ok(Exit::Ok)
+        }
+        Action::Clean { all, .. } => {
+            let list = store.list();
+            let mut removed = 0;
+            let mut kept_running = 0;
+            let mut kept_errors = 0;
+            for e in &list {
+                let status = e.metadata.as_ref().map_or("unknown", |m| m.status.as_str());
+                let done = status == "complete";
+                if all || done {
+                    if store.remove(&e.id).map_err(error)? {
+                        removed += 1;
+                    }
+                } else if is_finished(status) {
+                    kept_errors += 1;
+                } else {
+                    kept_running += 1;
+                }
+            }
+            if removed == 0 {
+                print_out("No executions to clean\n");
+            } else {
+                print_out(&format!("Cleaned {removed} execution(s)\n"));
+            }
+            if kept_running + kept_errors > 0 {
+                print_out(&format!(
+                    "Remaining: {kept_running} in progress/paused, {kept_errors} with errors. Use --all to remove them too.\n"
+                ));
+            }
+            Ok(Exit::Ok)
+        }
+        Action::Rm { id, .. } => {
+            store.dir(&id).map_err(error)?;
+            if store.remove(&id).map_err(error)? {
+                print_out(&format!("Removed execution: {id}\n"));
+                Ok(Exit::Ok)
+            } else {
+                Err(error(SessionError::NotFound(id)))
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! `dygram execute`: run a machine to the end in one call.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use dygram::runtime::executor::{Event, Executor, Options, RuntimeError};
+use dygram::runtime::state::{ExecutionState, PathStatus, Status};
+
+use super::client::{self, LlmArgs};
+use super::generate::machine_json;
+use super::{CliError, Exit, Verbosity, eprint_line, input, print_out};
+
+/// Output formats of `execute`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecFormat {
+    /// The path taken and a summary.
+    Text,
+    /// The result object (the same as the result file).
+    Json,
+    /// Graphviz DOT of the machine with the path taken highlighted.
+    Dot,
+    /// Mermaid state diagram with the path taken highlighted.
+    Mermaid,
+}
+
+/// Run a machine: to completion, or one turn per call with -i.
+///
+/// Nodes that need a decision ask the model (Anthropic by default, or an OpenAI-compatible
+/// endpoint with --provider openai), or replay recorded answers with --playback DIR. Machines that
+/// never need the model run without any key. The result is written to
+/// <DEST>/<name>-result.json (DEST defaults to a `generated` folder beside the file).
+///
+/// With -i (or --step, --step-turn, --step-path) each call performs one unit of work on an
+/// execution saved in .dygram/executions/<id>/ and exits: 0 more to do, 2 complete, 3 waiting
+/// for an answer (no API key and no playback: answer the printed request on stdin next call),
+/// 1 error. `dygram exec list|status|show|clean|rm` manage the saved executions.
+///
+/// Examples:
+///   dygram execute flow.dy
+///   dygram e flow.dy --playback recordings/flow --format json
+///   dygram e flow.dy --record recordings/flow -m claude-3-5-sonnet-latest
+///   OPENAI_BASE_URL=http://127.0.0.1:8080/v1 dygram e flow.dy --provider openai
+///   while dygram e -i flow.dy --playback recordings/flow; do :; done
+///   echo 'Looks good.' | dygram e -i flow.dy --id review
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct ExecuteArgs {
+    /// The machine (.dy, .dygram, .mach, canonical .json), or - for standard input.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    /// Folder for the result file.
+    #[arg(short = 'd', long = "destination", value_name = "DIR")]
+    pub destination: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ExecFormat,
+    /// Do not follow imports.
+    #[arg(long)]
+    pub no_imports: bool,
+    /// One turn per call: the execution is saved in .dygram/executions/<id>/ and the next call
+    /// goes on (exit 0: more to do, 2: complete, 3: waiting for an answer on stdin, 1: error).
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// One step of every path per call (conversations with the model run to their end).
+    #[arg(long, conflicts_with_all = ["step_turn", "step_path"])]
+    pub step: bool,
+    /// One LLM round trip (or one step without the model) per call; the same as -i.
+    #[arg(long, conflicts_with = "step_path")]
+    pub step_turn: bool,
+    /// One step of one path per call, taking the active paths in turn.
+    #[arg(long)]
+    pub step_path: bool,
+    /// The execution to create or resume (default: the last one).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// Start a new execution even if one exists (an existing --id is moved aside, not deleted).
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
+}
+
+/// The result object: the reference's shape plus status, context state and paths.
+pub fn result_json(state: &ExecutionState) -> Value {
+    let main = state.main_path();
+    json!({
+        "currentNode": main.map(|p| p.current_node.clone()),
+        "visitedNodes": state.visited_nodes(),
+        "attributes": {},
+        "history": main.map(|p| p.history.clone()).unwrap_or_default(),
+        "errorCount": state.metadata.error_count,
+        "status": state.status().as_str(),
+        "contextState": state.context_state,
+        "paths": state.paths,
+    })
+}
+
+/// One line for an event (stderr progress).
+pub fn describe(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::Transition {
+            path,
+            from,
+            to,
+            reason,
+        } => format!("[{path}] {from} --({reason})--> {to}"),
+        Event::LlmCall {
+            path,
+            node,
+            tools,
+            messages,
+            model,
+        } => format!(
+            "[{path}] asking {model} at {node} ({} message{}, tools: {})",
+            messages,
+            if *messages == 1 { "" } else { "s" },
+            tools.join(", ")
+        ),
+        Event::ToolCall {
+            path,
+            name,
+            is_error,
+            ..
+        } => format!(
+            "[{path}]   tool {name}{}",
+            if *is_error { " (failed)" } else { "" }
+        ),
+        Event::Output { path, text } => {
+            let short: String = text.chars().take(100).collect();
+            let more = if text.chars().count() > 100 {
+                "…"
+            } else {
+                ""
+            };
+            format!("[{path}]   model: {}{more}", short.replace('\n', " "))
+        }
+        Event::Spawned { path, node, parent } => {
+            format!("[{parent}] started {path} at {node}")
+        }
+        Event::Completed { path, node } => format!("[{path}] completed at {node}"),
+        Event::Failed { path, node, error } => format!("[{path}] failed at {node}: {error}"),
+        Event::Waiting { path, node, reason } => format!("[{path}] waiting at {node}: {reason}"),
+    })
+}
+
+/// The path taken and the final summary.
+pub fn text_report(state: &ExecutionState) -> String {
+    let mut s = String::new();
+    for p in &state.paths {
+        s.push_str(&format!("Execution path ({}):\n", p.id));
+        for t in &p.history {
+            s.push_str(&format!("  {} --({})--> {}\n", t.from, t.transition, t.to));
+        }
+        if p.history.is_empty() {
+            s.push_str(&format!("  (stayed at {})\n", p.current_node));
+        }
+    }
+    s.push_str(&format!(
+        "Status: {}\nSteps: {}\nVisited: {}\nErrors: {}\n",
+        state.status().as_str(),
+        state.metadata.step_count,
+        state.visited_nodes().join(", "),
+        state.metadata.error_count
+    ));
+    for p in state
+        .paths
+        .iter()
+        .filter(|p| p.status == PathStatus::Failed)
+    {
+        s.push_str(&format!(
+            "Error: {} failed at {}: {}\n",
+            p.id,
+            p.current_node,
+            p.error.as_deref().unwrap_or("unknown error")
+        ));
+    }
+    s
+}
+
+/// Highlighted diagram of the execution.
+pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
+    let visited = state.visited_nodes();
+    let mut all_visited: Vec<String> = Vec::new();
+    let mut taken = Vec::new();
+    for p in &state.paths {
+        for t in &p.history {
+            for n in [&t.from, &t.to] {
+                if !all_visited.contains(n) {
+                    all_visited.push(n.clone());
+                }
+            }
+            taken.push((t.from.clone(), t.to.clone()));
+        }
+        if !all_visited.contains(&p.current_node) {
+            all_visited.push(p.current_node.clone());
+        }
+    }
+    if all_visited.is_empty() {
+        all_visited = visited;
+    }
+    let current: Vec<String> = state
+        .paths
+        .iter()
+        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
+        .map(|p| p.current_node.clone())
+        .collect();
+    match format {
+        ExecFormat::Mermaid => {
+            dygram::mermaid::to_mermaid_highlighted(&state.machine_snapshot, &all_visited, &current)
+        }
+        _ => {
+            let mut dot = dygram::dot::to_dot_highlighted(
+                &state.machine_snapshot,
+                &all_visited,
+                &current,
+                &taken,
+            );
+            dot.push('\n');
+            dot
+        }
+    }
+}
+
+/// The machine JSON of the input, diagnostics shown (`None` when it has errors).
+pub fn diagnostics_free_machine(
+    input: &input::Input,
+    args: &ExecuteArgs,
+) -> Result<Option<Value>, CliError> {
+    machine_json(input, args.no_imports, false, args.verbosity)
+}
+
+pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
+    if args.interactive || args.step || args.step_turn || args.step_path || args.id.is_some() {
+        return super::interactive::run(args);
+    }
+    if args.force {
+        return Err(
+            CliError::usage("--force only applies to stateful execution")
+                .hint("add -i (one turn per call), or leave --force out"),
+        );
+    }
+    let input = input::read(&args.file, true)?;
+    let Some(machine) = diagnostics_free_machine(&input, &args)? else {
+        return Ok(Exit::Failed);
+    };
+    let llm_client = client::build(&args.llm)?;
+    let options = Options {
+        model: args.llm.model.clone(),
+        default_model: client::default_model(args.llm.provider),
+        ..Options::default()
+    };
+    let mut executor = Executor::start(machine, llm_client.as_deref(), options).map_err(|e| {
+        CliError::new(e.to_string()).hint("name a node `start`, or annotate one @start")
+    })?;
+    let quiet = args.verbosity.quiet;
+    if !quiet {
+        eprint_line(&format!("executing {}", input.name()));
+    }
+    let mut failure: Option<RuntimeError> = None;
+    // Every path ends (limits fail paths), so this loop ends; the bound is a second guard.
+    for _ in 0..1_000_000 {
+        let result = executor.step();
+        for event in executor.take_events() {
+            if !quiet && let Some(line) = describe(&event) {
+                eprint_line(&line);
+            }
+        }
+        match result {
+            Ok(true) => continue,
+            Ok(false) => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let state = executor.into_state();
+    let result = result_json(&state);
+    let dest = args.destination.clone().unwrap_or_else(|| {
+        input
+            .path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(|p| p.join("generated"))
+            .unwrap_or_else(|| PathBuf::from("generated"))
+    });
+    let file = dest.join(format!("{}-result.json", input.stem()));
+    let mut text = serde_json::to_string_pretty(&result)
+        .map_err(|e| CliError::new(format!("cannot write the result: {e}")))?;
+    text.push('\n');
+    store::atomic::create_dir_all_durable(&dest)
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", dest.display())))?;
+    store::atomic::write_atomic(&file, text.as_bytes())
+        .map_err(|e| CliError::new(format!("cannot write {}: {e}", file.display())))?;
+    match args.format {
+        ExecFormat::Json => print_out(&text),
+        ExecFormat::Text => {
+            print_out(&text_report(&state));
+            print_out(&format!("Result: {}\n", file.display()));
+        }
+        other => print_out(&diagram(other, &state)),
+    }
+    if let Some(e) = failure {
+        let hint = match &e {
+            RuntimeError::NoClient { .. } => Some(client::missing_client_hint(args.llm.provider)),
+            _ => None,
+        };
+        let mut err = CliError::new(e.to_string());
+        if let Some(h) = hint {
+            err = err.hint(h);
+        }
+        return Err(err);
+    }
+    match state.status() {
+        Status::Complete => Ok(Exit::Ok),
+        _ => {
+            for p in state
+                .paths
+                .iter()
+                .filter(|p| p.status == PathStatus::Failed)
+            {
+                eprint_line(&format!(
+                    "error: {} failed at node {}: {}",
+                    p.id,
+                    p.current_node,
+                    p.error.as_deref().unwrap_or("unknown error")
+                ));
+            }
+            Ok(Exit::Failed)
+        }
+    }
+}

@@ -1,0 +1,1742 @@
+//! Running a machine: steps over all paths, LLM turns at agent nodes, tool calls.
+//!
+//! A **step** advances every active path by one node: automatic transitions, forks and fan-outs
+//! happen at once; a path at an agent node holds a whole conversation with the model (as many round
+//! trips as the model needs, up to the turn limit). A **turn** is one round trip: [`Executor::step_turn`]
+//! performs exactly one, or one step when no path needs the model, so that a caller can stop and save
+//! between any two.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use llm::{ChatRequest, ContentBlock, LlmClient, Message};
+
+use super::condition;
+use super::js;
+use super::machine::{Edge, Machine, Node};
+use super::prompt::{self, Permissions, PromptInput};
+use super::state::{
+    Barrier, DynamicTool, ExecutionState, Limits, MapContext, Metadata, Path, PathStatus,
+    PendingMove, STATE_VERSION, StateEntry, Status, Transition, TurnState,
+};
+use super::tools;
+
+/// Errors that stop the execution call (path errors are recorded in the state instead).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The machine has no node to start from.
+    #[error("Machine has no start nodes")]
+    NoStartNodes,
+    /// A node needs the model and there is none.
+    #[error("node '{node}' needs an LLM decision, but no LLM client is configured")]
+    NoClient {
+        /// The node.
+        node: String,
+    },
+    /// The model could not be asked.
+    #[error("LLM request at node '{node}' failed: {source}")]
+    Llm {
+        /// The node.
+        node: String,
+        /// Why.
+        #[source]
+        source: llm::LlmError,
+    },
+}
+
+/// Options of an execution.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Model given on the command line (wins over everything).
+    pub model: Option<String>,
+    /// Model when neither the command line nor the machine names one.
+    pub default_model: String,
+    /// Limits (a machine's `maxSteps` attribute overrides `max_steps`).
+    pub limits: Limits,
+    /// Limits of code run by dynamic tools.
+    pub js_limits: js::Limits,
+    /// Clock in milliseconds since the Unix epoch (injectable for deterministic output).
+    pub clock: fn() -> i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            model: None,
+            default_model: "claude-3-5-haiku-20241022".to_string(),
+            limits: Limits::default(),
+            js_limits: js::Limits::default(),
+            clock: now_ms,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// What happened, for the caller to report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A path took a transition.
+    Transition {
+        /// Path.
+        path: String,
+        /// From.
+        from: String,
+        /// To.
+        to: String,
+        /// Why.
+        reason: String,
+    },
+    /// The model was asked.
+    LlmCall {
+        /// Path.
+        path: String,
+        /// Node.
+        node: String,
+        /// Tools offered, in order.
+        tools: Vec<String>,
+        /// Messages sent.
+        messages: usize,
+        /// Model.
+        model: String,
+    },
+    /// The model called a tool.
+    ToolCall {
+        /// Path.
+        path: String,
+        /// Tool.
+        name: String,
+        /// Whether it failed.
+        is_error: bool,
+        /// The result (JSON text).
+        result: String,
+    },
+    /// The model answered with text.
+    Output {
+        /// Path.
+        path: String,
+        /// Text.
+        text: String,
+    },
+    /// A path was created.
+    Spawned {
+        /// New path.
+        path: String,
+        /// Where it starts.
+        node: String,
+        /// The path that created it.
+        parent: String,
+    },
+    /// A path reached a node without transitions.
+    Completed {
+        /// Path.
+        path: String,
+        /// Node.
+        node: String,
+    },
+    /// A path failed.
+    Failed {
+        /// Path.
+        path: String,
+        /// Node.
+        node: String,
+        /// Why.
+        error: String,
+    },
+    /// A path waits (barrier, or conditions that may change).
+    Waiting {
+        /// Path.
+        path: String,
+        /// Node.
+        node: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What one call to [`Executor::step_turn`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// One round trip with the model; the conversation goes on.
+    TurnContinues,
+    /// One round trip with the model that ended the conversation.
+    TurnEnded,
+    /// One step without the model.
+    Stepped,
+    /// Nothing left to do.
+    Idle,
+}
+
+/// What [`Executor::next_unit`] prepared.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextUnit {
+    /// A request for the model is waiting (the conversation is open).
+    Request(ChatRequest),
+    /// One step without the model was performed.
+    Stepped,
+    /// Nothing left to do.
+    Idle,
+}
+
+/// What a path does at its node.
+#[derive(Debug, Clone)]
+struct Plan {
+    /// Edges whose targets get new paths (async edges), or list fan-outs (`@map`).
+    spawns: Vec<usize>,
+    action: Action,
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Move {
+        edge: usize,
+        reason: String,
+    },
+    Complete,
+    Agent {
+        transitions: Vec<usize>,
+        spawns: Vec<usize>,
+        maps: Vec<usize>,
+    },
+    Wait(String),
+    Fail(String),
+}
+
+/// An execution in memory.
+pub struct Executor<'c> {
+    state: ExecutionState,
+    machine: Machine,
+    client: Option<&'c dyn LlmClient>,
+    options: Options,
+    events: Vec<Event>,
+}
+
+impl<'c> Executor<'c> {
+    /// A new execution of `machine_json` (canonical JSON), one path per start node.
+    pub fn start(
+        machine_json: Value,
+        client: Option<&'c dyn LlmClient>,
+        options: Options,
+    ) -> Result<Self, RuntimeError> {
+        let machine = Machine::from_json(&machine_json);
+        let starts = machine.start_nodes();
+        if starts.is_empty() {
+            return Err(RuntimeError::NoStartNodes);
+        }
+        let now = (options.clock)();
+        let mut limits = options.limits.clone();
+        if let Some(max) = machine.number_attribute("maxSteps").filter(|m| *m >= 1.0) {
+            limits.max_steps = max as u64;
+        }
+        let paths: Vec<Path> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Path::new(format!("path_{i}"), machine.entry_of(s), now))
+            .collect();
+        let state = ExecutionState {
+            version: STATE_VERSION.to_string(),
+            context_state: initial_context(&machine),
+            machine_snapshot: machine_json,
+            metadata: Metadata {
+                start_time: now,
+                next_path: paths.len() as u64,
+                ..Metadata::default()
+            },
+            paths,
+            limits,
+            turn_state: None,
+            barriers: Default::default(),
+            dynamic_tools: Vec::new(),
+            proposals: Vec::new(),
+        };
+        Ok(Self {
+            state,
+            machine,
+            client,
+            options,
+            events: Vec::new(),
+        })
+    }
+
+    /// Goes on with a saved execution.
+    pub fn resume(
+        state: ExecutionState,
+        client: Option<&'c dyn LlmClient>,
+        options: Options,
+    ) -> Self {
+        let machine = Machine::from_json(&state.machine_snapshot);
+        Self {
+            state,
+            machine,
+            client,
+            options,
+            events: Vec::new(),
+        }
+    }
+
+    /// The state.
+    pub fn state(&self) -> &ExecutionState {
+        &self.state
+    }
+
+    /// The state, taken.
+    pub fn into_state(self) -> ExecutionState {
+        self.state
+    }
+
+    /// The machine as it runs.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// Events since the last call, taken.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Overall status.
+    pub fn status(&self) -> Status {
+        self.state.status()
+    }
+
+    /// Runs steps until no path is active (or `max_steps` calls). Returns the final status.
+    pub fn run(&mut self, max_steps: usize) -> Result<Status, RuntimeError> {
+        for _ in 0..max_steps {
+            if !self.step()? {
+                break;
+            }
+        }
+        Ok(self.status())
+    }
+
+    /// One step of every active path. Returns whether any path is still active.
+    pub fn step(&mut self) -> Result<bool, RuntimeError> {
+        let started = Instant::now();
+        let result = self.step_inner(None);
+        self.account(started);
+        result?;
+        Ok(self.state.has_active())
+    }
+
+    /// One step of one path, taking the active paths in turn. Returns whether any is still active.
+    pub fn step_path(&mut self) -> Result<bool, RuntimeError> {
+        let started = Instant::now();
+        let active: Vec<String> = self
+            .state
+            .paths
+            .iter()
+            .filter(|p| p.status == PathStatus::Active)
+            .map(|p| p.id.clone())
+            .collect();
+        if let Some(id) = active
+            .get(self.state.metadata.next_path_index % active.len().max(1))
+            .cloned()
+        {
+            self.state.metadata.next_path_index += 1;
+            let result = self.step_inner(Some(&id));
+            self.account(started);
+            result?;
+        }
+        Ok(self.state.has_active())
+    }
+
+    /// Exactly one LLM round trip, or one step when no path needs the model.
+    pub fn step_turn(&mut self) -> Result<TurnOutcome, RuntimeError> {
+        let started = Instant::now();
+        let result = self.step_turn_inner();
+        self.account(started);
+        result
+    }
+
+    fn account(&mut self, started: Instant) {
+        self.state.metadata.elapsed_time += started.elapsed().as_millis() as u64;
+    }
+
+    fn step_turn_inner(&mut self) -> Result<TurnOutcome, RuntimeError> {
+        match self.next_unit()? {
+            NextUnit::Request(_) => self.round_trip(),
+            NextUnit::Stepped => Ok(TurnOutcome::Stepped),
+            NextUnit::Idle => Ok(TurnOutcome::Idle),
+        }
+    }
+
+    /// Prepares the next unit of work without calling the model: the request the open
+    /// conversation (or the first path that needs the model, whose conversation this opens) sends
+    /// next; otherwise one step without the model is performed.
+    pub fn next_unit(&mut self) -> Result<NextUnit, RuntimeError> {
+        if self.state.turn_state.is_some() {
+            return Ok(self
+                .pending_request()
+                .map_or(NextUnit::Idle, NextUnit::Request));
+        }
+        if !self.state.has_active() {
+            return Ok(NextUnit::Idle);
+        }
+        let ids: Vec<String> = self.active_ids();
+        for id in ids {
+            let Some(path) = self.state.path(&id) else {
+                continue;
+            };
+            let node = path.current_node.clone();
+            let plan = self.plan(&id);
+            if let Action::Agent {
+                transitions,
+                spawns,
+                maps,
+            } = plan.action
+            {
+                if !self.enter(&id) {
+                    return Ok(NextUnit::Stepped);
+                }
+                self.spawn_all(&id, &plan.spawns);
+                self.open_turn(&id, &node, &transitions, &spawns, &maps);
+                return Ok(self
+                    .pending_request()
+                    .map_or(NextUnit::Stepped, NextUnit::Request));
+            }
+        }
+        self.step_inner(None)?;
+        Ok(NextUnit::Stepped)
+    }
+
+    /// Answers the open conversation with a response obtained elsewhere (a person, a queue).
+    pub fn answer(&mut self, response: llm::ChatResponse) -> TurnOutcome {
+        let Some(turn) = self.state.turn_state.clone() else {
+            return TurnOutcome::Idle;
+        };
+        let model = self.model_for(&turn);
+        self.events.push(Event::LlmCall {
+            path: turn.path_id.clone(),
+            node: turn.node_name.clone(),
+            tools: turn.tools.iter().map(|t| t.name.clone()).collect(),
+            messages: turn.messages.len(),
+            model,
+        });
+        self.apply_response(turn, response)
+    }
+
+    fn active_ids(&self) -> Vec<String> {
+        self.state
+            .paths
+            .iter()
+            .filter(|p| p.status == PathStatus::Active)
+            .map(|p| p.id.clone())
+            .collect()
+    }
+
+    fn step_inner(&mut self, only: Option<&str>) -> Result<(), RuntimeError> {
+        // A conversation left open by the turn API is finished first.
+        while self.state.turn_state.is_some() {
+            self.round_trip()?;
+        }
+        let ids: Vec<String> = match only {
+            Some(id) => vec![id.to_string()],
+            None => self.active_ids(),
+        };
+        for id in ids {
+            if self
+                .state
+                .path(&id)
+                .is_none_or(|p| p.status != PathStatus::Active)
+            {
+                continue;
+            }
+            // A transition held at a barrier that has opened since.
+            if let Some(pending) = self.state.path_mut(&id).and_then(|p| p.pending.take()) {
+                self.move_to(&id, &pending.target, &pending.reason, pending.output);
+                continue;
+            }
+            let before = (
+                self.state.path(&id).cloned(),
+                self.state.metadata.step_count,
+            );
+            if !self.enter(&id) {
+                continue;
+            }
+            let plan = self.plan(&id);
+            let node = self
+                .state
+                .path(&id)
+                .map(|p| p.current_node.clone())
+                .unwrap_or_default();
+            if let Action::Wait(reason) = plan.action {
+                // Waiting is not running the node: no counts, no loop.
+                if let (Some(path), steps) = before {
+                    self.state.metadata.step_count = steps;
+                    if let Some(p) = self.state.path_mut(&id) {
+                        *p = path;
+                    }
+                }
+                self.events.push(Event::Waiting {
+                    path: id.clone(),
+                    node,
+                    reason,
+                });
+                continue;
+            }
+            if !self.check_cycle(&id) {
+                continue;
+            }
+            self.spawn_all(&id, &plan.spawns);
+            if self
+                .state
+                .path(&id)
+                .is_none_or(|p| p.status != PathStatus::Active)
+            {
+                continue;
+            }
+            match plan.action {
+                Action::Move { edge, reason } => self.take_edge(&id, edge, &reason, None),
+                Action::Complete => self.complete(&id),
+                Action::Wait(_) => {}
+                Action::Fail(error) => self.fail(&id, error),
+                Action::Agent {
+                    transitions,
+                    spawns,
+                    maps,
+                } => {
+                    self.open_turn(&id, &node, &transitions, &spawns, &maps);
+                    while self.state.turn_state.is_some() {
+                        self.round_trip()?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- entering a node -------------------------------------------------------------------
+
+    /// Limit checks and counters when a path runs its node. False when the path failed.
+    fn enter(&mut self, id: &str) -> bool {
+        let limits = self.state.limits.clone();
+        let steps = self.state.metadata.step_count;
+        let elapsed = self.state.metadata.elapsed_time;
+        let Some(path) = self.state.path(id) else {
+            return false;
+        };
+        let node = path.current_node.clone();
+        if self.machine.node(&node).is_none() {
+            self.fail(id, format!("Node {node} not found"));
+            return false;
+        }
+        let invocations = path.node_invocation_counts.get(&node).copied().unwrap_or(0);
+        let error = if steps >= limits.max_steps {
+            Some(format!(
+                "Execution exceeded maximum steps ({})",
+                limits.max_steps
+            ))
+        } else if invocations >= limits.max_node_invocations {
+            Some(format!(
+                "Node '{node}' exceeded maximum invocation limit ({})",
+                limits.max_node_invocations
+            ))
+        } else if elapsed > limits.timeout {
+            Some(format!("Execution timeout exceeded ({}ms)", limits.timeout))
+        } else {
+            None
+        };
+        if let Some(e) = error {
+            self.fail(id, e);
+            return false;
+        }
+        let now = (self.options.clock)();
+        let is_state = self
+            .machine
+            .node(&node)
+            .is_some_and(|n| n.ty.as_deref() == Some("state"));
+        self.state.metadata.step_count += 1;
+        let Some(path) = self.state.path_mut(id) else {
+            return false;
+        };
+        *path.node_invocation_counts.entry(node.clone()).or_default() += 1;
+        path.step_count += 1;
+        if is_state {
+            path.state_transitions.push(StateEntry {
+                state: node,
+                timestamp: now,
+            });
+        }
+        true
+    }
+
+    /// Fails the path when its recent state entries loop. False when it failed.
+    fn check_cycle(&mut self, id: &str) -> bool {
+        let window = self.state.limits.cycle_detection_window;
+        let cycle = self
+            .state
+            .path(id)
+            .and_then(|p| detect_cycle(&p.state_transitions, window));
+        match cycle {
+            Some(cycle) => {
+                self.fail(id, format!("Infinite loop detected: {cycle}"));
+                false
+            }
+            None => true,
+        }
+    }
+
+    // ---- planning --------------------------------------------------------------------------
+
+    /// Variables conditions and templates see on a path.
+    pub fn variables(&self, path: &Path) -> Map<String, Value> {
+        let mut vars: Map<String, Value> = self.machine.attributes.clone();
+        for n in &self.machine.nodes {
+            if !n.attributes.is_empty() {
+                vars.insert(n.name.clone(), Value::Object(n.attribute_object()));
+            }
+        }
+        for (name, values) in &self.state.context_state {
+            let mut merged = match vars.get(name) {
+                Some(Value::Object(m)) => m.clone(),
+                _ => Map::new(),
+            };
+            if let Value::Object(values) = values {
+                for (k, v) in values {
+                    merged.insert(k.clone(), v.clone());
+                }
+            }
+            vars.insert(name.clone(), Value::Object(merged));
+        }
+        if let Some(m) = &path.map_context {
+            vars.insert("_mapItem".into(), m.item.clone());
+            vars.insert("_mapIndex".into(), json!(m.index));
+            vars.insert("_mapSource".into(), json!(m.map_source));
+            vars.insert("_mapGroupId".into(), json!(m.group_id));
+        }
+        let errors = self.state.metadata.error_count;
+        vars.insert("errorCount".into(), json!(errors));
+        vars.insert("errors".into(), json!(errors));
+        vars.insert("activeState".into(), json!(self.state.active_state(path)));
+        vars
+    }
+
+    /// Whether an edge's condition holds: Ok(None) without a condition, Err on evaluation error.
+    fn condition_holds(
+        &self,
+        edge: &Edge,
+        vars: &Map<String, Value>,
+    ) -> Result<Option<bool>, String> {
+        let Some(c) = edge.condition() else {
+            return Ok(None);
+        };
+        condition::evaluate(&c, vars).map(Some).map_err(|e| {
+            format!(
+                "Condition of edge {} -> {} cannot be evaluated: {e}",
+                edge.source, edge.target
+            )
+        })
+    }
+
+    fn plan(&self, id: &str) -> Plan {
+        let fail = |e: String| Plan {
+            spawns: Vec::new(),
+            action: Action::Fail(e),
+        };
+        let Some(path) = self.state.path(id) else {
+            return fail(format!("Path {id} not found"));
+        };
+        let Some(node) = self.machine.node(&path.current_node) else {
+            return fail(format!("Node {} not found", path.current_node));
+        };
+        let outgoing = self.machine.outgoing(&node.name);
+        let control: Vec<&Edge> = outgoing
+            .iter()
+            .copied()
+            .filter(|e| !self.machine.is_data_edge(e))
+            .collect();
+        // The variables are only built when a condition needs them (they cover every node).
+        let vars = if control.iter().any(|e| e.condition().is_some()) {
+            self.variables(path)
+        } else {
+            Map::new()
+        };
+        let ty = node.effective_type();
+        let has_prompt = node.attribute("prompt").is_some();
+        let is_state = ty == Some("state");
+        let agent_task = ty == Some("task") && has_prompt;
+        // Conditions, evaluated once.
+        let mut holds: Vec<(&Edge, Option<bool>)> = Vec::new();
+        for e in &control {
+            match self.condition_holds(e, &vars) {
+                Ok(h) => holds.push((e, h)),
+                Err(err) => return fail(err),
+            }
+        }
+        let available = |e: &Edge| {
+            holds
+                .iter()
+                .find(|(x, _)| x.index == e.index)
+                .is_none_or(|(_, h)| h.unwrap_or(true))
+        };
+        let asyncs: Vec<usize> = control
+            .iter()
+            .filter(|e| e.is_async() && available(e))
+            .map(|e| e.index)
+            .collect();
+        let maps: Vec<usize> = control
+            .iter()
+            .filter(|e| e.map_source().is_some() && !e.is_async())
+            .map(|e| e.index)
+            .collect();
+        let plain: Vec<&Edge> = control
+            .iter()
+            .copied()
+            .filter(|e| !e.is_async() && e.map_source().is_none())
+            .collect();
+        let non_auto: Vec<&Edge> = plain.iter().copied().filter(|e| !e.is_auto()).collect();
+        let needs_agent = !is_state && (agent_task || non_auto.len() > 1);
+
+        if !needs_agent {
+            let mut spawns = asyncs.clone();
+            spawns.extend(
+                maps.iter()
+                    .copied()
+                    .filter(|&i| available(&self.machine.edges[i])),
+            );
+            if plain.is_empty() {
+                return Plan {
+                    spawns,
+                    action: Action::Complete,
+                };
+            }
+            // (a) a single edge from a state, an init node or a task without a prompt.
+            if plain.len() == 1 && available(plain[0]) {
+                let kind = match ty {
+                    Some("state") => Some("state node"),
+                    Some("init") => Some("init node"),
+                    Some("task") if !has_prompt => Some("task node without prompt"),
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    return Plan {
+                        spawns,
+                        action: Action::Move {
+                            edge: plain[0].index,
+                            reason: format!("Single edge from {kind}"),
+                        },
+                    };
+                }
+            }
+            // (b) the first `@auto` edge whose condition holds.
+            if let Some(e) = plain.iter().find(|e| e.is_auto() && available(e)) {
+                return Plan {
+                    spawns,
+                    action: Action::Move {
+                        edge: e.index,
+                        reason: "@auto annotation".into(),
+                    },
+                };
+            }
+            // (c) the first edge with a simple condition that holds.
+            if let Some(e) = plain.iter().find(|e| {
+                e.condition().is_some_and(|c| condition::is_simple(&c))
+                    && holds
+                        .iter()
+                        .any(|(x, h)| x.index == e.index && *h == Some(true))
+            }) {
+                return Plan {
+                    spawns,
+                    action: Action::Move {
+                        edge: e.index,
+                        reason: "Simple deterministic condition".into(),
+                    },
+                };
+            }
+            let open: Vec<&Edge> = non_auto.iter().copied().filter(|e| available(e)).collect();
+            if open.len() == 1 {
+                return Plan {
+                    spawns,
+                    action: Action::Move {
+                        edge: open[0].index,
+                        reason: open[0].condition().unwrap_or_else(|| "default".into()),
+                    },
+                };
+            }
+            return Plan {
+                spawns,
+                action: self.no_transition(node, &plain, open.len()),
+            };
+        }
+
+        // An `@auto` edge whose condition holds is taken even at a node that would ask the model.
+        if let Some(e) = plain.iter().find(|e| e.is_auto() && available(e)) {
+            return Plan {
+                spawns: Vec::new(),
+                action: Action::Move {
+                    edge: e.index,
+                    reason: "@auto annotation".into(),
+                },
+            };
+        }
+        // An agent decision: what the model may do.
+        let transitions: Vec<usize> = non_auto
+            .iter()
+            .filter(|e| available(e))
+            .map(|e| e.index)
+            .collect();
+        let map_tools: Vec<usize> = maps;
+        let contexts = self.context_access(node);
+        let other_tools = !contexts.is_empty()
+            || !asyncs.is_empty()
+            || !map_tools.is_empty()
+            || self.machine.meta_enabled(node)
+            || !self.state.dynamic_tools.is_empty();
+        if !other_tools && transitions.len() == 1 {
+            return Plan {
+                spawns: Vec::new(),
+                action: Action::Move {
+                    edge: transitions[0],
+                    reason: "default".into(),
+                },
+            };
+        }
+        if !other_tools && transitions.is_empty() {
+            if plain.is_empty() {
+                return Plan {
+                    spawns: Vec::new(),
+                    action: Action::Complete,
+                };
+            }
+            return Plan {
+                spawns: Vec::new(),
+                action: self.no_transition(node, &plain, 0),
+            };
+        }
+        Plan {
+            spawns: Vec::new(),
+            action: Action::Agent {
+                transitions,
+                spawns: asyncs,
+                maps: map_tools,
+            },
+        }
+    }
+
+    /// Edges exist but none can be taken now.
+    fn no_transition(&self, node: &Node, edges: &[&Edge], open: usize) -> Action {
+        let conditional = edges.iter().any(|e| e.condition().is_some());
+        if open > 1 || !conditional {
+            return Action::Fail(format!(
+                "No transition available for node: {} ({} outgoing edges and nothing to choose between them; \
+                 give the edges conditions, mark one @auto, or give the node a prompt so the model decides)",
+                node.name,
+                edges.len()
+            ));
+        }
+        let others_active = self
+            .state
+            .paths
+            .iter()
+            .filter(|p| p.status == PathStatus::Active)
+            .count()
+            > 1;
+        if others_active {
+            Action::Wait(format!(
+                "every outgoing edge of {} has a false condition; waiting for other paths",
+                node.name
+            ))
+        } else {
+            let conditions: Vec<String> = edges
+                .iter()
+                .filter_map(|e| e.condition().map(|c| format!("{} ({c})", e.target)))
+                .collect();
+            Action::Fail(format!(
+                "No transition available for node: {} (every condition is false: {})",
+                node.name,
+                conditions.join(", ")
+            ))
+        }
+    }
+
+    /// Contexts a node can use, in node order, with permissions from the edges between them.
+    fn context_access(&self, node: &Node) -> Vec<(&Node, Permissions)> {
+        let own = self.machine.own_outgoing(&node.name);
+        let mut out = Vec::new();
+        for ctx in self
+            .machine
+            .nodes
+            .iter()
+            .filter(|n| self.machine.is_context(n))
+        {
+            let mut p = Permissions::default();
+            for e in &own {
+                if e.target == ctx.name {
+                    let kind = e.ty.as_deref().or(e.text()).unwrap_or("");
+                    match kind.trim() {
+                        "writes" | "stores" => p.write = true,
+                        "reads" => p.read = true,
+                        _ => {}
+                    }
+                }
+            }
+            if self
+                .machine
+                .own_outgoing(&ctx.name)
+                .iter()
+                .any(|e| e.target == node.name)
+            {
+                p.read = true;
+            }
+            if p.read || p.write {
+                out.push((ctx, p));
+            }
+        }
+        out
+    }
+
+    // ---- moving paths ----------------------------------------------------------------------
+
+    fn take_edge(&mut self, id: &str, edge: usize, reason: &str, output: Option<String>) {
+        let Some(e) = self.machine.edges.get(edge).cloned() else {
+            return;
+        };
+        if let Some((barrier, merge)) = e.barrier()
+            && !self.arrive(id, &barrier, merge)
+        {
+            // Held: the transition is made when the barrier opens, without running the node again.
+            if let Some(p) = self.state.path_mut(id) {
+                p.pending = Some(PendingMove {
+                    target: e.target.clone(),
+                    reason: reason.to_string(),
+                    output,
+                });
+            }
+            return;
+        }
+        self.move_to(id, &e.target, reason, output);
+    }
+
+    fn move_to(&mut self, id: &str, target: &str, reason: &str, output: Option<String>) {
+        let entry = self.machine.entry_of(target);
+        let reason = if entry == target {
+            reason.to_string()
+        } else {
+            format!("{reason} (module entry: {target} -> {entry})")
+        };
+        let now = (self.options.clock)();
+        let Some(path) = self.state.path_mut(id) else {
+            return;
+        };
+        let from = std::mem::replace(&mut path.current_node, entry.clone());
+        path.history.push(Transition {
+            from: from.clone(),
+            to: entry.clone(),
+            transition: reason.clone(),
+            timestamp: now,
+            output,
+        });
+        self.events.push(Event::Transition {
+            path: id.to_string(),
+            from,
+            to: entry,
+            reason,
+        });
+    }
+
+    /// A path reaches a barrier: true when it may go on.
+    fn arrive(&mut self, id: &str, barrier: &str, merge: bool) -> bool {
+        let required: Vec<String> = self
+            .state
+            .paths
+            .iter()
+            .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
+            .map(|p| p.id.clone())
+            .collect();
+        let b = self
+            .state
+            .barriers
+            .entry(barrier.to_string())
+            .or_insert_with(|| Barrier {
+                required_paths: required,
+                waiting_paths: Vec::new(),
+                is_released: false,
+                merge,
+            });
+        if b.is_released {
+            return true;
+        }
+        if !b.waiting_paths.iter().any(|p| p == id) {
+            b.waiting_paths.push(id.to_string());
+        }
+        let all = b.required_paths.iter().all(|p| b.waiting_paths.contains(p));
+        if !all {
+            let node = self
+                .state
+                .path(id)
+                .map(|p| p.current_node.clone())
+                .unwrap_or_default();
+            if let Some(p) = self.state.path_mut(id) {
+                p.status = PathStatus::Waiting;
+            }
+            self.events.push(Event::Waiting {
+                path: id.to_string(),
+                node,
+                reason: format!("at barrier {barrier}"),
+            });
+            return false;
+        }
+        b.is_released = true;
+        let others: Vec<String> = b
+            .waiting_paths
+            .iter()
+            .filter(|p| *p != id)
+            .cloned()
+            .collect();
+        let merge = b.merge;
+        for other in others {
+            if let Some(p) = self.state.path_mut(&other) {
+                p.status = if merge {
+                    PathStatus::Completed
+                } else {
+                    PathStatus::Active
+                };
+            }
+        }
+        true
+    }
+
+    fn complete(&mut self, id: &str) {
+        if let Some(p) = self.state.path_mut(id) {
+            p.status = PathStatus::Completed;
+            let node = p.current_node.clone();
+            self.events.push(Event::Completed {
+                path: id.to_string(),
+                node,
+            });
+        }
+    }
+
+    fn fail(&mut self, id: &str, error: String) {
+        self.state.metadata.error_count += 1;
+        if let Some(p) = self.state.path_mut(id) {
+            p.status = PathStatus::Failed;
+            p.error = Some(error.clone());
+            let node = p.current_node.clone();
+            self.events.push(Event::Failed {
+                path: id.to_string(),
+                node,
+                error,
+            });
+        }
+        if self
+            .state
+            .turn_state
+            .as_ref()
+            .is_some_and(|t| t.path_id == id)
+        {
+            self.state.turn_state = None;
+        }
+    }
+
+    fn new_path(&mut self, parent: &str, target: &str, map: Option<MapContext>) -> String {
+        let id = format!("path_{}", self.state.metadata.next_path);
+        self.state.metadata.next_path += 1;
+        let node = self.machine.entry_of(target);
+        let mut path = Path::new(id.clone(), node.clone(), (self.options.clock)());
+        path.map_context = map;
+        self.state.paths.push(path);
+        self.events.push(Event::Spawned {
+            path: id.clone(),
+            node,
+            parent: parent.to_string(),
+        });
+        id
+    }
+
+    /// New paths for async edges and `@map` fan-outs taken automatically.
+    fn spawn_all(&mut self, id: &str, edges: &[usize]) {
+        for &i in edges {
+            let Some(e) = self.machine.edges.get(i).cloned() else {
+                continue;
+            };
+            if let Some(source) = e.map_source() {
+                if let Err(err) = self.map_spawn(id, &e, &source) {
+                    self.fail(id, err);
+                }
+            } else {
+                self.new_path(id, &e.target, None);
+            }
+        }
+    }
+
+    /// One path per item of the list at `source` (`Ctx.items`). Returns the new path ids.
+    fn map_spawn(&mut self, id: &str, edge: &Edge, source: &str) -> Result<Vec<String>, String> {
+        let source = source.trim().trim_matches('"').to_string();
+        if source.is_empty() {
+            return Err("No source array specified for the map".into());
+        }
+        let vars = match self.state.path(id) {
+            Some(p) => self.variables(p),
+            None => Map::new(),
+        };
+        let list = prompt::lookup(&source, &vars)
+            .cloned()
+            .ok_or_else(|| format!("Failed to resolve source \"{source}\": not found"))?;
+        let Value::Array(items) = list else {
+            return Err(format!(
+                "Source \"{source}\" is not an array (got {})",
+                type_name(&list)
+            ));
+        };
+        let group = edge.map_group().unwrap_or_else(|| source.replace('.', "_"));
+        let mut ids = Vec::new();
+        for (index, item) in items.into_iter().enumerate() {
+            let map = MapContext {
+                source_path_id: id.to_string(),
+                map_source: source.clone(),
+                item,
+                index,
+                group_id: group.clone(),
+            };
+            ids.push(self.new_path(id, &edge.target, Some(map)));
+        }
+        Ok(ids)
+    }
+
+    // ---- conversations ---------------------------------------------------------------------
+
+    fn open_turn(
+        &mut self,
+        id: &str,
+        node_name: &str,
+        transitions: &[usize],
+        spawns: &[usize],
+        maps: &[usize],
+    ) {
+        let Some(node) = self.machine.node(node_name) else {
+            return;
+        };
+        let Some(path) = self.state.path(id) else {
+            return;
+        };
+        let vars = self.variables(path);
+        let contexts = self.context_access(node);
+        let mut defs = Vec::new();
+        let transition_edges: Vec<&Edge> = transitions
+            .iter()
+            .filter_map(|&i| self.machine.edges.get(i))
+            .collect();
+        for e in &transition_edges {
+            defs.push(tools::transition(&e.target));
+        }
+        for (ctx, p) in &contexts {
+            if p.read {
+                defs.push(tools::read(&ctx.name));
+            }
+            if p.write {
+                defs.push(tools::write(&ctx.name));
+            }
+        }
+        for &i in spawns {
+            if let Some(e) = self.machine.edges.get(i) {
+                defs.push(tools::spawn(&e.target));
+            }
+        }
+        for &i in maps {
+            if let Some(e) = self.machine.edges.get(i) {
+                defs.push(tools::map_spawn(
+                    &e.target,
+                    &e.map_source().unwrap_or_default(),
+                ));
+            }
+        }
+        let meta = self.machine.meta_enabled(node);
+        if meta {
+            defs.extend(tools::meta());
+        }
+        defs.extend(self.state.dynamic_tools.iter().map(tools::dynamic));
+        // One tool per name: the first wins (two edges to one target give one transition tool).
+        let mut seen = std::collections::HashSet::new();
+        defs.retain(|d| seen.insert(d.name.clone()));
+        let prompt_contexts: Vec<(&Node, Permissions, Map<String, Value>)> = contexts
+            .iter()
+            .map(|(ctx, p)| {
+                let values = match vars.get(&ctx.name) {
+                    Some(Value::Object(m)) => m.clone(),
+                    _ => Map::new(),
+                };
+                (*ctx, p.clone(), values)
+            })
+            .collect();
+        let visited = {
+            let mut v: Vec<&str> = path.history.iter().map(|t| t.from.as_str()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        };
+        let system_prompt = prompt::system_prompt(&PromptInput {
+            machine: &self.machine,
+            node,
+            contexts: prompt_contexts,
+            transitions: transition_edges,
+            visited,
+            error_count: self.state.metadata.error_count,
+            meta,
+            variables: &vars,
+        });
+        let model_id = node
+            .attribute("modelId")
+            .or_else(|| self.machine.attributes.get("modelId"))
+            .map(prompt::display);
+        self.state.turn_state = Some(TurnState {
+            path_id: id.to_string(),
+            node_name: node_name.to_string(),
+            messages: vec![Message::user(system_prompt.clone())],
+            tools: defs,
+            accumulated_text: String::new(),
+            turn_count: 0,
+            system_prompt,
+            model_id,
+        });
+    }
+
+    /// The model for a conversation: `-m`, else the node's or machine's `modelId`, else the default.
+    pub fn model_for(&self, turn: &TurnState) -> String {
+        self.options
+            .model
+            .clone()
+            .or_else(|| turn.model_id.clone())
+            .unwrap_or_else(|| self.options.default_model.clone())
+    }
+
+    /// The request the open conversation sends next.
+    pub fn pending_request(&self) -> Option<ChatRequest> {
+        let turn = self.state.turn_state.as_ref()?;
+        Some(
+            ChatRequest::new(self.model_for(turn), turn.messages.clone())
+                .with_tools(turn.tools.clone())
+                .with_max_tokens(4096),
+        )
+    }
+
+    /// One round trip of the open conversation.
+    fn round_trip(&mut self) -> Result<TurnOutcome, RuntimeError> {
+        let Some(turn) = self.state.turn_state.clone() else {
+            return Ok(TurnOutcome::Idle);
+        };
+        let Some(client) = self.client else {
+            return Err(RuntimeError::NoClient {
+                node: turn.node_name,
+            });
+        };
+        let Some(request) = self.pending_request() else {
+            return Ok(TurnOutcome::Idle);
+        };
+        self.events.push(Event::LlmCall {
+            path: turn.path_id.clone(),
+            node: turn.node_name.clone(),
+            tools: turn.tools.iter().map(|t| t.name.clone()).collect(),
+            messages: turn.messages.len(),
+            model: request.model.clone(),
+        });
+        let response = client
+            .complete(&request)
+            .map_err(|source| RuntimeError::Llm {
+                node: turn.node_name.clone(),
+                source,
+            })?;
+        Ok(self.apply_response(turn, response))
+    }
+
+    /// Applies the model's answer to the open conversation (also used when the answer comes from
+    /// elsewhere, such as a person in manual mode).
+    pub fn apply_response(
+        &mut self,
+        mut turn: TurnState,
+        response: llm::ChatResponse,
+    ) -> TurnOutcome {
+        let id = turn.path_id.clone();
+        let text = response.text();
+        if !text.is_empty() {
+            if !turn.accumulated_text.is_empty() {
+                turn.accumulated_text.push('\n');
+            }
+            turn.accumulated_text.push_str(&text);
+            self.events.push(Event::Output {
+                path: id.clone(),
+                text: text.clone(),
+            });
+        }
+        turn.messages.push(response.to_message());
+        let calls: Vec<(String, String, Value)> = response
+            .tool_calls()
+            .map(|c| (c.id.to_string(), c.name.to_string(), c.arguments.clone()))
+            .collect();
+        let offered: Vec<String> = turn.tools.iter().map(|t| t.name.clone()).collect();
+        let mut results = Vec::new();
+        let mut chosen: Option<String> = None;
+        for (call_id, name, args) in &calls {
+            let outcome = if !offered.contains(name) {
+                Err(format!("Unknown tool: {name}"))
+            } else {
+                self.run_tool(&id, &turn.node_name, name, args, &mut chosen)
+            };
+            let (content, is_error) = match outcome {
+                Ok(v) => (v.to_string(), false),
+                Err(e) => (json!({"error": e}).to_string(), true),
+            };
+            self.events.push(Event::ToolCall {
+                path: id.clone(),
+                name: name.clone(),
+                is_error,
+                result: content.clone(),
+            });
+            results.push(ContentBlock::tool_result(
+                call_id.clone(),
+                content,
+                is_error,
+            ));
+        }
+        if !results.is_empty() {
+            turn.messages.push(Message::tool_results(results));
+        }
+        turn.turn_count += 1;
+        // Tools built during this answer are offered from the next round trip on.
+        for t in &self.state.dynamic_tools {
+            if !turn.tools.iter().any(|d| d.name == t.name) {
+                turn.tools.push(tools::dynamic(t));
+            }
+        }
+        // The machine may have changed (update_definition, construct_tool).
+        self.machine = Machine::from_json(&self.state.machine_snapshot);
+        if let Some(target) = chosen {
+            self.state.turn_state = None;
+            let output = (!turn.accumulated_text.is_empty()).then(|| turn.accumulated_text.clone());
+            let edge = self
+                .machine
+                .outgoing(&turn.node_name)
+                .into_iter()
+                .find(|e| e.target == target)
+                .map(|e| e.index);
+            match edge {
+                Some(edge) => self.take_edge(&id, edge, "agent_decision", output),
+                None => self.move_to(&id, &target, "agent_decision", output),
+            }
+            return TurnOutcome::TurnEnded;
+        }
+        if calls.is_empty() {
+            // The model answered without tools: the conversation ends. A node without transitions is
+            // done; otherwise it runs again at the next step.
+            self.state.turn_state = None;
+            let has_transitions = turn
+                .tools
+                .iter()
+                .any(|t| t.name.starts_with(tools::TRANSITION));
+            if !has_transitions {
+                self.complete(&id);
+            }
+            return TurnOutcome::TurnEnded;
+        }
+        if turn.turn_count >= self.state.limits.max_turns {
+            self.state.turn_state = None;
+            self.fail(
+                &id,
+                format!("Turn limit reached ({} turns)", turn.turn_count),
+            );
+            return TurnOutcome::TurnEnded;
+        }
+        self.state.turn_state = Some(turn);
+        TurnOutcome::TurnContinues
+    }
+
+    // ---- tools -----------------------------------------------------------------------------
+
+    fn run_tool(
+        &mut self,
+        path: &str,
+        node: &str,
+        name: &str,
+        args: &Value,
+        chosen: &mut Option<String>,
+    ) -> Result<Value, String> {
+        if let Some(target) = name.strip_prefix(tools::TRANSITION) {
+            if let Some(first) = chosen {
+                return Err(format!(
+                    "A transition to {first} was already chosen in this answer"
+                ));
+            }
+            *chosen = Some(target.to_string());
+            return Ok(
+                json!({"success": true, "action": "transition", "target": target,
+                "reason": args.get("reason").cloned().unwrap_or(Value::Null)}),
+            );
+        }
+        if let Some(ctx) = name.strip_prefix(tools::READ) {
+            let values = self
+                .state
+                .context_state
+                .get(ctx)
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let data = match args.get("fields").and_then(Value::as_array) {
+                Some(fields) if !fields.is_empty() => {
+                    let mut m = Map::new();
+                    for f in fields.iter().filter_map(Value::as_str) {
+                        if let Some(v) = values.get(f) {
+                            m.insert(f.to_string(), v.clone());
+                        }
+                    }
+                    Value::Object(m)
+                }
+                _ => values,
+            };
+            return Ok(json!({"success": true, "context": ctx, "data": data}));
+        }
+        if let Some(ctx) = name.strip_prefix(tools::WRITE) {
+            let Some(Value::Object(data)) = args.get("data") else {
+                return Err("`data` must be an object of fields to write".into());
+            };
+            let entry = self
+                .state
+                .context_state
+                .entry(ctx.to_string())
+                .or_insert_with(|| json!({}));
+            if !entry.is_object() {
+                *entry = json!({});
+            }
+            if let Value::Object(m) = entry {
+                for (k, v) in data {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+            let written: Vec<&String> = data.keys().collect();
+            return Ok(
+                json!({"success": true, "action": "context_write", "context": ctx,
+                "written": written, "values": data}),
+            );
+        }
+        if let Some(target) = name.strip_prefix(tools::SPAWN) {
+            let new = self.new_path(path, target, None);
+            return Ok(
+                json!({"success": true, "action": "spawn_async", "pathId": new,
+                "target": target, "status": "spawned",
+                "reason": args.get("reason").cloned().unwrap_or(Value::Null)}),
+            );
+        }
+        if let Some(target) = name.strip_prefix(tools::MAP) {
+            let edge = self
+                .machine
+                .outgoing(node)
+                .into_iter()
+                .find(|e| e.target == target && e.map_source().is_some())
+                .cloned()
+                .ok_or_else(|| format!("No @map edge from {node} to {target}"))?;
+            let source = args
+                .get("source")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| edge.map_source())
+                .unwrap_or_default();
+            let ids = self.map_spawn(path, &edge, &source)?;
+            let group = edge.map_group().unwrap_or_else(|| source.replace('.', "_"));
+            return Ok(
+                json!({"success": true, "action": "map_spawn", "target": target,
+                "groupId": group, "count": ids.len(), "pathIds": ids}),
+            );
+        }
+        match name {
+            "get_machine_definition" => Ok(self.get_definition(args)),
+            "update_definition" => self.update_definition(args),
+            "construct_tool" => self.construct_tool(args),
+            "list_available_tools" => Ok(self.list_tools(args)),
+            "propose_tool_improvement" => {
+                let proposal = json!({
+                    "tool_name": args.get("tool_name"),
+                    "rationale": args.get("rationale"),
+                    "proposed_changes": args.get("proposed_changes"),
+                    "node": node,
+                    "timestamp": (self.options.clock)(),
+                });
+                self.state.proposals.push(proposal.clone());
+                Ok(json!({"success": true, "message": "Proposal recorded", "proposal": proposal}))
+            }
+            "get_tool_nodes" => Ok(self.tool_nodes()),
+            "build_tool_from_node" => self.build_tool_from_node(args),
+            _ => match self
+                .state
+                .dynamic_tools
+                .iter()
+                .find(|t| t.name == name)
+                .cloned()
+            {
+                Some(t) => self.run_dynamic(&t, args),
+                None => Err(format!("Unknown tool: {name}")),
+            },
+        }
+    }
+
+    fn get_definition(&self, args: &Value) -> Value {
+        let format = args.get("format").and_then(Value::as_str).unwrap_or("both");
+        let dsl = || crate::dsl::to_dsl(&self.state.machine_snapshot);
+        match format {
+            "json" => json!({"json": self.state.machine_snapshot}),
+            "dsl" => json!({"dsl": dsl()}),
+            _ => json!({"json": self.state.machine_snapshot, "dsl": dsl()}),
+        }
+    }
+
+    fn update_definition(&mut self, args: &Value) -> Result<Value, String> {
+        let machine = args.get("machine").cloned().unwrap_or(Value::Null);
+        let ok = machine.get("title").is_some_and(Value::is_string)
+            && machine.get("nodes").is_some_and(Value::is_array)
+            && machine.get("edges").is_some_and(Value::is_array);
+        if !ok {
+            return Err("Invalid machine structure. The machine needs `title` (a string), `nodes` and `edges` (arrays)".into());
+        }
+        let candidate = Machine::from_json(&machine);
+        for p in &self.state.paths {
+            if matches!(p.status, PathStatus::Active | PathStatus::Waiting)
+                && candidate.node(&p.current_node).is_none()
+            {
+                return Err(format!(
+                    "The new machine has no node {} where path {} stands",
+                    p.current_node, p.id
+                ));
+            }
+        }
+        self.state.machine_snapshot = machine;
+        Ok(
+            json!({"success": true, "message": "Machine definition updated",
+            "reason": args.get("reason"), "dsl": crate::dsl::to_dsl(&self.state.machine_snapshot)}),
+        )
+    }
+
+    fn register(&mut self, tool: DynamicTool) -> Result<(), String> {
+        if !tools::valid_name(&tool.name) {
+            return Err(format!(
+                "Invalid tool name \"{}\": use letters, digits, _ and - (at most 64)",
+                tool.name
+            ));
+        }
+        let taken = tools::META_TOOLS.contains(&tool.name.as_str())
+            || [
+                tools::TRANSITION,
+                tools::READ,
+                tools::WRITE,
+                tools::SPAWN,
+                tools::MAP,
+            ]
+            .iter()
+            .any(|p| tool.name.starts_with(p));
+        if taken {
+            return Err(format!("Tool name \"{}\" is reserved", tool.name));
+        }
+        if !["code_generation", "agent_backed", "composition"].contains(&tool.strategy.as_str()) {
+            return Err(format!(
+                "Unknown implementation strategy \"{}\"",
+                tool.strategy
+            ));
+        }
+        // The tool is kept in the machine as a `tool` node too.
+        if let Some(Value::Array(nodes)) = self.state.machine_snapshot.get_mut("nodes") {
+            nodes.retain(|n| n.get("name").and_then(Value::as_str) != Some(tool.name.as_str()));
+            nodes.push(json!({
+                "name": tool.name,
+                "type": "tool",
+                "attributes": [
+                    {"name": "description", "type": "string", "value": tool.description},
+                    {"name": "input_schema", "value": tool.input_schema},
+                    {"name": "implementation_strategy", "type": "string", "value": tool.strategy},
+                    {"name": "implementation", "type": "string", "value": tool.implementation},
+                ],
+            }));
+        }
+        self.state.dynamic_tools.retain(|t| t.name != tool.name);
+        self.state.dynamic_tools.push(tool);
+        Ok(())
+    }
+
+    fn construct_tool(&mut self, args: &Value) -> Result<Value, String> {
+        let s = |k: &str| {
+            args.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let tool = DynamicTool {
+            name: s("name"),
+            description: s("description"),
+            input_schema: args.get("input_schema").cloned().unwrap_or(json!({})),
+            strategy: s("implementation_strategy"),
+            implementation: s("implementation_details"),
+        };
+        let summary =
+            json!({"name": tool.name, "description": tool.description, "strategy": tool.strategy});
+        let name = tool.name.clone();
+        self.register(tool)?;
+        Ok(
+            json!({"success": true, "message": format!("Tool '{name}' constructed and registered"),
+            "tool": summary, "dsl": crate::dsl::to_dsl(&self.state.machine_snapshot)}),
+        )
+    }
+
+    fn list_tools(&self, args: &Value) -> Value {
+        let filter = args
+            .get("filter_type")
+            .and_then(Value::as_str)
+            .unwrap_or("all");
+        let source = args.get("include_source").and_then(Value::as_bool) == Some(true);
+        let dynamic: Vec<Value> = if matches!(filter, "all" | "dynamic") {
+            self.state
+                .dynamic_tools
+                .iter()
+                .map(|t| {
+                    let mut v = json!({"name": t.name, "description": t.description, "type": "dynamic",
+                        "strategy": t.strategy});
+                    if source {
+                        v["source"] = json!(t.implementation);
+                    }
+                    v
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let meta: Vec<Value> = if matches!(filter, "all" | "meta") {
+            tools::META_TOOLS
+                .iter()
+                .map(|n| json!({"name": n, "description": tools::meta_description(n), "type": "meta"}))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let total = dynamic.len() + meta.len();
+        json!({"dynamicTools": dynamic, "metaTools": meta, "totalCount": total})
+    }
+
+    fn tool_nodes(&self) -> Value {
+        let nodes: Vec<Value> = self
+            .machine
+            .nodes
+            .iter()
+            .filter(|n| n.ty.as_deref() == Some("tool"))
+            .map(|n| {
+                json!({"name": n.name, "attributes": Value::Object(n.attribute_object()),
+                    "registered": self.state.dynamic_tools.iter().any(|t| t.name == n.name)})
+            })
+            .collect();
+        json!({"toolNodes": nodes, "count": nodes.len()})
+    }
+
+    fn build_tool_from_node(&mut self, args: &Value) -> Result<Value, String> {
+        let name = args
+            .get("tool_name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let node = self
+            .machine
+            .node(&name)
+            .filter(|n| n.ty.as_deref() == Some("tool"))
+            .cloned()
+            .ok_or_else(|| format!("No tool node named \"{name}\""))?;
+        let text = |k: &str| node.attribute(k).map(prompt::display);
+        let tool = DynamicTool {
+            name: name.clone(),
+            description: text("description")
+                .or_else(|| text("title"))
+                .unwrap_or_default(),
+            input_schema: args
+                .get("input_schema")
+                .cloned()
+                .or_else(|| node.attribute("input_schema").cloned())
+                .unwrap_or(json!({"type": "object", "properties": {}})),
+            strategy: args
+                .get("strategy")
+                .and_then(Value::as_str)
+                .unwrap_or("agent_backed")
+                .to_string(),
+            implementation: args
+                .get("implementation_details")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| text("implementation"))
+                .unwrap_or_default(),
+        };
+        let summary =
+            json!({"name": tool.name, "description": tool.description, "strategy": tool.strategy});
+        self.register(tool)?;
+        Ok(
+            json!({"success": true, "message": format!("Tool '{name}' built from its node and registered"),
+            "tool": summary}),
+        )
+    }
+
+    fn run_dynamic(&self, tool: &DynamicTool, args: &Value) -> Result<Value, String> {
+        match tool.strategy.as_str() {
+            "code_generation" => match js::run(&tool.implementation, args, &self.options.js_limits)
+            {
+                Ok(Some(result)) => Ok(json!({"success": true, "result": result})),
+                Ok(None) => Ok(json!({"success": true, "result": null,
+                    "message": "Code executed but returned no value"})),
+                Err(e) => Err(format!("Tool {} failed: {e}", tool.name)),
+            },
+            "agent_backed" => Ok(json!({"success": true, "tool": tool.name,
+                "message": "This tool is carried out by you, the model: follow its instructions with the input given",
+                "instructions": tool.implementation, "input": args})),
+            other => Err(format!(
+                "Tools with the {other} strategy cannot be run yet; build it with code_generation"
+            )),
+        }
+    }
+}
+
+/// Initial values of context nodes (type `context`, at least one attribute).
+fn initial_context(machine: &Machine) -> Map<String, Value> {
+    let mut out = Map::new();
+    for n in &machine.nodes {
+        if n.ty.as_deref() != Some("context") || n.attributes.is_empty() {
+            continue;
+        }
+        let mut values = Map::new();
+        for (k, v) in &n.attributes {
+            values.insert(k.clone(), context_value(v));
+        }
+        out.insert(n.name.clone(), Value::Object(values));
+    }
+    out
+}
+
+/// A context attribute's value: JSON written inside a string is read as JSON.
+fn context_value(v: &Value) -> Value {
+    if let Value::String(s) = v {
+        let t = s.trim();
+        let json_like =
+            (t.starts_with('{') && t.ends_with('}')) || (t.starts_with('[') && t.ends_with(']'));
+        if json_like && let Ok(parsed) = serde_json::from_str::<Value>(t) {
+            return parsed;
+        }
+    }
+    v.clone()
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A loop among recent state entries: the last `k` entries repeat the `k` before them (k ≥ 2).
+fn detect_cycle(entries: &[StateEntry], window: usize) -> Option<String> {
+    let start = entries.len().saturating_sub(window);
+    let recent: Vec<&str> = entries[start..].iter().map(|e| e.state.as_str()).collect();
+    let n = recent.len();
+    for k in 2..=n / 2 {
+        if recent[n - k..] == recent[n - 2 * k..n - k] {
+            let mut cycle: Vec<&str> = recent[n - k..].to_vec();
+            cycle.push(recent[n - k]);
+            return Some(cycle.join(" -> "));
+        }
+    }
+    None
+}

@@ -1,0 +1,352 @@
+//! Execution state: everything needed to stop between two turns and go on in another process.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Version of the saved state layout.
+pub const STATE_VERSION: &str = "2.0.0";
+
+/// What a path is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathStatus {
+    /// Has work to do.
+    Active,
+    /// Waits at a barrier for other paths.
+    Waiting,
+    /// Reached a node without outgoing edges, or handed over to paths it spawned.
+    Completed,
+    /// Stopped by an error (see [`Path::error`]).
+    Failed,
+    /// Stopped because another path took over (merge barriers).
+    Cancelled,
+}
+
+/// One transition taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    /// Node left.
+    pub from: String,
+    /// Node entered.
+    pub to: String,
+    /// Why: `agent_decision`, `default`, `Single edge from state node`, a condition, …
+    pub transition: String,
+    /// When (milliseconds since the Unix epoch).
+    pub timestamp: i64,
+    /// The model's text, for agent decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// An entry into a `state` node (for loop detection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateEntry {
+    /// The state node.
+    pub state: String,
+    /// When (milliseconds since the Unix epoch).
+    pub timestamp: i64,
+}
+
+/// The item a `@map` path works on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MapContext {
+    /// The path that fanned out.
+    pub source_path_id: String,
+    /// The list it fanned out over (`Ctx.items`).
+    pub map_source: String,
+    /// This path's item.
+    pub item: Value,
+    /// Its index in the list.
+    pub index: usize,
+    /// The fan-out's group id.
+    pub group_id: String,
+}
+
+/// One thread of execution through the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Path {
+    /// `path_<n>`.
+    pub id: String,
+    /// Where it is.
+    pub current_node: String,
+    /// Status.
+    pub status: PathStatus,
+    /// Transitions taken, in order.
+    pub history: Vec<Transition>,
+    /// Steps this path has run.
+    pub step_count: u64,
+    /// How many times each node ran on this path.
+    pub node_invocation_counts: std::collections::BTreeMap<String, u64>,
+    /// Entries into `state` nodes.
+    pub state_transitions: Vec<StateEntry>,
+    /// When the path started (milliseconds since the Unix epoch).
+    pub start_time: i64,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The item of a `@map` path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_context: Option<MapContext>,
+    /// A transition held at a barrier, made when the barrier opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingMove>,
+}
+
+/// A transition decided but held at a barrier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingMove {
+    /// Where the path goes.
+    pub target: String,
+    /// Why (as recorded in the history).
+    pub reason: String,
+    /// The model's text, for agent decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl Path {
+    /// A new active path at `node`.
+    pub fn new(id: String, node: String, now: i64) -> Self {
+        Self {
+            id,
+            current_node: node,
+            status: PathStatus::Active,
+            history: Vec::new(),
+            step_count: 0,
+            node_invocation_counts: Default::default(),
+            state_transitions: Vec::new(),
+            start_time: now,
+            error: None,
+            map_context: None,
+            pending: None,
+        }
+    }
+}
+
+/// Execution limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Steps over all paths (a machine's `maxSteps` attribute overrides it).
+    pub max_steps: u64,
+    /// Runs of one node on one path.
+    pub max_node_invocations: u64,
+    /// Time spent executing, in milliseconds (waiting between CLI calls does not count).
+    pub timeout: u64,
+    /// How many recent state entries loop detection looks at.
+    pub cycle_detection_window: usize,
+    /// LLM round trips within one node visit.
+    pub max_turns: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_steps: 1000,
+            max_node_invocations: 100,
+            timeout: 300_000,
+            cycle_detection_window: 20,
+            max_turns: 50,
+        }
+    }
+}
+
+/// Counters over the whole execution.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// Steps over all paths.
+    pub step_count: u64,
+    /// When the execution started (milliseconds since the Unix epoch).
+    pub start_time: i64,
+    /// Time spent executing, in milliseconds.
+    pub elapsed_time: u64,
+    /// Errors so far.
+    pub error_count: u64,
+    /// Next path number.
+    pub next_path: u64,
+    /// Next round-robin position for path-by-path stepping.
+    #[serde(default)]
+    pub next_path_index: usize,
+}
+
+/// A conversation with the model inside one node visit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnState {
+    /// The path it belongs to.
+    pub path_id: String,
+    /// The node.
+    pub node_name: String,
+    /// Messages so far (provider-neutral form).
+    pub messages: Vec<llm::Message>,
+    /// Tools offered.
+    pub tools: Vec<llm::ToolDefinition>,
+    /// Text the model wrote so far.
+    pub accumulated_text: String,
+    /// Round trips so far.
+    pub turn_count: u64,
+    /// The system prompt (first user message).
+    pub system_prompt: String,
+    /// Model for this node, when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+}
+
+/// A synchronisation point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Barrier {
+    /// Paths that must arrive.
+    pub required_paths: Vec<String>,
+    /// Paths that have arrived.
+    pub waiting_paths: Vec<String>,
+    /// Whether it opened.
+    pub is_released: bool,
+    /// Whether arriving paths merge into the last one.
+    pub merge: bool,
+}
+
+/// A tool built at run time by `construct_tool`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DynamicTool {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// JSON schema of its input.
+    pub input_schema: Value,
+    /// `code_generation`, `agent_backed` or `composition`.
+    pub strategy: String,
+    /// Code, prompt or composition.
+    pub implementation: String,
+}
+
+/// The whole execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionState {
+    /// Layout version.
+    pub version: String,
+    /// The machine as it runs (meta tools may change it).
+    pub machine_snapshot: Value,
+    /// Paths, in creation order.
+    pub paths: Vec<Path>,
+    /// Limits.
+    pub limits: Limits,
+    /// Counters.
+    pub metadata: Metadata,
+    /// Values of context nodes: `{Ctx: {field: value}}`.
+    pub context_state: Map<String, Value>,
+    /// An open conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_state: Option<TurnState>,
+    /// Barriers by id.
+    #[serde(default)]
+    pub barriers: std::collections::BTreeMap<String, Barrier>,
+    /// Tools built at run time.
+    #[serde(default)]
+    pub dynamic_tools: Vec<DynamicTool>,
+    /// Improvement proposals recorded by `propose_tool_improvement`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proposals: Vec<Value>,
+}
+
+/// The overall status of an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Some path can still run.
+    InProgress,
+    /// A conversation is open.
+    Paused,
+    /// Every path ended and none failed.
+    Complete,
+    /// Every path ended and at least one failed.
+    Error,
+}
+
+impl Status {
+    /// As written in files and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InProgress => "in_progress",
+            Self::Paused => "paused",
+            Self::Complete => "complete",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl ExecutionState {
+    /// Whether any path can still run.
+    pub fn has_active(&self) -> bool {
+        self.paths.iter().any(|p| p.status == PathStatus::Active)
+    }
+
+    /// The status judged over all paths.
+    pub fn status(&self) -> Status {
+        if self.turn_state.is_some() {
+            return Status::Paused;
+        }
+        if self.has_active() {
+            return Status::InProgress;
+        }
+        if self.paths.iter().any(|p| p.status == PathStatus::Failed) {
+            return Status::Error;
+        }
+        // Paths left waiting at a barrier that can never open end the execution too.
+        if self.paths.iter().any(|p| p.status == PathStatus::Waiting) {
+            return Status::Error;
+        }
+        Status::Complete
+    }
+
+    /// A path by id.
+    pub fn path(&self, id: &str) -> Option<&Path> {
+        self.paths.iter().find(|p| p.id == id)
+    }
+
+    /// A path by id, mutable.
+    pub fn path_mut(&mut self, id: &str) -> Option<&mut Path> {
+        self.paths.iter_mut().find(|p| p.id == id)
+    }
+
+    /// The path the legacy single-path views describe: the first active one, else the first.
+    pub fn main_path(&self) -> Option<&Path> {
+        self.paths
+            .iter()
+            .find(|p| p.status == PathStatus::Active)
+            .or_else(|| self.paths.first())
+    }
+
+    /// Distinct nodes of the main path, in first-seen order (history sources and targets, then the
+    /// current node).
+    pub fn visited_nodes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        if let Some(p) = self.main_path() {
+            for t in &p.history {
+                for n in [&t.from, &t.to] {
+                    if !out.contains(n) {
+                        out.push(n.clone());
+                    }
+                }
+            }
+            if !out.contains(&p.current_node) {
+                out.push(p.current_node.clone());
+            }
+        }
+        out
+    }
+
+    /// The last `state` node entered by the path (`activeState` in conditions).
+    pub fn active_state(&self, path: &Path) -> String {
+        path.state_transitions
+            .last()
+            .map(|s| s.state.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,485 @@
+//! Saved executions: `.dygram/executions/<id>/` with `state.json`, `metadata.json`,
+//! `machine.json` and `history.jsonl`, and a relative `last` symlink to the newest one.
+//!
+//! Files are replaced atomically (temp file, fsync, rename); `history.jsonl` only grows; a lock
+//! per execution keeps a second process out while one works on it. A state file that cannot be
+//! read is never deleted: its folder is renamed aside.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::runtime::state::{ExecutionState, Status};
+
+/// Layout version of `state.json`.
+pub const STATE_FILE_VERSION: &str = "1.0";
+
+/// Errors of the execution store.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A file could not be read or written.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The id cannot name a folder.
+    #[error(
+        "invalid execution id \"{0}\": use letters, digits, '.', '_' and '-' (no path separators)"
+    )]
+    InvalidId(String),
+    /// No such execution.
+    #[error("Execution not found: {0}")]
+    NotFound(String),
+    /// The state file is unreadable.
+    #[error("state of execution {id} is corrupted ({reason})")]
+    Corrupted {
+        /// Execution.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Another process holds the execution.
+    #[error("execution {id} is in use by another dygram process ({holder})")]
+    Busy {
+        /// Execution.
+        id: String,
+        /// Who holds it.
+        holder: String,
+    },
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> SessionError {
+    SessionError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Where answers come from, remembered across calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientConfig {
+    /// `playback`, `api` or `manual`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Recordings replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playback_dir: Option<String>,
+    /// Where answers are recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recordings_dir: Option<String>,
+    /// Provider for `api`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model given with `-m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Which recordings were served so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playback_state: Option<llm::PlaybackState>,
+}
+
+/// `metadata.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// Execution id.
+    pub id: String,
+    /// The machine file (absent for standard input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_file: Option<String>,
+    /// `file` or `stdin`.
+    pub machine_source: String,
+    /// Started (RFC 3339).
+    pub started_at: String,
+    /// Last call (RFC 3339).
+    pub last_executed_at: String,
+    /// LLM round trips so far.
+    pub turn_count: u64,
+    /// Calls that advanced the execution.
+    pub step_count: u64,
+    /// Status after the last call.
+    pub status: String,
+    /// `playback`, `interactive` (API or manual) or `auto`.
+    pub mode: String,
+    /// Where answers come from.
+    pub client_config: ClientConfig,
+    /// The request waiting for an answer in manual mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_request: Option<Value>,
+}
+
+/// `state.json`: the seed's fields plus everything resuming needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateFile {
+    /// Layout version.
+    pub version: String,
+    /// sha256 of the canonical machine JSON compiled from the source when the execution started.
+    pub machine_hash: String,
+    /// The execution.
+    pub execution_state: ExecutionView,
+    /// Status.
+    pub status: String,
+    /// Last write (RFC 3339).
+    pub last_updated: String,
+}
+
+/// The execution inside `state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionView {
+    /// Node of the main path.
+    pub current_node: Option<String>,
+    /// The main path.
+    pub path_id: Option<String>,
+    /// Distinct nodes of the main path.
+    pub visited_nodes: Vec<String>,
+    /// Kept for the seed's layout (always empty).
+    pub attributes: Map<String, Value>,
+    /// Context values.
+    pub context_values: Map<String, Value>,
+    /// An open conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_state: Option<Value>,
+    /// The whole runtime state (the machine itself is in `machine.json`).
+    pub runtime: Value,
+}
+
+impl StateFile {
+    /// The state file for an execution.
+    pub fn of(state: &ExecutionState, machine_hash: &str, now: &str) -> Result<Self, String> {
+        let mut runtime = serde_json::to_value(state).map_err(|e| e.to_string())?;
+        if let Value::Object(m) = &mut runtime {
+            m.remove("machineSnapshot");
+        }
+        let main = state.main_path();
+        Ok(Self {
+            version: STATE_FILE_VERSION.to_string(),
+            machine_hash: machine_hash.to_string(),
+            execution_state: ExecutionView {
+                current_node: main.map(|p| p.current_node.clone()),
+                path_id: main.map(|p| p.id.clone()),
+                visited_nodes: state.visited_nodes(),
+                attributes: Map::new(),
+                context_values: state.context_state.clone(),
+                turn_state: state
+                    .turn_state
+                    .as_ref()
+                    .and_then(|t| serde_json::to_value(t).ok()),
+                runtime,
+            },
+            status: state.status().as_str().to_string(),
+            last_updated: now.to_string(),
+        })
+    }
+
+    /// The runtime state, with the machine from `machine.json`.
+    pub fn restore(&self, machine: Value) -> Result<ExecutionState, String> {
+        let mut runtime = self.execution_state.runtime.clone();
+        match &mut runtime {
+            Value::Object(m) => {
+                m.insert("machineSnapshot".into(), machine);
+            }
+            _ => return Err("`executionState.runtime` is not an object".into()),
+        }
+        serde_json::from_value(runtime).map_err(|e| e.to_string())
+    }
+}
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Call number.
+    pub turn: u64,
+    /// When (RFC 3339).
+    pub timestamp: String,
+    /// Node worked on.
+    pub node: String,
+    /// Tools the model called.
+    pub tools: Vec<String>,
+    /// The model's text (first 100 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Status after the call.
+    pub status: String,
+}
+
+/// sha256 (hex) of a machine's canonical JSON.
+pub fn machine_hash(machine: &Value) -> String {
+    let text = serde_json::to_string(machine).unwrap_or_default();
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether an id can name an execution folder.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id != "last"
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Summary of one execution, for listings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Id.
+    pub id: String,
+    /// Its metadata (absent when unreadable).
+    pub metadata: Option<Metadata>,
+    /// Nodes where active paths stand.
+    pub current_nodes: Vec<String>,
+}
+
+/// The folder of saved executions.
+#[derive(Debug, Clone)]
+pub struct Executions {
+    root: PathBuf,
+}
+
+impl Executions {
+    /// `<base>/.dygram/executions`.
+    pub fn under(base: &Path) -> Self {
+        Self {
+            root: base.join(".dygram").join("executions"),
+        }
+    }
+
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The folder of an execution (the id is validated first).
+    pub fn dir(&self, id: &str) -> Result<PathBuf, SessionError> {
+        if !valid_id(id) {
+            return Err(SessionError::InvalidId(id.to_string()));
+        }
+        Ok(self.root.join(id))
+    }
+
+    /// Whether an execution exists.
+    pub fn exists(&self, id: &str) -> bool {
+        self.dir(id).is_ok_and(|d| d.is_dir())
+    }
+
+    /// The id `last` points to, when it names an existing execution.
+    pub fn last(&self) -> Option<String> {
+        let target = std::fs::read_link(self.root.join("last")).ok()?;
+        let id = target.file_name()?.to_str()?.to_string();
+        self.exists(&id).then_some(id)
+    }
+
+    /// Points `last` at `id` (a relative symlink, replaced atomically).
+    pub fn set_last(&self, id: &str) -> Result<(), SessionError> {
+        let link = self.root.join("last");
+        let tmp = self.root.join(format!(".last.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(id, &tmp).map_err(|e| io(&tmp, e))?;
+        #[cfg(not(unix))]
+        std::fs::write(&tmp, id).map_err(|e| io(&tmp, e))?;
+        std::fs::rename(&tmp, &link).map_err(|e| io(&link, e))?;
+        store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e))
+    }
+
+    /// A new id `exec-YYYYMMDD-HHMMSS` (UTC), with `-2`, `-3`, … when taken.
+    pub fn new_id(&self, now: jiff::Timestamp) -> String {
+        let base = now.strftime("exec-%Y%m%d-%H%M%S").to_string();
+        if !self.root.join(&base).exists() {
+            return base;
+        }
+        (2..)
+            .map(|n| format!("{base}-{n}"))
+            .find(|id| !self.root.join(id).exists())
+            .unwrap_or(base)
+    }
+
+    /// Creates the folder of a new execution and claims it (fails when it already exists, so two
+    /// processes starting in the same second get different ids).
+    pub fn create_dir(&self, id: &str) -> Result<PathBuf, SessionError> {
+        let dir = self.dir(id)?;
+        store::atomic::create_dir_all_durable(&self.root).map_err(|e| io(&self.root, e))?;
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(io(&dir, "already exists"))
+            }
+            Err(e) => Err(io(&dir, e)),
+        }
+    }
+
+    /// Takes the lock of an execution for this process.
+    pub fn lock(&self, id: &str, command: &str) -> Result<store::lock::Acquired, SessionError> {
+        let path = self.dir(id)?.join("execution.lock");
+        let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some(command));
+        store::lock::RunLock::acquire(&path, &holder).map_err(|e| match e {
+            store::StoreError::Busy { holder, .. } => SessionError::Busy {
+                id: id.to_string(),
+                holder: holder.map_or_else(|| "another process".to_string(), |h| h.describe()),
+            },
+            other => io(&path, other),
+        })
+    }
+
+    /// Writes the machine snapshot.
+    pub fn save_machine(&self, id: &str, machine: &Value) -> Result<(), SessionError> {
+        let path = self.dir(id)?.join("machine.json");
+        store::atomic::write_json_atomic(&path, machine, true).map_err(|e| io(&path, e))
+    }
+
+    /// Writes state and metadata (state first: metadata describes a saved state).
+    pub fn save(&self, id: &str, state: &StateFile, meta: &Metadata) -> Result<(), SessionError> {
+        let dir = self.dir(id)?;
+        let path = dir.join("state.json");
+        store::atomic::write_json_atomic(&path, state, true).map_err(|e| io(&path, e))?;
+        let path = dir.join("metadata.json");
+        store::atomic::write_json_atomic(&path, meta, true).map_err(|e| io(&path, e))
+    }
+
+    /// Appends a line to `history.jsonl`.
+    pub fn append_history(&self, id: &str, entry: &HistoryEntry) -> Result<(), SessionError> {
+        let path = self.dir(id)?.join("history.jsonl");
+        let mut journal = store::journal::Journal::open(&path).map_err(|e| io(&path, e))?;
+        journal.append(entry).map_err(|e| io(&path, e))
+    }
+
+    /// Reads metadata.
+    pub fn metadata(&self, id: &str) -> Result<Metadata, SessionError> {
+        let dir = self.dir(id)?;
+        if !dir.is_dir() {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        let path = dir.join("metadata.json");
+        store::atomic::read_json(&path).map_err(|e| SessionError::Corrupted {
+            id: id.to_string(),
+            reason: format!("{}: {e}", path.display()),
+        })
+    }
+
+    /// Reads state, metadata and machine.
+    pub fn load(&self, id: &str) -> Result<(StateFile, Metadata, Value), SessionError> {
+        let meta = self.metadata(id)?;
+        let dir = self.dir(id)?;
+        let corrupted = |path: &Path, e: &dyn std::fmt::Display| SessionError::Corrupted {
+            id: id.to_string(),
+            reason: format!("{}: {e}", path.display()),
+        };
+        let path = dir.join("state.json");
+        let state: StateFile = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
+        let path = dir.join("machine.json");
+        let machine: Value = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
+        Ok((state, meta, machine))
+    }
+
+    /// Moves an execution's folder aside (`<id>.corrupted-<time>`); returns the new folder.
+    pub fn set_aside(
+        &self,
+        id: &str,
+        why: &str,
+        now: jiff::Timestamp,
+    ) -> Result<PathBuf, SessionError> {
+        let dir = self.dir(id)?;
+        let aside = self
+            .root
+            .join(format!("{id}.{why}-{}", now.strftime("%Y%m%d-%H%M%S")));
+        std::fs::rename(&dir, &aside).map_err(|e| io(&dir, e))?;
+        if self.last().is_none() {
+            let _ = std::fs::remove_file(self.root.join("last"));
+        }
+        Ok(aside)
+    }
+
+    /// Every execution, newest first (by last call).
+    pub fn list(&self) -> Vec<Summary> {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Summary> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|id| valid_id(id))
+            .filter(|id| self.root.join(id).join("metadata.json").is_file())
+            .map(|id| {
+                let metadata = self.metadata(&id).ok();
+                let current_nodes = self.current_nodes(&id);
+                Summary {
+                    id,
+                    metadata,
+                    current_nodes,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            let key = |s: &Summary| s.metadata.as_ref().map(|m| m.last_executed_at.clone());
+            key(b).cmp(&key(a)).then(a.id.cmp(&b.id))
+        });
+        out
+    }
+
+    /// Nodes where the execution's active (or waiting) paths stand.
+    pub fn current_nodes(&self, id: &str) -> Vec<String> {
+        let Ok(dir) = self.dir(id) else {
+            return Vec::new();
+        };
+        let Ok(state) = store::atomic::read_json::<StateFile>(&dir.join("state.json")) else {
+            return Vec::new();
+        };
+        let paths = state
+            .execution_state
+            .runtime
+            .get("paths")
+            .and_then(Value::as_array)
+            .cloned();
+        let mut nodes: Vec<String> = paths
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p.get("status").and_then(Value::as_str),
+                    Some("active" | "waiting")
+                )
+            })
+            .filter_map(|p| {
+                p.get("currentNode")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect();
+        if nodes.is_empty() {
+            nodes.extend(state.execution_state.current_node);
+        }
+        nodes.dedup();
+        nodes
+    }
+
+    /// Deletes an execution (and `last` when it pointed there). Ok(false) when it did not exist.
+    pub fn remove(&self, id: &str) -> Result<bool, SessionError> {
+        let dir = self.dir(id)?;
+        if !dir.is_dir() {
+            return Ok(false);
+        }
+        let was_last = self.last().as_deref() == Some(id);
+        std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        if was_last {
+            let link = self.root.join("last");
+            let _ = std::fs::remove_file(&link);
+        }
+        Ok(true)
+    }
+}
+
+/// Whether a status string means nothing is left to do.
+pub fn is_finished(status: &str) -> bool {
+    status == Status::Complete.as_str() || status == Status::Error.as_str()
+}

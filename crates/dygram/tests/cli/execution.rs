@@ -1,0 +1,255 @@
+//! The 20 execution oracles of the conformance corpus: recorded machines replay through playback
+//! with the reference's tool sets and message counts, and every machine takes the reference's
+//! paths and ends with its context state.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+
+use dygram::runtime::executor::{Executor, Options};
+use dygram::runtime::state::{PathStatus, Status};
+use dygram::source::SourceFile;
+use llm::{ChatRequest, ChatResponse, LlmClient, LlmError, PlaybackClient, PlaybackMode};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram")
+}
+
+/// Playback that notes, for each request, the node, the sorted tool names and the message count.
+struct Spy {
+    inner: PlaybackClient,
+    calls: Mutex<Vec<Value>>,
+}
+
+impl LlmClient for Spy {
+    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let first = request
+            .messages
+            .first()
+            .map(|m| m.text())
+            .unwrap_or_default();
+        let node = first
+            .lines()
+            .find_map(|l| l.strip_prefix("- **Node**: "))
+            .unwrap_or("?")
+            .to_string();
+        let mut tools: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+        tools.sort();
+        let signature = llm::Signature::of(request);
+        self.calls.lock().unwrap().push(json!({
+            "node": node, "tools": tools, "messages": signature.message_count
+        }));
+        self.inner.complete(request)
+    }
+    fn describe(&self) -> String {
+        "spy".into()
+    }
+}
+
+fn compile(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let compiled = dygram::compile(SourceFile::new(path.display().to_string(), text));
+    assert!(!compiled.has_errors(), "{}", path.display());
+    compiled.json(Default::default())
+}
+
+fn fixed_clock() -> i64 {
+    1_700_000_000_000
+}
+
+struct Outcome {
+    name: String,
+    problems: Vec<String>,
+}
+
+fn run_oracle(dir: &Path) -> Outcome {
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let machine = compile(
+        &corpus()
+            .join("examples")
+            .join(expected["machine"].as_str().unwrap()),
+    );
+    let spy = expected["recordings"].as_str().map(|r| Spy {
+        inner: PlaybackClient::open(dir.join(r), PlaybackMode::Hybrid).unwrap(),
+        calls: Mutex::new(Vec::new()),
+    });
+    let options = Options {
+        clock: fixed_clock,
+        ..Options::default()
+    };
+    let client: Option<&dyn LlmClient> = spy.as_ref().map(|s| s as &dyn LlmClient);
+    let mut executor = Executor::start(machine, client, options).unwrap();
+    let cap = expected["stepCap"].as_u64().unwrap_or(60);
+    for _ in 0..cap {
+        if !executor.step().unwrap() {
+            break;
+        }
+    }
+    let state = executor.into_state();
+    let problems = std::cell::RefCell::new(Vec::new());
+    let check = |what: &str, ours: Value, theirs: &Value| {
+        if &ours != theirs {
+            problems
+                .borrow_mut()
+                .push(format!("{what}: ours {ours}, reference {theirs}"));
+        }
+    };
+    check(
+        "visited",
+        json!(state.visited_nodes()),
+        &expected["visited"],
+    );
+    check(
+        "contextState",
+        Value::Object(state.context_state.clone()),
+        &expected["contextState"],
+    );
+    let calls = spy
+        .map(|s| Value::Array(s.calls.into_inner().unwrap()))
+        .unwrap_or(json!([]));
+    check("llm_calls", calls, &expected["llm_calls"]);
+    let terminated = !state.has_active();
+    if expected["terminated"] == json!(true) {
+        check("status", json!(state.status().as_str()), &json!("complete"));
+        let ours: Vec<Value> = state
+            .paths
+            .iter()
+            .map(|p| {
+                json!({"id": p.id, "status": p.status, "currentNode": p.current_node,
+                    "history": p.history.iter().map(|t| json!({"from": t.from, "to": t.to,
+                        "transition": t.transition})).collect::<Vec<_>>()})
+            })
+            .collect();
+        check("paths", json!(ours), &expected["paths"]);
+    } else {
+        // The reference never ends this machine; we end it with an error at the same place.
+        if !terminated || state.status() == Status::Complete {
+            problems.borrow_mut().push(format!(
+                "expected the execution to end by itself without completing, got {:?}",
+                state.status()
+            ));
+        }
+        let p = &state.paths[0];
+        let theirs = &expected["paths"][0];
+        check("currentNode", json!(p.current_node), &theirs["currentNode"]);
+        check("history length", json!(p.history.len()), &json!(0));
+        if p.status != PathStatus::Failed || p.error.is_none() {
+            problems
+                .borrow_mut()
+                .push(format!("path should have failed with a reason: {p:?}"));
+        }
+    }
+    Outcome {
+        name,
+        problems: problems.into_inner(),
+    }
+}
+
+#[test]
+fn every_execution_oracle_reaches_the_reference_outcome() {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus().join("execution"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("expected.json").is_file())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 20, "the corpus has 20 execution oracles");
+    let outcomes: Vec<Outcome> = dirs.iter().map(|d| run_oracle(d)).collect();
+    let failing: Vec<&Outcome> = outcomes.iter().filter(|o| !o.problems.is_empty()).collect();
+    eprintln!(
+        "execution oracles: {}/{} agree",
+        outcomes.len() - failing.len(),
+        outcomes.len()
+    );
+    for o in &failing {
+        eprintln!("  {}:", o.name);
+        for p in &o.problems {
+            eprintln!("    {p}");
+        }
+    }
+    assert!(failing.is_empty(), "{} oracle(s) disagree", failing.len());
+}
+
+#[test]
+fn execute_replays_a_recorded_machine_and_writes_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = corpus().join("examples/execution-features/context-basic.dy");
+    let recordings = corpus().join("execution/context-basic/recordings");
+    let out = assert_cmd::Command::cargo_bin("dygram")
+        .unwrap()
+        .args(["execute"])
+        .arg(&machine)
+        .arg("--playback")
+        .arg(&recordings)
+        .args(["--format", "json", "-d"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("context-basic-result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(printed, file, "stdout holds exactly the result file");
+    assert_eq!(printed["status"], "complete");
+    assert_eq!(printed["currentNode"], "end");
+    assert_eq!(
+        printed["visitedNodes"],
+        json!(["start", "updateActivity", "displaySummary", "end"])
+    );
+    assert_eq!(printed["contextState"]["SessionData"]["activityCount"], 1);
+    assert_eq!(printed["history"][0]["transition"], "agent_decision");
+    assert!(stderr.contains("asking"), "{stderr}");
+}
+
+#[test]
+fn execute_without_any_llm_source_fails_clearly_only_when_one_is_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |file: &Path| {
+        assert_cmd::Command::cargo_bin("dygram")
+            .unwrap()
+            .arg("e")
+            .arg(file)
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .unwrap()
+    };
+    // No decision needed: runs without a key.
+    let simple = dir.path().join("simple.dy");
+    std::fs::write(&simple, "state a;\nstate b;\na -> b;\n").unwrap();
+    let out = run(&simple);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("generated/simple-result.json").is_file());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("a --(Single edge from state node)--> b"),
+        "{stdout}"
+    );
+    // A decision needed: exit 1 naming the node, with a hint.
+    let agent = dir.path().join("agent.dy");
+    std::fs::write(
+        &agent,
+        "context Notes { text: \"\" }\ntask write { prompt: \"Write a note\" }\nwrite -writes-> Notes;\nwrite -> done;\n",
+    )
+    .unwrap();
+    let out = run(&agent);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("node 'write' needs an LLM decision"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+}
