@@ -112,6 +112,13 @@ pub struct Metadata {
     /// The request waiting for an answer in manual mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_request: Option<Value>,
+    /// Files the machine imports (its source and these are fingerprinted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_files: Vec<String>,
+    /// sha256 over the source text and the imported files: when it is unchanged, so is the
+    /// machine, and a call need not compile it again to check the machine hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_fingerprint: Option<String>,
 }
 
 /// `state.json`: the seed's fields plus everything resuming needs.
@@ -154,10 +161,7 @@ pub struct ExecutionView {
 impl StateFile {
     /// The state file for an execution.
     pub fn of(state: &ExecutionState, machine_hash: &str, now: &str) -> Result<Self, String> {
-        let mut runtime = serde_json::to_value(state).map_err(|e| e.to_string())?;
-        if let Value::Object(m) = &mut runtime {
-            m.remove("machineSnapshot");
-        }
+        let runtime = serde_json::to_value(WithoutMachine(state)).map_err(|e| e.to_string())?;
         let main = state.main_path();
         Ok(Self {
             version: STATE_FILE_VERSION.to_string(),
@@ -192,6 +196,32 @@ impl StateFile {
     }
 }
 
+/// The runtime state without its machine (saved apart in `machine.json`), so the machine is
+/// neither copied nor written twice.
+struct WithoutMachine<'a>(&'a ExecutionState);
+
+impl Serialize for WithoutMachine<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let st = self.0;
+        let mut out = s.serialize_struct("ExecutionState", 9)?;
+        out.serialize_field("version", &st.version)?;
+        out.serialize_field("paths", &st.paths)?;
+        out.serialize_field("limits", &st.limits)?;
+        out.serialize_field("metadata", &st.metadata)?;
+        out.serialize_field("contextState", &st.context_state)?;
+        if let Some(t) = &st.turn_state {
+            out.serialize_field("turnState", t)?;
+        }
+        out.serialize_field("barriers", &st.barriers)?;
+        out.serialize_field("dynamicTools", &st.dynamic_tools)?;
+        if !st.proposals.is_empty() {
+            out.serialize_field("proposals", &st.proposals)?;
+        }
+        out.end()
+    }
+}
+
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
@@ -208,6 +238,20 @@ pub struct HistoryEntry {
     pub output: Option<String>,
     /// Status after the call.
     pub status: String,
+}
+
+/// sha256 (hex) over a source text and the files it imports (path and bytes of each; a missing
+/// file counts as empty).
+pub fn source_fingerprint(text: &str, files: &[String]) -> String {
+    let mut h = Sha256::new();
+    h.update(text.as_bytes());
+    for f in files {
+        h.update([0u8]);
+        h.update(f.as_bytes());
+        h.update([0u8]);
+        h.update(std::fs::read(f).unwrap_or_default());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// sha256 (hex) of a machine's canonical JSON.
@@ -337,20 +381,24 @@ impl Executions {
         store::atomic::write_json_atomic(&path, machine, true).map_err(|e| io(&path, e))
     }
 
-    /// Writes state and metadata (state first: metadata describes a saved state).
+    /// Writes state and metadata. The state (what resuming needs) is written durably first; the
+    /// metadata describes it and is replaced atomically without waiting for the disk, as is the
+    /// history (a process killed at any point loses nothing; a power loss may lose the last
+    /// metadata update, which only counts and describes).
     pub fn save(&self, id: &str, state: &StateFile, meta: &Metadata) -> Result<(), SessionError> {
         let dir = self.dir(id)?;
         let path = dir.join("state.json");
         store::atomic::write_json_atomic(&path, state, true).map_err(|e| io(&path, e))?;
         let path = dir.join("metadata.json");
-        store::atomic::write_json_atomic(&path, meta, true).map_err(|e| io(&path, e))
+        let bytes = serde_json::to_vec_pretty(meta).map_err(|e| io(&path, e))?;
+        store::atomic::write_atomic_lazy(&path, &bytes).map_err(|e| io(&path, e))
     }
 
     /// Appends a line to `history.jsonl`.
     pub fn append_history(&self, id: &str, entry: &HistoryEntry) -> Result<(), SessionError> {
         let path = self.dir(id)?.join("history.jsonl");
         let mut journal = store::journal::Journal::open(&path).map_err(|e| io(&path, e))?;
-        journal.append(entry).map_err(|e| io(&path, e))
+        journal.append_unsynced(entry).map_err(|e| io(&path, e))
     }
 
     /// Reads metadata.

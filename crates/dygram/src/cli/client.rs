@@ -61,21 +61,17 @@ pub fn default_model(provider: Provider) -> String {
 /// Opens a playback directory, with an error that lists the recording directories beside it.
 pub fn open_playback(dir: &Path) -> Result<PlaybackClient, CliError> {
     if !dir.is_dir() {
-        let mut err = CliError::new(format!("Recordings directory not found: {}", dir.display()));
+        let err = CliError::new(format!("Playback directory not found: {}", dir.display()));
         let siblings = recording_dirs_beside(dir);
-        err = if siblings.is_empty() {
-            err.hint("record answers first with --record DIR, or check the path")
+        return Err(if siblings.is_empty() {
+            err.hint("no recordings directory next to it; record one first with --record DIR")
         } else {
-            err.hint(format!(
-                "recordings directories here: {}",
-                siblings
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        };
-        return Err(err);
+            let list: Vec<String> = siblings
+                .iter()
+                .map(|p| format!("   - {}/", p.display()))
+                .collect();
+            err.hint(format!("Available recordings:\n{}", list.join("\n")))
+        });
     }
     PlaybackClient::open(dir, PlaybackMode::Hybrid)
         .map_err(|e| CliError::new(format!("cannot open recordings in {}: {e}", dir.display())))
@@ -107,6 +103,14 @@ pub fn recording_dirs_beside(dir: &Path) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
+}
+
+/// Whether an API client can be built for `provider` (its key, or for OpenAI its URL, is set).
+pub fn api_configured(provider: Provider) -> bool {
+    match provider {
+        Provider::Anthropic => env("ANTHROPIC_API_KEY").is_some(),
+        Provider::Openai => env("OPENAI_API_KEY").is_some() || env("OPENAI_BASE_URL").is_some(),
+    }
 }
 
 /// An API client when its key is set (`None` otherwise: machines that never need the model run

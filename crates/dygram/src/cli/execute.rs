@@ -78,6 +78,13 @@ pub struct ExecuteArgs {
     /// Start a new execution even if one exists (an existing --id is moved aside, not deleted).
     #[arg(long)]
     pub force: bool,
+    /// Take answers from the file queue .dygram/interactive-queue/: each request is written to
+    /// requests/<id>.json and a responder writes responses/<id>.json (kept for later calls).
+    #[arg(long, conflicts_with = "playback")]
+    pub queue: bool,
+    /// Seconds to wait for a queued answer.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub queue_timeout: u64,
     #[command(flatten)]
     pub verbosity: Verbosity,
 }
@@ -232,7 +239,13 @@ pub fn diagnostics_free_machine(
 }
 
 pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
-    if args.interactive || args.step || args.step_turn || args.step_path || args.id.is_some() {
+    if args.interactive
+        || args.step
+        || args.step_turn
+        || args.step_path
+        || args.id.is_some()
+        || args.queue
+    {
         return super::interactive::run(args);
     }
     if args.force {

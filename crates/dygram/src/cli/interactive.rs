@@ -13,7 +13,8 @@ use dygram::session::{
 use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, Recorder, StopReason};
 
 use super::client::{self, Provider};
-use super::execute::{ExecFormat, ExecuteArgs, describe, diagnostics_free_machine};
+use super::execute::{ExecFormat, ExecuteArgs, describe};
+use super::queue::QueueClient;
 use super::{CliError, Exit, eprint_line, input, print_out};
 
 /// Which unit of work one call performs.
@@ -174,7 +175,7 @@ fn text_answer(text: &str) -> ChatResponse {
 }
 
 /// The pending request as shown to a person or written to the queue.
-fn request_json(request: &ChatRequest, id: &str, node: &str) -> Value {
+pub fn request_json(request: &ChatRequest, id: &str, node: &str) -> Value {
     let body = llm::anthropic::request_body(request, false);
     json!({
         "type": "llm_request",
@@ -190,6 +191,11 @@ fn request_json(request: &ChatRequest, id: &str, node: &str) -> Value {
 /// Where answers come from for this call.
 fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientConfig {
     let mut config = previous.cloned().unwrap_or_default();
+    if args.queue {
+        config.kind = "queue".into();
+        config.playback_dir = None;
+        config.playback_state = None;
+    }
     if let Some(dir) = &args.llm.playback {
         config.kind = "playback".into();
         config.playback_dir = Some(dir.display().to_string());
@@ -210,9 +216,11 @@ fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientC
             .into(),
         );
     }
-    if config.kind.is_empty() || (config.kind != "playback" && args.llm.playback.is_none()) {
+    if config.kind.is_empty()
+        || (!matches!(config.kind.as_str(), "playback" | "queue") && args.llm.playback.is_none())
+    {
         let provider = provider_of(&config);
-        config.kind = if client::api_client(provider).is_some() {
+        config.kind = if client::api_configured(provider) {
             "api".into()
         } else {
             "manual".into()
@@ -235,6 +243,14 @@ fn mode_of(config: &ClientConfig) -> &'static str {
     }
 }
 
+/// The machine compiled from the sources.
+struct Compiled {
+    machine: Value,
+    hash: String,
+    fingerprint: String,
+    files: Vec<String>,
+}
+
 /// Output of one call.
 struct Report {
     id: String,
@@ -253,11 +269,11 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     } else {
         Unit::Turn
     };
+    // A wrong playback folder is reported before anything is created.
+    if let Some(dir) = &args.llm.playback {
+        client::open_playback(dir)?;
+    }
     let input = input::read(&args.file, true)?;
-    let Some(machine) = diagnostics_free_machine(&input, &args)? else {
-        return Ok(Exit::Failed);
-    };
-    let hash = session::machine_hash(&machine);
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
     let store = Executions::under(&cwd);
@@ -289,6 +305,32 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             aside.display()
         ));
     }
+    // The machine is compiled only when needed: for a new execution, or when the sources differ
+    // from the ones the execution started with (then the machine hash decides).
+    let mut compiled: Option<Compiled> = None;
+    let compile = |compiled: &mut Option<Compiled>| -> Result<bool, CliError> {
+        if compiled.is_none() {
+            let project = input::compile(&input, args.no_imports);
+            if input::show_diagnostics(&project, args.verbosity) > 0 {
+                return Ok(false);
+            }
+            let machine = project.entry().json(dygram::json::JsonOptions {
+                source_ranges: false,
+            });
+            let files: Vec<String> = project
+                .modules
+                .iter()
+                .map(|m| m.path.display().to_string())
+                .collect();
+            *compiled = Some(Compiled {
+                hash: session::machine_hash(&machine),
+                fingerprint: session::source_fingerprint(&input.text, &files),
+                machine,
+                files,
+            });
+        }
+        Ok(true)
+    };
     let mut loaded = None;
     if let Some(existing) = id.clone().filter(|i| store.exists(i)) {
         let lock = store
@@ -315,11 +357,19 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
 
     let (id, mut state_file, mut meta, snapshot, _lock, started) = match loaded {
         Some((id, (state_file, meta, snapshot), lock)) => {
+            let unchanged = meta.source_fingerprint.as_deref()
+                == Some(session::source_fingerprint(&input.text, &meta.source_files).as_str());
+            if !unchanged && !compile(&mut compiled)? {
+                return Ok(Exit::Failed);
+            }
+            let hash = compiled
+                .as_ref()
+                .map_or(state_file.machine_hash.as_str(), |c| c.hash.as_str());
             if state_file.machine_hash != hash {
                 return Err(CliError::new(format!(
                     "Machine definition has changed since execution started.\n   Original hash: {}\n   Current hash:  {}",
                     short(&state_file.machine_hash),
-                    short(&hash)
+                    short(hash)
                 ))
                 .hint(format!(
                     "use --force to start a new execution, restore the original machine definition, or use --id to start a parallel execution (this one is {id})"
@@ -328,6 +378,9 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             (id, Some(state_file), meta, snapshot, lock, false)
         }
         None => {
+            if !compile(&mut compiled)? {
+                return Ok(Exit::Failed);
+            }
             let new_id = id.unwrap_or_else(|| store.new_id(now()));
             let dir = match store.create_dir(&new_id) {
                 Ok(d) => d,
@@ -346,8 +399,11 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             let lock = store
                 .lock(&new_id, "dygram execute -i")
                 .map_err(session_error)?;
+            let Some(c) = compiled.as_ref() else {
+                return Ok(Exit::Failed);
+            };
             store
-                .save_machine(&new_id, &machine)
+                .save_machine(&new_id, &c.machine)
                 .map_err(session_error)?;
             let t = rfc3339(now());
             let config = client_config(&args, None);
@@ -368,8 +424,10 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                 mode: mode_of(&config).into(),
                 client_config: config,
                 pending_request: None,
+                source_files: c.files.clone(),
+                source_fingerprint: Some(c.fingerprint.clone()),
             };
-            (new_id, None, meta, machine.clone(), lock, true)
+            (new_id, None, meta, Value::Null, lock, true)
         }
     };
     if started {
@@ -388,6 +446,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     // The source of answers.
     let mut playback = None;
     let api;
+    let queue;
     let mut inner: Option<&dyn LlmClient> = None;
     if meta.client_config.kind == "playback" {
         let dir = meta.client_config.playback_dir.clone().unwrap_or_default();
@@ -398,6 +457,15 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         };
         playback = Some(p);
         inner = playback.as_ref().map(|p| p as &dyn LlmClient);
+    } else if meta.client_config.kind == "queue" {
+        let dir = cwd.join(".dygram").join("interactive-queue");
+        queue = QueueClient::new(
+            &dir,
+            std::time::Duration::from_secs(args.queue_timeout),
+            &id,
+        )
+        .map_err(CliError::new)?;
+        inner = Some(&queue as &dyn LlmClient);
     } else if meta.client_config.kind == "api" {
         api = client::api_client(provider_of(&meta.client_config));
         inner = api.as_deref();
@@ -416,7 +484,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
 
     let mut executor = match &state_file {
         Some(sf) => {
-            let state = sf.restore(snapshot.clone()).map_err(|e| {
+            let state = sf.restore(snapshot).map_err(|e| {
                 CliError::new(format!(
                     "the state of execution {id} cannot be restored: {e}"
                 ))
@@ -426,8 +494,15 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             })?;
             Executor::resume(state, client, options)
         }
-        None => Executor::start(machine.clone(), client, options)
-            .map_err(|e| CliError::new(e.to_string()))?,
+        None => Executor::start(
+            compiled
+                .as_ref()
+                .map(|c| c.machine.clone())
+                .unwrap_or_default(),
+            client,
+            options,
+        )
+        .map_err(|e| CliError::new(e.to_string()))?,
     };
 
     let status_before = executor.status();
@@ -534,7 +609,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
 
     // Save: machine (when meta tools changed it), state, metadata, history.
     let state = executor.state();
-    if state.machine_snapshot != snapshot {
+    if executor.machine_changed() {
         store
             .save_machine(&id, &state.machine_snapshot)
             .map_err(session_error)?;
@@ -552,6 +627,15 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     meta.last_executed_at = rfc3339(t);
     if let Some(p) = &playback {
         meta.client_config.playback_state = Some(p.state());
+    }
+    let hash = match (&compiled, &state_file) {
+        (Some(c), _) => c.hash.clone(),
+        (None, Some(sf)) => sf.machine_hash.clone(),
+        (None, None) => String::new(),
+    };
+    if let Some(c) = &compiled {
+        meta.source_files = c.files.clone();
+        meta.source_fingerprint = Some(c.fingerprint.clone());
     }
     let sf = StateFile::of(state, &hash, &rfc3339(t))
         .map_err(|e| CliError::new(format!("cannot serialise the state of execution {id}: {e}")))?;

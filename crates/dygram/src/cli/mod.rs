@@ -8,6 +8,7 @@ mod generate;
 mod input;
 mod interactive;
 mod modules;
+mod queue;
 mod validate;
 
 use std::io::{IsTerminal, Write};

@@ -213,6 +213,7 @@ pub struct Executor<'c> {
     client: Option<&'c dyn LlmClient>,
     options: Options,
     events: Vec<Event>,
+    machine_changed: bool,
 }
 
 impl<'c> Executor<'c> {
@@ -259,6 +260,7 @@ impl<'c> Executor<'c> {
             client,
             options,
             events: Vec::new(),
+            machine_changed: false,
         })
     }
 
@@ -275,6 +277,7 @@ impl<'c> Executor<'c> {
             client,
             options,
             events: Vec::new(),
+            machine_changed: false,
         }
     }
 
@@ -291,6 +294,11 @@ impl<'c> Executor<'c> {
     /// The machine as it runs.
     pub fn machine(&self) -> &Machine {
         &self.machine
+    }
+
+    /// Whether meta tools changed the machine since this executor was created.
+    pub fn machine_changed(&self) -> bool {
+        self.machine_changed
     }
 
     /// Events since the last call, taken.
@@ -1548,6 +1556,7 @@ impl<'c> Executor<'c> {
         }
         self.state.dynamic_tools.retain(|t| t.name != tool.name);
         self.state.dynamic_tools.push(tool);
+        self.machine_changed = true;
         Ok(())
     }
 

@@ -1,0 +1,136 @@
+//! The file-queue LLM source: requests are written to `.dygram/interactive-queue/requests/`, and
+//! a separate responder (a person, an agent, a script) writes the answer to
+//! `responses/<request id>.json`. While waiting, `heartbeat.lock` says who is waiting and is
+//! rewritten every 2 seconds, so responders can tell a live requester from a dead one.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use llm::{ChatRequest, ChatResponse, LlmClient, LlmError};
+
+/// How often the response folder is looked at.
+const POLL: Duration = Duration::from_millis(100);
+/// How often the heartbeat is rewritten.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// A client that asks through files.
+pub struct QueueClient {
+    dir: PathBuf,
+    timeout: Duration,
+    /// Prefix of request ids (the execution id).
+    prefix: String,
+    /// Requests made by this client (numbering within the call).
+    counter: std::sync::atomic::AtomicU64,
+}
+
+impl QueueClient {
+    /// A queue in `dir` (created), waiting at most `timeout` per request.
+    pub fn new(dir: &Path, timeout: Duration, prefix: &str) -> Result<Self, String> {
+        for sub in ["requests", "responses"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            timeout,
+            prefix: prefix.to_string(),
+            counter: Default::default(),
+        })
+    }
+}
+
+impl LlmClient for QueueClient {
+    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        let millis = jiff::Timestamp::now().as_millisecond();
+        let id = format!("{}-{millis}-{n}", self.prefix);
+        // The node, as the system prompt names it.
+        let node = request
+            .messages
+            .first()
+            .map(|m| m.text())
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("- **Node**: ").map(str::to_string))
+            })
+            .unwrap_or_default();
+        let body = super::interactive::request_json(request, &id, &node);
+        let req_path = self.dir.join("requests").join(format!("{id}.json"));
+        let resp_path = self.dir.join("responses").join(format!("{id}.json"));
+        store::atomic::write_json_atomic(&req_path, &body, true).map_err(|e| {
+            LlmError::Recording(format!("cannot write {}: {e}", req_path.display()))
+        })?;
+        // The heartbeat runs beside the wait.
+        let stop = Arc::new(AtomicBool::new(false));
+        let beat = {
+            let stop = Arc::clone(&stop);
+            let me = (self.dir.clone(), n);
+            std::thread::spawn(move || {
+                let client = HeartbeatWriter { dir: me.0 };
+                while !stop.load(Ordering::SeqCst) {
+                    client.write(me.1);
+                    let until = Instant::now() + HEARTBEAT;
+                    while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(POLL);
+                    }
+                }
+            })
+        };
+        let started = Instant::now();
+        let result = loop {
+            if let Ok(text) = std::fs::read_to_string(&resp_path) {
+                // A responder may still be writing: an unparsable file is read again shortly.
+                match super::interactive::parse_answer(&text) {
+                    Ok(answer) => break Ok(answer),
+                    Err(e) if started.elapsed() > self.timeout => {
+                        break Err(LlmError::Recording(format!(
+                            "the response to request {id} cannot be read: {e}"
+                        )));
+                    }
+                    Err(_) => {}
+                }
+            }
+            if started.elapsed() > self.timeout {
+                break Err(LlmError::Recording(format!(
+                    "Timeout waiting for response to request {id} ({} s); the request stays in {}",
+                    self.timeout.as_secs(),
+                    req_path.display()
+                )));
+            }
+            std::thread::sleep(POLL);
+        };
+        stop.store(true, Ordering::SeqCst);
+        let _ = beat.join();
+        let _ = std::fs::remove_file(self.dir.join("heartbeat.lock"));
+        if result.is_ok() {
+            let _ = std::fs::remove_file(&req_path);
+            let _ = std::fs::remove_file(&resp_path);
+        }
+        result
+    }
+
+    fn describe(&self) -> String {
+        format!("file queue {}", self.dir.display())
+    }
+}
+
+struct HeartbeatWriter {
+    dir: PathBuf,
+}
+
+impl HeartbeatWriter {
+    fn write(&self, requests: u64) {
+        let path = self.dir.join("heartbeat.lock");
+        let body = json!({
+            "pid": std::process::id(),
+            "timestamp": jiff::Timestamp::now().to_string(),
+            "requestsProcessed": requests,
+        });
+        let _ = store::atomic::write_json_atomic(&path, &body, true);
+    }
+}
