@@ -28,9 +28,7 @@ pub enum SessionError {
         message: String,
     },
     /// The id cannot name a folder.
-    #[error(
-        "invalid execution id \"{0}\": use letters, digits, '.', '_' and '-' (no path separators)"
-    )]
+    #[error("invalid execution id \"{0}\": use letters, digits, '_' and '-' (at most 128)")]
     InvalidId(String),
     /// No such execution.
     #[error("Execution not found: {0}")]
@@ -135,6 +133,12 @@ pub struct StateFile {
     pub status: String,
     /// Last write (RFC 3339).
     pub last_updated: String,
+    /// LLM round trips so far (also in the metadata, which is written after this file).
+    #[serde(default)]
+    pub turn_count: u64,
+    /// Calls that advanced the execution so far.
+    #[serde(default)]
+    pub call_count: u64,
 }
 
 /// The execution inside `state.json`.
@@ -180,6 +184,8 @@ impl StateFile {
             },
             status: state.status().as_str().to_string(),
             last_updated: now.to_string(),
+            turn_count: 0,
+            call_count: 0,
         })
     }
 
@@ -266,10 +272,9 @@ pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 128
         && id != "last"
-        && !id.starts_with('.')
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
 }
 
 /// Summary of one execution, for listings.
@@ -397,6 +402,10 @@ impl Executions {
     /// Appends a line to `history.jsonl`.
     pub fn append_history(&self, id: &str, entry: &HistoryEntry) -> Result<(), SessionError> {
         let path = self.dir(id)?.join("history.jsonl");
+        // A line torn by a killed call is cut off first (the state, not the history, is the truth).
+        if path.exists() {
+            store::journal::recover::<Value>(&path).map_err(|e| io(&path, e))?;
+        }
         let mut journal = store::journal::Journal::open(&path).map_err(|e| io(&path, e))?;
         journal.append_unsynced(entry).map_err(|e| io(&path, e))
     }
@@ -422,6 +431,15 @@ impl Executions {
             id: id.to_string(),
             reason: format!("{}: {e}", path.display()),
         };
+        // Temporary files of a call killed while writing are leftovers.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') && name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         let path = dir.join("state.json");
         let state: StateFile = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
         let path = dir.join("machine.json");

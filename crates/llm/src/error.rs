@@ -98,6 +98,10 @@ pub enum LlmError {
     /// Recordings could not be read or written.
     #[error("recordings: {0}")]
     Recording(String),
+
+    /// Another source of answers (a file queue, a person) failed; the text says how.
+    #[error("{0}")]
+    Source(String),
 }
 
 impl LlmError {
@@ -161,6 +165,7 @@ impl LlmError {
                 message: r(message),
             },
             Self::Recording(message) => Self::Recording(r(message)),
+            Self::Source(message) => Self::Source(r(message)),
             other @ (Self::Timeout { .. } | Self::PlaybackMiss(_)) => other,
         }
     }

@@ -297,9 +297,14 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     if args.force
         && let Some(existing) = id.as_ref().filter(|i| store.exists(i))
     {
+        // Not while another call works on it.
+        let lock = store
+            .lock(existing, "dygram execute -i --force")
+            .map_err(session_error)?;
         let aside = store
             .set_aside(existing, "replaced", now())
             .map_err(session_error)?;
+        drop(lock);
         say(&format!(
             "Starting over: the previous execution {existing} was moved to {}",
             aside.display()
@@ -339,10 +344,10 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         match store.load(&existing) {
             Ok(files) => loaded = Some((existing, files, lock)),
             Err(SessionError::Corrupted { reason, .. }) => {
-                drop(lock);
                 let aside = store
                     .set_aside(&existing, "corrupted", now())
                     .map_err(session_error)?;
+                drop(lock);
                 eprint_line(&format!(
                     "⚠️  Warning: State file corrupted, starting fresh execution ({reason}; the old folder was kept as {})",
                     aside.display()
@@ -375,6 +380,10 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                     "use --force to start a new execution, restore the original machine definition, or use --id to start a parallel execution (this one is {id})"
                 )));
             }
+            // The counters of a call killed between the two writes are in the state file.
+            let mut meta = meta;
+            meta.turn_count = meta.turn_count.max(state_file.turn_count);
+            meta.step_count = meta.step_count.max(state_file.call_count);
             (id, Some(state_file), meta, snapshot, lock, false)
         }
         None => {
@@ -382,15 +391,17 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                 return Ok(Exit::Failed);
             }
             let new_id = id.unwrap_or_else(|| store.new_id(now()));
-            let dir = match store.create_dir(&new_id) {
-                Ok(d) => d,
-                Err(_) if args.id.is_none() => {
-                    // Another process took this id in the same second: take the next free one.
-                    let next = store.new_id(now());
-                    store.create_dir(&next).map_err(session_error)?
+            // Another process may take an id in the same second: the next free one is taken.
+            let mut attempt = store.create_dir(&new_id);
+            if args.id.is_none() {
+                for _ in 0..100 {
+                    if attempt.is_ok() {
+                        break;
+                    }
+                    attempt = store.create_dir(&store.new_id(now()));
                 }
-                Err(e) => return Err(session_error(e)),
-            };
+            }
+            let dir = attempt.map_err(session_error)?;
             let new_id = dir
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -505,6 +516,19 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         .map_err(|e| CliError::new(e.to_string()))?,
     };
 
+    if started {
+        // A new execution is saved before any work, so a failed or killed first call leaves a
+        // complete execution behind.
+        let hash = compiled
+            .as_ref()
+            .map(|c| c.hash.clone())
+            .unwrap_or_default();
+        let sf = StateFile::of(executor.state(), &hash, &rfc3339(now())).map_err(|e| {
+            CliError::new(format!("cannot serialise the state of execution {id}: {e}"))
+        })?;
+        store.save(&id, &sf, &meta).map_err(session_error)?;
+        store.set_last(&id).map_err(session_error)?;
+    }
     let status_before = executor.status();
     if !started && matches!(status_before, Status::Complete | Status::Error) {
         return finish_already(&args, &id, &executor, &meta);
@@ -512,7 +536,6 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
 
     // One unit of work.
     let mut waiting = None;
-    let mut failure: Option<CliError> = None;
     let llm_calls_before = meta.turn_count;
     let unit_name;
     match unit {
@@ -533,9 +556,11 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                                 meta.turn_count += 1;
                             }
                             Err(e) => {
-                                failure = Some(CliError::new(format!(
+                                // Nothing is saved: the next call asks again from the saved state.
+                                return Err(CliError::new(format!(
                                     "LLM request at node '{node}' failed: {e}"
-                                )))
+                                ))
+                                .hint("the execution is unchanged; run the call again"));
                             }
                         }
                     } else {
@@ -559,6 +584,9 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                                 executor.answer(response);
                                 meta.turn_count += 1;
                                 meta.pending_request = None;
+                                if let Ok(dir) = store.dir(&id) {
+                                    let _ = std::fs::remove_file(dir.join("pending-request.json"));
+                                }
                             }
                             None => {
                                 let request_id = format!("{id}-turn-{}", meta.turn_count + 1);
@@ -582,19 +610,19 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                     }
                 }
                 Ok(NextUnit::Stepped | NextUnit::Idle) => {}
-                Err(e) => failure = Some(runtime_error(e, &meta)),
+                Err(e) => return Err(runtime_error(e, &meta)),
             }
         }
         Unit::Step => {
             unit_name = "step";
             if let Err(e) = executor.step() {
-                failure = Some(runtime_error(e, &meta));
+                return Err(runtime_error(e, &meta));
             }
         }
         Unit::Path => {
             unit_name = "path step";
             if let Err(e) = executor.step_path() {
-                failure = Some(runtime_error(e, &meta));
+                return Err(runtime_error(e, &meta));
             }
         }
     }
@@ -637,14 +665,13 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         meta.source_files = c.files.clone();
         meta.source_fingerprint = Some(c.fingerprint.clone());
     }
-    let sf = StateFile::of(state, &hash, &rfc3339(t))
+    let mut sf = StateFile::of(state, &hash, &rfc3339(t))
         .map_err(|e| CliError::new(format!("cannot serialise the state of execution {id}: {e}")))?;
+    sf.turn_count = meta.turn_count;
+    sf.call_count = meta.step_count;
     store.save(&id, &sf, &meta).map_err(session_error)?;
     state_file = Some(sf);
     let _ = &state_file;
-    if started {
-        store.set_last(&id).map_err(session_error)?;
-    }
     if waiting.is_none() {
         let node = events
             .iter()
@@ -680,9 +707,6 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                 },
             )
             .map_err(session_error)?;
-    }
-    if let Some(e) = failure {
-        return Err(e);
     }
     let report = Report {
         id: id.clone(),

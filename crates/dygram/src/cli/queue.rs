@@ -88,7 +88,7 @@ impl LlmClient for QueueClient {
                 match super::interactive::parse_answer(&text) {
                     Ok(answer) => break Ok(answer),
                     Err(e) if started.elapsed() > self.timeout => {
-                        break Err(LlmError::Recording(format!(
+                        break Err(LlmError::Source(format!(
                             "the response to request {id} cannot be read: {e}"
                         )));
                     }
@@ -96,10 +96,9 @@ impl LlmClient for QueueClient {
                 }
             }
             if started.elapsed() > self.timeout {
-                break Err(LlmError::Recording(format!(
-                    "Timeout waiting for response to request {id} ({} s); the request stays in {}",
-                    self.timeout.as_secs(),
-                    req_path.display()
+                break Err(LlmError::Source(format!(
+                    "Timeout waiting for response to request {id} ({} s); run the call again to ask again",
+                    self.timeout.as_secs()
                 )));
             }
             std::thread::sleep(POLL);
@@ -107,10 +106,9 @@ impl LlmClient for QueueClient {
         stop.store(true, Ordering::SeqCst);
         let _ = beat.join();
         let _ = std::fs::remove_file(self.dir.join("heartbeat.lock"));
-        if result.is_ok() {
-            let _ = std::fs::remove_file(&req_path);
-            let _ = std::fs::remove_file(&resp_path);
-        }
+        // Answered or given up: the request is no longer open (the next call asks anew).
+        let _ = std::fs::remove_file(&req_path);
+        let _ = std::fs::remove_file(&resp_path);
         result
     }
 

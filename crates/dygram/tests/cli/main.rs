@@ -10,6 +10,7 @@ mod dsl_output;
 mod execution;
 mod robustness;
 mod runtime;
+mod stateful;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")
