@@ -159,13 +159,26 @@ pub struct ExecutionView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_state: Option<Value>,
     /// The whole runtime state (the machine itself is in `machine.json`).
-    pub runtime: Value,
+    #[serde(serialize_with = "without_machine")]
+    pub runtime: ExecutionState,
 }
 
 impl StateFile {
     /// The state file for an execution.
     pub fn of(state: &ExecutionState, machine_hash: &str, now: &str) -> Result<Self, String> {
-        let runtime = serde_json::to_value(WithoutMachine(state)).map_err(|e| e.to_string())?;
+        // Everything but the machine, which `machine.json` holds.
+        let runtime = ExecutionState {
+            version: state.version.clone(),
+            machine_snapshot: Value::Null,
+            paths: state.paths.clone(),
+            limits: state.limits.clone(),
+            metadata: state.metadata.clone(),
+            context_state: state.context_state.clone(),
+            turn_state: state.turn_state.clone(),
+            barriers: state.barriers.clone(),
+            dynamic_tools: state.dynamic_tools.clone(),
+            proposals: state.proposals.clone(),
+        };
         let main = state.main_path();
         Ok(Self {
             version: STATE_FILE_VERSION.to_string(),
@@ -190,26 +203,20 @@ impl StateFile {
     }
 
     /// The runtime state, with the machine from `machine.json`.
-    pub fn restore(&self, machine: Value) -> Result<ExecutionState, String> {
-        let mut runtime = self.execution_state.runtime.clone();
-        match &mut runtime {
-            Value::Object(m) => {
-                m.insert("machineSnapshot".into(), machine);
-            }
-            _ => return Err("`executionState.runtime` is not an object".into()),
+    pub fn restore(self, machine: Value) -> Result<ExecutionState, String> {
+        if !machine.is_object() {
+            return Err("`machine.json` does not hold a machine".into());
         }
-        serde_json::from_value(runtime).map_err(|e| e.to_string())
+        let mut state = self.execution_state.runtime;
+        state.machine_snapshot = machine;
+        Ok(state)
     }
 }
 
-/// The runtime state without its machine (saved apart in `machine.json`), so the machine is
-/// neither copied nor written twice.
-struct WithoutMachine<'a>(&'a ExecutionState);
-
-impl Serialize for WithoutMachine<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+/// Writes the runtime state without its machine (saved apart in `machine.json`).
+fn without_machine<S: serde::Serializer>(st: &ExecutionState, s: S) -> Result<S::Ok, S::Error> {
+    {
         use serde::ser::SerializeStruct;
-        let st = self.0;
         let mut out = s.serialize_struct("ExecutionState", 9)?;
         out.serialize_field("version", &st.version)?;
         out.serialize_field("paths", &st.paths)?;
@@ -244,6 +251,19 @@ pub struct HistoryEntry {
     pub output: Option<String>,
     /// Status after the call.
     pub status: String,
+}
+
+/// Whether a file is non-empty and does not end with a line break (only its last byte is read).
+fn ends_torn(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if f.seek(SeekFrom::End(-1)).is_err() {
+        return false;
+    }
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
 /// sha256 (hex) over a source text and the files it imports (path and bytes of each; a missing
@@ -383,7 +403,7 @@ impl Executions {
     /// Writes the machine snapshot.
     pub fn save_machine(&self, id: &str, machine: &Value) -> Result<(), SessionError> {
         let path = self.dir(id)?.join("machine.json");
-        store::atomic::write_json_atomic(&path, machine, true).map_err(|e| io(&path, e))
+        store::atomic::write_json_atomic(&path, machine, false).map_err(|e| io(&path, e))
     }
 
     /// Writes state and metadata. The state (what resuming needs) is written durably first; the
@@ -393,7 +413,7 @@ impl Executions {
     pub fn save(&self, id: &str, state: &StateFile, meta: &Metadata) -> Result<(), SessionError> {
         let dir = self.dir(id)?;
         let path = dir.join("state.json");
-        store::atomic::write_json_atomic(&path, state, true).map_err(|e| io(&path, e))?;
+        store::atomic::write_json_atomic(&path, state, false).map_err(|e| io(&path, e))?;
         let path = dir.join("metadata.json");
         let bytes = serde_json::to_vec_pretty(meta).map_err(|e| io(&path, e))?;
         store::atomic::write_atomic_lazy(&path, &bytes).map_err(|e| io(&path, e))
@@ -403,7 +423,7 @@ impl Executions {
     pub fn append_history(&self, id: &str, entry: &HistoryEntry) -> Result<(), SessionError> {
         let path = self.dir(id)?.join("history.jsonl");
         // A line torn by a killed call is cut off first (the state, not the history, is the truth).
-        if path.exists() {
+        if ends_torn(&path) {
             store::journal::recover::<Value>(&path).map_err(|e| io(&path, e))?;
         }
         let mut journal = store::journal::Journal::open(&path).map_err(|e| io(&path, e))?;
@@ -501,26 +521,19 @@ impl Executions {
         let Ok(state) = store::atomic::read_json::<StateFile>(&dir.join("state.json")) else {
             return Vec::new();
         };
-        let paths = state
+        let mut nodes: Vec<String> = state
             .execution_state
             .runtime
-            .get("paths")
-            .and_then(Value::as_array)
-            .cloned();
-        let mut nodes: Vec<String> = paths
-            .unwrap_or_default()
+            .paths
             .iter()
             .filter(|p| {
                 matches!(
-                    p.get("status").and_then(Value::as_str),
-                    Some("active" | "waiting")
+                    p.status,
+                    crate::runtime::state::PathStatus::Active
+                        | crate::runtime::state::PathStatus::Waiting
                 )
             })
-            .filter_map(|p| {
-                p.get("currentNode")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
+            .map(|p| p.current_node.clone())
             .collect();
         if nodes.is_empty() {
             nodes.extend(state.execution_state.current_node);

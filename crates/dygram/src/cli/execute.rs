@@ -50,7 +50,7 @@ pub struct ExecuteArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub llm: LlmArgs,
-    /// Folder for the result file.
+    /// Folder for the result file (with -i: written when the execution ends).
     #[arg(short = 'd', long = "destination", value_name = "DIR")]
     pub destination: Option<PathBuf>,
     /// What to print on stdout.

@@ -493,7 +493,8 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         None => inner,
     };
 
-    let mut executor = match &state_file {
+    let saved_hash = state_file.as_ref().map(|sf| sf.machine_hash.clone());
+    let mut executor = match state_file.take() {
         Some(sf) => {
             let state = sf.restore(snapshot).map_err(|e| {
                 CliError::new(format!(
@@ -656,9 +657,9 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     if let Some(p) = &playback {
         meta.client_config.playback_state = Some(p.state());
     }
-    let hash = match (&compiled, &state_file) {
+    let hash = match (&compiled, saved_hash) {
         (Some(c), _) => c.hash.clone(),
-        (None, Some(sf)) => sf.machine_hash.clone(),
+        (None, Some(h)) => h,
         (None, None) => String::new(),
     };
     if let Some(c) = &compiled {
@@ -670,8 +671,6 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     sf.turn_count = meta.turn_count;
     sf.call_count = meta.step_count;
     store.save(&id, &sf, &meta).map_err(session_error)?;
-    state_file = Some(sf);
-    let _ = &state_file;
     if waiting.is_none() {
         let node = events
             .iter()
@@ -716,7 +715,23 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         unit: unit_name,
         waiting,
     };
+    // With -d, an execution that ended leaves its result file there too (as one-shot runs do).
+    if let Some(dest) = &args.destination
+        && matches!(status, Status::Complete | Status::Error)
+    {
+        let file = dest.join(format!("{}-result.json", input.stem()));
+        let mut text = serde_json::to_string_pretty(&super::execute::result_json(executor.state()))
+            .map_err(|e| CliError::new(format!("cannot write the result: {e}")))?;
+        text.push('\n');
+        store::atomic::create_dir_all_durable(dest)
+            .map_err(|e| CliError::new(format!("cannot create {}: {e}", dest.display())))?;
+        store::atomic::write_atomic(&file, text.as_bytes())
+            .map_err(|e| CliError::new(format!("cannot write {}: {e}", file.display())))?;
+    }
     print_report(&args, &report, &executor, &meta);
+    // The process ends here: tearing down the machine's data structures one by one would only
+    // cost time.
+    std::mem::forget(executor);
     if report.waiting.is_some() {
         return Ok(Exit::Waiting);
     }

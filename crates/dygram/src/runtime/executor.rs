@@ -568,6 +568,13 @@ impl<'c> Executor<'c> {
                 state: node,
                 timestamp: now,
             });
+            // Only the recent entries matter (loop detection, `activeState`): the list stays short
+            // however long the execution runs.
+            let keep = limits.cycle_detection_window.max(1) * 2;
+            if path.state_transitions.len() > keep {
+                let extra = path.state_transitions.len() - keep;
+                path.state_transitions.drain(..extra);
+            }
         }
         true
     }

@@ -232,6 +232,7 @@ pub struct ExecutionState {
     /// Layout version.
     pub version: String,
     /// The machine as it runs (meta tools may change it).
+    #[serde(default)]
     pub machine_snapshot: Value,
     /// Paths, in creation order.
     pub paths: Vec<Path>,

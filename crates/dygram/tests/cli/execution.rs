@@ -253,3 +253,32 @@ fn execute_without_any_llm_source_fails_clearly_only_when_one_is_needed() {
     );
     assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
 }
+
+#[test]
+fn stateful_execution_writes_its_result_with_a_destination_when_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.dy"), "state a;\nstate b;\na -> b;\n").unwrap();
+    let call = || {
+        assert_cmd::Command::cargo_bin("dygram")
+            .unwrap()
+            .current_dir(dir.path())
+            .args(["e", "-i", "m.dy", "-d", "out", "-q"])
+            .env_remove("ANTHROPIC_API_KEY")
+            .output()
+            .unwrap()
+    };
+    let first = call();
+    assert_eq!(first.status.code(), Some(0));
+    assert!(
+        !dir.path().join("out/m-result.json").exists(),
+        "not before the end"
+    );
+    let second = call();
+    assert_eq!(second.status.code(), Some(2), "{second:?}");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/m-result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["status"], "complete");
+    assert_eq!(result["visitedNodes"], json!(["a", "b"]));
+}
