@@ -458,10 +458,15 @@ impl<'c> Executor<'c> {
                 self.move_to(&id, &pending.target, &pending.reason, pending.output);
                 continue;
             }
-            let before = (
-                self.state.path(&id).cloned(),
-                self.state.metadata.step_count,
-            );
+            // What entering changes, to take it back if the path only waits (bounded in size).
+            let before = self.state.path(&id).map(|p| {
+                (
+                    p.node_invocation_counts.get(&p.current_node).copied(),
+                    p.step_count,
+                    p.state_transitions.clone(),
+                    self.state.metadata.step_count,
+                )
+            });
             if !self.enter(&id) {
                 continue;
             }
@@ -473,10 +478,19 @@ impl<'c> Executor<'c> {
                 .unwrap_or_default();
             if let Action::Wait(reason) = plan.action {
                 // Waiting is not running the node: no counts, no loop.
-                if let (Some(path), steps) = before {
+                if let Some((count, path_steps, entries, steps)) = before {
                     self.state.metadata.step_count = steps;
                     if let Some(p) = self.state.path_mut(&id) {
-                        *p = path;
+                        match count {
+                            Some(c) => {
+                                p.node_invocation_counts.insert(p.current_node.clone(), c);
+                            }
+                            None => {
+                                p.node_invocation_counts.remove(&p.current_node);
+                            }
+                        }
+                        p.step_count = path_steps;
+                        p.state_transitions = entries;
                     }
                 }
                 self.events.push(Event::Waiting {
