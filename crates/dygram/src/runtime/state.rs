@@ -328,16 +328,17 @@ impl ExecutionState {
     /// current node).
     pub fn visited_nodes(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         if let Some(p) = self.main_path() {
-            for t in &p.history {
-                for n in [&t.from, &t.to] {
-                    if !out.contains(n) {
-                        out.push(n.clone());
-                    }
+            let names = p
+                .history
+                .iter()
+                .flat_map(|t| [t.from.as_str(), t.to.as_str()])
+                .chain(std::iter::once(p.current_node.as_str()));
+            for n in names {
+                if seen.insert(n) {
+                    out.push(n.to_string());
                 }
-            }
-            if !out.contains(&p.current_node) {
-                out.push(p.current_node.clone());
             }
         }
         out
