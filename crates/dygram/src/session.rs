@@ -77,6 +77,9 @@ pub struct ClientConfig {
     /// Model given with `-m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Output limit given with `--max-tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// Which recordings were served so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playback_state: Option<llm::PlaybackState>,

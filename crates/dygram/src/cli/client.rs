@@ -39,6 +39,9 @@ pub struct LlmArgs {
     /// Record every answer to DIR as `turn-<n>.json` (continuing the numbering already there).
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
+    /// Output limit of each model answer, in tokens (lower it for models with a small context).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
 }
 
 fn env(name: &str) -> Option<String> {

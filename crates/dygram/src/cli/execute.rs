@@ -262,6 +262,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let options = Options {
         model: args.llm.model.clone(),
         default_model: client::default_model(args.llm.provider),
+        max_tokens: args.llm.max_tokens.unwrap_or(4096),
         ..Options::default()
     };
     let mut executor = Executor::start(machine, llm_client.as_deref(), options).map_err(|e| {
@@ -290,7 +291,12 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         }
     }
     let state = executor.into_state();
-    let result = result_json(&state);
+    let mut result = result_json(&state);
+    if let Some(e) = &failure {
+        // The run stopped on an error outside the machine (the model could not be asked).
+        result["status"] = json!("error");
+        result["error"] = json!(e.to_string());
+    }
     let dest = args.destination.clone().unwrap_or_else(|| {
         input
             .path

@@ -207,6 +207,9 @@ fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientC
     if let Some(model) = &args.llm.model {
         config.model = Some(model.clone());
     }
+    if let Some(n) = args.llm.max_tokens {
+        config.max_tokens = Some(n);
+    }
     if previous.is_none() || args.llm.provider != Provider::Anthropic {
         config.provider = Some(
             match args.llm.provider {
@@ -452,6 +455,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let options = Options {
         model: meta.client_config.model.clone(),
         default_model: client::default_model(provider_of(&meta.client_config)),
+        max_tokens: meta.client_config.max_tokens.unwrap_or(4096),
         ..Options::default()
     };
     // The source of answers.

@@ -58,6 +58,8 @@ pub struct Options {
     pub js_limits: js::Limits,
     /// Clock in milliseconds since the Unix epoch (injectable for deterministic output).
     pub clock: fn() -> i64,
+    /// Output limit of each model answer.
+    pub max_tokens: u32,
 }
 
 impl Default for Options {
@@ -68,6 +70,7 @@ impl Default for Options {
             limits: Limits::default(),
             js_limits: js::Limits::default(),
             clock: now_ms,
+            max_tokens: 4096,
         }
     }
 }
@@ -1239,7 +1242,7 @@ impl<'c> Executor<'c> {
         Some(
             ChatRequest::new(self.model_for(turn), turn.messages.clone())
                 .with_tools(turn.tools.clone())
-                .with_max_tokens(4096),
+                .with_max_tokens(self.options.max_tokens),
         )
     }
 

@@ -8,6 +8,7 @@ mod conformance;
 mod dot_output;
 mod dsl_output;
 mod execution;
+mod live;
 mod robustness;
 mod runtime;
 mod stateful;
