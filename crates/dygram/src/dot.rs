@@ -125,21 +125,25 @@ pub fn to_dot_highlighted(
                 .collect()
         })
         .unwrap_or_default();
-    let id = |name: &str| {
+    // The ids `to_dot` gave the nodes (a parent is drawn through its cluster's anchor).
+    let node_id = |name: &str| {
         if parents.contains(name) {
-            format!("\"{}__cluster_anchor\"", dot_escape(name))
+            id(&anchor(name))
         } else {
-            format!("\"{}\"", dot_escape(name))
+            id(name)
         }
     };
     let mut extra = String::from("  // execution\n");
     for n in visited.iter().filter(|n| !parents.contains(n.as_str())) {
-        extra.push_str(&format!("  {} [penwidth=3, color=\"#2E7D32\"];\n", id(n)));
+        extra.push_str(&format!(
+            "  {} [penwidth=3, color=\"#2E7D32\"];\n",
+            node_id(n)
+        ));
     }
     for n in current.iter().filter(|n| !parents.contains(n.as_str())) {
         extra.push_str(&format!(
             "  {} [penwidth=3, color=\"#1B5E20\", style=\"filled\", fillcolor=\"#A5D6A7\"];\n",
-            id(n)
+            node_id(n)
         ));
     }
     let mut seen = std::collections::HashSet::new();
@@ -147,17 +151,13 @@ pub fn to_dot_highlighted(
         if seen.insert((from, to)) {
             extra.push_str(&format!(
                 "  {} -> {} [color=\"#2E7D32\", penwidth=3, constraint=false];\n",
-                id(from),
-                id(to)
+                node_id(from),
+                node_id(to)
             ));
         }
     }
     dot.insert_str(end, &extra);
     dot
-}
-
-fn dot_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// SVG for a DOT text, by running Graphviz's `dot -Tsvg` (DOT on stdin, SVG on stdout).
@@ -2791,6 +2791,36 @@ pub(crate) mod cel {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn highlights_use_the_ids_of_the_drawn_nodes() {
+        let machine = json!({
+            "title": "M",
+            "nodes": [
+                {"name": "G", "attributes": []},
+                {"name": "x\\y\"z", "attributes": [], "parent": "G"},
+                {"name": "end", "attributes": []}
+            ],
+            "edges": [{"source": "x\\y\"z", "target": "end", "arrowType": "->"}]
+        });
+        let plain = to_dot(&machine);
+        let drawn = to_dot_highlighted(
+            &machine,
+            &["G".into(), "x\\y\"z".into()],
+            &["end".into()],
+            &[("G".into(), "end".into())],
+        );
+        let odd = id("x\\y\"z");
+        assert!(plain.contains(&odd), "{plain}");
+        assert!(drawn.contains(&format!("{odd} [penwidth=3")), "{drawn}");
+        // A parent is highlighted through its cluster's anchor, as edges to it are drawn.
+        assert!(
+            drawn.contains(&format!("{} -> \"end\"", id(&anchor("G")))),
+            "{drawn}"
+        );
+        assert!(!drawn.contains("\"G\" [penwidth"), "{drawn}");
+        assert!(drawn.contains("\"end\" [penwidth=3, color=\"#1B5E20\", style=\"filled\""));
+    }
 
     #[test]
     fn text_breaks_like_the_reference() {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::runtime::state::{ExecutionState, Status};
+use crate::runtime::state::{ExecutionState, Status, TurnState};
 
 /// Layout version of `state.json`.
 pub const STATE_FILE_VERSION: &str = "1.0";
@@ -122,8 +122,9 @@ pub struct Metadata {
     pub source_fingerprint: Option<String>,
 }
 
-/// `state.json`: the seed's fields plus everything resuming needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `state.json` as read: the seed's fields plus everything resuming needs (written by
+/// [`state_json`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StateFile {
     /// Layout version.
@@ -145,7 +146,7 @@ pub struct StateFile {
 }
 
 /// The execution inside `state.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutionView {
     /// Node of the main path.
@@ -159,83 +160,100 @@ pub struct ExecutionView {
     /// Context values.
     pub context_values: Map<String, Value>,
     /// An open conversation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_state: Option<Value>,
-    /// The whole runtime state (the machine itself is in `machine.json`).
-    #[serde(serialize_with = "without_machine")]
+    #[serde(default)]
+    pub turn_state: Option<TurnState>,
+    /// The rest of the runtime state (the machine is in `machine.json`; the context values and the
+    /// conversation are the fields above).
     pub runtime: ExecutionState,
 }
 
 impl StateFile {
-    /// The state file for an execution.
-    pub fn of(state: &ExecutionState, machine_hash: &str, now: &str) -> Result<Self, String> {
-        // Everything but the machine, which `machine.json` holds.
-        let runtime = ExecutionState {
-            version: state.version.clone(),
-            machine_snapshot: Value::Null,
-            paths: state.paths.clone(),
-            limits: state.limits.clone(),
-            metadata: state.metadata.clone(),
-            context_state: state.context_state.clone(),
-            turn_state: state.turn_state.clone(),
-            barriers: state.barriers.clone(),
-            dynamic_tools: state.dynamic_tools.clone(),
-            proposals: state.proposals.clone(),
-        };
-        let main = state.main_path();
-        Ok(Self {
-            version: STATE_FILE_VERSION.to_string(),
-            machine_hash: machine_hash.to_string(),
-            execution_state: ExecutionView {
-                current_node: main.map(|p| p.current_node.clone()),
-                path_id: main.map(|p| p.id.clone()),
-                visited_nodes: state.visited_nodes(),
-                attributes: Map::new(),
-                context_values: state.context_state.clone(),
-                turn_state: state
-                    .turn_state
-                    .as_ref()
-                    .and_then(|t| serde_json::to_value(t).ok()),
-                runtime,
-            },
-            status: state.status().as_str().to_string(),
-            last_updated: now.to_string(),
-            turn_count: 0,
-            call_count: 0,
-        })
-    }
-
     /// The runtime state, with the machine from `machine.json`.
     pub fn restore(self, machine: Value) -> Result<ExecutionState, String> {
         if !machine.is_object() {
             return Err("`machine.json` does not hold a machine".into());
         }
-        let mut state = self.execution_state.runtime;
+        let view = self.execution_state;
+        let mut state = view.runtime;
         state.machine_snapshot = machine;
+        state.context_state = view.context_values;
+        state.turn_state = view.turn_state;
         Ok(state)
     }
 }
 
-/// Writes the runtime state without its machine (saved apart in `machine.json`).
-fn without_machine<S: serde::Serializer>(st: &ExecutionState, s: S) -> Result<S::Ok, S::Error> {
-    {
-        use serde::ser::SerializeStruct;
-        let mut out = s.serialize_struct("ExecutionState", 9)?;
-        out.serialize_field("version", &st.version)?;
-        out.serialize_field("paths", &st.paths)?;
-        out.serialize_field("limits", &st.limits)?;
-        out.serialize_field("metadata", &st.metadata)?;
-        out.serialize_field("contextState", &st.context_state)?;
-        if let Some(t) = &st.turn_state {
-            out.serialize_field("turnState", t)?;
-        }
-        out.serialize_field("barriers", &st.barriers)?;
-        out.serialize_field("dynamicTools", &st.dynamic_tools)?;
-        if !st.proposals.is_empty() {
-            out.serialize_field("proposals", &st.proposals)?;
-        }
-        out.end()
+/// `state.json` for an execution, written straight from it (nothing is copied; each part of the
+/// state appears once).
+pub fn state_json(
+    state: &ExecutionState,
+    machine_hash: &str,
+    now: &str,
+    turn_count: u64,
+    call_count: u64,
+) -> Result<Vec<u8>, String> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Out<'a> {
+        version: &'a str,
+        machine_hash: &'a str,
+        execution_state: View<'a>,
+        status: &'a str,
+        last_updated: &'a str,
+        turn_count: u64,
+        call_count: u64,
     }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct View<'a> {
+        current_node: Option<&'a str>,
+        path_id: Option<&'a str>,
+        visited_nodes: Vec<String>,
+        attributes: Map<String, Value>,
+        context_values: &'a Map<String, Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn_state: Option<&'a TurnState>,
+        runtime: Runtime<'a>,
+    }
+    /// The runtime state without what is written elsewhere.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Runtime<'a> {
+        version: &'a str,
+        paths: &'a [crate::runtime::state::Path],
+        limits: &'a crate::runtime::state::Limits,
+        metadata: &'a crate::runtime::state::Metadata,
+        barriers: &'a std::collections::BTreeMap<String, crate::runtime::state::Barrier>,
+        dynamic_tools: &'a [crate::runtime::state::DynamicTool],
+        #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+        proposals: &'a [Value],
+    }
+    let main = state.main_path();
+    let out = Out {
+        version: STATE_FILE_VERSION,
+        machine_hash,
+        execution_state: View {
+            current_node: main.map(|p| p.current_node.as_str()),
+            path_id: main.map(|p| p.id.as_str()),
+            visited_nodes: state.visited_nodes(),
+            attributes: Map::new(),
+            context_values: &state.context_state,
+            turn_state: state.turn_state.as_ref(),
+            runtime: Runtime {
+                version: &state.version,
+                paths: &state.paths,
+                limits: &state.limits,
+                metadata: &state.metadata,
+                barriers: &state.barriers,
+                dynamic_tools: &state.dynamic_tools,
+                proposals: &state.proposals,
+            },
+        },
+        status: state.status().as_str(),
+        last_updated: now,
+        turn_count,
+        call_count,
+    };
+    serde_json::to_vec(&out).map_err(|e| e.to_string())
 }
 
 /// One line of `history.jsonl`.
@@ -254,19 +272,6 @@ pub struct HistoryEntry {
     pub output: Option<String>,
     /// Status after the call.
     pub status: String,
-}
-
-/// Whether a file is non-empty and does not end with a line break (only its last byte is read).
-fn ends_torn(path: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    if f.seek(SeekFrom::End(-1)).is_err() {
-        return false;
-    }
-    let mut last = [0u8; 1];
-    f.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
 /// sha256 (hex) over a source text and the files it imports (path and bytes of each; a missing
@@ -290,14 +295,10 @@ pub fn machine_hash(machine: &Value) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Whether an id can name an execution folder.
+/// Whether an id can name an execution folder: a safe path component (the store's rules) without
+/// `.`, which marks folders set aside (`ID.corrupted-…`), and not `last`.
 pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id != "last"
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    store::ids::validate_id(id).is_ok() && !id.contains('.') && id != "last"
 }
 
 /// Summary of one execution, for listings.
@@ -366,7 +367,7 @@ impl Executions {
 
     /// A new id `exec-YYYYMMDD-HHMMSS` (UTC), with `-2`, `-3`, … when taken.
     pub fn new_id(&self, now: jiff::Timestamp) -> String {
-        let base = now.strftime("exec-%Y%m%d-%H%M%S").to_string();
+        let base = store::ids::timestamp_id("exec", now);
         if !self.root.join(&base).exists() {
             return base;
         }
@@ -413,10 +414,10 @@ impl Executions {
     /// metadata describes it and is replaced atomically without waiting for the disk, as is the
     /// history (a process killed at any point loses nothing; a power loss may lose the last
     /// metadata update, which only counts and describes).
-    pub fn save(&self, id: &str, state: &StateFile, meta: &Metadata) -> Result<(), SessionError> {
+    pub fn save(&self, id: &str, state_json: &[u8], meta: &Metadata) -> Result<(), SessionError> {
         let dir = self.dir(id)?;
         let path = dir.join("state.json");
-        store::atomic::write_json_atomic(&path, state, false).map_err(|e| io(&path, e))?;
+        store::atomic::write_atomic(&path, state_json).map_err(|e| io(&path, e))?;
         let path = dir.join("metadata.json");
         let bytes = serde_json::to_vec_pretty(meta).map_err(|e| io(&path, e))?;
         store::atomic::write_atomic_lazy(&path, &bytes).map_err(|e| io(&path, e))
@@ -425,11 +426,15 @@ impl Executions {
     /// Appends a line to `history.jsonl`.
     pub fn append_history(&self, id: &str, entry: &HistoryEntry) -> Result<(), SessionError> {
         let path = self.dir(id)?.join("history.jsonl");
-        // A line torn by a killed call is cut off first (the state, not the history, is the truth).
-        if ends_torn(&path) {
-            store::journal::recover::<Value>(&path).map_err(|e| io(&path, e))?;
+        let mut journal = match store::journal::Journal::open(&path) {
+            // A line torn by a killed call is cut off (the state, not the history, is the truth).
+            Err(store::StoreError::TornTail { .. }) => {
+                store::journal::recover::<Value>(&path).map_err(|e| io(&path, e))?;
+                store::journal::Journal::open(&path)
+            }
+            other => other,
         }
-        let mut journal = store::journal::Journal::open(&path).map_err(|e| io(&path, e))?;
+        .map_err(|e| io(&path, e))?;
         journal.append_unsynced(entry).map_err(|e| io(&path, e))
     }
 

@@ -105,8 +105,8 @@ pub fn result_json(state: &ExecutionState) -> Value {
 }
 
 /// One line for an event (stderr progress).
-pub fn describe(event: &Event) -> Option<String> {
-    Some(match event {
+pub fn describe(event: &Event) -> String {
+    match event {
         Event::Transition {
             path,
             from,
@@ -149,7 +149,7 @@ pub fn describe(event: &Event) -> Option<String> {
         Event::Completed { path, node } => format!("[{path}] completed at {node}"),
         Event::Failed { path, node, error } => format!("[{path}] failed at {node}: {error}"),
         Event::Waiting { path, node, reason } => format!("[{path}] waiting at {node}: {reason}"),
-    })
+    }
 }
 
 /// The path taken and the final summary.
@@ -230,14 +230,6 @@ pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
     }
 }
 
-/// The machine JSON of the input, diagnostics shown (`None` when it has errors).
-pub fn diagnostics_free_machine(
-    input: &input::Input,
-    args: &ExecuteArgs,
-) -> Result<Option<Value>, CliError> {
-    machine_json(input, args.no_imports, false, args.verbosity)
-}
-
 pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     if args.interactive
         || args.step
@@ -255,7 +247,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         );
     }
     let input = input::read(&args.file, true)?;
-    let Some(machine) = diagnostics_free_machine(&input, &args)? else {
+    let Some(machine) = machine_json(&input, args.no_imports, false, args.verbosity)? else {
         return Ok(Exit::Failed);
     };
     let llm_client = client::build(&args.llm)?;
@@ -277,8 +269,8 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     for _ in 0..1_000_000 {
         let result = executor.step();
         for event in executor.take_events() {
-            if !quiet && let Some(line) = describe(&event) {
-                eprint_line(&line);
+            if !quiet {
+                eprint_line(&describe(&event));
             }
         }
         match result {

@@ -7,9 +7,7 @@ use serde_json::{Value, json};
 
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{PathStatus, Status};
-use dygram::session::{
-    self, ClientConfig, Executions, HistoryEntry, Metadata, SessionError, StateFile,
-};
+use dygram::session::{self, ClientConfig, Executions, HistoryEntry, Metadata, SessionError};
 use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, Recorder, StopReason};
 
 use super::client::{self, Provider};
@@ -528,9 +526,10 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             .as_ref()
             .map(|c| c.hash.clone())
             .unwrap_or_default();
-        let sf = StateFile::of(executor.state(), &hash, &rfc3339(now())).map_err(|e| {
-            CliError::new(format!("cannot serialise the state of execution {id}: {e}"))
-        })?;
+        let sf =
+            session::state_json(executor.state(), &hash, &rfc3339(now()), 0, 0).map_err(|e| {
+                CliError::new(format!("cannot serialise the state of execution {id}: {e}"))
+            })?;
         store.save(&id, &sf, &meta).map_err(session_error)?;
         store.set_last(&id).map_err(session_error)?;
     }
@@ -670,10 +669,8 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         meta.source_files = c.files.clone();
         meta.source_fingerprint = Some(c.fingerprint.clone());
     }
-    let mut sf = StateFile::of(state, &hash, &rfc3339(t))
+    let sf = session::state_json(state, &hash, &rfc3339(t), meta.turn_count, meta.step_count)
         .map_err(|e| CliError::new(format!("cannot serialise the state of execution {id}: {e}")))?;
-    sf.turn_count = meta.turn_count;
-    sf.call_count = meta.step_count;
     store.save(&id, &sf, &meta).map_err(session_error)?;
     if waiting.is_none() {
         let node = events
@@ -884,9 +881,7 @@ fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, meta: &
             }
             Event::ToolCall { .. } | Event::Output { .. } => {}
             other => {
-                if let Some(line) = describe(other) {
-                    s.push_str(&format!("{line}\n"));
-                }
+                s.push_str(&format!("{}\n", describe(other)));
             }
         }
     }

@@ -69,11 +69,10 @@ impl LlmClient for QueueClient {
         let stop = Arc::new(AtomicBool::new(false));
         let beat = {
             let stop = Arc::clone(&stop);
-            let me = (self.dir.clone(), n);
+            let dir = self.dir.clone();
             std::thread::spawn(move || {
-                let client = HeartbeatWriter { dir: me.0 };
                 while !stop.load(Ordering::SeqCst) {
-                    client.write(me.1);
+                    write_heartbeat(&dir, n);
                     let until = Instant::now() + HEARTBEAT;
                     while Instant::now() < until && !stop.load(Ordering::SeqCst) {
                         std::thread::sleep(POLL);
@@ -117,18 +116,13 @@ impl LlmClient for QueueClient {
     }
 }
 
-struct HeartbeatWriter {
-    dir: PathBuf,
-}
-
-impl HeartbeatWriter {
-    fn write(&self, requests: u64) {
-        let path = self.dir.join("heartbeat.lock");
-        let body = json!({
-            "pid": std::process::id(),
-            "timestamp": jiff::Timestamp::now().to_string(),
-            "requestsProcessed": requests,
-        });
-        let _ = store::atomic::write_json_atomic(&path, &body, true);
-    }
+/// Says who waits: rewritten every few seconds while a request is open.
+fn write_heartbeat(dir: &Path, requests: u64) {
+    let path = dir.join("heartbeat.lock");
+    let body = json!({
+        "pid": std::process::id(),
+        "timestamp": jiff::Timestamp::now().to_string(),
+        "requestsProcessed": requests,
+    });
+    let _ = store::atomic::write_json_atomic(&path, &body, true);
 }

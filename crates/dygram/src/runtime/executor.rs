@@ -1334,8 +1334,6 @@ impl<'c> Executor<'c> {
                 turn.tools.push(tools::dynamic(t));
             }
         }
-        // The machine may have changed (update_definition, construct_tool).
-        self.machine = Machine::from_json(&self.state.machine_snapshot);
         if let Some(target) = chosen {
             self.state.turn_state = None;
             let output = (!turn.accumulated_text.is_empty()).then(|| turn.accumulated_text.clone());
@@ -1532,6 +1530,8 @@ impl<'c> Executor<'c> {
             }
         }
         self.state.machine_snapshot = machine;
+        self.machine = candidate;
+        self.machine_changed = true;
         Ok(
             json!({"success": true, "message": "Machine definition updated",
             "reason": args.get("reason"), "dsl": crate::dsl::to_dsl(&self.state.machine_snapshot)}),
@@ -1580,6 +1580,7 @@ impl<'c> Executor<'c> {
         }
         self.state.dynamic_tools.retain(|t| t.name != tool.name);
         self.state.dynamic_tools.push(tool);
+        self.machine = Machine::from_json(&self.state.machine_snapshot);
         self.machine_changed = true;
         Ok(())
     }

@@ -241,6 +241,7 @@ pub struct ExecutionState {
     /// Counters.
     pub metadata: Metadata,
     /// Values of context nodes: `{Ctx: {field: value}}`.
+    #[serde(default)]
     pub context_state: Map<String, Value>,
     /// An open conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

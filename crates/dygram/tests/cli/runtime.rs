@@ -1739,6 +1739,43 @@ fn construct(name: &str, code: &str) -> Reply {
 }
 
 #[test]
+fn updated_definition_takes_effect_at_once() {
+    let updated = compile(
+        "machine \"Builder\" @meta
+         task t { prompt: \"build\"; }
+         state done;
+         state extra;
+         t -> done;
+         done -> extra;",
+    );
+    let server = ScriptedServer::start([
+        Reply::tool_call(
+            "u1",
+            "update_definition",
+            json!({"machine": updated, "reason": "one more step"}),
+        ),
+        Reply::tool_call("t1", "transition_to_done", json!({})),
+    ]);
+    let llm = client(&server);
+    let mut ex = start(META_MACHINE, &llm, options());
+    assert!(!ex.machine_changed());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    assert!(
+        ex.machine_changed(),
+        "a saved execution must write machine.json again"
+    );
+    assert!(ex.machine().node("extra").is_some());
+    // The new edge out of `done` is followed: the runtime uses the new machine, not the old one.
+    assert_eq!(
+        history(path(&ex, "path_0")),
+        [
+            h("t", "done", "agent_decision"),
+            h("done", "extra", "Single edge from state node")
+        ]
+    );
+}
+
+#[test]
 fn constructed_tool_is_offered_next_and_runs() {
     let server = ScriptedServer::start([
         construct("double", "return n * 2;"),
