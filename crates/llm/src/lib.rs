@@ -30,7 +30,7 @@ pub use playback::{PlaybackClient, PlaybackMiss, PlaybackMode, PlaybackState};
 pub use recorder::{Recorder, next_turn_number};
 pub use recording::{Recording, Signature};
 pub use retry::{RetryNotice, RetryPolicy};
-pub use secret::ApiKey;
+pub use secret::{ApiKey, Redactor};
 pub use types::{
     ChatRequest, ChatResponse, ContentBlock, Message, RawExchange, Role, StopReason, StreamEvent,
     ToolCallRef, ToolChoice, ToolDefinition, Usage,
