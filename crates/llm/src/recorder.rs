@@ -8,18 +8,22 @@ use store::{Clock, IdSource};
 use crate::LlmClient;
 use crate::error::LlmError;
 use crate::recording::{Recording, file_name, recording_files};
+use crate::secret::Redactor;
 use crate::types::{ChatRequest, ChatResponse, StreamEvent};
 
 /// A client that forwards to `inner` and writes each successful exchange to a directory.
 ///
 /// Files are numbered after the highest `turn-<n>.json` already there, so recording into a directory
 /// across several processes continues the sequence instead of overwriting it. Only the neutral request
-/// and response are written: no headers, so no API key, ever reaches a recording.
+/// and response are written: no headers, so no API key reaches a recording that way; and every text in
+/// a recording passes through the [`Redactor`] given with [`Recorder::with_redactor`], so a key the
+/// model or a tool echoes is not written either.
 pub struct Recorder<C> {
     inner: C,
     dir: PathBuf,
     clock: Clock,
     ids: IdSource,
+    redactor: Redactor,
     lock: Mutex<()>,
 }
 
@@ -34,6 +38,7 @@ impl<C: LlmClient> Recorder<C> {
             dir,
             clock: Clock::System,
             ids: IdSource::random(),
+            redactor: Redactor::default(),
             lock: Mutex::new(()),
         })
     }
@@ -47,6 +52,12 @@ impl<C: LlmClient> Recorder<C> {
     /// Uses `ids` for request ids.
     pub fn with_ids(mut self, ids: IdSource) -> Self {
         self.ids = ids;
+        self
+    }
+
+    /// Scrubs the secrets of `redactor` from every recording.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
         self
     }
 
@@ -75,8 +86,11 @@ impl<C: LlmClient> Recorder<C> {
             &requested_at.to_string(),
             &self.clock.now().to_string(),
         );
-        let bytes = serde_json::to_vec_pretty(&recording)
-            .map_err(|e| LlmError::Recording(format!("cannot encode a recording: {e}")))?;
+        let encode_error =
+            |e: serde_json::Error| LlmError::Recording(format!("cannot encode a recording: {e}"));
+        let mut value = serde_json::to_value(&recording).map_err(encode_error)?;
+        self.redactor.redact_json(&mut value);
+        let bytes = serde_json::to_vec_pretty(&value).map_err(encode_error)?;
         // Claim the next free number; another process recording into the same directory may take a
         // number between our look and our write, in which case we move on to the next one.
         let mut next = next_turn_number(&self.dir)?;

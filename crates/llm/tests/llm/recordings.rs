@@ -456,3 +456,27 @@ fn an_empty_directory_misses_clearly() {
         .to_string();
     assert!(err.contains("the directory holds no recordings"), "{err}");
 }
+
+#[test]
+fn a_key_echoed_by_the_model_never_reaches_a_recording() {
+    let key = "sk-echo-0123456789abcdef";
+    let server = ScriptedServer::start([Reply::tool_calls([ToolCallSpec::new(
+        "c1",
+        "lookup",
+        json!({"q": format!("use {key}")}),
+    )])
+    .with_text(&format!("Your key is {key}."))]);
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::new(client(&server, Protocol::OpenAi, fast_http()), dir.path())
+        .unwrap()
+        .with_redactor(llm::Redactor::new([key]));
+    let req = ChatRequest::new("m", vec![Message::user(format!("my key: {key}"))]);
+    let answer = recorder.complete(&req).unwrap();
+    assert!(
+        answer.text().contains(key),
+        "the caller still gets the answer"
+    );
+    let text = std::fs::read_to_string(dir.path().join("turn-1.json")).unwrap();
+    assert!(!text.contains(key), "{text}");
+    assert!(text.matches("[REDACTED]").count() >= 3, "{text}");
+}
