@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod needs;
 mod server;
 
 pub use server::{Protocol, ReceivedRequest, Reply, ScriptedServer, ToolCallSpec};

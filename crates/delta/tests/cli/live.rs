@@ -9,11 +9,7 @@ use crate::support::{Sandbox, read_json};
 
 #[test]
 fn a_real_server_runs_an_agent_with_a_tool_to_completion() {
-    let Some(url) = std::env::var("LLM_E2E_URL").ok().filter(|u| !u.is_empty()) else {
-        assert!(
-            std::env::var_os("LLM_E2E_REQUIRED").is_none(),
-            "LLM_E2E_REQUIRED is set but LLM_E2E_URL is not"
-        );
+    let Some(testkit::needs::LiveServer { url, .. }) = testkit::needs::live_server() else {
         return;
     };
     let sb = Sandbox::new(

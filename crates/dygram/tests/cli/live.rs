@@ -1,20 +1,13 @@
 //! The live tier: `dygram execute` against a real OpenAI-compatible server (llama.cpp's, with a
 //! tiny model), run when `LLM_E2E_URL` is set (`.ci/run` starts the server); without it the test
-//! returns at once, unless `LLM_E2E_REQUIRED` is set, in which case it fails. The model is tiny:
+//! says `SKIPPED` and returns, unless `LLM_E2E_REQUIRED` is set, in which case it fails. The model is tiny:
 //! the test checks the protocol and that a recorded live run replays to the same state, never what
 //! the model chose.
 
 use serde_json::Value;
 
 fn live_url() -> Option<String> {
-    let url = std::env::var("LLM_E2E_URL").ok().filter(|u| !u.is_empty());
-    if url.is_none() {
-        assert!(
-            std::env::var_os("LLM_E2E_REQUIRED").is_none(),
-            "LLM_E2E_REQUIRED is set but LLM_E2E_URL is not"
-        );
-    }
-    url
+    testkit::needs::live_server().map(|s| s.url)
 }
 
 fn run(dir: &std::path::Path, args: &[&str], url: &str) -> (i32, Value, String) {

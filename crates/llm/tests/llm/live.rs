@@ -1,6 +1,6 @@
 //! The live tier: a real OpenAI-compatible server (llama.cpp's, with a tiny model), run when
 //! `LLM_E2E_URL` is set (e.g. by `.ci/run` after `../shared/tools/real-llm-server start`); without it
-//! these tests return at once, unless `LLM_E2E_REQUIRED` is set, in which case they fail.
+//! these tests say `SKIPPED` and return, unless `LLM_E2E_REQUIRED` is set, in which case they fail.
 //! The model is tiny, so these tests check shapes and protocol, never wording (it sometimes writes
 //! invalid JSON arguments, which the client keeps verbatim as a string).
 
@@ -19,16 +19,8 @@ use serde_json::json;
 static SERVER: Mutex<()> = Mutex::new(());
 
 fn live() -> Option<(OpenAiClient, String, MutexGuard<'static, ()>)> {
-    let url = std::env::var("LLM_E2E_URL").ok().filter(|u| !u.is_empty());
-    let Some(url) = url else {
-        // CI sets LLM_E2E_REQUIRED so that a missing server fails the run instead of skipping quietly.
-        assert!(
-            std::env::var_os("LLM_E2E_REQUIRED").is_none(),
-            "LLM_E2E_REQUIRED is set but LLM_E2E_URL is not"
-        );
-        return None;
-    };
-    let model = std::env::var("LLM_E2E_MODEL").unwrap_or_else(|_| "smollm2".into());
+    // Says SKIPPED without a server (CI sets LLM_E2E_REQUIRED, which makes that a failure).
+    let testkit::needs::LiveServer { url, model } = testkit::needs::live_server()?;
     let mut config = OpenAiConfig::new(url, None);
     config.http = HttpOptions {
         timeout: Duration::from_secs(120),

@@ -1,0 +1,110 @@
+//! Tests that need something the repository does not hold: the specification's conformance corpus,
+//! a live LLM server, Graphviz.
+//!
+//! Each function returns what the test needs, or `None` after printing one line that says what is
+//! missing and how to provide it:
+//!
+//! ```text
+//! SKIPPED conformance::json_matches_the_reference: needs the DyGram conformance corpus (...)
+//! ```
+//!
+//! The line goes straight to the process's standard error, past the test harness's capture, so
+//! `cargo test` shows it even for a test that passes, and `.ci/run` counts these lines: a skipped
+//! test is reported as skipped, never as a pass. Where the environment variable named in the line is
+//! set (CI sets them all), a missing resource fails the test instead.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// What a `SKIPPED` line starts with.
+pub const SKIPPED: &str = "SKIPPED";
+
+/// Makes the conformance tests required.
+pub const CONFORMANCE_REQUIRED: &str = "CONFORMANCE_REQUIRED";
+/// Makes the live-server tests required.
+pub const LIVE_REQUIRED: &str = "LLM_E2E_REQUIRED";
+/// Makes the Graphviz checks required.
+pub const GRAPHVIZ_REQUIRED: &str = "DYGRAM_GRAPHVIZ_REQUIRED";
+
+/// The specification folder: `$SHARED_DIR`, or `shared/` beside the checkout.
+pub fn shared_dir() -> PathBuf {
+    match std::env::var_os("SHARED_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    }
+}
+
+/// The DyGram conformance corpus (`<shared>/conformance/dygram`: `manifest.tsv`, `examples/`,
+/// `expected/`, `execution/`).
+pub fn conformance() -> Option<PathBuf> {
+    let dir = shared_dir().join("conformance/dygram");
+    if dir.join("manifest.tsv").is_file() {
+        return Some(dir);
+    }
+    skip(
+        CONFORMANCE_REQUIRED,
+        &format!(
+            "the DyGram conformance corpus at {} (the specification checked out beside this \
+             repository as ../shared, or SHARED_DIR=PATH)",
+            dir.display()
+        ),
+    )
+}
+
+/// A live OpenAI-compatible server.
+#[derive(Debug, Clone)]
+pub struct LiveServer {
+    /// Base URL, `http://127.0.0.1:PORT/v1`.
+    pub url: String,
+    /// Model name to ask for.
+    pub model: String,
+}
+
+/// The live server named by `LLM_E2E_URL` (model: `LLM_E2E_MODEL`, default `smollm2`).
+pub fn live_server() -> Option<LiveServer> {
+    match std::env::var("LLM_E2E_URL").ok().filter(|u| !u.is_empty()) {
+        Some(url) => Some(LiveServer {
+            url,
+            model: std::env::var("LLM_E2E_MODEL").unwrap_or_else(|_| "smollm2".into()),
+        }),
+        None => skip(
+            LIVE_REQUIRED,
+            "a live OpenAI-compatible server: LLM_E2E_URL=http://127.0.0.1:PORT/v1 \
+             (.ci/run starts one with ../shared/tools/real-llm-server)",
+        ),
+    }
+}
+
+/// Whether Graphviz's `dot` runs; `None` (after saying so) when it does not.
+pub fn graphviz() -> Option<()> {
+    let found = Command::new("dot")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Some(());
+    }
+    skip(
+        GRAPHVIZ_REQUIRED,
+        "Graphviz's `dot` on PATH (apt-get install graphviz)",
+    )
+}
+
+/// Says that the current test is skipped for want of `what`, or fails it when `required` is set.
+fn skip<T>(required: &str, what: &str) -> Option<T> {
+    let test = std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .unwrap_or("a test")
+        .to_string();
+    if std::env::var_os(required).is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!("{test} needs {what}, and {required} is set, so it may not be skipped");
+    }
+    let line = format!("{SKIPPED} {test}: needs {what}; {required}=1 makes this a failure\n");
+    // Past the harness's capture: the line must be seen even though the test passes.
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    None
+}
