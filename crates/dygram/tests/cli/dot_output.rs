@@ -1,8 +1,8 @@
 //! Graphviz DOT, Mermaid and SVG outputs: every corpus program through Graphviz and a Mermaid
 //! checker, a structural comparison with the reference's DOT, and snapshots of small programs.
 //!
-//! What needs Graphviz (`dot`) is skipped, with a notice, when it is not installed, unless
-//! `DYGRAM_GRAPHVIZ_REQUIRED=1` (CI installs Graphviz and sets it, so there it cannot be skipped).
+//! What needs Graphviz (`dot`) or the corpus says SKIPPED and returns without them, unless
+//! `DYGRAM_GRAPHVIZ_REQUIRED` / `CONFORMANCE_REQUIRED` is set (CI provides both and sets both).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -12,13 +12,14 @@ use dygram::dot::{SvgError, to_dot, to_svg, to_svg_with};
 use dygram::mermaid::to_mermaid;
 use dygram::source::SourceFile;
 
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram")
+/// The corpus, or `None` (the test says SKIPPED) without it.
+fn corpus() -> Option<PathBuf> {
+    testkit::needs::conformance()
 }
 
 /// The `ok` programs of the corpus: (path under `examples/`, source).
-fn ok_programs() -> Vec<(String, String)> {
-    let manifest = std::fs::read_to_string(corpus().join("manifest.tsv")).unwrap();
+fn ok_programs(corpus: &Path) -> Vec<(String, String)> {
+    let manifest = std::fs::read_to_string(corpus.join("manifest.tsv")).unwrap();
     manifest
         .lines()
         .skip(1)
@@ -28,7 +29,7 @@ fn ok_programs() -> Vec<(String, String)> {
             (cols.next()? == "ok").then_some(path)
         })
         .map(|path| {
-            let text = std::fs::read_to_string(corpus().join("examples").join(&path)).unwrap();
+            let text = std::fs::read_to_string(corpus.join("examples").join(&path)).unwrap();
             (path, text)
         })
         .collect()
@@ -40,27 +41,9 @@ fn machine(name: &str, text: &str) -> serde_json::Value {
     })
 }
 
-/// Whether Graphviz can be used: without it, a skip notice, or a failure when CI requires it.
+/// Whether Graphviz can be used: without it the test says SKIPPED, or fails when CI requires it.
 fn graphviz() -> bool {
-    let found = Command::new("dot")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return true;
-    }
-    assert!(
-        std::env::var("DYGRAM_GRAPHVIZ_REQUIRED").as_deref() != Ok("1"),
-        "Graphviz `dot` is not installed, and DYGRAM_GRAPHVIZ_REQUIRED=1: install it \
-         (`apt-get install graphviz`)"
-    );
-    eprintln!(
-        "note: Graphviz `dot` is not installed: the checks that need it are skipped \
-         (install it with `apt-get install graphviz`)"
-    );
-    false
+    testkit::needs::graphviz().is_some()
 }
 
 /// Runs `dot -Tsvg` on some DOT text: Ok(number of SVG documents) or Err(stderr).
@@ -225,7 +208,8 @@ fn structure(dot: &str) -> Structure {
 
 #[test]
 fn every_corpus_program_gives_dot_that_graphviz_accepts() {
-    let programs = ok_programs();
+    let Some(corpus) = corpus() else { return };
+    let programs = ok_programs(&corpus);
     assert!(programs.len() > 400, "{} programs", programs.len());
     let dots: Vec<(String, String)> = programs
         .iter()
@@ -238,7 +222,7 @@ fn every_corpus_program_gives_dot_that_graphviz_accepts() {
     let mut different = Vec::new();
     for (path, dot) in &dots {
         let reference =
-            std::fs::read_to_string(corpus().join("expected").join(format!("{path}.dot"))).unwrap();
+            std::fs::read_to_string(corpus.join("expected").join(format!("{path}.dot"))).unwrap();
         if *dot == reference {
             same_bytes += 1;
         }
@@ -585,7 +569,8 @@ fn the_mermaid_checker_catches_mistakes() {
 #[test]
 fn every_corpus_program_gives_well_formed_mermaid() {
     let mut bad = Vec::new();
-    let programs = ok_programs();
+    let Some(corpus) = corpus() else { return };
+    let programs = ok_programs(&corpus);
     for (path, text) in &programs {
         let mermaid = to_mermaid(&machine(path, text));
         assert!(mermaid.starts_with("stateDiagram-v2\n"), "{path}");
