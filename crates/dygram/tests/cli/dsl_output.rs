@@ -202,8 +202,7 @@ fn the_reference_json_reads_back_through_the_dsl() {
         };
         rows += 1;
         let expected: Json = serde_json::from_str(
-            &std::fs::read_to_string(corpus.join("expected").join(format!("{path}.json")))
-                .unwrap(),
+            &std::fs::read_to_string(corpus.join("expected").join(format!("{path}.json"))).unwrap(),
         )
         .unwrap();
         let dsl = dygram::dsl::to_dsl(&expected);
