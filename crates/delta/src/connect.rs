@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 use llm::anthropic::{AnthropicClient, AnthropicConfig};
 use llm::openai::{OpenAiClient, OpenAiConfig};
-use llm::{ApiKey, HttpOptions, LlmClient, PlaybackClient, PlaybackMode, Recorder, RetryHook};
+use llm::{
+    ApiKey, HttpOptions, LlmClient, PlaybackClient, PlaybackMode, Recorder, Redactor, RetryHook,
+};
 use store::{Clock, IdSource};
 
 use crate::agent::{LlmSettings, Provider};
-use crate::env::Env;
+use crate::env::{Env, SECRET_VARS};
 
 /// Where answers come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +35,9 @@ pub struct Connection {
     pub client: Arc<dyn LlmClient>,
     /// Things to tell the user (fallback variables, keyless local server).
     pub notices: Vec<String>,
-    /// Values that must never be written anywhere.
-    pub secrets: Vec<String>,
+    /// Scrubs the API keys (every key variable set, from the environment or `.env` files, and the key
+    /// this connection uses) from anything written or printed.
+    pub redactor: Redactor,
     /// The endpoint, for display.
     pub endpoint: String,
 }
@@ -80,6 +83,7 @@ pub fn connect(
     clock: Clock,
     ids: IdSource,
 ) -> Result<Connection, ConnectError> {
+    let mut redactor = key_redactor(env);
     if let LlmMode::Playback(dir) = mode {
         let client = PlaybackClient::open(dir, PlaybackMode::Hybrid)
             .map_err(|e| ConnectError::Recordings(e.to_string()))?;
@@ -87,7 +91,7 @@ pub fn connect(
         return Ok(Connection {
             client: Arc::new(client),
             notices: Vec::new(),
-            secrets: Vec::new(),
+            redactor,
             endpoint,
         });
     }
@@ -162,13 +166,16 @@ pub fn connect(
             (Box::new(AnthropicClient::new(config)), Some(key))
         }
     };
-    let secrets: Vec<String> = secret.into_iter().collect();
+    if let Some(key) = secret {
+        redactor.add(key);
+    }
     let (client, endpoint): (Arc<dyn LlmClient>, String) = match mode {
         LlmMode::Record(dir) => {
             let recorder = Recorder::new(client, dir)
                 .map_err(|e| ConnectError::Recordings(e.to_string()))?
                 .with_clock(clock)
-                .with_ids(ids);
+                .with_ids(ids)
+                .with_redactor(redactor.clone());
             let endpoint = recorder.describe();
             (Arc::new(recorder), endpoint)
         }
@@ -180,9 +187,14 @@ pub fn connect(
     Ok(Connection {
         client,
         notices,
-        secrets,
+        redactor,
         endpoint,
     })
+}
+
+/// A redactor for the values of every API-key variable set in `env`.
+pub fn key_redactor(env: &Env) -> Redactor {
+    Redactor::new(SECRET_VARS.iter().filter_map(|var| env.get(var)))
 }
 
 #[cfg(test)]
@@ -223,7 +235,7 @@ mod tests {
         )
         .unwrap();
         assert!(c.notices[0].contains("OPENAI_API_KEY"));
-        assert_eq!(c.secrets, vec!["sk-x-123"]);
+        assert!(c.redactor.leaks("sk-x-123"));
         let c = go(
             &settings(Provider::OpenAi),
             &env(&[("DELTA_BASE_URL", "http://127.0.0.1:9/v1")]),
@@ -244,6 +256,21 @@ mod tests {
         )
         .unwrap();
         assert!(c.endpoint.starts_with("anthropic"));
+    }
+
+    #[test]
+    fn every_key_variable_set_is_redacted() {
+        let e = env(&[
+            ("DELTA_API_KEY", "sk-delta-1"),
+            ("ANTHROPIC_API_KEY", "sk-ant-2"),
+            ("OPENAI_API_KEY", "sk-openai-3"),
+            ("OTHER", "not-a-key"),
+        ]);
+        let c = go(&settings(Provider::OpenAi), &e).unwrap();
+        for key in ["sk-delta-1", "sk-ant-2", "sk-openai-3"] {
+            assert!(c.redactor.leaks(key), "{key}");
+        }
+        assert!(!c.redactor.leaks("not-a-key"));
     }
 
     #[test]

@@ -304,7 +304,7 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         interactive: l.interactive,
         clock: l.clock,
         ids: l.ids,
-        secrets: l.conn.secrets,
+        redactor: l.conn.redactor.clone(),
         interrupt: Arc::clone(&interrupt),
         recovered: l.recovered.clone(),
     };
@@ -480,7 +480,7 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     let session = session::create(
         &agent,
         &ws,
-        &message,
+        &conn.redactor.redact(&message),
         args.run_id.as_deref(),
         clock,
         &ids,

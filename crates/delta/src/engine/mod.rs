@@ -30,6 +30,7 @@ use crate::events::{
 use crate::hooks::{HookOutcome, HookRunner};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
 use crate::process::{self, Spawn};
+use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
 use observation::Ending;
@@ -187,8 +188,8 @@ pub struct EngineSetup {
     pub clock: Clock,
     /// Id source.
     pub ids: IdSource,
-    /// Values never written anywhere (API keys).
-    pub secrets: Vec<String>,
+    /// Scrubs the API keys in use from everything the run writes or reports.
+    pub redactor: llm::Redactor,
     /// Raised by SIGINT/SIGTERM.
     pub interrupt: Arc<AtomicBool>,
     /// Set when this process takes over a run whose previous process died (crash recovery): journaled
@@ -205,7 +206,7 @@ pub struct Engine<'a> {
     metadata: RunMetadata,
     hooks: HookRunner,
     log: Option<std::fs::File>,
-    observer: &'a mut dyn Observer,
+    observer: RedactingObserver<'a>,
     human: Option<&'a mut dyn HumanInput>,
     tool_env: Vec<(String, String)>,
     started: Instant,
@@ -228,17 +229,26 @@ enum Step {
     Stop(Box<RunOutcome>),
 }
 
-fn redactor(secrets: &[String]) -> impl Fn(&str) -> String + Send + Sync + 'static {
-    let secrets: Vec<String> = secrets.iter().filter(|s| s.len() >= 4).cloned().collect();
-    move |text: &str| {
-        let mut out = text.to_string();
-        for s in &secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "[REDACTED]");
-            }
+/// A request body in `provider`'s wire format (for records of requests whose bytes were not kept).
+fn wire_request(provider: Provider, request: &ChatRequest) -> Vec<u8> {
+    match provider {
+        Provider::OpenAi => {
+            serde_json::to_vec(&llm::openai::WireRequest::new(request, false, false))
         }
-        out
+        Provider::Anthropic => serde_json::to_vec(&llm::anthropic::request_body(request, false)),
     }
+    .unwrap_or_default()
+}
+
+/// Bytes as received, for a record: shared as they are, or scrubbed on the writer thread when they
+/// hold a secret (a model may echo the key).
+fn scrubbed(redactor: &llm::Redactor, bytes: &Arc<Vec<u8>>) -> io_writer::Content {
+    if redactor.is_empty() {
+        return io_writer::Content::Shared(Arc::clone(bytes));
+    }
+    let redactor = redactor.clone();
+    let bytes = Arc::clone(bytes);
+    io_writer::Content::Later(Box::new(move || redactor.redact_bytes(&bytes).into_owned()))
 }
 
 /// The definition of the built-in `ask_human` tool.
@@ -316,7 +326,7 @@ impl<'a> Engine<'a> {
             tool_env.clone(),
             &setup.run.run_id,
             setup.clock,
-            Box::new(redactor(&setup.secrets)),
+            setup.redactor.clone(),
         );
         let exec_refs = std::fs::read_dir(setup.run.tool_executions())
             .map(|entries| {
@@ -331,6 +341,7 @@ impl<'a> Engine<'a> {
             .append(true)
             .open(setup.run.engine_log())
             .ok();
+        let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let mut engine = Self {
             setup,
             journal: opened.journal,
@@ -363,6 +374,7 @@ impl<'a> Engine<'a> {
     }
 
     fn log(&mut self, message: &str) {
+        let message = self.setup.redactor.redact(message);
         let line = format!("[{}] {message}\n", timestamp(self.setup.clock.now()));
         if let Some(f) = self.log.as_mut() {
             let _ = f.write_all(line.as_bytes());
@@ -370,6 +382,7 @@ impl<'a> Engine<'a> {
     }
 
     fn append(&mut self, event: Event) -> Result<(), EngineError> {
+        let event = scrub_event(&self.setup.redactor, event);
         self.journal.append(&event)?;
         self.typed.push(event);
         Ok(())
@@ -378,6 +391,7 @@ impl<'a> Engine<'a> {
     /// Appends without flushing: the next flushed append (or [`Engine::sync`], which runs before every
     /// hook, tool and LLM call) makes it durable.
     fn append_deferred(&mut self, event: Event) -> Result<(), EngineError> {
+        let event = scrub_event(&self.setup.redactor, event);
         self.journal.append_deferred(&event)?;
         self.typed.push(event);
         Ok(())
@@ -424,7 +438,7 @@ impl<'a> Engine<'a> {
     }
 
     fn redact(&self, text: &str) -> String {
-        redactor(&self.setup.secrets)(text)
+        self.setup.redactor.redact(text).into_owned()
     }
 
     fn run_hook(
@@ -849,23 +863,24 @@ impl<'a> Engine<'a> {
         // (streams, playback) are recorded as the equivalent chat-completion object; a request
         // without its bytes (playback) is serialized on the writer thread, as it can be large.
         let request_json = match &response.raw.request {
-            Some(bytes) => io_writer::Content::Shared(Arc::clone(bytes)),
-            None => io_writer::Content::Later(Box::new(move || {
-                match provider {
-                    Provider::OpenAi => {
-                        serde_json::to_vec(&llm::openai::WireRequest::new(&request, false, false))
-                    }
-                    Provider::Anthropic => {
-                        serde_json::to_vec(&llm::anthropic::request_body(&request, false))
-                    }
-                }
-                .unwrap_or_default()
-            })),
+            Some(bytes) => scrubbed(&self.setup.redactor, bytes),
+            None => {
+                let redactor = self.setup.redactor.clone();
+                io_writer::Content::Later(Box::new(move || {
+                    redactor
+                        .redact_bytes(&wire_request(provider, &request))
+                        .into_owned()
+                }))
+            }
         };
         let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
         let response_json = match &response.raw.response {
-            Some(bytes) => io_writer::Content::Shared(Arc::clone(bytes)),
-            None => pretty(&self.response_object(id, response)).into(),
+            Some(bytes) => scrubbed(&self.setup.redactor, bytes),
+            None => {
+                let mut object = self.response_object(id, response);
+                self.setup.redactor.redact_json(&mut object);
+                pretty(&object).into()
+            }
         };
         self.io.write(
             self.setup.run.invocations().join(id),
@@ -938,7 +953,8 @@ impl<'a> Engine<'a> {
         self.metadata.usage.add(response.usage);
 
         // Journal the answer before acting on it.
-        let content = response.text();
+        // What the model said is journaled, shown and returned without the keys in use (it may echo one).
+        let content = self.redact(&response.text());
         let mut calls: Vec<(String, String, Value)> = Vec::new();
         for (i, call) in response.tool_calls().enumerate() {
             let id = if call.id.is_empty() {
@@ -1232,6 +1248,9 @@ impl<'a> Engine<'a> {
         code: i32,
         took: Duration,
     ) {
+        let command = self.setup.redactor.redact(command);
+        let stdout = self.setup.redactor.redact(stdout);
+        let stderr = self.setup.redactor.redact(stderr);
         self.io.write(
             self.setup.run.tool_executions().join(exec_ref),
             vec![
@@ -1255,7 +1274,7 @@ impl<'a> Engine<'a> {
         let Some(prompt) = args
             .get("prompt")
             .and_then(Value::as_str)
-            .map(str::to_string)
+            .map(|p| self.redact(p))
         else {
             self.error_result(
                 id,
@@ -1364,11 +1383,5 @@ mod tests {
         assert_eq!(safe_dir_name("call_abc-1"), "call_abc-1");
         assert_eq!(safe_dir_name("../../etc/passwd"), "______etc_passwd");
         assert_eq!(safe_dir_name(""), "call");
-    }
-
-    #[test]
-    fn redaction_hides_secrets() {
-        let r = redactor(&["sk-secret-123".into(), "ab".into()]);
-        assert_eq!(r("key=sk-secret-123 ab"), "key=[REDACTED] ab");
     }
 }

@@ -17,6 +17,7 @@ mod llm_errors;
 mod readme;
 mod resume;
 mod runs;
+mod secrets;
 mod signals;
 mod tool_expand;
 mod tools;
