@@ -4,9 +4,13 @@
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` (or `OPENAI_API_URL`) with a notice. A local server on a
 //! loopback address needs no key. Anthropic (`llm.provider: anthropic`): `ANTHROPIC_API_KEY` and
 //! optionally `ANTHROPIC_BASE_URL`. With `--playback` no key and no network are needed.
+//!
+//! `DELTA_LLM_IDLE_TIMEOUT` (seconds) overrides the agent's `llm.idle_timeout_seconds`: how long the
+//! server may send nothing before a request fails.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use llm::anthropic::{AnthropicClient, AnthropicConfig};
 use llm::openai::{OpenAiClient, OpenAiConfig};
@@ -56,6 +60,38 @@ pub enum ConnectError {
     /// Recordings could not be used.
     #[error("{0}")]
     Recordings(String),
+    /// A setting from the environment is not valid.
+    #[error("{var}={value:?} is not valid: {expected}")]
+    BadSetting {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+/// Variable overriding the agent's `llm.idle_timeout_seconds`.
+pub const IDLE_TIMEOUT_VAR: &str = "DELTA_LLM_IDLE_TIMEOUT";
+
+/// The idle timeout to use: `DELTA_LLM_IDLE_TIMEOUT` (seconds), else the agent's, else the LLM
+/// layer's default.
+fn idle_timeout(settings: &LlmSettings, env: &Env) -> Result<Duration, ConnectError> {
+    match env.get(IDLE_TIMEOUT_VAR) {
+        Some(text) => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| *s > 0.0 && s.is_finite())
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| ConnectError::BadSetting {
+                var: IDLE_TIMEOUT_VAR,
+                value: text.to_string(),
+                expected: "a number of seconds greater than 0",
+            }),
+        None => Ok(settings.idle_timeout.unwrap_or(llm::DEFAULT_IDLE_TIMEOUT)),
+    }
 }
 
 impl ConnectError {
@@ -64,6 +100,9 @@ impl ConnectError {
         match self {
             Self::MissingKey { hint, .. } => Some(hint.clone()),
             Self::Recordings(_) => None,
+            Self::BadSetting { var, .. } => Some(format!(
+                "set {var} to a number of seconds (such as 300), or unset it"
+            )),
         }
     }
 }
@@ -97,6 +136,7 @@ pub fn connect(
     }
     let http = HttpOptions {
         on_retry,
+        idle_timeout: idle_timeout(settings, env)?,
         ..HttpOptions::default()
     };
     let mut notices = Vec::new();
@@ -207,6 +247,7 @@ mod tests {
             model: None,
             temperature: None,
             max_tokens: None,
+            idle_timeout: None,
         }
     }
 

@@ -29,6 +29,7 @@ pub struct RawLlm {
     pub top_p: Option<Spanned<f64>>,
     pub frequency_penalty: Option<Spanned<f64>>,
     pub presence_penalty: Option<Spanned<f64>>,
+    pub idle_timeout_seconds: Option<Spanned<f64>>,
 }
 
 /// One entry of `tools:`.

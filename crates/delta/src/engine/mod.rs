@@ -6,6 +6,7 @@
 
 pub mod io_writer;
 pub mod observation;
+mod records;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use store::{Clock, IdSource, StoreError};
 
-use crate::agent::{Agent, HookName, Provider};
+use crate::agent::{Agent, HookName};
 use crate::context::{self, ContextEnv};
 use crate::env::Env;
 use crate::events::{
@@ -227,28 +228,6 @@ type LlmJob = (
 enum Step {
     Continue,
     Stop(Box<RunOutcome>),
-}
-
-/// A request body in `provider`'s wire format (for records of requests whose bytes were not kept).
-fn wire_request(provider: Provider, request: &ChatRequest) -> Vec<u8> {
-    match provider {
-        Provider::OpenAi => {
-            serde_json::to_vec(&llm::openai::WireRequest::new(request, false, false))
-        }
-        Provider::Anthropic => serde_json::to_vec(&llm::anthropic::request_body(request, false)),
-    }
-    .unwrap_or_default()
-}
-
-/// Bytes as received, for a record: shared as they are, or scrubbed on the writer thread when they
-/// hold a secret (a model may echo the key).
-fn scrubbed(redactor: &llm::Redactor, bytes: &Arc<Vec<u8>>) -> io_writer::Content {
-    if redactor.is_empty() {
-        return io_writer::Content::Shared(Arc::clone(bytes));
-    }
-    let redactor = redactor.clone();
-    let bytes = Arc::clone(bytes);
-    io_writer::Content::Later(Box::new(move || redactor.redact_bytes(&bytes).into_owned()))
 }
 
 /// The definition of the built-in `ask_human` tool.
@@ -839,6 +818,15 @@ impl<'a> Engine<'a> {
         }
     }
 
+    fn call_info(&self, took: Duration) -> records::CallInfo {
+        records::CallInfo {
+            model: self.setup.agent.llm.model.clone(),
+            client: self.setup.client.describe(),
+            took,
+            provider: self.setup.agent.llm.provider,
+        }
+    }
+
     fn save_invocation(
         &self,
         id: &str,
@@ -846,50 +834,26 @@ impl<'a> Engine<'a> {
         response: &ChatResponse,
         took: Duration,
     ) {
-        let meta = json!({
-            "model_id": response.model.clone().or_else(|| self.setup.agent.llm.model.clone()),
-            "client": self.setup.client.describe(),
-            "duration_ms": took.as_millis() as u64,
-            "token_usage": {
-                "prompt": response.usage.input_tokens,
-                "completion": response.usage.output_tokens,
-                "total": response.usage.total(),
-            },
-            "stop_reason": response.stop_reason.as_str(),
-            "status": "SUCCESS",
-        });
-        let provider = self.setup.agent.llm.provider;
-        // What went over the wire is recorded as it was. Answers that did not come as one body
-        // (streams, playback) are recorded as the equivalent chat-completion object; a request
-        // without its bytes (playback) is serialized on the writer thread, as it can be large.
-        let request_json = match &response.raw.request {
-            Some(bytes) => scrubbed(&self.setup.redactor, bytes),
-            None => {
-                let redactor = self.setup.redactor.clone();
-                io_writer::Content::Later(Box::new(move || {
-                    redactor
-                        .redact_bytes(&wire_request(provider, &request))
-                        .into_owned()
-                }))
-            }
-        };
-        let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
-        let response_json = match &response.raw.response {
-            Some(bytes) => scrubbed(&self.setup.redactor, bytes),
-            None => {
-                let mut object = self.response_object(id, response);
-                self.setup.redactor.redact_json(&mut object);
-                pretty(&object).into()
-            }
-        };
-        self.io.write(
-            self.setup.run.invocations().join(id),
-            vec![
-                ("request.json", request_json),
-                ("response.json", response_json),
-                ("metadata.json", pretty(&meta).into()),
-            ],
+        let files = records::answered(
+            self.call_info(took),
+            request,
+            response,
+            || self.response_object(id, response),
+            &self.setup.redactor,
         );
+        self.io.write(self.setup.run.invocations().join(id), files);
+    }
+
+    /// Keeps a failed call's request and error (and the server's body) under `io/invocations/<id>/`.
+    fn save_failed_invocation(
+        &self,
+        id: &str,
+        request: Arc<ChatRequest>,
+        error: &LlmError,
+        took: Duration,
+    ) {
+        let files = records::failed(self.call_info(took), request, error, &self.setup.redactor);
+        self.io.write(self.setup.run.invocations().join(id), files);
     }
 
     /// `response` as a chat-completion object (what hooks see, and the record of streamed answers).
@@ -944,9 +908,11 @@ impl<'a> Engine<'a> {
             None => return Ok(Step::Stop(Box::new(self.interrupt_run()?))),
             Some(Ok(r)) => r,
             Some(Err(e)) => {
-                return Ok(Step::Stop(Box::new(
-                    self.fail(format!("LLM request failed: {e}"), iteration)?,
-                )));
+                self.save_failed_invocation(&invocation_id, request, &e, started.elapsed());
+                return Ok(Step::Stop(Box::new(self.fail(
+                    format!("LLM request failed: {e} (request and error kept in io/invocations/{invocation_id}/)"),
+                    iteration,
+                )?)));
             }
         };
         self.save_invocation(&invocation_id, request, &response, started.elapsed());
