@@ -146,7 +146,13 @@ pub fn finish(
 ) -> Exit {
     let ws = workspace.display().to_string();
     match outcome.status {
-        RunStatus::Completed => eprint_line("\n✨ Agent completed successfully."),
+        RunStatus::Completed => match outcome.reason {
+            None => eprint_line("\n✨ Agent completed successfully."),
+            Some(reason) => eprint_line(&format!(
+                "\n⚠️  Agent completed without a final answer: {}.",
+                reason.describe()
+            )),
+        },
         RunStatus::Failed => eprint_line(&format!(
             "\nerror: the run failed: {}",
             outcome.error.as_deref().unwrap_or("unknown error")

@@ -48,6 +48,9 @@ pub enum Progress {
         n: u32,
         /// Budget of this process.
         max: u32,
+        /// Its number in the run (over every process that worked on it); the run's
+        /// `iterations_completed` once it ends.
+        run_iteration: u64,
     },
     /// Waiting for the model.
     Thinking,
@@ -146,13 +149,47 @@ pub struct InteractionRequest {
     pub sensitive: bool,
 }
 
+/// Why a COMPLETED run has no final answer from the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The iteration budget of this process was spent while the model was still calling tools.
+    MaxIterations {
+        /// The budget.
+        limit: u32,
+    },
+    /// The model's last answer had no tool calls and no text.
+    EmptyAnswer,
+}
+
+impl EndReason {
+    /// The name in results (`reason`): `max_iterations` or `empty_answer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxIterations { .. } => "max_iterations",
+            Self::EmptyAnswer => "empty_answer",
+        }
+    }
+
+    /// A sentence for people.
+    pub fn describe(self) -> String {
+        match self {
+            Self::MaxIterations { limit } => {
+                format!("stopped at its iteration limit ({limit}) before a final answer")
+            }
+            Self::EmptyAnswer => "the model's final answer was empty".into(),
+        }
+    }
+}
+
 /// How a run (or this part of it) ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
     /// Final status.
     pub status: RunStatus,
-    /// The model's final answer (COMPLETED).
+    /// The model's final answer, as it gave it (COMPLETED; empty when it gave none: see `reason`).
     pub final_response: Option<String>,
+    /// Why a COMPLETED run has no final answer.
+    pub reason: Option<EndReason>,
     /// What went wrong (FAILED).
     pub error: Option<String>,
     /// The pending question (WAITING_FOR_INPUT).
@@ -459,6 +496,7 @@ impl<'a> Engine<'a> {
         RunOutcome {
             status,
             final_response: None,
+            reason: None,
             error: None,
             interaction: None,
             metadata: self.metadata.clone(),
@@ -507,8 +545,11 @@ impl<'a> Engine<'a> {
                 return self.interrupt_run();
             }
             iteration += 1;
-            self.observer
-                .progress(Progress::Iteration { n: iteration, max });
+            self.observer.progress(Progress::Iteration {
+                n: iteration,
+                max,
+                run_iteration: self.metadata.iterations_completed + 1,
+            });
             self.log(&format!("Starting iteration {iteration}"));
             match self.iterate(iteration)? {
                 Step::Continue => {}
@@ -520,25 +561,38 @@ impl<'a> Engine<'a> {
             "{message}; the task may be incomplete"
         )));
         self.system(Level::Warn, &message)?;
-        self.complete("Maximum iterations reached. Task may be incomplete.".into())
+        self.complete(String::new(), Some(EndReason::MaxIterations { limit: max }))
     }
 
-    fn complete(&mut self, final_response: String) -> Result<RunOutcome, EngineError> {
+    /// Ends the run as COMPLETED with the model's `final_response`, or without one for `reason`.
+    fn complete(
+        &mut self,
+        final_response: String,
+        reason: Option<EndReason>,
+    ) -> Result<RunOutcome, EngineError> {
         self.append(Event::RunEnd {
             status: EndStatus::Completed,
         })?;
         self.set_status(RunStatus::Completed, true)?;
-        self.log(&format!(
-            "Engine completed successfully after {} iterations",
-            self.metadata.iterations_completed
-        ));
-        self.run_hook(
-            HookName::OnRunEnd,
-            &json!({"status": "COMPLETED", "final_response": final_response,
-                    "iterations_completed": self.metadata.iterations_completed}),
-        )?;
+        let iterations = self.metadata.iterations_completed;
+        match reason {
+            None => self.log(&format!(
+                "Engine completed successfully after {iterations} iterations"
+            )),
+            Some(r) => self.log(&format!(
+                "Engine completed after {iterations} iterations: {}",
+                r.describe()
+            )),
+        }
+        let mut payload = json!({"status": "COMPLETED", "final_response": final_response,
+                                 "iterations_completed": iterations});
+        if let Some(r) = reason {
+            payload["reason"] = json!(r.as_str());
+        }
+        self.run_hook(HookName::OnRunEnd, &payload)?;
         let mut outcome = self.outcome(RunStatus::Completed);
         outcome.final_response = Some(final_response);
+        outcome.reason = reason;
         Ok(outcome)
     }
 
@@ -969,12 +1023,16 @@ impl<'a> Engine<'a> {
         }
 
         if calls.is_empty() {
-            let final_response = if content.trim().is_empty() {
-                "Task completed successfully.".to_string()
-            } else {
-                content
-            };
-            return Ok(Step::Stop(Box::new(self.complete(final_response)?)));
+            // An answer without tool calls ends the run; it is an iteration like the others.
+            self.metadata.iterations_completed += 1;
+            if content.trim().is_empty() {
+                let reason = EndReason::EmptyAnswer;
+                self.system(Level::Warn, "The model's final answer was empty")?;
+                return Ok(Step::Stop(Box::new(
+                    self.complete(String::new(), Some(reason))?,
+                )));
+            }
+            return Ok(Step::Stop(Box::new(self.complete(content, None)?)));
         }
         self.observer.progress(Progress::Executing(calls.len()));
         for (id, name, args) in calls {

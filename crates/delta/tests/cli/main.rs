@@ -15,6 +15,7 @@ mod init;
 mod live;
 mod llm_errors;
 mod readme;
+mod results;
 mod resume;
 mod runs;
 mod secrets;
