@@ -11,6 +11,8 @@ pub struct RawAgent {
     pub name: String,
     pub version: Option<String>,
     pub description: Option<String>,
+    /// Optional: provider `openai`, no model (the server's default), nothing else sent.
+    #[serde(default)]
     pub llm: RawLlm,
     pub tools: Vec<Spanned<RawTool>>,
     pub lifecycle_hooks: Option<BTreeMap<String, Spanned<RawHook>>>,

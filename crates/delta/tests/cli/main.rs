@@ -4,6 +4,7 @@
 
 mod support;
 
+mod agent_config;
 mod basics;
 mod context_sources;
 mod dotenv;
