@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use llm::anthropic::{AnthropicClient, AnthropicConfig};
 use llm::openai::{OpenAiClient, OpenAiConfig};
-use llm::{
-    ApiKey, HttpOptions, LlmClient, PlaybackClient, PlaybackMode, Recorder, Redactor, RetryHook,
-};
+use llm::{ApiKey, HttpOptions, LlmClient, Recorder, Redactor, RetryHook};
 use store::{Clock, IdSource};
 
 use crate::agent::{LlmSettings, Provider};
 use crate::env::{Env, SECRET_VARS};
+use crate::playback::RunPlayback;
+use crate::workspace::RunDir;
 
 /// Where answers come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +44,21 @@ pub struct Connection {
     pub redactor: Redactor,
     /// The endpoint, for display.
     pub endpoint: String,
+    /// The playback client, with `--playback` (bound to the run with [`Connection::bind_run`]).
+    pub playback: Option<Arc<RunPlayback>>,
+}
+
+impl Connection {
+    /// Ties the connection to the run it serves: with `--playback`, the run's record of the
+    /// recordings it used is loaded and kept up to date.
+    pub fn bind_run(&self, run: &RunDir) -> Result<(), ConnectError> {
+        match &self.playback {
+            Some(p) => p.bind(run).map_err(|e| {
+                ConnectError::Recordings(format!("cannot read the playback state: {e}"))
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why no client could be made.
@@ -124,14 +139,15 @@ pub fn connect(
 ) -> Result<Connection, ConnectError> {
     let mut redactor = key_redactor(env);
     if let LlmMode::Playback(dir) = mode {
-        let client = PlaybackClient::open(dir, PlaybackMode::Hybrid)
-            .map_err(|e| ConnectError::Recordings(e.to_string()))?;
-        let endpoint = client.describe();
+        let playback =
+            Arc::new(RunPlayback::open(dir).map_err(|e| ConnectError::Recordings(e.to_string()))?);
+        let endpoint = playback.describe();
         return Ok(Connection {
-            client: Arc::new(client),
+            client: Arc::clone(&playback) as Arc<dyn LlmClient>,
             notices: Vec::new(),
             redactor,
             endpoint,
+            playback: Some(playback),
         });
     }
     let http = HttpOptions {
@@ -229,6 +245,7 @@ pub fn connect(
         notices,
         redactor,
         endpoint,
+        playback: None,
     })
 }
 

@@ -18,6 +18,7 @@ pub mod env;
 pub mod events;
 pub mod hooks;
 pub mod metadata;
+pub mod playback;
 pub mod pricing;
 pub mod process;
 pub mod redaction;

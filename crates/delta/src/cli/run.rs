@@ -300,6 +300,9 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         eprint_line(&format!("warning: {note}; it is resumed as INTERRUPTED"));
     }
 
+    l.conn
+        .bind_run(&l.run)
+        .map_err(|e| CliError::new(e.to_string()))?;
     let interrupt = terminal::install_signal_handlers()?;
     let setup = EngineSetup {
         agent: l.agent.clone(),

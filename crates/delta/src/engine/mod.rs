@@ -964,7 +964,9 @@ impl<'a> Engine<'a> {
             Some(Err(e)) => {
                 self.save_failed_invocation(&invocation_id, request, &e, started.elapsed());
                 return Ok(Step::Stop(Box::new(self.fail(
-                    format!("LLM request failed: {e} (request and error kept in io/invocations/{invocation_id}/)"),
+                    format!(
+                        "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}/)"
+                    ),
                     iteration,
                 )?)));
             }

@@ -15,6 +15,7 @@ mod imports;
 mod init;
 mod live;
 mod llm_errors;
+mod playback;
 mod readme;
 mod results;
 mod resume;
