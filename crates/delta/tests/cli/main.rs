@@ -13,6 +13,7 @@ mod hooks;
 mod human;
 mod imports;
 mod init;
+mod last;
 mod live;
 mod llm_errors;
 mod playback;
