@@ -6,6 +6,7 @@
 
 pub mod io_writer;
 pub mod observation;
+mod reason;
 mod records;
 
 use std::io::Write;
@@ -35,6 +36,7 @@ use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
 use observation::Ending;
+pub use reason::EndReason;
 
 /// Name of the built-in tool.
 pub use crate::agent::tools::ASK_HUMAN;
@@ -147,38 +149,6 @@ pub struct InteractionRequest {
     pub input_type: InputType,
     /// Whether the answer is secret.
     pub sensitive: bool,
-}
-
-/// Why a COMPLETED run has no final answer from the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
-    /// The iteration budget of this process was spent while the model was still calling tools.
-    MaxIterations {
-        /// The budget.
-        limit: u32,
-    },
-    /// The model's last answer had no tool calls and no text.
-    EmptyAnswer,
-}
-
-impl EndReason {
-    /// The name in results (`reason`): `max_iterations` or `empty_answer`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MaxIterations { .. } => "max_iterations",
-            Self::EmptyAnswer => "empty_answer",
-        }
-    }
-
-    /// A sentence for people.
-    pub fn describe(self) -> String {
-        match self {
-            Self::MaxIterations { limit } => {
-                format!("stopped at its iteration limit ({limit}) before a final answer")
-            }
-            Self::EmptyAnswer => "the model's final answer was empty".into(),
-        }
-    }
 }
 
 /// How a run (or this part of it) ended.

@@ -722,3 +722,59 @@ fn a_garbage_answer_is_escaped_and_truncated(protocol: Protocol) {
     assert_printable(&err.to_string(), 1200);
     assert!(err.to_string().contains("\\x1b[2J"), "{err}");
 }
+
+/// Randomised and bounded: streams stalled at random points, with random fragment sizes and idle
+/// limits, always end with `Idle` within the limit plus a margin, never with a short answer. The
+/// seed is printed so that a failure can be replayed (`STALL_SEED=…`).
+#[test]
+fn streams_stalled_anywhere_end_with_the_idle_error_in_time() {
+    const TRIALS: usize = 8;
+    let seed = std::env::var("STALL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("STALL_SEED={seed}");
+    let mut state = seed | 1;
+    let mut next = |bound: u64| {
+        // xorshift64: enough to vary the trials.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    for trial in 0..TRIALS {
+        let protocol = if next(2) == 0 {
+            Protocol::OpenAi
+        } else {
+            Protocol::Anthropic
+        };
+        let fragment = 1 + next(8) as usize;
+        let stall_at = next(9) as usize; // every answer here has more than 9 events
+        let idle = Duration::from_millis(150 + next(250));
+        let server = ScriptedServer::start([Reply::text("a reply long enough to be cut anywhere")
+            .fragment(fragment)
+            .stall(stall_at, Duration::from_secs(5))]);
+        let start = Instant::now();
+        let err = client(&server, protocol, idle_http(idle))
+            .complete_streaming(&request(), &mut |_| {})
+            .unwrap_err();
+        let took = start.elapsed();
+        let context = format!(
+            "seed {seed}, trial {trial}: {protocol:?}, fragment {fragment}, stall at event {stall_at}, idle {idle:?}"
+        );
+        assert!(
+            matches!(err, LlmError::Idle { after } if after == idle),
+            "{context}: {err:?}"
+        );
+        assert!(took >= idle, "{context}: gave up after {took:?}");
+        assert!(
+            took < idle + Duration::from_millis(1500),
+            "{context}: took {took:?}"
+        );
+    }
+}
