@@ -4,17 +4,23 @@
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` (or `OPENAI_API_URL`) with a notice. A local server on a
 //! loopback address needs no key. Anthropic (`llm.provider: anthropic`): `ANTHROPIC_API_KEY` and
 //! optionally `ANTHROPIC_BASE_URL`. With `--playback` no key and no network are needed.
+//!
+//! `DELTA_LLM_IDLE_TIMEOUT` (seconds) overrides the agent's `llm.idle_timeout_seconds`: how long the
+//! server may send nothing before a request fails.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use llm::anthropic::{AnthropicClient, AnthropicConfig};
 use llm::openai::{OpenAiClient, OpenAiConfig};
-use llm::{ApiKey, HttpOptions, LlmClient, PlaybackClient, PlaybackMode, Recorder, RetryHook};
+use llm::{ApiKey, HttpOptions, LlmClient, Recorder, Redactor, RetryHook};
 use store::{Clock, IdSource};
 
 use crate::agent::{LlmSettings, Provider};
-use crate::env::Env;
+use crate::env::{Env, SECRET_VARS};
+use crate::playback::RunPlayback;
+use crate::workspace::RunDir;
 
 /// Where answers come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,10 +39,26 @@ pub struct Connection {
     pub client: Arc<dyn LlmClient>,
     /// Things to tell the user (fallback variables, keyless local server).
     pub notices: Vec<String>,
-    /// Values that must never be written anywhere.
-    pub secrets: Vec<String>,
+    /// Scrubs the API keys (every key variable set, from the environment or `.env` files, and the key
+    /// this connection uses) from anything written or printed.
+    pub redactor: Redactor,
     /// The endpoint, for display.
     pub endpoint: String,
+    /// The playback client, with `--playback` (bound to the run with [`Connection::bind_run`]).
+    pub playback: Option<Arc<RunPlayback>>,
+}
+
+impl Connection {
+    /// Ties the connection to the run it serves: with `--playback`, the run's record of the
+    /// recordings it used is loaded and kept up to date.
+    pub fn bind_run(&self, run: &RunDir) -> Result<(), ConnectError> {
+        match &self.playback {
+            Some(p) => p.bind(run).map_err(|e| {
+                ConnectError::Recordings(format!("cannot read the playback state: {e}"))
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why no client could be made.
@@ -53,6 +75,38 @@ pub enum ConnectError {
     /// Recordings could not be used.
     #[error("{0}")]
     Recordings(String),
+    /// A setting from the environment is not valid.
+    #[error("{var}={value:?} is not valid: {expected}")]
+    BadSetting {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+/// Variable overriding the agent's `llm.idle_timeout_seconds`.
+pub const IDLE_TIMEOUT_VAR: &str = "DELTA_LLM_IDLE_TIMEOUT";
+
+/// The idle timeout to use: `DELTA_LLM_IDLE_TIMEOUT` (seconds), else the agent's, else the LLM
+/// layer's default.
+fn idle_timeout(settings: &LlmSettings, env: &Env) -> Result<Duration, ConnectError> {
+    match env.get(IDLE_TIMEOUT_VAR) {
+        Some(text) => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| *s > 0.0 && s.is_finite())
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| ConnectError::BadSetting {
+                var: IDLE_TIMEOUT_VAR,
+                value: text.to_string(),
+                expected: "a number of seconds greater than 0",
+            }),
+        None => Ok(settings.idle_timeout.unwrap_or(llm::DEFAULT_IDLE_TIMEOUT)),
+    }
 }
 
 impl ConnectError {
@@ -61,6 +115,9 @@ impl ConnectError {
         match self {
             Self::MissingKey { hint, .. } => Some(hint.clone()),
             Self::Recordings(_) => None,
+            Self::BadSetting { var, .. } => Some(format!(
+                "set {var} to a number of seconds (such as 300), or unset it"
+            )),
         }
     }
 }
@@ -80,19 +137,22 @@ pub fn connect(
     clock: Clock,
     ids: IdSource,
 ) -> Result<Connection, ConnectError> {
+    let mut redactor = key_redactor(env);
     if let LlmMode::Playback(dir) = mode {
-        let client = PlaybackClient::open(dir, PlaybackMode::Hybrid)
-            .map_err(|e| ConnectError::Recordings(e.to_string()))?;
-        let endpoint = client.describe();
+        let playback =
+            Arc::new(RunPlayback::open(dir).map_err(|e| ConnectError::Recordings(e.to_string()))?);
+        let endpoint = playback.describe();
         return Ok(Connection {
-            client: Arc::new(client),
+            client: Arc::clone(&playback) as Arc<dyn LlmClient>,
             notices: Vec::new(),
-            secrets: Vec::new(),
+            redactor,
             endpoint,
+            playback: Some(playback),
         });
     }
     let http = HttpOptions {
         on_retry,
+        idle_timeout: idle_timeout(settings, env)?,
         ..HttpOptions::default()
     };
     let mut notices = Vec::new();
@@ -162,13 +222,16 @@ pub fn connect(
             (Box::new(AnthropicClient::new(config)), Some(key))
         }
     };
-    let secrets: Vec<String> = secret.into_iter().collect();
+    if let Some(key) = secret {
+        redactor.add(key);
+    }
     let (client, endpoint): (Arc<dyn LlmClient>, String) = match mode {
         LlmMode::Record(dir) => {
             let recorder = Recorder::new(client, dir)
                 .map_err(|e| ConnectError::Recordings(e.to_string()))?
                 .with_clock(clock)
-                .with_ids(ids);
+                .with_ids(ids)
+                .with_redactor(redactor.clone());
             let endpoint = recorder.describe();
             (Arc::new(recorder), endpoint)
         }
@@ -180,9 +243,15 @@ pub fn connect(
     Ok(Connection {
         client,
         notices,
-        secrets,
+        redactor,
         endpoint,
+        playback: None,
     })
+}
+
+/// A redactor for the values of every API-key variable set in `env`.
+pub fn key_redactor(env: &Env) -> Redactor {
+    Redactor::new(SECRET_VARS.iter().filter_map(|var| env.get(var)))
 }
 
 #[cfg(test)]
@@ -195,6 +264,7 @@ mod tests {
             model: None,
             temperature: None,
             max_tokens: None,
+            idle_timeout: None,
         }
     }
 
@@ -223,7 +293,7 @@ mod tests {
         )
         .unwrap();
         assert!(c.notices[0].contains("OPENAI_API_KEY"));
-        assert_eq!(c.secrets, vec!["sk-x-123"]);
+        assert!(c.redactor.leaks("sk-x-123"));
         let c = go(
             &settings(Provider::OpenAi),
             &env(&[("DELTA_BASE_URL", "http://127.0.0.1:9/v1")]),
@@ -244,6 +314,21 @@ mod tests {
         )
         .unwrap();
         assert!(c.endpoint.starts_with("anthropic"));
+    }
+
+    #[test]
+    fn every_key_variable_set_is_redacted() {
+        let e = env(&[
+            ("DELTA_API_KEY", "sk-delta-1"),
+            ("ANTHROPIC_API_KEY", "sk-ant-2"),
+            ("OPENAI_API_KEY", "sk-openai-3"),
+            ("OTHER", "not-a-key"),
+        ]);
+        let c = go(&settings(Provider::OpenAi), &e).unwrap();
+        for key in ["sk-delta-1", "sk-ant-2", "sk-openai-3"] {
+            assert!(c.redactor.leaks(key), "{key}");
+        }
+        assert!(!c.redactor.leaks("not-a-key"));
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub struct HookRunner {
     env: Vec<(String, String)>,
     run_id: String,
     clock: store::Clock,
-    redact: Box<dyn Fn(&str) -> String + Send + Sync>,
+    redactor: llm::Redactor,
 }
 
 impl HookRunner {
@@ -74,7 +74,7 @@ impl HookRunner {
         env: Vec<(String, String)>,
         run_id: &str,
         clock: store::Clock,
-        redact: Box<dyn Fn(&str) -> String + Send + Sync>,
+        redactor: llm::Redactor,
     ) -> Self {
         let highest = std::fs::read_dir(hooks_dir)
             .map(|entries| {
@@ -96,7 +96,7 @@ impl HookRunner {
             env,
             run_id: run_id.to_string(),
             clock,
-            redact,
+            redactor,
         }
     }
 
@@ -135,7 +135,9 @@ impl HookRunner {
             } else {
                 "payload.json"
             };
-            std::fs::write(io.join("input").join(payload_file), pretty(payload))?;
+            let mut payload = payload.clone();
+            self.redactor.redact_json(&mut payload);
+            std::fs::write(io.join("input").join(payload_file), pretty(&payload))?;
             std::fs::write(
                 io.join("execution_meta/command.txt"),
                 spec.command.join(" "),
@@ -172,14 +174,8 @@ impl HookRunner {
             }
         };
         let meta = io.join("execution_meta");
-        let _ = std::fs::write(
-            meta.join("stdout.log"),
-            (self.redact)(&String::from_utf8_lossy(&stdout)),
-        );
-        let _ = std::fs::write(
-            meta.join("stderr.log"),
-            (self.redact)(&String::from_utf8_lossy(&stderr)),
-        );
+        let _ = std::fs::write(meta.join("stdout.log"), self.redactor.redact_bytes(&stdout));
+        let _ = std::fs::write(meta.join("stderr.log"), self.redactor.redact_bytes(&stderr));
         let _ = std::fs::write(meta.join("exit_code.txt"), exit_code.to_string());
         let _ = std::fs::write(meta.join("duration_ms.txt"), millis.to_string());
         let status = if exit_code == 0 {
@@ -188,7 +184,9 @@ impl HookRunner {
             HookStatus::Failed
         };
         if status == HookStatus::Failed && exit_code > 0 {
-            let tail = String::from_utf8_lossy(&stderr)
+            let tail = self
+                .redactor
+                .redact(&String::from_utf8_lossy(&stderr))
                 .trim()
                 .chars()
                 .take(300)
@@ -259,7 +257,7 @@ mod tests {
             vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
             "run-1",
             store::Clock::Fixed("2026-01-01T00:00:00Z".parse().unwrap()),
-            Box::new(|s| s.replace("SECRET", "[REDACTED]")),
+            llm::Redactor::new(["SECRET"]),
         )
     }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::LlmClient;
 use crate::error::LlmError;
 use crate::http::{
-    Http, HttpOptions, StreamAssembly, encode, error_message, read_body, read_stream,
+    Http, HttpOptions, StreamAssembly, encode, error_message, read_body, read_stream, with_body,
 };
 use crate::openai::parse_arguments;
 use crate::secret::ApiKey;
@@ -97,8 +97,8 @@ impl AnthropicClient {
         let response = self
             .http
             .post_json(&self.url, &self.headers(), &payload, key)?;
-        let bytes = read_body(response, &self.url, self.http.timeout())?;
-        let mut answer = parse_response(&bytes)?;
+        let bytes = read_body(response, &self.url, self.http.limits())?;
+        let mut answer = parse_response(&bytes).map_err(|e| with_body(e, &bytes))?;
         answer.raw = RawExchange {
             request: Some(payload),
             response: Some(bytes.into()),
@@ -116,11 +116,10 @@ impl AnthropicClient {
         let response = self
             .http
             .post_json(&self.url, &self.headers(), &payload, key)?;
-        let timeout = self.http.timeout();
         let mut answer = read_stream(
             response,
             &self.url,
-            timeout,
+            self.http.limits(),
             StreamAssembler::default(),
             on_event,
         )?;
@@ -298,11 +297,11 @@ struct WireUsage {
 }
 
 fn parse_response(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
-    let wire: WireResponse = serde_json::from_slice(bytes).map_err(|e| LlmError::Decode {
-        message: format!(
-            "{e} in {}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
-        ),
+    let wire: WireResponse = serde_json::from_slice(bytes).map_err(|e| {
+        LlmError::decode(
+            format!("{e} in {}", crate::printable::printable_bytes(bytes, 300)),
+            bytes,
+        )
     })?;
     let content = blocks_from_anthropic(&wire.content.unwrap_or_default());
     let has_calls = content
@@ -380,11 +379,14 @@ impl StreamAssembly for StreamAssembler {
         event: &SseEvent,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<(), LlmError> {
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| LlmError::Decode {
-            message: format!(
-                "bad stream event ({e}): {}",
-                event.data.chars().take(300).collect::<String>()
-            ),
+        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
+            LlmError::decode(
+                format!(
+                    "bad stream event ({e}): {}",
+                    crate::printable::printable(&event.data, 300)
+                ),
+                event.data.as_bytes(),
+            )
         })?;
         self.events += 1;
         let kind = event

@@ -2,6 +2,47 @@ use std::time::Duration;
 
 use crate::playback::PlaybackMiss;
 
+/// The body of a failed answer as it was received (at most 64 KiB of an error body), kept so that a
+/// caller can record it; never part of the error's message. Its `Debug` shows only its length.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ResponseBody(Option<std::sync::Arc<Vec<u8>>>);
+
+impl ResponseBody {
+    /// No body.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// These bytes.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(Some(std::sync::Arc::new(bytes)))
+    }
+
+    /// The bytes, when there was a body.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.0.as_deref().map(Vec::as_slice)
+    }
+
+    fn redacted(self, key: &crate::secret::ApiKey) -> Self {
+        match &self.0 {
+            Some(bytes) => match crate::secret::Redactor::from(key).redact_bytes(bytes) {
+                std::borrow::Cow::Owned(clean) => Self::new(clean),
+                std::borrow::Cow::Borrowed(_) => self,
+            },
+            None => self,
+        }
+    }
+}
+
+impl std::fmt::Debug for ResponseBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.bytes() {
+            Some(b) => write!(f, "ResponseBody({} bytes)", b.len()),
+            None => f.write_str("ResponseBody(none)"),
+        }
+    }
+}
+
 /// Everything that can go wrong talking to a model.
 ///
 /// Messages never contain API keys: adapters redact them from anything a server sends back.
@@ -14,6 +55,8 @@ pub enum LlmError {
         status: u16,
         /// The server's message.
         message: String,
+        /// The body as received.
+        body: ResponseBody,
     },
 
     /// Too many requests (HTTP 429), still failing after the retries.
@@ -23,6 +66,8 @@ pub enum LlmError {
         retry_after: Option<Duration>,
         /// The server's message.
         message: String,
+        /// The body as received.
+        body: ResponseBody,
     },
 
     /// The server rejected the request (a 4xx other than 401/403/408/409/429). Never retried.
@@ -32,6 +77,8 @@ pub enum LlmError {
         status: u16,
         /// The server's message.
         message: String,
+        /// The body as received.
+        body: ResponseBody,
     },
 
     /// The server failed (5xx, 408 or 409), still failing after the retries.
@@ -41,12 +88,22 @@ pub enum LlmError {
         status: u16,
         /// The server's message.
         message: String,
+        /// The body as received.
+        body: ResponseBody,
     },
 
     /// No complete answer within the request timeout.
     #[error("no complete response within {}", format_duration(*.after))]
     Timeout {
         /// The timeout that expired.
+        after: Duration,
+    },
+
+    /// The server sent nothing for the idle timeout (while we waited for the answer to start, or in
+    /// the middle of it). Not retried: the request was sent.
+    #[error("the server sent nothing for {} (idle timeout)", format_duration(*.after))]
+    Idle {
+        /// The idle timeout.
         after: Duration,
     },
 
@@ -75,6 +132,8 @@ pub enum LlmError {
     Decode {
         /// What was wrong with it.
         message: String,
+        /// The body (or its first bytes) as received, when there was one.
+        body: ResponseBody,
     },
 
     /// The server reported an error in the middle of a streamed answer (the HTTP status was 200).
@@ -124,28 +183,78 @@ impl LlmError {
         }
     }
 
+    /// The body of the failed answer as received, when there was one (HTTP errors, undecodable
+    /// answers), for a record of the exchange.
+    pub fn response_body(&self) -> Option<&[u8]> {
+        match self {
+            Self::Auth { body, .. }
+            | Self::RateLimited { body, .. }
+            | Self::BadRequest { body, .. }
+            | Self::Server { body, .. }
+            | Self::Decode { body, .. } => body.bytes(),
+            _ => None,
+        }
+    }
+
+    /// A short name for the kind of error (`server`, `timeout`, …), for records.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Auth { .. } => "auth",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::BadRequest { .. } => "bad_request",
+            Self::Server { .. } => "server",
+            Self::Timeout { .. } => "timeout",
+            Self::Idle { .. } => "idle_timeout",
+            Self::Transport { .. } => "transport",
+            Self::ConnectionLost { .. } => "connection_lost",
+            Self::Decode { .. } => "decode",
+            Self::StreamError { .. } => "stream_error",
+            Self::IncompleteStream { .. } => "incomplete_stream",
+            Self::PlaybackMiss(_) => "playback_miss",
+            Self::Recording(_) => "recording",
+            Self::Source(_) => "source",
+        }
+    }
+
     /// The same error with every occurrence of `key` in its texts replaced by `[REDACTED]`.
     pub fn redacted(self, key: &crate::secret::ApiKey) -> Self {
         let r = |s: String| key.redact(&s);
         match self {
-            Self::Auth { status, message } => Self::Auth {
+            Self::Auth {
+                status,
+                message,
+                body,
+            } => Self::Auth {
                 status,
                 message: r(message),
+                body: body.redacted(key),
             },
             Self::RateLimited {
                 retry_after,
                 message,
+                body,
             } => Self::RateLimited {
                 retry_after,
                 message: r(message),
+                body: body.redacted(key),
             },
-            Self::BadRequest { status, message } => Self::BadRequest {
+            Self::BadRequest {
+                status,
+                message,
+                body,
+            } => Self::BadRequest {
                 status,
                 message: r(message),
+                body: body.redacted(key),
             },
-            Self::Server { status, message } => Self::Server {
+            Self::Server {
+                status,
+                message,
+                body,
+            } => Self::Server {
                 status,
                 message: r(message),
+                body: body.redacted(key),
             },
             Self::Transport { url, message } => Self::Transport {
                 url: r(url),
@@ -155,8 +264,9 @@ impl LlmError {
                 url: r(url),
                 message: r(message),
             },
-            Self::Decode { message } => Self::Decode {
+            Self::Decode { message, body } => Self::Decode {
                 message: r(message),
+                body: body.redacted(key),
             },
             Self::StreamError { message } => Self::StreamError {
                 message: r(message),
@@ -166,20 +276,46 @@ impl LlmError {
             },
             Self::Recording(message) => Self::Recording(r(message)),
             Self::Source(message) => Self::Source(r(message)),
-            other @ (Self::Timeout { .. } | Self::PlaybackMiss(_)) => other,
+            other @ (Self::Timeout { .. } | Self::Idle { .. } | Self::PlaybackMiss(_)) => other,
         }
     }
 
     /// Builds the error for an HTTP error status.
-    pub(crate) fn from_status(status: u16, message: String, retry_after: Option<Duration>) -> Self {
+    pub(crate) fn from_status(
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+        body: ResponseBody,
+    ) -> Self {
         match status {
-            401 | 403 => Self::Auth { status, message },
+            401 | 403 => Self::Auth {
+                status,
+                message,
+                body,
+            },
             429 => Self::RateLimited {
                 retry_after,
                 message,
+                body,
             },
-            408 | 409 | 500..=599 => Self::Server { status, message },
-            _ => Self::BadRequest { status, message },
+            408 | 409 | 500..=599 => Self::Server {
+                status,
+                message,
+                body,
+            },
+            _ => Self::BadRequest {
+                status,
+                message,
+                body,
+            },
+        }
+    }
+
+    /// A `Decode` error about `body`.
+    pub(crate) fn decode(message: String, body: &[u8]) -> Self {
+        Self::Decode {
+            message,
+            body: ResponseBody::new(body.to_vec()),
         }
     }
 }
@@ -207,42 +343,47 @@ mod tests {
     #[test]
     fn statuses_map_to_kinds() {
         assert!(matches!(
-            LlmError::from_status(401, String::new(), None),
+            LlmError::from_status(401, String::new(), None, ResponseBody::none()),
             LlmError::Auth { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(403, String::new(), None),
+            LlmError::from_status(403, String::new(), None, ResponseBody::none()),
             LlmError::Auth { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(429, String::new(), None),
+            LlmError::from_status(429, String::new(), None, ResponseBody::none()),
             LlmError::RateLimited { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(408, String::new(), None),
+            LlmError::from_status(408, String::new(), None, ResponseBody::none()),
             LlmError::Server { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(409, String::new(), None),
+            LlmError::from_status(409, String::new(), None, ResponseBody::none()),
             LlmError::Server { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(503, String::new(), None),
+            LlmError::from_status(503, String::new(), None, ResponseBody::none()),
             LlmError::Server { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(400, String::new(), None),
+            LlmError::from_status(400, String::new(), None, ResponseBody::none()),
             LlmError::BadRequest { .. }
         ));
         assert!(matches!(
-            LlmError::from_status(404, String::new(), None),
+            LlmError::from_status(404, String::new(), None, ResponseBody::none()),
             LlmError::BadRequest { .. }
         ));
     }
 
     #[test]
     fn messages_read_well() {
-        let e = LlmError::from_status(429, "slow down".into(), Some(Duration::from_secs(2)));
+        let e = LlmError::from_status(
+            429,
+            "slow down".into(),
+            Some(Duration::from_secs(2)),
+            ResponseBody::none(),
+        );
         assert_eq!(
             e.to_string(),
             "rate limited (HTTP 429), retry after 2 s: slow down"

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::error::LlmError;
+use crate::error::{LlmError, ResponseBody};
+use crate::printable::{printable, printable_bytes};
 use crate::retry::{RetryNotice, RetryPolicy, jitter, parse_retry_after};
 use crate::secret::ApiKey;
 use crate::sse::{SseEvent, SseParser};
@@ -20,6 +21,10 @@ pub type RetryHook = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
 pub struct HttpOptions {
     /// Limit for one whole request, answer included (default 10 minutes).
     pub timeout: Duration,
+    /// Limit for a silence: no byte from the server for this long ends the request with
+    /// [`LlmError::Idle`] (default 2 minutes). It covers the wait for the first byte too, so for a
+    /// non-streamed request it also bounds how long the server may think before it answers.
+    pub idle_timeout: Duration,
     /// Limit for establishing the connection (default 10 s).
     pub connect_timeout: Duration,
     /// Retry policy.
@@ -32,6 +37,7 @@ impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(600),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             on_retry: None,
@@ -43,11 +49,27 @@ impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpOptions")
             .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry", &self.retry)
             .field("on_retry", &self.on_retry.as_ref().map(|_| "<hook>"))
             .finish()
     }
+}
+
+/// Default [`HttpOptions::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How much of a server's text an error message shows.
+const SHOWN_CHARS: usize = 500;
+
+/// The time limits of one request, for mapping the errors of reading an answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The whole request.
+    pub(crate) total: Duration,
+    /// A silence.
+    pub(crate) idle: Duration,
 }
 
 /// Largest error body we read.
@@ -90,6 +112,7 @@ impl Http {
             .max_idle_connections_per_host(0)
             .http_status_as_error(false)
             .timeout_global(Some(options.timeout))
+            .timeout_per_read(Some(options.idle_timeout))
             .timeout_connect(Some(options.connect_timeout))
             .user_agent(concat!("delta-dygram-llm/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -97,8 +120,11 @@ impl Http {
         Self { agent, options }
     }
 
-    pub(crate) fn timeout(&self) -> Duration {
-        self.options.timeout
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            total: self.options.timeout,
+            idle: self.options.idle_timeout,
+        }
     }
 
     /// POSTs the JSON `payload` to `url` and returns the body of a 2xx answer, retrying as the
@@ -151,7 +177,7 @@ impl Http {
         }
         let response = request
             .send(payload)
-            .map_err(|e| (transport_error(e, url, self.options.timeout), None))?;
+            .map_err(|e| (transport_error(e, url, self.limits()), None))?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             let content_type = response
@@ -175,19 +201,29 @@ impl Http {
             header("retry-after-ms").as_deref(),
             header("retry-after").as_deref(),
         );
-        let mut text = String::new();
+        // Bytes, not a string: a body that is not UTF-8 is still shown (and kept) as it came.
+        let mut bytes = Vec::new();
         let _ = response
             .into_body()
             .into_with_config()
             .limit(MAX_ERROR_BODY)
             .reader()
-            .read_to_string(&mut text);
-        let mut message = error_message(&text, status);
+            .read_to_end(&mut bytes);
+        let mut message = error_message(&String::from_utf8_lossy(&bytes), status);
         if let Some(key) = key {
             message = key.redact(&message);
         }
+        let body = if bytes.is_empty() {
+            ResponseBody::none()
+        } else {
+            ResponseBody::new(bytes)
+        };
+        let err = LlmError::from_status(status, message, retry_after, body);
         Err((
-            LlmError::from_status(status, message, retry_after),
+            match key {
+                Some(key) => err.redacted(key),
+                None => err,
+            },
             retry_after,
         ))
     }
@@ -202,19 +238,20 @@ pub(crate) fn encode(
     let mut buffer = Vec::with_capacity(request.approximate_size());
     serde_json::to_writer(&mut buffer, body).map_err(|e| LlmError::Decode {
         message: format!("cannot encode the request: {e}"),
+        body: ResponseBody::none(),
     })?;
     Ok(std::sync::Arc::new(buffer))
 }
 
 /// Reads a whole (non-streamed) answer body.
-pub(crate) fn read_body(body: HttpBody, url: &str, timeout: Duration) -> Result<Vec<u8>, LlmError> {
+pub(crate) fn read_body(body: HttpBody, url: &str, limits: Limits) -> Result<Vec<u8>, LlmError> {
     let mut bytes = Vec::new();
     body.body
         .into_with_config()
         .limit(MAX_RESPONSE_BODY)
         .reader()
         .read_to_end(&mut bytes)
-        .map_err(|e| body_read_error(e, url, timeout))?;
+        .map_err(|e| body_read_error(e, url, limits))?;
     Ok(bytes)
 }
 
@@ -238,13 +275,14 @@ pub(crate) trait StreamAssembly {
 pub(crate) fn read_stream<A: StreamAssembly>(
     body: HttpBody,
     url: &str,
-    timeout: Duration,
+    limits: Limits,
     mut assembly: A,
     on_event: &mut dyn FnMut(StreamEvent),
 ) -> Result<ChatResponse, LlmError> {
     if body.is_json() {
         // The server ignored `stream: true`; take the whole answer and report it as one batch.
-        let response = A::parse_whole(&read_body(body, url, timeout)?)?;
+        let bytes = read_body(body, url, limits)?;
+        let response = A::parse_whole(&bytes).map_err(|e| with_body(e, &bytes))?;
         report_whole(&response, on_event);
         return Ok(response);
     }
@@ -258,12 +296,12 @@ pub(crate) fn read_stream<A: StreamAssembly>(
     loop {
         let n = reader
             .read(&mut buf)
-            .map_err(|e| body_read_error(e, url, timeout))?;
+            .map_err(|e| body_read_error(e, url, limits))?;
         if n == 0 {
             break;
         }
-        if head.len() < 200 {
-            head.extend_from_slice(&buf[..n.min(200 - head.len())]);
+        if head.len() < HEAD_BYTES {
+            head.extend_from_slice(&buf[..n.min(HEAD_BYTES - head.len())]);
         }
         for event in parser.feed(&buf[..n]) {
             events += 1;
@@ -278,16 +316,28 @@ pub(crate) fn read_stream<A: StreamAssembly>(
         assembly.event(&event, on_event)?;
     }
     if events == 0 && !head.is_empty() {
-        return Err(LlmError::Decode {
-            message: format!(
+        return Err(LlmError::decode(
+            format!(
                 "a streaming request was answered with something that is not an event stream \
                  (content type {}): {}",
-                content_type.as_deref().unwrap_or("none"),
-                String::from_utf8_lossy(&head).trim()
+                printable(content_type.as_deref().unwrap_or("none"), 100),
+                printable_bytes(head.trim_ascii(), 200)
             ),
-        });
+            &head,
+        ));
     }
     assembly.finish()
+}
+
+/// How much of a body that is not an event stream is kept (and its first 200 characters shown).
+const HEAD_BYTES: usize = 4096;
+
+/// Attaches the answer's body to a `Decode` error about it.
+pub(crate) fn with_body(err: LlmError, bytes: &[u8]) -> LlmError {
+    match err {
+        LlmError::Decode { message, .. } => LlmError::decode(message, bytes),
+        other => other,
+    }
 }
 
 /// Reports a whole answer to a streaming caller as one batch of events.
@@ -334,7 +384,7 @@ fn is_loopback(url: &str) -> bool {
 
 /// Maps a ureq failure to our error type: failures to connect are `Transport` (retryable), failures
 /// after the request may have been sent are `ConnectionLost` (not retried).
-pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) -> LlmError {
+pub(crate) fn transport_error(err: ureq::Error, url: &str, limits: Limits) -> LlmError {
     use std::io::ErrorKind as K;
     use ureq::Timeout as T;
     let unreachable = |message: String| LlmError::Transport {
@@ -343,11 +393,16 @@ pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) ->
     };
     match err {
         ureq::Error::Timeout(T::Connect | T::Resolve) => unreachable("connection timed out".into()),
-        ureq::Error::Timeout(_) => LlmError::Timeout { after: timeout },
+        ureq::Error::Timeout(T::PerRead) => LlmError::Idle { after: limits.idle },
+        ureq::Error::Timeout(_) => LlmError::Timeout {
+            after: limits.total,
+        },
         ureq::Error::HostNotFound => unreachable("host not found".into()),
         ureq::Error::ConnectionFailed => unreachable("connection failed".into()),
         ureq::Error::Io(e) => match e.kind() {
-            K::TimedOut => LlmError::Timeout { after: timeout },
+            K::TimedOut => LlmError::Timeout {
+                after: limits.total,
+            },
             K::ConnectionRefused
             | K::NotConnected
             | K::AddrNotAvailable
@@ -362,14 +417,14 @@ pub(crate) fn transport_error(err: ureq::Error, url: &str, timeout: Duration) ->
         // TLS, protocol and URL problems: retrying would not help.
         other => LlmError::ConnectionLost {
             url: url.to_string(),
-            message: other.to_string(),
+            message: printable(&other.to_string(), SHOWN_CHARS),
         },
     }
 }
 
 /// Maps an error while reading an answer's body.
-pub(crate) fn body_read_error(err: std::io::Error, url: &str, timeout: Duration) -> LlmError {
-    match transport_error(ureq::Error::from(err), url, timeout) {
+pub(crate) fn body_read_error(err: std::io::Error, url: &str, limits: Limits) -> LlmError {
+    match transport_error(ureq::Error::from(err), url, limits) {
         LlmError::Transport { message, .. } | LlmError::ConnectionLost { message, .. } => {
             LlmError::IncompleteStream {
                 message: format!("the connection broke while the answer was arriving: {message}"),
@@ -398,23 +453,15 @@ pub(crate) fn error_message(body: &str, status: u16) -> String {
             .get("code")
             .and_then(Value::as_str)
             .or_else(|| error.get("type").and_then(Value::as_str));
+        let show = |t: &str| printable(t, SHOWN_CHARS);
         match (message, kind) {
-            (Some(m), Some(k)) => return format!("{m} ({k})"),
-            (Some(m), None) => return m.to_string(),
-            (None, Some(k)) => return k.to_string(),
+            (Some(m), Some(k)) => return format!("{} ({})", show(m), printable(k, 100)),
+            (Some(m), None) => return show(m),
+            (None, Some(k)) => return printable(k, 100),
             (None, None) => {}
         }
     }
-    const MAX: usize = 500;
-    if trimmed.len() > MAX {
-        let mut end = MAX;
-        while !trimmed.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &trimmed[..end])
-    } else {
-        trimmed.to_string()
-    }
+    printable(trimmed, SHOWN_CHARS)
 }
 
 #[cfg(test)]
@@ -470,6 +517,6 @@ mod tests {
             error_message("<html>gateway</html>", 502),
             "<html>gateway</html>"
         );
-        assert!(error_message(&"é".repeat(600), 500).ends_with('…'));
+        assert!(error_message(&"é".repeat(600), 500).ends_with("… (1200 bytes in all)"));
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::LlmClient;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions, StreamAssembly, encode, read_body, read_stream};
+use crate::http::{Http, HttpOptions, StreamAssembly, encode, read_body, read_stream, with_body};
 use crate::secret::ApiKey;
 use crate::sse::SseEvent;
 use crate::types::{
@@ -98,8 +98,8 @@ impl OpenAiClient {
         let response = self
             .http
             .post_json(&self.url, &self.headers(), &payload, key)?;
-        let bytes = read_body(response, &self.url, self.http.timeout())?;
-        let mut answer = parse_response(&bytes)?;
+        let bytes = read_body(response, &self.url, self.http.limits())?;
+        let mut answer = parse_response(&bytes).map_err(|e| with_body(e, &bytes))?;
         answer.raw = RawExchange {
             request: Some(payload),
             response: Some(bytes.into()),
@@ -117,11 +117,10 @@ impl OpenAiClient {
         let response = self
             .http
             .post_json(&self.url, &self.headers(), &payload, key)?;
-        let timeout = self.http.timeout();
         let mut answer = read_stream(
             response,
             &self.url,
-            timeout,
+            self.http.limits(),
             StreamAssembler::default(),
             on_event,
         )?;
@@ -558,14 +557,16 @@ fn stop_reason(finish: Option<&str>, has_tool_calls: bool) -> StopReason {
 
 /// Parses a non-streamed answer.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
-    let wire: WireResponse = serde_json::from_slice(bytes).map_err(|e| LlmError::Decode {
-        message: format!("{e} in {}", snippet(bytes)),
-    })?;
+    let wire: WireResponse = serde_json::from_slice(bytes)
+        .map_err(|e| LlmError::decode(format!("{e} in {}", snippet(bytes)), bytes))?;
     let choice = wire
         .choices
         .and_then(|c| c.into_iter().next())
-        .ok_or_else(|| LlmError::Decode {
-            message: format!("the answer has no choices: {}", snippet(bytes)),
+        .ok_or_else(|| {
+            LlmError::decode(
+                format!("the answer has no choices: {}", snippet(bytes)),
+                bytes,
+            )
         })?;
     let message = choice.message.unwrap_or_default();
     let mut content = Vec::new();
@@ -616,12 +617,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ChatResponse, LlmError> {
 }
 
 fn snippet(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-    if bytes.len() > 300 {
-        format!("{text}…")
-    } else {
-        text
-    }
+    crate::printable::printable_bytes(bytes, 300)
 }
 
 #[derive(Deserialize)]
@@ -725,8 +721,11 @@ impl StreamAssembly for StreamAssembler {
             return Ok(());
         }
         self.events += 1;
-        let chunk: WireChunk = serde_json::from_str(data).map_err(|e| LlmError::Decode {
-            message: format!("bad stream chunk ({e}): {}", snippet(data.as_bytes())),
+        let chunk: WireChunk = serde_json::from_str(data).map_err(|e| {
+            LlmError::decode(
+                format!("bad stream chunk ({e}): {}", snippet(data.as_bytes())),
+                data.as_bytes(),
+            )
         })?;
         if let Some(error) = chunk.error {
             let message = crate::http::error_message(&json!({ "error": error }).to_string(), 200);

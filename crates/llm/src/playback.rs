@@ -69,6 +69,7 @@ pub struct PlaybackClient {
     mode: PlaybackMode,
     entries: Vec<Entry>,
     state: Mutex<PlaybackState>,
+    offered_tools_only: bool,
 }
 
 impl std::fmt::Debug for PlaybackClient {
@@ -92,15 +93,34 @@ pub struct PlaybackMiss {
     pub requested: Signature,
     /// Every recording: file name, signature, already used.
     pub available: Vec<(String, Signature, bool)>,
+    /// Why the recording the mode picked cannot answer (see
+    /// [`PlaybackClient::require_offered_tools`]): `None` when none was found.
+    pub problem: Option<String>,
 }
 
 impl std::fmt::Display for PlaybackMiss {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = match self.mode {
-            PlaybackMode::Sequential => "no recording left",
-            _ => "no recording matches this request",
-        };
-        writeln!(f, "{what} in {} (mode {})", self.dir.display(), self.mode)?;
+        let dir = self.dir.display();
+        let used_up = !self.available.is_empty() && self.available.iter().all(|(_, _, used)| *used);
+        match (&self.problem, self.mode) {
+            (Some(problem), _) => {
+                writeln!(f, "{problem} (recordings in {dir}, mode {})", self.mode)?
+            }
+            (None, PlaybackMode::Sequential) => {
+                writeln!(f, "no recording left in {dir} (mode {})", self.mode)?
+            }
+            (None, _) if used_up => writeln!(
+                f,
+                "the recordings in {dir} are used up: all {} have been served (mode {})",
+                self.available.len(),
+                self.mode
+            )?,
+            (None, _) => writeln!(
+                f,
+                "no recording matches this request in {dir} (mode {})",
+                self.mode
+            )?,
+        }
         writeln!(f, "  requested: {}", self.requested)?;
         if self.available.is_empty() {
             write!(f, "  the directory holds no recordings")
@@ -145,7 +165,22 @@ impl PlaybackClient {
             mode,
             entries,
             state: Mutex::new(PlaybackState::default()),
+            offered_tools_only: false,
         })
+    }
+
+    /// Refuses to serve a recording that does not belong to the request's tools: one recorded with a
+    /// tool the request does not offer, or whose answer calls one. Without this (the original tool's
+    /// behaviour, which dygram keeps), `hybrid` mode falls back to the next recording whatever it was
+    /// made for, and a caller may replay answers meant for another agent.
+    pub fn require_offered_tools(mut self) -> Self {
+        self.offered_tools_only = true;
+        self
+    }
+
+    /// Replaces the state (what has been served), e.g. with one saved by an earlier process.
+    pub fn set_state(&self, state: PlaybackState) {
+        *self.lock() = state;
     }
 
     /// Continues from a saved state.
@@ -205,31 +240,88 @@ impl PlaybackClient {
     }
 }
 
+impl PlaybackClient {
+    /// Why entry `i` cannot answer a request offering `offered`, if it cannot.
+    fn misfit(&self, i: usize, offered: &[String]) -> Option<String> {
+        let entry = &self.entries[i];
+        let missing = |names: Vec<&str>| -> Vec<String> {
+            let mut out: Vec<String> = names
+                .into_iter()
+                .filter(|n| !offered.iter().any(|o| o == n))
+                .map(str::to_string)
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        let not_offered = missing(
+            entry
+                .signature
+                .tool_names
+                .iter()
+                .map(String::as_str)
+                .collect(),
+        );
+        if !not_offered.is_empty() {
+            return Some(format!(
+                "{} was recorded with tools that are not offered now: {}",
+                entry.file,
+                not_offered.join(", ")
+            ));
+        }
+        let calls = missing(entry.response.tool_calls().map(|c| c.name).collect());
+        (!calls.is_empty()).then(|| {
+            format!(
+                "{} answers with calls to tools that are not offered now: {}",
+                entry.file,
+                calls.join(", ")
+            )
+        })
+    }
+
+    fn miss(
+        &self,
+        state: &PlaybackState,
+        requested: Signature,
+        problem: Option<String>,
+    ) -> LlmError {
+        LlmError::PlaybackMiss(Box::new(PlaybackMiss {
+            dir: self.dir.clone(),
+            mode: self.mode,
+            requested,
+            available: self
+                .entries
+                .iter()
+                .map(|e| {
+                    (
+                        e.file.clone(),
+                        e.signature.clone(),
+                        state.used.contains(&e.file),
+                    )
+                })
+                .collect(),
+            problem,
+        }))
+    }
+}
+
 impl LlmClient for PlaybackClient {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let requested = Signature::of(request);
         let mut state = self.lock();
+        let before = state.clone();
         match self.find(&mut state, &requested) {
             Some(i) => {
+                if self.offered_tools_only
+                    && let Some(problem) = self.misfit(i, &requested.tool_names)
+                {
+                    *state = before;
+                    return Err(self.miss(&state, requested, Some(problem)));
+                }
                 state.used.push(self.entries[i].file.clone());
                 Ok(self.entries[i].response.clone())
             }
-            None => Err(LlmError::PlaybackMiss(Box::new(PlaybackMiss {
-                dir: self.dir.clone(),
-                mode: self.mode,
-                requested,
-                available: self
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        (
-                            e.file.clone(),
-                            e.signature.clone(),
-                            state.used.contains(&e.file),
-                        )
-                    })
-                    .collect(),
-            }))),
+            None => Err(self.miss(&state, requested, None)),
         }
     }
 

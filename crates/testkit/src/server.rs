@@ -70,6 +70,7 @@ pub struct Reply {
     cut_after: Option<usize>,
     trickle: Option<usize>,
     omit_finish_reason: bool,
+    stall: Option<(usize, Duration)>,
 }
 
 impl Reply {
@@ -83,6 +84,7 @@ impl Reply {
             cut_after: None,
             trickle: None,
             omit_finish_reason: false,
+            stall: None,
         }
     }
 
@@ -196,6 +198,13 @@ impl Reply {
     /// server does when another request interrupts a stream).
     pub fn omit_finish_reason(mut self) -> Self {
         self.omit_finish_reason = true;
+        self
+    }
+
+    /// Sends the headers (and, for a stream, the first `events` events), then goes silent for `pause`
+    /// before sending the rest: a stalled response, for idle timeouts.
+    pub fn stall(mut self, events: usize, pause: Duration) -> Self {
+        self.stall = Some((events, pause));
         self
     }
 
@@ -501,13 +510,14 @@ fn respond(
                     Protocol::OpenAi => openai_body(&answer),
                     Protocol::Anthropic => anthropic_body(&answer),
                 };
-                write_plain(
+                write_plain_stalling(
                     &mut out,
                     200,
                     "application/json",
                     &body.to_string(),
                     &reply.headers,
                     reply.trickle,
+                    reply.stall.map(|(_, pause)| pause),
                 )
             }
         }
@@ -583,6 +593,18 @@ fn write_plain(
     headers: &[(String, String)],
     trickle: Option<usize>,
 ) -> std::io::Result<()> {
+    write_plain_stalling(out, status, content_type, body, headers, trickle, None)
+}
+
+fn write_plain_stalling(
+    out: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &str,
+    headers: &[(String, String)],
+    trickle: Option<usize>,
+    stall: Option<Duration>,
+) -> std::io::Result<()> {
     let mut head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
         reason_phrase(status),
@@ -593,6 +615,10 @@ fn write_plain(
     }
     head.push_str("\r\n");
     out.write_all(head.as_bytes())?;
+    if let Some(pause) = stall {
+        out.flush()?;
+        thread::sleep(pause);
+    }
     write_body(out, body.as_bytes(), trickle)
 }
 
@@ -609,7 +635,13 @@ fn write_stream(out: &mut TcpStream, events: &[String], reply: &Reply) -> std::i
         Some(n) => &events[..n.min(events.len())],
         None => events,
     };
-    for event in events {
+    out.flush()?;
+    for (i, event) in events.iter().enumerate() {
+        if let Some((after, pause)) = reply.stall
+            && i == after
+        {
+            thread::sleep(pause);
+        }
         write_body(out, event.as_bytes(), reply.trickle)?;
     }
     Ok(())

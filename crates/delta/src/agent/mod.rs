@@ -41,6 +41,9 @@ pub struct LlmSettings {
     pub temperature: Option<f64>,
     /// Output limit; omitted when unset.
     pub max_tokens: Option<u32>,
+    /// `idle_timeout_seconds`: how long the server may send nothing before the request fails
+    /// (default: the LLM layer's, 120 s).
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Lifecycle hook names.
@@ -492,6 +495,20 @@ fn validate_llm(raw: &raw::RawLlm, at: &At<'_>, diags: &mut Vec<Diagnostic>) -> 
                 None
             }
         });
+    let idle_timeout = raw.idle_timeout_seconds.as_ref().and_then(|s| {
+        if s.value > 0.0 && s.value.is_finite() {
+            Some(Duration::from_secs_f64(s.value))
+        } else {
+            diags.push(
+                at(
+                    &s.referenced,
+                    "must be a number of seconds greater than 0".into(),
+                )
+                .field("llm.idle_timeout_seconds"),
+            );
+            None
+        }
+    });
     let provider = match raw.provider.as_ref().map(|p| (p.value.as_str(), p)) {
         None | Some(("openai", _)) => Provider::OpenAi,
         Some(("anthropic", _)) => Provider::Anthropic,
@@ -509,6 +526,7 @@ fn validate_llm(raw: &raw::RawLlm, at: &At<'_>, diags: &mut Vec<Diagnostic>) -> 
         model: raw.model.clone().filter(|m| !m.trim().is_empty()),
         temperature,
         max_tokens,
+        idle_timeout,
     }
 }
 
@@ -969,7 +987,8 @@ mod tests {
                 provider: Provider::OpenAi,
                 model: None,
                 temperature: None,
-                max_tokens: None
+                max_tokens: None,
+                idle_timeout: None,
             }
         );
         assert!(agent.context.file.is_none());

@@ -11,6 +11,8 @@ pub struct RawAgent {
     pub name: String,
     pub version: Option<String>,
     pub description: Option<String>,
+    /// Optional: provider `openai`, no model (the server's default), nothing else sent.
+    #[serde(default)]
     pub llm: RawLlm,
     pub tools: Vec<Spanned<RawTool>>,
     pub lifecycle_hooks: Option<BTreeMap<String, Spanned<RawHook>>>,
@@ -29,6 +31,7 @@ pub struct RawLlm {
     pub top_p: Option<Spanned<f64>>,
     pub frequency_penalty: Option<Spanned<f64>>,
     pub presence_penalty: Option<Spanned<f64>>,
+    pub idle_timeout_seconds: Option<Spanned<f64>>,
 }
 
 /// One entry of `tools:`.

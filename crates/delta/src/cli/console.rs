@@ -37,7 +37,15 @@ pub fn call_preview(name: &str, args: &Value) -> String {
 impl Observer for Console {
     fn progress(&mut self, event: Progress) {
         match event {
-            Progress::Iteration { n, max } => eprint_line(&format!("\n[Iteration {n}/{max}]")),
+            Progress::Iteration {
+                n,
+                max,
+                run_iteration,
+            } => eprint_line(&if run_iteration == u64::from(n) {
+                format!("\n[Iteration {n}/{max}]")
+            } else {
+                format!("\n[Iteration {run_iteration} ({n}/{max} in this call)]")
+            }),
             Progress::Thinking => eprint_line("🤔 Thinking..."),
             Progress::Thought(text) => eprint_line(&format!("💭 {}", text.trim())),
             Progress::Executing(n) => eprint_line(&format!("🛠️  Executing {n} tool call(s)...")),

@@ -30,7 +30,7 @@ use super::{CliError, Exit, eprint_line};
 /// Examples:
 ///   delta continue -w ./ws -m "yes"
 ///   delta continue -w ./ws
-///   delta continue --last -m "Now write a summary"
+///   delta continue --last -m "Now write a summary"   (the last workspace of this user)
 ///   delta continue -w ./ws --from-iteration 3 -m "Try another approach"
 ///   delta continue -w ./ws --with-file notes.md -m "Use these notes"
 #[derive(Debug, Args)]
@@ -45,7 +45,7 @@ pub struct ContinueArgs {
     )]
     work_dir: Option<PathBuf>,
 
-    /// Use the workspace delta used last (recorded in ~/.delta/LAST_WORKSPACE).
+    /// Use the workspace delta used last. The record is per user: ~/.delta/LAST_WORKSPACE in your home folder ($HOME), rewritten by every run and continue of that user.
     #[arg(long, conflicts_with = "work_dir")]
     last: bool,
 
@@ -127,6 +127,15 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
         return Err(no_run(&ws));
     }
     let ws = ws.canonicalize().unwrap_or(ws);
+    if args.work_dir.is_none() {
+        let record = runs::last_workspace_file()
+            .map(|f| f.display().to_string())
+            .unwrap_or_else(|| "~/.delta/LAST_WORKSPACE".into());
+        eprint_line(&format!(
+            "Using the last workspace: {} (recorded in {record})",
+            ws.display()
+        ));
+    }
     if let Some(id) = &args.run_id {
         store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
     }

@@ -1,4 +1,8 @@
 //! What `delta run` prints on stdout: `--format text` (default), `json` (RunResult 2.0) or `raw`.
+//!
+//! The final response is the model's own text. A COMPLETED run that ended without one (its iteration
+//! limit, an empty answer) says so in `reason` and prints an empty result. `total_cost_usd` comes from
+//! the price table (`delta::pricing`) and is left out for models it does not know.
 
 use delta::engine::RunOutcome;
 use delta::metadata::RunStatus;
@@ -27,16 +31,25 @@ pub struct ResultContext<'a> {
     pub response_file: &'a str,
 }
 
+/// What the run's tokens cost, when the model is in the price table.
+fn cost(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Option<f64> {
+    let usage = outcome.metadata.usage;
+    delta::pricing::cost_usd(ctx.model?, usage.input_tokens, usage.output_tokens)
+}
+
 /// The RunResult JSON object.
 pub fn json_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Value {
     let m = &outcome.metadata;
     let usage = m.usage;
+    let cost = cost(outcome, ctx);
     let mut model_usage = serde_json::Map::new();
     if let Some(model) = ctx.model {
-        model_usage.insert(
-            model.to_string(),
-            json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}),
-        );
+        let mut entry =
+            json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens});
+        if let Some(c) = cost {
+            entry["cost_usd"] = json!(c);
+        }
+        model_usage.insert(model.to_string(), entry);
     }
     let mut result = json!({
         "schema_version": "2.0",
@@ -48,7 +61,6 @@ pub fn json_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Value {
             "start_time": m.start_time,
             "end_time": m.end_time,
             "usage": {
-                "total_cost_usd": 0,
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "llm_calls": usage.llm_calls,
@@ -57,9 +69,22 @@ pub fn json_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Value {
         },
         "metadata": {"agent_name": ctx.agent_name, "workspace_path": ctx.workspace},
     });
+    if let Some(c) = cost {
+        // First in `usage`, where the contract puts it.
+        let usage = &mut result["metrics"]["usage"];
+        let mut with_cost = serde_json::Map::new();
+        with_cost.insert("total_cost_usd".into(), json!(c));
+        if let Value::Object(rest) = usage.take() {
+            with_cost.extend(rest);
+        }
+        *usage = Value::Object(with_cost);
+    }
     match m.status {
         RunStatus::Completed => {
             result["result"] = json!(outcome.final_response.clone().unwrap_or_default());
+            if let Some(reason) = outcome.reason {
+                result["reason"] = json!(reason.as_str());
+            }
         }
         RunStatus::Failed => {
             result["error"] = json!({"type": "ExecutionError", "message": outcome.error.clone().unwrap_or_default()});
@@ -102,10 +127,16 @@ pub fn text_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
         m.usage.input_tokens,
         m.usage.output_tokens,
     );
+    if let Some(c) = cost(outcome, ctx) {
+        out.push_str(&format!("  • Cost: ${c:.4}\n"));
+    }
     match m.status {
         RunStatus::Completed => {
             out.push_str("Final Response:\n");
-            out.push_str(outcome.final_response.as_deref().unwrap_or_default());
+            match outcome.reason {
+                Some(reason) => out.push_str(&format!("(none: {})", reason.describe())),
+                None => out.push_str(outcome.final_response.as_deref().unwrap_or_default()),
+            }
             out.push('\n');
         }
         RunStatus::Failed => {
@@ -141,7 +172,7 @@ pub fn render(format: Format, outcome: &RunOutcome, ctx: &ResultContext<'_>) -> 
         Format::Text => text_result(outcome, ctx),
         Format::Json => format!("{}\n", json_result(outcome, ctx)),
         Format::Raw => match (&outcome.metadata.status, &outcome.final_response) {
-            (RunStatus::Completed, Some(text)) => format!("{text}\n"),
+            (RunStatus::Completed, Some(text)) if !text.is_empty() => format!("{text}\n"),
             _ => String::new(),
         },
     }

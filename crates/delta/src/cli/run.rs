@@ -146,7 +146,13 @@ pub fn finish(
 ) -> Exit {
     let ws = workspace.display().to_string();
     match outcome.status {
-        RunStatus::Completed => eprint_line("\n✨ Agent completed successfully."),
+        RunStatus::Completed => match outcome.reason {
+            None => eprint_line("\n✨ Agent completed successfully."),
+            Some(reason) => eprint_line(&format!(
+                "\n⚠️  Agent completed without a final answer: {}.",
+                reason.describe()
+            )),
+        },
         RunStatus::Failed => eprint_line(&format!(
             "\nerror: the run failed: {}",
             outcome.error.as_deref().unwrap_or("unknown error")
@@ -294,6 +300,9 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         eprint_line(&format!("warning: {note}; it is resumed as INTERRUPTED"));
     }
 
+    l.conn
+        .bind_run(&l.run)
+        .map_err(|e| CliError::new(e.to_string()))?;
     let interrupt = terminal::install_signal_handlers()?;
     let setup = EngineSetup {
         agent: l.agent.clone(),
@@ -304,7 +313,7 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         interactive: l.interactive,
         clock: l.clock,
         ids: l.ids,
-        secrets: l.conn.secrets,
+        redactor: l.conn.redactor.clone(),
         interrupt: Arc::clone(&interrupt),
         recovered: l.recovered.clone(),
     };
@@ -480,7 +489,7 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     let session = session::create(
         &agent,
         &ws,
-        &message,
+        &conn.redactor.redact(&message),
         args.run_id.as_deref(),
         clock,
         &ids,

@@ -6,6 +6,8 @@
 
 pub mod io_writer;
 pub mod observation;
+mod reason;
+mod records;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use store::{Clock, IdSource, StoreError};
 
-use crate::agent::{Agent, HookName, Provider};
+use crate::agent::{Agent, HookName};
 use crate::context::{self, ContextEnv};
 use crate::env::Env;
 use crate::events::{
@@ -30,9 +32,11 @@ use crate::events::{
 use crate::hooks::{HookOutcome, HookRunner};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
 use crate::process::{self, Spawn};
+use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
 use observation::Ending;
+pub use reason::EndReason;
 
 /// Name of the built-in tool.
 pub use crate::agent::tools::ASK_HUMAN;
@@ -46,6 +50,9 @@ pub enum Progress {
         n: u32,
         /// Budget of this process.
         max: u32,
+        /// Its number in the run (over every process that worked on it); the run's
+        /// `iterations_completed` once it ends.
+        run_iteration: u64,
     },
     /// Waiting for the model.
     Thinking,
@@ -149,8 +156,10 @@ pub struct InteractionRequest {
 pub struct RunOutcome {
     /// Final status.
     pub status: RunStatus,
-    /// The model's final answer (COMPLETED).
+    /// The model's final answer, as it gave it (COMPLETED; empty when it gave none: see `reason`).
     pub final_response: Option<String>,
+    /// Why a COMPLETED run has no final answer.
+    pub reason: Option<EndReason>,
     /// What went wrong (FAILED).
     pub error: Option<String>,
     /// The pending question (WAITING_FOR_INPUT).
@@ -187,8 +196,8 @@ pub struct EngineSetup {
     pub clock: Clock,
     /// Id source.
     pub ids: IdSource,
-    /// Values never written anywhere (API keys).
-    pub secrets: Vec<String>,
+    /// Scrubs the API keys in use from everything the run writes or reports.
+    pub redactor: llm::Redactor,
     /// Raised by SIGINT/SIGTERM.
     pub interrupt: Arc<AtomicBool>,
     /// Set when this process takes over a run whose previous process died (crash recovery): journaled
@@ -205,7 +214,7 @@ pub struct Engine<'a> {
     metadata: RunMetadata,
     hooks: HookRunner,
     log: Option<std::fs::File>,
-    observer: &'a mut dyn Observer,
+    observer: RedactingObserver<'a>,
     human: Option<&'a mut dyn HumanInput>,
     tool_env: Vec<(String, String)>,
     started: Instant,
@@ -226,19 +235,6 @@ type LlmJob = (
 enum Step {
     Continue,
     Stop(Box<RunOutcome>),
-}
-
-fn redactor(secrets: &[String]) -> impl Fn(&str) -> String + Send + Sync + 'static {
-    let secrets: Vec<String> = secrets.iter().filter(|s| s.len() >= 4).cloned().collect();
-    move |text: &str| {
-        let mut out = text.to_string();
-        for s in &secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "[REDACTED]");
-            }
-        }
-        out
-    }
 }
 
 /// The definition of the built-in `ask_human` tool.
@@ -316,7 +312,7 @@ impl<'a> Engine<'a> {
             tool_env.clone(),
             &setup.run.run_id,
             setup.clock,
-            Box::new(redactor(&setup.secrets)),
+            setup.redactor.clone(),
         );
         let exec_refs = std::fs::read_dir(setup.run.tool_executions())
             .map(|entries| {
@@ -331,6 +327,7 @@ impl<'a> Engine<'a> {
             .append(true)
             .open(setup.run.engine_log())
             .ok();
+        let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let mut engine = Self {
             setup,
             journal: opened.journal,
@@ -363,6 +360,7 @@ impl<'a> Engine<'a> {
     }
 
     fn log(&mut self, message: &str) {
+        let message = self.setup.redactor.redact(message);
         let line = format!("[{}] {message}\n", timestamp(self.setup.clock.now()));
         if let Some(f) = self.log.as_mut() {
             let _ = f.write_all(line.as_bytes());
@@ -370,6 +368,7 @@ impl<'a> Engine<'a> {
     }
 
     fn append(&mut self, event: Event) -> Result<(), EngineError> {
+        let event = scrub_event(&self.setup.redactor, event);
         self.journal.append(&event)?;
         self.typed.push(event);
         Ok(())
@@ -378,6 +377,7 @@ impl<'a> Engine<'a> {
     /// Appends without flushing: the next flushed append (or [`Engine::sync`], which runs before every
     /// hook, tool and LLM call) makes it durable.
     fn append_deferred(&mut self, event: Event) -> Result<(), EngineError> {
+        let event = scrub_event(&self.setup.redactor, event);
         self.journal.append_deferred(&event)?;
         self.typed.push(event);
         Ok(())
@@ -424,7 +424,7 @@ impl<'a> Engine<'a> {
     }
 
     fn redact(&self, text: &str) -> String {
-        redactor(&self.setup.secrets)(text)
+        self.setup.redactor.redact(text).into_owned()
     }
 
     fn run_hook(
@@ -466,6 +466,7 @@ impl<'a> Engine<'a> {
         RunOutcome {
             status,
             final_response: None,
+            reason: None,
             error: None,
             interaction: None,
             metadata: self.metadata.clone(),
@@ -514,8 +515,11 @@ impl<'a> Engine<'a> {
                 return self.interrupt_run();
             }
             iteration += 1;
-            self.observer
-                .progress(Progress::Iteration { n: iteration, max });
+            self.observer.progress(Progress::Iteration {
+                n: iteration,
+                max,
+                run_iteration: self.metadata.iterations_completed + 1,
+            });
             self.log(&format!("Starting iteration {iteration}"));
             match self.iterate(iteration)? {
                 Step::Continue => {}
@@ -527,25 +531,38 @@ impl<'a> Engine<'a> {
             "{message}; the task may be incomplete"
         )));
         self.system(Level::Warn, &message)?;
-        self.complete("Maximum iterations reached. Task may be incomplete.".into())
+        self.complete(String::new(), Some(EndReason::MaxIterations { limit: max }))
     }
 
-    fn complete(&mut self, final_response: String) -> Result<RunOutcome, EngineError> {
+    /// Ends the run as COMPLETED with the model's `final_response`, or without one for `reason`.
+    fn complete(
+        &mut self,
+        final_response: String,
+        reason: Option<EndReason>,
+    ) -> Result<RunOutcome, EngineError> {
         self.append(Event::RunEnd {
             status: EndStatus::Completed,
         })?;
         self.set_status(RunStatus::Completed, true)?;
-        self.log(&format!(
-            "Engine completed successfully after {} iterations",
-            self.metadata.iterations_completed
-        ));
-        self.run_hook(
-            HookName::OnRunEnd,
-            &json!({"status": "COMPLETED", "final_response": final_response,
-                    "iterations_completed": self.metadata.iterations_completed}),
-        )?;
+        let iterations = self.metadata.iterations_completed;
+        match reason {
+            None => self.log(&format!(
+                "Engine completed successfully after {iterations} iterations"
+            )),
+            Some(r) => self.log(&format!(
+                "Engine completed after {iterations} iterations: {}",
+                r.describe()
+            )),
+        }
+        let mut payload = json!({"status": "COMPLETED", "final_response": final_response,
+                                 "iterations_completed": iterations});
+        if let Some(r) = reason {
+            payload["reason"] = json!(r.as_str());
+        }
+        self.run_hook(HookName::OnRunEnd, &payload)?;
         let mut outcome = self.outcome(RunStatus::Completed);
         outcome.final_response = Some(final_response);
+        outcome.reason = reason;
         Ok(outcome)
     }
 
@@ -825,6 +842,15 @@ impl<'a> Engine<'a> {
         }
     }
 
+    fn call_info(&self, took: Duration) -> records::CallInfo {
+        records::CallInfo {
+            model: self.setup.agent.llm.model.clone(),
+            client: self.setup.client.describe(),
+            took,
+            provider: self.setup.agent.llm.provider,
+        }
+    }
+
     fn save_invocation(
         &self,
         id: &str,
@@ -832,49 +858,26 @@ impl<'a> Engine<'a> {
         response: &ChatResponse,
         took: Duration,
     ) {
-        let meta = json!({
-            "model_id": response.model.clone().or_else(|| self.setup.agent.llm.model.clone()),
-            "client": self.setup.client.describe(),
-            "duration_ms": took.as_millis() as u64,
-            "token_usage": {
-                "prompt": response.usage.input_tokens,
-                "completion": response.usage.output_tokens,
-                "total": response.usage.total(),
-            },
-            "stop_reason": response.stop_reason.as_str(),
-            "status": "SUCCESS",
-        });
-        let provider = self.setup.agent.llm.provider;
-        // What went over the wire is recorded as it was. Answers that did not come as one body
-        // (streams, playback) are recorded as the equivalent chat-completion object; a request
-        // without its bytes (playback) is serialized on the writer thread, as it can be large.
-        let request_json = match &response.raw.request {
-            Some(bytes) => io_writer::Content::Shared(Arc::clone(bytes)),
-            None => io_writer::Content::Later(Box::new(move || {
-                match provider {
-                    Provider::OpenAi => {
-                        serde_json::to_vec(&llm::openai::WireRequest::new(&request, false, false))
-                    }
-                    Provider::Anthropic => {
-                        serde_json::to_vec(&llm::anthropic::request_body(&request, false))
-                    }
-                }
-                .unwrap_or_default()
-            })),
-        };
-        let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
-        let response_json = match &response.raw.response {
-            Some(bytes) => io_writer::Content::Shared(Arc::clone(bytes)),
-            None => pretty(&self.response_object(id, response)).into(),
-        };
-        self.io.write(
-            self.setup.run.invocations().join(id),
-            vec![
-                ("request.json", request_json),
-                ("response.json", response_json),
-                ("metadata.json", pretty(&meta).into()),
-            ],
+        let files = records::answered(
+            self.call_info(took),
+            request,
+            response,
+            || self.response_object(id, response),
+            &self.setup.redactor,
         );
+        self.io.write(self.setup.run.invocations().join(id), files);
+    }
+
+    /// Keeps a failed call's request and error (and the server's body) under `io/invocations/<id>/`.
+    fn save_failed_invocation(
+        &self,
+        id: &str,
+        request: Arc<ChatRequest>,
+        error: &LlmError,
+        took: Duration,
+    ) {
+        let files = records::failed(self.call_info(took), request, error, &self.setup.redactor);
+        self.io.write(self.setup.run.invocations().join(id), files);
     }
 
     /// `response` as a chat-completion object (what hooks see, and the record of streamed answers).
@@ -929,16 +932,21 @@ impl<'a> Engine<'a> {
             None => return Ok(Step::Stop(Box::new(self.interrupt_run()?))),
             Some(Ok(r)) => r,
             Some(Err(e)) => {
-                return Ok(Step::Stop(Box::new(
-                    self.fail(format!("LLM request failed: {e}"), iteration)?,
-                )));
+                self.save_failed_invocation(&invocation_id, request, &e, started.elapsed());
+                return Ok(Step::Stop(Box::new(self.fail(
+                    format!(
+                        "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}/)"
+                    ),
+                    iteration,
+                )?)));
             }
         };
         self.save_invocation(&invocation_id, request, &response, started.elapsed());
         self.metadata.usage.add(response.usage);
 
         // Journal the answer before acting on it.
-        let content = response.text();
+        // What the model said is journaled, shown and returned without the keys in use (it may echo one).
+        let content = self.redact(&response.text());
         let mut calls: Vec<(String, String, Value)> = Vec::new();
         for (i, call) in response.tool_calls().enumerate() {
             let id = if call.id.is_empty() {
@@ -987,12 +995,16 @@ impl<'a> Engine<'a> {
         }
 
         if calls.is_empty() {
-            let final_response = if content.trim().is_empty() {
-                "Task completed successfully.".to_string()
-            } else {
-                content
-            };
-            return Ok(Step::Stop(Box::new(self.complete(final_response)?)));
+            // An answer without tool calls ends the run; it is an iteration like the others.
+            self.metadata.iterations_completed += 1;
+            if content.trim().is_empty() {
+                let reason = EndReason::EmptyAnswer;
+                self.system(Level::Warn, "The model's final answer was empty")?;
+                return Ok(Step::Stop(Box::new(
+                    self.complete(String::new(), Some(reason))?,
+                )));
+            }
+            return Ok(Step::Stop(Box::new(self.complete(content, None)?)));
         }
         self.observer.progress(Progress::Executing(calls.len()));
         for (id, name, args) in calls {
@@ -1232,6 +1244,9 @@ impl<'a> Engine<'a> {
         code: i32,
         took: Duration,
     ) {
+        let command = self.setup.redactor.redact(command);
+        let stdout = self.setup.redactor.redact(stdout);
+        let stderr = self.setup.redactor.redact(stderr);
         self.io.write(
             self.setup.run.tool_executions().join(exec_ref),
             vec![
@@ -1255,7 +1270,7 @@ impl<'a> Engine<'a> {
         let Some(prompt) = args
             .get("prompt")
             .and_then(Value::as_str)
-            .map(str::to_string)
+            .map(|p| self.redact(p))
         else {
             self.error_result(
                 id,
@@ -1364,11 +1379,5 @@ mod tests {
         assert_eq!(safe_dir_name("call_abc-1"), "call_abc-1");
         assert_eq!(safe_dir_name("../../etc/passwd"), "______etc_passwd");
         assert_eq!(safe_dir_name(""), "call");
-    }
-
-    #[test]
-    fn redaction_hides_secrets() {
-        let r = redactor(&["sk-secret-123".into(), "ab".into()]);
-        assert_eq!(r("key=sk-secret-123 ab"), "key=[REDACTED] ab");
     }
 }

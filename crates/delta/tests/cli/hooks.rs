@@ -237,7 +237,7 @@ fn assert_every_hook_ran(sb: &Sandbox, out: &Output) {
     );
     assert_eq!(
         payload("009_on_run_end"),
-        json!({"status": "COMPLETED", "final_response": "done", "iterations_completed": 1})
+        json!({"status": "COMPLETED", "final_response": "done", "iterations_completed": 2})
     );
     // The failed spawn is an ERROR result; the hooks changed nothing else.
     let results = sb.events("ACTION_RESULT");
@@ -832,7 +832,7 @@ fn on_run_end_runs_when_the_iteration_limit_stops_the_run() {
     let end = read_json(&hook_io(&sb, "005_on_run_end").join("input/payload.json"));
     assert_eq!(
         end,
-        json!({"status": "COMPLETED", "final_response": "Maximum iterations reached. Task may be incomplete.", "iterations_completed": 1})
+        json!({"status": "COMPLETED", "final_response": "", "reason": "max_iterations", "iterations_completed": 1})
     );
     // The optional settings are in the proposed request when the agent sets them.
     let proposed = read_json(&hook_io(&sb, "001_pre_llm_req").join("input/proposed_payload.json"));

@@ -95,3 +95,132 @@ fn an_echoed_key_never_reaches_a_file_or_the_terminal() {
     );
     sb.assert_nowhere(KEY);
 }
+
+/// The folders of `io/invocations/` of the latest run.
+fn invocations(sb: &Sandbox) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<_> = std::fs::read_dir(sb.run_dir().join("io/invocations"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn a_failed_request_is_kept_under_io_invocations_with_its_error() {
+    let body = "upstream exploded \u{1b}[31mred\u{7}";
+    let server = ScriptedServer::start([
+        Reply::raw(500, "text/plain", body),
+        Reply::raw(500, "text/plain", body),
+        Reply::raw(500, "text/plain", body),
+    ]);
+    let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains('\u{1b}') && !out.stderr.contains('\u{7}'),
+        "raw control characters reached the terminal: {:?}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("upstream exploded \\x1b[31mred\\x07"),
+        "{}",
+        out.stderr
+    );
+    let dirs = invocations(&sb);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = &dirs[0];
+    let meta = crate::support::read_json(&dir.join("metadata.json"));
+    assert_eq!(meta["status"], "FAILED");
+    assert_eq!(meta["error"]["kind"], "server");
+    assert_eq!(meta["error"]["http_status"], 500);
+    assert!(
+        meta["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("server error (HTTP 500): upstream exploded"),
+        "{meta}"
+    );
+    let request = crate::support::read_json(&dir.join("request.json"));
+    assert_eq!(request["messages"][1]["content"], "go", "{request}");
+    assert_eq!(
+        std::fs::read(dir.join("response.txt")).unwrap(),
+        body.as_bytes()
+    );
+    // The journal points at the record.
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let fatal = &sb.events("SYSTEM_MESSAGE")[0]["payload"]["content"];
+    assert!(
+        fatal
+            .as_str()
+            .unwrap()
+            .contains(&format!("io/invocations/{id}")),
+        "{fatal}"
+    );
+}
+
+#[test]
+fn a_json_error_body_is_kept_as_response_json() {
+    let server = ScriptedServer::start([Reply::error(400, "model 'nope' does not exist")]);
+    let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 1);
+    let dir = &invocations(&sb)[0];
+    let body = crate::support::read_json(&dir.join("response.json"));
+    assert_eq!(body["error"]["message"], "model 'nope' does not exist");
+    let meta = crate::support::read_json(&dir.join("metadata.json"));
+    assert_eq!(meta["error"]["kind"], "bad_request");
+}
+
+#[test]
+fn a_silent_server_fails_the_run_after_the_idle_timeout() {
+    // From the environment, and from agent.yaml.
+    for (env, yaml) in [
+        (Some("0.3"), String::new()),
+        (None, "  idle_timeout_seconds: 0.3\n".to_string()),
+    ] {
+        let server =
+            ScriptedServer::start([Reply::text("late").delay(std::time::Duration::from_secs(6))]);
+        let agent = agent_yaml("  - name: noop\n    exec: \"true\"\n").replace(
+            "  model: test-model\n",
+            &format!("  model: test-model\n{yaml}"),
+        );
+        let sb = Sandbox::new(&agent);
+        let mut cmd = sb.delta(Some(&server));
+        if let Some(v) = env {
+            cmd.env("DELTA_LLM_IDLE_TIMEOUT", v);
+        }
+        cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
+        let start = std::time::Instant::now();
+        let out = crate::support::output(cmd);
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(4),
+            "waited {:?}",
+            start.elapsed()
+        );
+        assert!(
+            out.stderr
+                .contains("the server sent nothing for 300 ms (idle timeout)"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(server.request_count(), 1, "not retried");
+    }
+}
+
+#[test]
+fn a_bad_idle_timeout_is_refused() {
+    let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
+    let server = ScriptedServer::start([Reply::text("unused")]);
+    let mut cmd = sb.delta(Some(&server));
+    cmd.env("DELTA_LLM_IDLE_TIMEOUT", "soon")
+        .args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
+    let out = crate::support::output(cmd);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("DELTA_LLM_IDLE_TIMEOUT"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(server.request_count(), 0);
+}

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod agent_config;
 mod basics;
 mod context_sources;
 mod dotenv;
@@ -12,11 +13,15 @@ mod hooks;
 mod human;
 mod imports;
 mod init;
+mod last;
 mod live;
 mod llm_errors;
+mod playback;
 mod readme;
+mod results;
 mod resume;
 mod runs;
+mod secrets;
 mod signals;
 mod tool_expand;
 mod tools;

@@ -10,7 +10,7 @@ use llm::{
 use serde_json::{Value, json};
 use testkit::{Protocol, Reply, ScriptedServer, ToolCallSpec};
 
-use crate::support::{KEY, client, fast_http};
+use crate::support::{KEY, client, fast_http, idle_http};
 
 fn weather_tool() -> ToolDefinition {
     ToolDefinition {
@@ -62,6 +62,10 @@ both_protocols!(
     the_key_never_leaks_from_stream_errors,
     a_json_answer_to_a_streaming_request_is_accepted,
     a_body_that_is_not_an_event_stream_is_shown,
+    a_server_silent_before_its_headers_hits_the_idle_timeout,
+    a_stream_that_stalls_hits_the_idle_timeout,
+    a_garbage_error_body_is_escaped_and_truncated,
+    a_garbage_answer_is_escaped_and_truncated,
 );
 
 fn plain_answer(protocol: Protocol) {
@@ -611,5 +615,166 @@ fn clients_never_show_their_key_in_debug_output() {
     for text in [format!("{openai:?}"), format!("{anthropic:?}")] {
         assert!(!text.contains(KEY), "{text}");
         assert!(text.contains("ApiKey([REDACTED])"), "{text}");
+    }
+}
+
+/// No control character (escape sequences, bells, bidi overrides) and at most `max` characters.
+fn assert_printable(text: &str, max: usize) {
+    assert!(
+        !text.chars().any(|c| c.is_control()
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)),
+        "raw control characters would reach the terminal: {text:?}"
+    );
+    assert!(
+        text.chars().count() <= max,
+        "{} characters: {text:?}",
+        text.chars().count()
+    );
+}
+
+fn a_server_silent_before_its_headers_hits_the_idle_timeout(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::text("late").delay(Duration::from_secs(4)),
+        Reply::text("unused"),
+    ]);
+    let start = Instant::now();
+    let err = client(&server, protocol, idle_http(Duration::from_millis(300)))
+        .complete(&request())
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        err.to_string(),
+        "the server sent nothing for 300 ms (idle timeout)"
+    );
+    assert!(!err.is_retryable());
+    assert_eq!(server.request_count(), 1);
+}
+
+fn a_stream_that_stalls_hits_the_idle_timeout(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::text("an answer that stalls half way").stall(3, Duration::from_secs(4)),
+        Reply::text("unused"),
+    ]);
+    let start = Instant::now();
+    let mut deltas = 0;
+    let err = client(&server, protocol, idle_http(Duration::from_millis(300)))
+        .complete_streaming(&request(), &mut |_| deltas += 1)
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        start.elapsed()
+    );
+    assert!(err.to_string().contains("sent nothing for 300 ms"), "{err}");
+    assert_eq!(server.request_count(), 1);
+}
+
+/// Terminal escape sequences, a bell, a NUL, a C1 control and a bidi override, then `len` letters.
+fn garbage_of(len: usize) -> String {
+    format!(
+        "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{0}\u{9b}31m\u{202e}evil\r\n{}",
+        "A".repeat(len)
+    )
+}
+
+fn garbage() -> String {
+    garbage_of(200_000)
+}
+
+fn a_garbage_error_body_is_escaped_and_truncated(protocol: Protocol) {
+    // A JSON error whose message is the garbage (small enough to be read whole and parsed).
+    let json_garbage = json!({"error": {"message": garbage_of(20_000)}}).to_string();
+    let server = ScriptedServer::start([
+        Reply::raw(400, "application/octet-stream", &garbage()),
+        Reply::raw(400, "application/json", &json_garbage),
+    ]);
+    let client = client(&server, protocol, fast_http());
+    for _ in 0..2 {
+        let err = client.complete(&request()).unwrap_err();
+        let text = err.to_string();
+        assert_printable(&text, 1200);
+        assert!(text.contains("\\x1b]0;pwned\\x07"), "{text}");
+        assert!(text.contains("\\u{202e}evil\\r\\n"), "{text}");
+        let body = err
+            .response_body()
+            .expect("the body is kept for the record");
+        assert!(body.starts_with(b"\x1b]0;pwned") || body.starts_with(b"{\"error\""));
+    }
+}
+
+fn a_garbage_answer_is_escaped_and_truncated(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::raw(200, "application/json", &garbage()),
+        Reply::raw(200, "text/plain", &garbage()),
+    ]);
+    let client = client(&server, protocol, fast_http());
+    let err = client.complete(&request()).unwrap_err();
+    assert!(matches!(err, LlmError::Decode { .. }), "{err:?}");
+    assert_printable(&err.to_string(), 1200);
+    let err = client
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert_printable(&err.to_string(), 1200);
+    assert!(err.to_string().contains("\\x1b[2J"), "{err}");
+}
+
+/// Randomised and bounded: streams stalled at random points, with random fragment sizes and idle
+/// limits, always end with `Idle` within the limit plus a margin, never with a short answer. The
+/// seed is printed so that a failure can be replayed (`STALL_SEED=…`).
+#[test]
+fn streams_stalled_anywhere_end_with_the_idle_error_in_time() {
+    const TRIALS: usize = 8;
+    let seed = std::env::var("STALL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("STALL_SEED={seed}");
+    let mut state = seed | 1;
+    let mut next = |bound: u64| {
+        // xorshift64: enough to vary the trials.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    for trial in 0..TRIALS {
+        let protocol = if next(2) == 0 {
+            Protocol::OpenAi
+        } else {
+            Protocol::Anthropic
+        };
+        let fragment = 1 + next(8) as usize;
+        let stall_at = next(9) as usize; // every answer here has more than 9 events
+        let idle = Duration::from_millis(150 + next(250));
+        let server = ScriptedServer::start([Reply::text("a reply long enough to be cut anywhere")
+            .fragment(fragment)
+            .stall(stall_at, Duration::from_secs(5))]);
+        let start = Instant::now();
+        let err = client(&server, protocol, idle_http(idle))
+            .complete_streaming(&request(), &mut |_| {})
+            .unwrap_err();
+        let took = start.elapsed();
+        let context = format!(
+            "seed {seed}, trial {trial}: {protocol:?}, fragment {fragment}, stall at event {stall_at}, idle {idle:?}"
+        );
+        assert!(
+            matches!(err, LlmError::Idle { after } if after == idle),
+            "{context}: {err:?}"
+        );
+        assert!(took >= idle, "{context}: gave up after {took:?}");
+        assert!(
+            took < idle + Duration::from_millis(1500),
+            "{context}: took {took:?}"
+        );
     }
 }

@@ -478,3 +478,81 @@ fn a_key_echoed_by_the_model_never_reaches_a_recording() {
     assert!(!text.contains(key), "{text}");
     assert!(text.matches("[REDACTED]").count() >= 3, "{text}");
 }
+
+fn nowhere_request() -> ChatRequest {
+    ChatRequest::new("m", vec![Message::user("hi")]).with_tools(vec![ToolDefinition {
+        name: "transition_to_nowhere".into(),
+        description: String::new(),
+        parameters: json!({}),
+    }])
+}
+
+#[test]
+fn hybrid_playback_can_refuse_recordings_made_for_other_tools() {
+    let Some(sets) = upstream_sets() else { return };
+    let dir = sets
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains("template-simple"))
+        .unwrap();
+    // The original behaviour (dygram keeps it): the fallback serves the next recording anyway.
+    let lenient = PlaybackClient::open(&dir, PlaybackMode::Hybrid).unwrap();
+    assert!(lenient.complete(&nowhere_request()).is_ok());
+
+    let strict = PlaybackClient::open(&dir, PlaybackMode::Hybrid)
+        .unwrap()
+        .require_offered_tools();
+    let err = strict.complete(&nowhere_request()).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "turn-1.json was recorded with tools that are not offered now: \
+             transition_to_compileReport, write_Report (recordings in "
+        ),
+        "{err}"
+    );
+    assert!(strict.state().used.is_empty(), "nothing was served");
+}
+
+#[test]
+fn an_answer_calling_a_tool_not_offered_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Recorded against a server whose answer calls a tool the request did not offer.
+    let server = ScriptedServer::start([Reply::tool_call("c1", "rm_rf", json!({}))]);
+    let recorder =
+        Recorder::new(client(&server, Protocol::OpenAi, fast_http()), dir.path()).unwrap();
+    let request =
+        ChatRequest::new("m", vec![Message::user("hi")]).with_tools(vec![ToolDefinition {
+            name: "lookup".into(),
+            description: String::new(),
+            parameters: json!({}),
+        }]);
+    recorder.complete(&request).unwrap();
+    let strict = PlaybackClient::open(dir.path(), PlaybackMode::Hybrid)
+        .unwrap()
+        .require_offered_tools();
+    let err = strict.complete(&request).unwrap_err().to_string();
+    assert!(
+        err.starts_with("turn-1.json answers with calls to tools that are not offered now: rm_rf"),
+        "{err}"
+    );
+}
+
+#[test]
+fn used_up_recordings_say_so_and_a_saved_state_can_be_restored() {
+    let server = ScriptedServer::start(script());
+    let dir = tempfile::tempdir().unwrap();
+    let exchanges = scripted_exchanges(&server, Protocol::OpenAi, dir.path());
+    let first = PlaybackClient::open(dir.path(), PlaybackMode::Hybrid).unwrap();
+    for (req, _) in &exchanges {
+        first.complete(req).unwrap();
+    }
+    let err = first.complete(&exchanges[0].0).unwrap_err().to_string();
+    assert!(err.starts_with("the recordings in "), "{err}");
+    assert!(err.contains("are used up: all 3 have been served"), "{err}");
+    // Another client continues from the first one's state.
+    let second = PlaybackClient::open(dir.path(), PlaybackMode::Hybrid).unwrap();
+    let mut state = first.state();
+    state.used.pop();
+    second.set_state(state);
+    assert_eq!(second.complete(&exchanges[2].0).unwrap(), exchanges[2].1);
+    assert!(second.complete(&exchanges[2].0).is_err());
+}

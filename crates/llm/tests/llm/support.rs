@@ -13,6 +13,7 @@ pub const KEY: &str = "sk-test-0123456789abcdef-secret";
 pub fn fast_http() -> HttpOptions {
     HttpOptions {
         timeout: Duration::from_secs(20),
+        idle_timeout: Duration::from_secs(20),
         connect_timeout: Duration::from_secs(5),
         retry: RetryPolicy {
             max_attempts: 3,
@@ -21,6 +22,14 @@ pub fn fast_http() -> HttpOptions {
             max_retry_after: Duration::from_secs(5),
         },
         on_retry: None,
+    }
+}
+
+/// [`fast_http`] with an idle limit: no byte for `idle` ends the request.
+pub fn idle_http(idle: Duration) -> HttpOptions {
+    HttpOptions {
+        idle_timeout: idle,
+        ..fast_http()
     }
 }
 

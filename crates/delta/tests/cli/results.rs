@@ -1,0 +1,145 @@
+//! Honest results: the final answer is the model's text, a run that ended without one says why, the
+//! iteration count is one number everywhere, and the cost comes from the price table or is absent.
+
+use serde_json::{Value, json};
+use testkit::{Reply, ScriptedServer};
+
+use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml};
+
+fn json_of(stdout: &str) -> Value {
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn an_empty_answer_is_not_dressed_up_as_success() {
+    let server = ScriptedServer::start([Reply::text(""), Reply::text("   ")]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "q", &["--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result = json_of(&out.stdout);
+    assert_eq!(result["status"], "COMPLETED");
+    assert_eq!(result["result"], "");
+    assert_eq!(result["reason"], "empty_answer");
+    assert!(
+        out.stderr.contains("the model's final answer was empty"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("completed successfully"),
+        "{}",
+        out.stderr
+    );
+
+    let out = sb.run(Some(&server), "q", &[]);
+    assert!(
+        out.stdout
+            .contains("Final Response:\n(none: the model's final answer was empty)\n"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn the_iteration_limit_is_a_reason_not_an_answer() {
+    let server = ScriptedServer::start((0..2).map(|i| {
+        Reply::tool_call(&format!("c{i}"), "echo", json!({"message": "again"}))
+            .with_text("Still working on it.")
+    }));
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(
+        Some(&server),
+        "loop",
+        &["--max-iterations", "2", "--format", "json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result = json_of(&out.stdout);
+    assert_eq!(result["status"], "COMPLETED");
+    assert_eq!(result["reason"], "max_iterations");
+    assert_eq!(result["result"], "", "no final answer was given");
+    assert_eq!(result["metrics"]["iterations"], 2);
+    assert!(
+        !out.stdout.contains("Task may be incomplete") && !out.stdout.contains("successfully"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("stopped at its iteration limit (2) before a final answer"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_real_answer_has_no_reason() {
+    let server = ScriptedServer::start([Reply::text("42")]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "q", &["--format", "json"]);
+    let result = json_of(&out.stdout);
+    assert_eq!(result["result"], "42");
+    assert!(result.get("reason").is_none(), "{result}");
+}
+
+#[test]
+fn iterations_are_counted_alike_in_the_banner_the_summary_and_metadata() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", json!({"message": "one"})),
+        Reply::tool_call("c2", "echo", json!({"message": "two"})),
+        Reply::text("done"),
+        Reply::text("more"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "count", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let banners: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("[Iteration"))
+        .collect();
+    assert_eq!(
+        banners,
+        ["[Iteration 1/30]", "[Iteration 2/30]", "[Iteration 3/30]"]
+    );
+    assert!(out.stdout.contains("  • Iterations: 3\n"), "{}", out.stdout);
+    assert_eq!(sb.metadata()["iterations_completed"], 3);
+
+    // A continuation goes on counting the run's iterations; its budget is its own.
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "again", "--format", "json"]);
+    let out = crate::support::output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[Iteration 4 (1/30 in this call)]"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(json_of(&out.stdout)["metrics"]["iterations"], 4);
+    assert_eq!(sb.metadata()["iterations_completed"], 4);
+}
+
+#[test]
+fn the_cost_comes_from_the_price_table_or_is_absent() {
+    // gpt-4o-mini: $0.15 per million input tokens, $0.60 per million output tokens.
+    let server = ScriptedServer::start([
+        Reply::text("hi").usage(1_000_000, 500_000),
+        Reply::text("hi").usage(1_000_000, 500_000),
+    ]);
+    let sb = Sandbox::new(
+        &agent_yaml(ECHO_AND_WRITE).replace("model: test-model", "model: gpt-4o-mini"),
+    );
+    let out = sb.run(Some(&server), "q", &["--format", "json"]);
+    let usage = &json_of(&out.stdout)["metrics"]["usage"];
+    assert_eq!(usage["total_cost_usd"], json!(0.45), "{usage}");
+    assert_eq!(usage["model_usage"]["gpt-4o-mini"]["cost_usd"], json!(0.45));
+    let out = sb.run(Some(&server), "q", &[]);
+    assert!(out.stdout.contains("  • Cost: $0.4500\n"), "{}", out.stdout);
+
+    // A model the table does not know has no cost at all (not 0).
+    let server = ScriptedServer::start([Reply::text("hi").usage(1000, 500)]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "q", &["--format", "json"]);
+    let usage = &json_of(&out.stdout)["metrics"]["usage"];
+    assert!(usage.get("total_cost_usd").is_none(), "{usage}");
+    assert_eq!(usage["input_tokens"], 1000);
+}

@@ -1,0 +1,53 @@
+//! Showing text a server sent, safely: what ends up in an error message is printed on a terminal.
+
+/// Characters that would change how a terminal shows what follows them: C0 and C1 controls (escape
+/// sequences, bells, carriage returns), DEL, and the Unicode bidirectional controls (which can make
+/// text read differently from what it is).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// `text` on one line with every control character written as an escape (`\n`, `\x1b`, `\u{202e}`)
+/// and at most `max_chars` characters of it, followed by `… (N bytes in all)` when it was cut.
+pub fn printable(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars + 32));
+    for (shown, c) in text.chars().enumerate() {
+        if shown >= max_chars {
+            out.push_str(&format!("… ({} bytes in all)", text.len()));
+            return out;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_unsafe(c) && (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// [`printable`] for bytes that may not be UTF-8 (invalid sequences become `�`).
+pub fn printable_bytes(bytes: &[u8], max_chars: usize) -> String {
+    printable(&String::from_utf8_lossy(bytes), max_chars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped_and_long_text_is_cut() {
+        assert_eq!(
+            printable("a\u{1b}[2Jb\u{7}\n\u{9b}\u{202e}x\u{7f}", 100),
+            "a\\x1b[2Jb\\x07\\n\\u{9b}\\u{202e}x\\x7f"
+        );
+        assert_eq!(printable("héllo wörld", 5), "héllo… (13 bytes in all)");
+        assert_eq!(printable("short", 5), "short");
+        assert_eq!(printable_bytes(b"ok\xff", 10), "ok\u{fffd}");
+    }
+}
