@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use store::{LockHolder, LockState, RunLock, StoreError};
 
 use crate::metadata::{RunMetadata, RunStatus};
-use crate::workspace::{self, RunDir};
+use crate::workspace::{self, LayoutError, RunDir};
 
 /// A run as `list-runs` shows it.
 #[derive(Debug, Clone)]
@@ -107,6 +107,9 @@ pub enum OpenError {
         /// Who holds it.
         holder: Option<LockHolder>,
     },
+    /// The workspace's `.delta/` is damaged.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
     /// Files could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -119,6 +122,7 @@ pub fn open(
     clock: store::Clock,
     command: &str,
 ) -> Result<Opened, OpenError> {
+    workspace::check_layout(workspace)?;
     let run = RunDir::new(workspace, run_id);
     if !run.metadata().is_file() {
         return Err(OpenError::NotFound(run_id.to_string()));

@@ -7,7 +7,7 @@ use store::{Clock, IdSource, LockHolder, RunLock, StoreError};
 use crate::agent::Agent;
 use crate::events::timestamp;
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals, process_name};
-use crate::workspace::{self, RunDir};
+use crate::workspace::{self, LayoutError, RunDir};
 
 /// A run that exists on disk and is locked by this process.
 #[derive(Debug)]
@@ -20,6 +20,40 @@ pub struct Session {
     pub lock: RunLock,
 }
 
+/// Why a run could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The workspace's `.delta/` is damaged.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// The id is taken.
+    #[error("Run ID '{run_id}' already exists in workspace {}", .workspace.display())]
+    Exists {
+        /// The id.
+        run_id: String,
+        /// The workspace.
+        workspace: std::path::PathBuf,
+    },
+    /// Files could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl CreateError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Layout(e) => Some(e.hint()),
+            Self::Exists { .. } => Some(
+                "use a different --run-id (this would overwrite an existing run), or continue it with \
+                 delta continue --run-id"
+                    .into(),
+            ),
+            Self::Store(_) => None,
+        }
+    }
+}
+
 /// Creates a new run of `agent` in `workspace` (already prepared) for `task`, with id `run_id` (already
 /// validated) or a generated one. An existing run with that id is an error and is left untouched.
 pub fn create(
@@ -30,8 +64,17 @@ pub fn create(
     clock: Clock,
     ids: &IdSource,
     command: &str,
-) -> Result<Session, StoreError> {
+) -> Result<Session, CreateError> {
+    workspace::check_layout(workspace)?;
     let now = clock.now();
+    if let Some(id) = run_id
+        && RunDir::new(workspace, id).root.exists()
+    {
+        return Err(CreateError::Exists {
+            run_id: id.to_string(),
+            workspace: workspace.to_path_buf(),
+        });
+    }
     let run_id = match run_id {
         Some(id) => id.to_string(),
         None => {
@@ -81,9 +124,22 @@ pub enum ForkError {
         /// Its iterations.
         have: usize,
     },
+    /// The workspace's `.delta/` is damaged.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
     /// Files could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl ForkError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Layout(e) => Some(e.hint()),
+            Self::TooFew { .. } | Self::Store(_) => None,
+        }
+    }
 }
 
 /// Creates run `new_id` in the source's workspace from the source's journal up to (and including)
@@ -96,6 +152,7 @@ pub fn fork(
     clock: Clock,
     command: &str,
 ) -> Result<Session, ForkError> {
+    workspace::check_layout(&source.workspace)?;
     let (events, _) = crate::events::read(&source.journal())?;
     let source_meta = RunMetadata::load(&source.metadata())?;
     let thoughts: Vec<usize> = events

@@ -128,7 +128,8 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
     }
     let ws = ws.canonicalize().unwrap_or(ws);
     if let Some(id) = &args.run_id {
-        store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
+        delta::workspace::validate_run_id(id)
+            .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     }
     let run_id = match &args.run_id {
         Some(id) => id.clone(),
@@ -223,8 +224,11 @@ fn fork(
     while delta::workspace::RunDir::new(ws, &new_id).root.exists() {
         new_id = delta::workspace::new_run_id(now, &ids);
     }
-    let session = delta::session::fork(&source, iteration, &new_id, clock, opts.command)
-        .map_err(|e| CliError::new(e.to_string()))?;
+    let session =
+        delta::session::fork(&source, iteration, &new_id, clock, opts.command).map_err(|e| {
+            let hint = e.hint();
+            CliError::new(e.to_string()).maybe_hint(hint)
+        })?;
     eprint_line(&format!(
         "Forked run {new_id} from {run_id} at iteration {iteration}."
     ));

@@ -348,6 +348,7 @@ pub fn busy_error(err: delta::runs::OpenError, ws: &Path) -> CliError {
                 ws.display()
             ))
         }
+        delta::runs::OpenError::Layout(e) => CliError::new(e.to_string()).hint(e.hint()),
         delta::runs::OpenError::Store(e) => CliError::from(e),
     }
 }
@@ -415,7 +416,8 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         );
     };
     if let Some(id) = &args.run_id {
-        store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
+        workspace::validate_run_id(id)
+            .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     }
     let (clock, ids) = clock_and_ids()?;
     let agent = agent::load(&args.agent).map_err(agent_error)?;
@@ -471,12 +473,6 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         .map_err(|e| CliError::new(e.to_string()))?;
     let conn = connect_llm(&agent, &env, &llm_mode(&args), clock, &ids)?;
     let ws = create_workspace(&ws_path, ws_name.as_deref(), &agent)?;
-    if let Some(id) = &args.run_id
-        && delta::workspace::RunDir::new(&ws, id).root.exists()
-    {
-        return Err(CliError::new(format!("Run ID '{id}' already exists in workspace {}", ws.display()))
-            .hint("use a different --run-id (this would overwrite an existing run), or continue it with delta continue --run-id"));
-    }
     let session = session::create(
         &agent,
         &ws,
@@ -485,7 +481,11 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         clock,
         &ids,
         "delta run",
-    )?;
+    )
+    .map_err(|e| {
+        let hint = e.hint();
+        CliError::new(e.to_string()).maybe_hint(hint)
+    })?;
     let max_iterations = args.max_iterations.unwrap_or(agent.max_iterations);
     launch(Launch {
         workspace: ws,
