@@ -107,6 +107,16 @@ pub enum OpenError {
         /// Who holds it.
         holder: Option<LockHolder>,
     },
+    /// The run has metadata but no journal to resume from.
+    #[error("run {run_id} cannot be resumed: its journal {} is {state}", .path.display())]
+    NoJournal {
+        /// The run.
+        run_id: String,
+        /// The journal file.
+        path: PathBuf,
+        /// Missing or empty.
+        state: crate::events::JournalState,
+    },
     /// The workspace's `.delta/` is damaged.
     #[error(transparent)]
     Layout(#[from] LayoutError),
@@ -115,7 +125,33 @@ pub enum OpenError {
     Store(#[from] StoreError),
 }
 
-/// Locks run `run_id` of `workspace` (fails fast if a live process holds it), then reads it.
+impl OpenError {
+    /// What to do about it, when there is something to say beyond the message.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::NoJournal { path, .. } => {
+                let workspace = path
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new("."));
+                let folder = path.parent().unwrap_or(Path::new("."));
+                Some(format!(
+                    "the journal is the run's only record of what happened (rebuilding the run from \
+                     metadata.json would run its tools again); start a new run instead: delta run -w {} \
+                     --run-id NEW -m \"...\", or remove the run folder {}",
+                    workspace.display(),
+                    folder.display()
+                ))
+            }
+            Self::Layout(e) => Some(e.hint()),
+            Self::NotFound(_) | Self::Busy { .. } | Self::Store(_) => None,
+        }
+    }
+}
+
+/// Locks run `run_id` of `workspace` (fails fast if a live process holds it), then reads it. A run
+/// whose journal is missing or holds no event is refused ([`OpenError::NoJournal`]).
 pub fn open(
     workspace: &Path,
     run_id: &str,
@@ -138,6 +174,13 @@ pub fn open(
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(state) = crate::events::journal_state(&run.journal())? {
+        return Err(OpenError::NoJournal {
+            run_id: run_id.to_string(),
+            path: run.journal(),
+            state,
+        });
+    }
     let metadata = RunMetadata::load(&run.metadata())?;
     let (status, crashed) = match metadata.status {
         RunStatus::Running => {
@@ -228,11 +271,50 @@ mod tests {
         );
     }
 
+    fn journal_with_one_event(run: &RunDir) {
+        let mut journal = crate::events::RunJournal::open(&run.journal(), store::Clock::System)
+            .unwrap()
+            .journal;
+        journal
+            .append(&crate::events::Event::UserMessage {
+                content: "t".into(),
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_run_without_journal_events_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "r1").unwrap();
+        meta(RunStatus::Interrupted).save(&run.metadata()).unwrap();
+        for (content, state) in [
+            (None, "missing"),
+            (Some(""), "empty"),
+            (Some("\n\n"), "empty"),
+            (Some("{\"seq\":1,\"type\""), "empty"),
+        ] {
+            if let Some(text) = content {
+                std::fs::write(run.journal(), text).unwrap();
+            }
+            match open(dir.path(), "r1", store::Clock::System, "test") {
+                Err(e @ OpenError::NoJournal { .. }) => {
+                    assert!(e.to_string().ends_with(&format!("is {state}")), "{e}");
+                    assert!(e.hint().unwrap().contains("--run-id NEW"), "{e}");
+                }
+                other => panic!("{content:?}: expected NoJournal, got {other:?}"),
+            }
+        }
+        std::fs::remove_file(run.journal()).unwrap();
+        journal_with_one_event(&run);
+        assert!(open(dir.path(), "r1", store::Clock::System, "test").is_ok());
+    }
+
     #[test]
     fn open_locks_and_recovers_crashed_runs() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path(), "r1").unwrap();
         meta(RunStatus::Running).save(&run.metadata()).unwrap();
+        journal_with_one_event(&run);
         let opened = open(dir.path(), "r1", store::Clock::System, "test").unwrap();
         assert_eq!(opened.status, RunStatus::Interrupted);
         assert!(

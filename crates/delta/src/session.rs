@@ -5,7 +5,7 @@ use std::path::Path;
 use store::{Clock, IdSource, LockHolder, RunLock, StoreError};
 
 use crate::agent::Agent;
-use crate::events::timestamp;
+use crate::events::{Event, timestamp};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals, process_name};
 use crate::workspace::{self, LayoutError, RunDir};
 
@@ -87,6 +87,18 @@ pub fn create(
     };
     let run = RunDir::create(workspace, &run_id)?;
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
+    // The journal starts before the metadata exists: a run that can be listed (and resumed) always
+    // has its first events, so an empty journal is never mistaken for a run that has not begun.
+    let mut journal = crate::events::RunJournal::open(&run.journal(), clock)?.journal;
+    journal.append_deferred(&Event::RunStart {
+        run_id: run_id.clone(),
+        task: task.to_string(),
+        agent_ref: agent.dir.display().to_string(),
+    })?;
+    journal.append(&Event::UserMessage {
+        content: task.to_string(),
+    })?;
+    drop(journal);
     let metadata = RunMetadata {
         run_id: run_id.clone(),
         start_time: timestamp(now),
@@ -221,4 +233,57 @@ pub fn fork(
         metadata,
         lock: acquired.lock,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_run_has_its_first_events_before_its_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent_dir = dir.path().join("agent");
+        std::fs::create_dir_all(&agent_dir).unwrap();
+        std::fs::write(
+            agent_dir.join("agent.yaml"),
+            "name: a\nllm:\n  model: m\ntools: []\n",
+        )
+        .unwrap();
+        std::fs::write(agent_dir.join("system_prompt.md"), "p").unwrap();
+        let agent = crate::agent::load(&agent_dir).unwrap();
+        let ws = workspace::prepare(&dir.path().join("ws")).unwrap();
+        let session = create(
+            &agent,
+            &ws,
+            "the task",
+            Some("r1"),
+            Clock::System,
+            &IdSource::seeded(1),
+            "test",
+        )
+        .unwrap();
+        let (events, torn) = crate::events::read(&session.run.journal()).unwrap();
+        assert!(torn.is_none());
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["RUN_START", "USER_MESSAGE"]);
+        assert_eq!(events[1].payload["content"], "the task");
+        assert_eq!(
+            RunMetadata::load(&session.run.metadata()).unwrap().task,
+            "the task"
+        );
+        assert_eq!(workspace::latest(&ws).as_deref(), Some("r1"));
+        drop(session);
+        assert!(matches!(
+            create(
+                &agent,
+                &ws,
+                "again",
+                Some("r1"),
+                Clock::System,
+                &IdSource::seeded(1),
+                "test"
+            ),
+            Err(CreateError::Exists { .. })
+        ));
+    }
 }

@@ -307,6 +307,7 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         secrets: l.conn.secrets,
         interrupt: Arc::clone(&interrupt),
         recovered: l.recovered.clone(),
+        resuming: l.resuming,
     };
     let mut console = Console { verbose: l.verbose };
     let mut human = TerminalHuman {
@@ -348,8 +349,11 @@ pub fn busy_error(err: delta::runs::OpenError, ws: &Path) -> CliError {
                 ws.display()
             ))
         }
-        delta::runs::OpenError::Layout(e) => CliError::new(e.to_string()).hint(e.hint()),
         delta::runs::OpenError::Store(e) => CliError::from(e),
+        e @ (delta::runs::OpenError::Layout(_) | delta::runs::OpenError::NoJournal { .. }) => {
+            let hint = e.hint();
+            CliError::new(e.to_string()).maybe_hint(hint)
+        }
     }
 }
 

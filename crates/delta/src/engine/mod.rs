@@ -167,6 +167,9 @@ pub enum EngineError {
     /// The journal or metadata could not be written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A run to resume whose journal holds no `RUN_START`: there is nothing to resume from.
+    #[error("{}: the journal holds no RUN_START event, so the run cannot be resumed", .0.display())]
+    NothingToResume(PathBuf),
 }
 
 /// Everything a run needs.
@@ -194,6 +197,9 @@ pub struct EngineSetup {
     /// Set when this process takes over a run whose previous process died (crash recovery): journaled
     /// as a warning when the run resumes.
     pub recovered: Option<String>,
+    /// The run was started by an earlier process: its pending calls are settled before anything new
+    /// is said. A new run (`false`) gets its `RUN_START` here if its journal does not have one yet.
+    pub resuming: bool,
 }
 
 /// A run in progress.
@@ -485,15 +491,20 @@ impl<'a> Engine<'a> {
             .typed
             .iter()
             .any(|e| matches!(e, Event::RunStart { .. }));
-        if !has_start {
-            self.append(Event::RunStart {
-                run_id: self.setup.run.run_id.clone(),
-                task: self.metadata.task.clone(),
-                agent_ref: self.metadata.agent_ref.clone(),
-            })?;
-            self.append(Event::UserMessage {
-                content: self.metadata.task.clone(),
-            })?;
+        if !self.setup.resuming {
+            if !has_start {
+                self.append(Event::RunStart {
+                    run_id: self.setup.run.run_id.clone(),
+                    task: self.metadata.task.clone(),
+                    agent_ref: self.metadata.agent_ref.clone(),
+                })?;
+                self.append(Event::UserMessage {
+                    content: self.metadata.task.clone(),
+                })?;
+            }
+        } else if !has_start {
+            // Never rebuilt from the metadata: that would run the task's tools a second time.
+            return Err(EngineError::NothingToResume(self.setup.run.journal()));
         } else {
             self.begin_resume()?;
             // Every call of the last answer gets its result before anything else is said.

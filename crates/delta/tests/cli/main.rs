@@ -14,6 +14,7 @@ mod imports;
 mod init;
 mod live;
 mod llm_errors;
+mod lost_journal;
 mod reserved_ids;
 mod resume;
 mod runs;
