@@ -19,6 +19,7 @@ pub mod events;
 pub mod hooks;
 pub mod metadata;
 pub mod process;
+pub mod resume;
 pub mod runs;
 pub mod session;
 pub mod workspace;

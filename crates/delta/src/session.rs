@@ -7,6 +7,7 @@ use store::{Clock, IdSource, LockHolder, RunLock, StoreError};
 use crate::agent::Agent;
 use crate::events::{Event, timestamp};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals, process_name};
+use crate::runs::{self, OpenError};
 use crate::workspace::{self, LayoutError, RunDir};
 
 /// A run that exists on disk and is locked by this process.
@@ -16,7 +17,9 @@ pub struct Session {
     pub run: RunDir,
     /// Its metadata as last written.
     pub metadata: RunMetadata,
-    /// The lock; keep it until the process ends.
+    /// The workspace's lock; keep it until the process ends.
+    pub workspace_lock: RunLock,
+    /// The run's lock; keep it until the process ends.
     pub lock: RunLock,
 }
 
@@ -26,6 +29,9 @@ pub enum CreateError {
     /// The workspace's `.delta/` is damaged.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// The workspace could not be locked (another process works in it).
+    #[error(transparent)]
+    Workspace(#[from] OpenError),
     /// The id is taken.
     #[error("Run ID '{run_id}' already exists in workspace {}", .workspace.display())]
     Exists {
@@ -49,23 +55,48 @@ impl CreateError {
                  delta continue --run-id"
                     .into(),
             ),
+            Self::Workspace(e) => e.hint(),
             Self::Store(_) => None,
         }
     }
 }
 
-/// Creates a new run of `agent` in `workspace` (already prepared) for `task`, with id `run_id` (already
-/// validated) or a generated one. An existing run with that id is an error and is left untouched.
+/// A run to create.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    /// Its agent.
+    pub agent: &'a Agent,
+    /// Its workspace (already prepared).
+    pub workspace: &'a Path,
+    /// Its task: the first user message.
+    pub task: &'a str,
+    /// Its id (already validated), or `None` for a generated one.
+    pub run_id: Option<&'a str>,
+    /// The command creating it, for the lock holder record (`delta run`).
+    pub command: &'a str,
+}
+
+/// Creates the run `new` describes. An existing run with the same id is an error and is left
+/// untouched. The workspace is locked for the new run (`workspace_lock`, when the caller holds it
+/// already).
 pub fn create(
-    agent: &Agent,
-    workspace: &Path,
-    task: &str,
-    run_id: Option<&str>,
+    new: NewRun<'_>,
     clock: Clock,
     ids: &IdSource,
-    command: &str,
+    workspace_lock: Option<RunLock>,
 ) -> Result<Session, CreateError> {
+    let NewRun {
+        agent,
+        workspace,
+        task,
+        run_id,
+        command,
+    } = new;
     workspace::check_layout(workspace)?;
+    let workspace_lock = match workspace_lock {
+        Some(lock) => lock,
+        None => runs::lock_workspace(workspace, clock, command)?,
+    };
     let now = clock.now();
     if let Some(id) = run_id
         && RunDir::new(workspace, id).root.exists()
@@ -119,6 +150,7 @@ pub fn create(
     Ok(Session {
         run,
         metadata,
+        workspace_lock,
         lock: acquired.lock,
     })
 }
@@ -136,9 +168,9 @@ pub enum ForkError {
         /// Its iterations.
         have: usize,
     },
-    /// The workspace's `.delta/` is damaged.
+    /// The workspace could not be locked (another process works in it).
     #[error(transparent)]
-    Layout(#[from] LayoutError),
+    Workspace(#[from] OpenError),
     /// Files could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -148,7 +180,7 @@ impl ForkError {
     /// What to do about it.
     pub fn hint(&self) -> Option<String> {
         match self {
-            Self::Layout(e) => Some(e.hint()),
+            Self::Workspace(e) => e.hint(),
             Self::TooFew { .. } | Self::Store(_) => None,
         }
     }
@@ -164,7 +196,7 @@ pub fn fork(
     clock: Clock,
     command: &str,
 ) -> Result<Session, ForkError> {
-    workspace::check_layout(&source.workspace)?;
+    let workspace_lock = runs::lock_workspace(&source.workspace, clock, command)?;
     let (events, _) = crate::events::read(&source.journal())?;
     let source_meta = RunMetadata::load(&source.metadata())?;
     let thoughts: Vec<usize> = events
@@ -231,6 +263,7 @@ pub fn fork(
     Ok(Session {
         run,
         metadata,
+        workspace_lock,
         lock: acquired.lock,
     })
 }
@@ -252,16 +285,18 @@ mod tests {
         std::fs::write(agent_dir.join("system_prompt.md"), "p").unwrap();
         let agent = crate::agent::load(&agent_dir).unwrap();
         let ws = workspace::prepare(&dir.path().join("ws")).unwrap();
-        let session = create(
-            &agent,
-            &ws,
-            "the task",
-            Some("r1"),
-            Clock::System,
-            &IdSource::seeded(1),
-            "test",
-        )
-        .unwrap();
+        let new = NewRun {
+            agent: &agent,
+            workspace: &ws,
+            task: "the task",
+            run_id: Some("r1"),
+            command: "test",
+        };
+        let session = create(new, Clock::System, &IdSource::seeded(1), None).unwrap();
+        assert!(
+            runs::lock_workspace(&ws, Clock::System, "t").is_err(),
+            "the workspace is locked for the run"
+        );
         let (events, torn) = crate::events::read(&session.run.journal()).unwrap();
         assert!(torn.is_none());
         let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
@@ -274,15 +309,7 @@ mod tests {
         assert_eq!(workspace::latest(&ws).as_deref(), Some("r1"));
         drop(session);
         assert!(matches!(
-            create(
-                &agent,
-                &ws,
-                "again",
-                Some("r1"),
-                Clock::System,
-                &IdSource::seeded(1),
-                "test"
-            ),
+            create(new, Clock::System, &IdSource::seeded(1), None),
             Err(CreateError::Exists { .. })
         ));
     }

@@ -102,6 +102,11 @@ impl LayoutError {
     }
 }
 
+/// `.delta/workspace.lock`: held by the delta process working in the workspace.
+pub fn lock_path(workspace: &Path) -> PathBuf {
+    workspace.join(".delta").join("workspace.lock")
+}
+
 /// Checks that none of the layout's files has been taken by a run folder.
 pub fn check_layout(workspace: &Path) -> Result<(), LayoutError> {
     for name in RESERVED_NAMES {

@@ -17,6 +17,7 @@ mod llm_errors;
 mod lost_journal;
 mod reserved_ids;
 mod resume;
+mod run_in_workspace;
 mod runs;
 mod signals;
 mod tool_expand;
