@@ -9,6 +9,7 @@ use super::{ASK_HUMAN, Engine, EngineError, InputType, InteractionRequest, Progr
 use crate::agent::HookName;
 use crate::events::{ActionStatus, Event, Level, timestamp};
 use crate::metadata::RunStatus;
+use store::StoreError;
 
 impl Engine<'_> {
     pub(super) fn ask_human(
@@ -54,13 +55,7 @@ impl Engine<'_> {
                     self.observer.progress(Progress::Note(
                         "No answer on standard input (it ended); the run waits for one.".into(),
                     ));
-                    let request = InteractionRequest {
-                        request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
-                        timestamp: timestamp(self.setup.clock.now()),
-                        prompt,
-                        input_type,
-                        sensitive,
-                    };
+                    let request = self.new_request(id, prompt, input_type, sensitive);
                     return Ok(Some(self.pause(request)?));
                 }
                 Err(e) => {
@@ -81,58 +76,73 @@ impl Engine<'_> {
             })?;
             return Ok(None);
         }
-        let request = InteractionRequest {
-            request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
-            timestamp: timestamp(self.setup.clock.now()),
-            prompt,
-            input_type,
-            sensitive,
-        };
+        let request = self.new_request(id, prompt, input_type, sensitive);
         Ok(Some(self.pause(request)?))
     }
 
-    /// The answer to an `ask_human` call asked by an earlier process.
+    fn new_request(
+        &self,
+        id: &str,
+        prompt: String,
+        input_type: InputType,
+        sensitive: bool,
+    ) -> InteractionRequest {
+        let now = self.setup.clock.now();
+        InteractionRequest {
+            request_id: self.setup.ids.uuid_v7(now).to_string(),
+            timestamp: timestamp(now),
+            prompt,
+            input_type,
+            sensitive,
+            action_id: Some(id.to_string()),
+        }
+    }
+
+    /// The answer to an `ask_human` call asked by an earlier process: `interaction/response.txt` when
+    /// `interaction/request.json` asks for this call (a response left from another question, or written
+    /// when no question was pending, answers nothing), else the terminal with `-i`; otherwise the run
+    /// waits again. An answer is journaled as the call's result before its files are removed, so it is
+    /// used exactly once: a crash in between leaves files that name a call that has its result.
     pub(super) fn answer_pending(
         &mut self,
         id: &str,
         args: &Value,
     ) -> Result<Option<RunOutcome>, EngineError> {
         let dir = self.setup.run.interaction();
-        let response = dir.join("response.txt");
-        let answer = match std::fs::read_to_string(&response) {
-            Ok(text) => {
-                let _ = std::fs::remove_file(dir.join("request.json"));
-                let _ = std::fs::remove_file(&response);
-                Some(text.trim().to_string())
-            }
-            Err(_) => None,
+        let pending = store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
+            .ok()
+            // A request written before requests named their call is taken as this call's.
+            .filter(|r| r.action_id.as_deref().is_none_or(|a| a == id));
+        let from_file = match &pending {
+            Some(_) => std::fs::read_to_string(super::response_path(&self.setup.run))
+                .ok()
+                .map(|text| text.trim().to_string()),
+            None => None,
         };
         let prompt = args
             .get("prompt")
             .and_then(Value::as_str)
             .unwrap_or("(no prompt)")
             .to_string();
-        let answer = match answer {
+        let input_type = match args.get("input_type").and_then(Value::as_str) {
+            Some("password") => InputType::Password,
+            Some("confirmation") => InputType::Confirmation,
+            _ => InputType::Text,
+        };
+        let sensitive = match args.get("sensitive") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s == "true",
+            _ => false,
+        };
+        let answer = match from_file {
             Some(a) => a,
             None if self.setup.interactive && self.human.is_some() => {
-                let input_type = match args.get("input_type").and_then(Value::as_str) {
-                    Some("password") => InputType::Password,
-                    Some("confirmation") => InputType::Confirmation,
-                    _ => InputType::Text,
-                };
-                let sensitive = args
-                    .get("sensitive")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
                 self.observer.progress(Progress::Question(prompt.clone()));
                 let Some(human) = self.human.as_deref_mut() else {
                     return Ok(None);
                 };
                 match human.ask(&prompt, input_type, sensitive) {
-                    Ok(Some(a)) => {
-                        let _ = std::fs::remove_file(dir.join("request.json"));
-                        a
-                    }
+                    Ok(Some(a)) => a,
                     Ok(None) => return Ok(Some(self.interrupt_run()?)),
                     Err(e) => {
                         self.error_result(
@@ -145,15 +155,13 @@ impl Engine<'_> {
             }
             None => {
                 // Still no answer: the run keeps waiting (never left RUNNING).
-                let request =
-                    store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
-                        .unwrap_or_else(|_| InteractionRequest {
-                            request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
-                            timestamp: timestamp(self.setup.clock.now()),
-                            prompt,
-                            input_type: InputType::Text,
-                            sensitive: false,
-                        });
+                let request = match pending {
+                    Some(request) => InteractionRequest {
+                        action_id: Some(id.to_string()),
+                        ..request
+                    },
+                    None => self.new_request(id, prompt, input_type, sensitive),
+                };
                 return Ok(Some(self.pause(request)?));
             }
         };
@@ -165,13 +173,50 @@ impl Engine<'_> {
             observation_content: answer,
             execution_ref: exec_ref,
         })?;
+        self.remove_interaction_files()?;
         Ok(None)
     }
 
+    /// Removes `interaction/request.json` and `response.txt` (durably: the directory is flushed).
+    fn remove_interaction_files(&mut self) -> Result<(), EngineError> {
+        let dir = self.setup.run.interaction();
+        let mut removed = false;
+        for name in ["response.txt", "request.json"] {
+            let path = dir.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StoreError::Io {
+                        action: "remove",
+                        path,
+                        source: e,
+                    }
+                    .into());
+                }
+            }
+        }
+        if removed {
+            store::sync_dir(&dir)?;
+        }
+        Ok(())
+    }
+
     /// Stops the run to wait for the answer to `request`.
+    ///
+    /// A response already in `interaction/response.txt` was written before this question was asked, so
+    /// it does not answer it: it is removed (with a note in the journal) before the question is.
     pub(super) fn pause(&mut self, request: InteractionRequest) -> Result<RunOutcome, EngineError> {
         let dir = self.setup.run.interaction();
         store::atomic::create_dir_all_durable(&dir)?;
+        if super::response_path(&self.setup.run).exists() {
+            self.remove_interaction_files()?;
+            self.system(
+                Level::Warn,
+                "Discarded interaction/response.txt: it was there before this question was asked, so \
+                 it does not answer it",
+            )?;
+        }
         store::write_json_atomic(&dir.join("request.json"), &request, true)?;
         self.set_status(RunStatus::WaitingForInput, false)?;
         self.system(Level::Info, "Agent pausing for human input")?;

@@ -143,6 +143,9 @@ pub struct InteractionRequest {
     pub input_type: InputType,
     /// Whether the answer is secret.
     pub sensitive: bool,
+    /// The `ask_human` call it asks for: `interaction/response.txt` answers this call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
 }
 
 /// How a run (or this part of it) ended.
