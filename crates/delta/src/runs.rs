@@ -278,6 +278,7 @@ mod tests {
             hostname: "h".into(),
             start_time_unix: 0,
             process_name: "delta".into(),
+            boot_id: None,
             end_time: None,
             usage: Default::default(),
             extra: Default::default(),

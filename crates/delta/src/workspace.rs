@@ -5,6 +5,7 @@
 //! <workspace>/.delta/LATEST             id of the most recent run (written atomically)
 //! <workspace>/.delta/workspace.lock     held by the one delta process working in the workspace
 //! <workspace>/.delta/<run_id>/          journal.jsonl, metadata.json, engine.log, run.lock,
+//!                                       process.json (while a child runs),
 //!                                       io/{invocations,tool_executions,hooks}/, interaction/
 //! ```
 //!
@@ -271,6 +272,10 @@ impl RunDir {
     /// `interaction`.
     pub fn interaction(&self) -> PathBuf {
         self.root.join("interaction")
+    }
+    /// `process.json`: the process group delta runs for the run now (see `process::record`).
+    pub fn process_record(&self) -> PathBuf {
+        self.root.join("process.json")
     }
 }
 

@@ -1,7 +1,11 @@
 //! Act: running one tool call of the model's answer and journaling its result.
 //!
 //! `ACTION_REQUEST` is flushed before the tool starts and `ACTION_RESULT` is written as soon as it
-//! ends, so a run stopped at any point knows which calls started and which finished.
+//! ends, so a run stopped at any point knows which calls started and which finished. Between the two,
+//! the tool's process group is recorded in `process.json` (before its program starts) and the record is
+//! removed once the result is journaled: a process that takes the run over after a crash finds the
+//! group there, stops it if it still runs, and knows that a call without a record never started its
+//! program.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,9 +14,21 @@ use serde_json::{Map, Value, json};
 
 use super::observation::{self, Ending};
 use super::{ASK_HUMAN, Engine, EngineError, Progress, RunOutcome};
-use crate::agent::HookName;
+use crate::agent::{HookName, Tool};
 use crate::events::{ActionStatus, Event, HookStatus, Level};
-use crate::process::{self, Spawn};
+use crate::process::record::ChildKind;
+use crate::process::{self, RunError, Spawn};
+
+/// A tool call whose `ACTION_REQUEST` is journaled.
+struct Requested<'a> {
+    id: &'a str,
+    name: &'a str,
+    args: &'a Map<String, Value>,
+    /// The command as journaled.
+    resolved: &'a str,
+    /// Its `io/tool_executions/` folder.
+    exec_ref: String,
+}
 
 impl Engine<'_> {
     /// Runs one tool call. Returns an outcome when the run must stop (waiting, interrupted).
@@ -22,30 +38,8 @@ impl Engine<'_> {
         name: &str,
         raw_args: Value,
     ) -> Result<Option<RunOutcome>, EngineError> {
-        let args = match raw_args {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            Value::String(raw) if matches!(raw.trim(), "" | "null" | "undefined" | "{}") => {
-                Map::new()
-            }
-            Value::String(raw) => {
-                let err = serde_json::from_str::<Value>(&raw)
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                self.error_result(
-                    id,
-                    format!("Error: the arguments for {name} are not valid JSON ({err}); send a JSON object"),
-                )?;
-                return Ok(None);
-            }
-            other => {
-                self.error_result(
-                    id,
-                    format!("Error: the arguments for {name} must be a JSON object, not {other}"),
-                )?;
-                return Ok(None);
-            }
+        let Some(args) = self.call_arguments(id, name, raw_args)? else {
+            return Ok(None);
         };
         self.observer.progress(Progress::ToolCall {
             name: name.to_string(),
@@ -55,25 +49,7 @@ impl Engine<'_> {
             return self.ask_human(id, &args);
         }
         let Some(tool) = self.setup.agent.tool(name).cloned() else {
-            self.observer
-                .progress(Progress::ToolNotFound(name.to_string()));
-            self.system(Level::Error, &format!("Tool not found: {name}"))?;
-            let available: Vec<&str> = self
-                .setup
-                .agent
-                .tools
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Error,
-                observation_content: format!(
-                    "Error: Tool not found: {name}. Available tools: {}, {ASK_HUMAN}",
-                    available.join(", ")
-                ),
-                execution_ref: String::new(),
-            })?;
+            self.tool_not_found(id, name)?;
             return Ok(None);
         };
         let home = self.setup.agent.dir.display().to_string();
@@ -91,38 +67,24 @@ impl Engine<'_> {
             tool_args: Value::Object(args.clone()),
             resolved_command: resolved.clone(),
         })?;
-        let exec_ref = self.execution_ref(id);
+        let call = Requested {
+            id,
+            name,
+            args: &args,
+            resolved: &resolved,
+            exec_ref: self.execution_ref(id),
+        };
         if let Some(hook) = self.run_hook(
             HookName::PreToolExec,
             &json!({"tool_name": name, "tool_args": args, "resolved_command": resolved}),
         )? && hook.status == HookStatus::Success
             && hook.skip()
         {
-            let stdout = "Tool execution skipped by pre_tool_exec hook";
-            self.write_execution(&exec_ref, &resolved, stdout, "", 0, Duration::ZERO);
-            self.observer.progress(Progress::ToolDone {
-                exit_code: 0,
-                success: true,
-                preview: Some(stdout.into()),
-                chars: stdout.len(),
-                stopped: None,
-            });
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Success,
-                observation_content: observation::format(stdout, "", 0, Ending::Exited),
-                execution_ref: exec_ref,
-            })?;
+            self.skipped_by_hook(call)?;
             return Ok(None);
         }
         if self.interrupted() {
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Error,
-                observation_content:
-                    "The run was interrupted before this tool started: it did not run.".into(),
-                execution_ref: String::new(),
-            })?;
+            self.not_started(id)?;
             return Ok(Some(self.interrupt_run()?));
         }
         let mut argv = invocation.argv.clone();
@@ -136,20 +98,125 @@ impl Engine<'_> {
             env: self.tool_env.clone(),
             timeout: tool.timeout,
         };
+        self.execute(call, &tool, &spawn)
+    }
+
+    /// The call's arguments as an object; anything else becomes an error result (`None`).
+    fn call_arguments(
+        &mut self,
+        id: &str,
+        name: &str,
+        raw_args: Value,
+    ) -> Result<Option<Map<String, Value>>, EngineError> {
+        let message = match raw_args {
+            Value::Object(map) => return Ok(Some(map)),
+            Value::Null => return Ok(Some(Map::new())),
+            Value::String(raw) if matches!(raw.trim(), "" | "null" | "undefined" | "{}") => {
+                return Ok(Some(Map::new()));
+            }
+            Value::String(raw) => {
+                let err = serde_json::from_str::<Value>(&raw)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                format!(
+                    "Error: the arguments for {name} are not valid JSON ({err}); send a JSON object"
+                )
+            }
+            other => format!("Error: the arguments for {name} must be a JSON object, not {other}"),
+        };
+        self.error_result(id, message)?;
+        Ok(None)
+    }
+
+    fn tool_not_found(&mut self, id: &str, name: &str) -> Result<(), EngineError> {
+        self.observer
+            .progress(Progress::ToolNotFound(name.to_string()));
+        self.system(Level::Error, &format!("Tool not found: {name}"))?;
+        let available: Vec<&str> = self
+            .setup
+            .agent
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Error,
+            observation_content: format!(
+                "Error: Tool not found: {name}. Available tools: {}, {ASK_HUMAN}",
+                available.join(", ")
+            ),
+            execution_ref: String::new(),
+        })
+    }
+
+    fn skipped_by_hook(&mut self, call: Requested<'_>) -> Result<(), EngineError> {
+        let stdout = "Tool execution skipped by pre_tool_exec hook";
+        self.write_execution(&call.exec_ref, call.resolved, stdout, "", 0, Duration::ZERO);
+        self.observer.progress(Progress::ToolDone {
+            exit_code: 0,
+            success: true,
+            preview: Some(stdout.into()),
+            chars: stdout.len(),
+            stopped: None,
+        });
+        self.append(Event::ActionResult {
+            action_id: call.id.to_string(),
+            status: ActionStatus::Success,
+            observation_content: observation::format(stdout, "", 0, Ending::Exited),
+            execution_ref: call.exec_ref,
+        })
+    }
+
+    /// The result of a call whose program never ran because the run was interrupted first.
+    fn not_started(&mut self, id: &str) -> Result<(), EngineError> {
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Error,
+            observation_content:
+                "The run was interrupted before this tool started: it did not run.".into(),
+            execution_ref: String::new(),
+        })
+    }
+
+    /// Runs the tool (recorded in `process.json` before its program starts) and journals its result;
+    /// the record goes once the result is journaled.
+    fn execute(
+        &mut self,
+        call: Requested<'_>,
+        tool: &Tool,
+        spawn: &Spawn,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let (id, name) = (call.id, call.name);
+        let recorder = self.recorder();
         let interrupt = Arc::clone(&self.setup.interrupt);
-        let out = match process::run(&spawn, &interrupt) {
+        let run = process::run_recorded(spawn, &interrupt, &mut |group| {
+            recorder.record(ChildKind::Tool, name, Some(id), group)
+        });
+        let out = match run {
             Ok(out) => out,
-            Err(e) => {
-                let message = format!(
-                    "cannot start {}: {e}",
-                    invocation.argv.first().cloned().unwrap_or_default()
-                );
+            Err(RunError::Interrupted) => {
+                self.not_started(id)?;
+                self.clear_record();
+                return Ok(Some(self.interrupt_run()?));
+            }
+            Err(RunError::Record(e)) => {
+                // Nothing ran; the call keeps its request without a result, like any crash before
+                // a tool starts, and the run stops: its state cannot be written.
+                self.clear_record();
+                return Err(e.into());
+            }
+            Err(RunError::Start(e)) => {
+                let program = spawn.argv.first().cloned().unwrap_or_default();
+                let message = format!("cannot start {program}: {e}");
                 self.system(Level::Error, &format!("Tool execution error: {message}"))?;
                 self.error_result(id, format!("Error executing tool: {message}"))?;
+                self.clear_record();
                 self.run_hook(
                     HookName::OnError,
                     &json!({"error_type": "TOOL_EXECUTION_ERROR", "message": message,
-                            "context": {"tool_name": name, "tool_args": args}}),
+                            "context": {"tool_name": name, "tool_args": call.args}}),
                 )?;
                 return Ok(None);
             }
@@ -157,8 +224,8 @@ impl Engine<'_> {
         let stdout = self.redact(&String::from_utf8_lossy(&out.stdout));
         let stderr = self.redact(&String::from_utf8_lossy(&out.stderr));
         self.write_execution(
-            &exec_ref,
-            &resolved,
+            &call.exec_ref,
+            call.resolved,
             &stdout,
             &stderr,
             out.exit_code,
@@ -191,8 +258,9 @@ impl Engine<'_> {
                 ActionStatus::Failed
             },
             observation_content: observation::format(&stdout, &stderr, out.exit_code, ending),
-            execution_ref: exec_ref,
+            execution_ref: call.exec_ref,
         })?;
+        self.clear_record();
         if out.interrupted {
             return Ok(Some(self.interrupt_run()?));
         }
@@ -276,7 +344,7 @@ mod tests {
     use super::*;
 
     #[test]
-    pub(super) fn unsafe_call_ids_make_safe_folder_names() {
+    fn unsafe_call_ids_make_safe_folder_names() {
         assert_eq!(safe_dir_name("call_abc-1"), "call_abc-1");
         assert_eq!(safe_dir_name("../../etc/passwd"), "______etc_passwd");
         assert_eq!(safe_dir_name(""), "call");

@@ -32,6 +32,7 @@ use crate::events::{
 use crate::hooks::{HookOutcome, HookRunner};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
 use crate::process;
+use crate::process::record::{Leftover, Recorder};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
 
@@ -225,6 +226,12 @@ pub struct Engine<'a> {
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
     exec_refs: std::collections::HashSet<String>,
+    /// A tool's process group recorded by the process this one took the run over from, and what
+    /// stopping it found (for the settled call's result).
+    leftover: Option<Leftover>,
+    /// Whether that process ran in this boot, so that every record it wrote is there: a started call
+    /// without a record then never started its program.
+    records_complete: bool,
 }
 
 /// A request for the LLM worker thread and where to send the answer.
@@ -299,7 +306,7 @@ impl<'a> Engine<'a> {
         let mut tool_env = setup.env.for_child();
         tool_env.retain(|(k, _)| k != "AGENT_HOME");
         tool_env.push(("AGENT_HOME".into(), setup.agent.dir.display().to_string()));
-        let hooks = HookRunner::new(
+        let mut hooks = HookRunner::new(
             setup.agent.hooks.clone(),
             &setup.run.hooks(),
             &setup.run.workspace,
@@ -308,6 +315,7 @@ impl<'a> Engine<'a> {
             setup.clock,
             Box::new(redactor(&setup.secrets)),
         );
+        hooks.record_processes(Recorder::new(setup.run.process_record()));
         let exec_refs = std::fs::read_dir(setup.run.tool_executions())
             .map(|entries| {
                 entries
@@ -337,6 +345,8 @@ impl<'a> Engine<'a> {
             programs: process::ProgramCache::default(),
             progress_saved: Instant::now(),
             exec_refs,
+            leftover: None,
+            records_complete: false,
         };
         if let Some(torn) = opened.recovered {
             let note =
@@ -371,6 +381,19 @@ impl<'a> Engine<'a> {
         self.journal.append_deferred(&event)?;
         self.typed.push(event);
         Ok(())
+    }
+
+    /// The run's `process.json`.
+    fn recorder(&self) -> Recorder {
+        Recorder::new(self.setup.run.process_record())
+    }
+
+    /// Removes `process.json` once what its process did is journaled. A record that cannot be removed
+    /// names a group that has ended, which the next recovery finds gone, so this is logged, not fatal.
+    fn clear_record(&mut self) {
+        if let Err(e) = self.recorder().clear() {
+            self.log(&format!("cannot remove the process record: {e}"));
+        }
     }
 
     fn sync(&mut self) -> Result<(), EngineError> {
@@ -575,6 +598,9 @@ impl<'a> Engine<'a> {
 
     /// Marks a resumed run as running again, by this process.
     fn begin_resume(&mut self) -> Result<(), EngineError> {
+        let boot = process::group::boot_id();
+        self.records_complete = boot.is_some() && self.metadata.boot_id == boot;
+        self.metadata.boot_id = boot;
         self.metadata.status = RunStatus::Running;
         self.metadata.end_time = None;
         self.metadata.pid = std::process::id();
@@ -585,18 +611,20 @@ impl<'a> Engine<'a> {
         if let Some(note) = self.setup.recovered.clone() {
             self.system(Level::Warn, &note)?;
         }
-        Ok(())
+        self.stop_leftover()
     }
 
     fn build_request(&mut self) -> Result<ChatRequest, String> {
         let env = self.tool_env.clone();
         let interrupt = Arc::clone(&self.setup.interrupt);
+        let recorder = self.recorder();
         let ctx = ContextEnv {
             agent: &self.setup.agent,
             workspace: &self.setup.run.workspace,
             run_id: &self.setup.run.run_id,
             env: &env,
             interrupt: &interrupt,
+            recorder: Some(&recorder),
         };
         let built = context::build(&ctx, &self.typed)?;
         // Skipping an `on_missing: skip` source is expected; it goes to engine.log only.

@@ -7,6 +7,7 @@ mod support;
 mod answers;
 mod basics;
 mod context_sources;
+mod crash;
 mod dotenv;
 mod examples;
 mod hooks;
@@ -22,6 +23,7 @@ mod run_in_workspace;
 mod runs;
 mod signals;
 mod tool_expand;
+mod tool_processes;
 mod tools;
 
 /// Every `.rs` file in this folder must be declared above, or its tests would silently never run.

@@ -338,8 +338,8 @@ fn sigkill_mid_tool_then_continue_recovers_the_run() {
         .unwrap();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     child.wait_with_output().unwrap();
-    // The tool's own group outlives a SIGKILLed delta; stop it ourselves.
-    let _ = killpg(Pid::from_raw(tool), Signal::SIGKILL);
+    // The tool's own group outlives a SIGKILLed delta, until `continue` stops it.
+    assert!(!crate::support::group_members(tool).is_empty());
     assert_eq!(
         sb.metadata()["status"],
         "RUNNING",
@@ -371,14 +371,13 @@ fn sigkill_mid_tool_then_continue_recovers_the_run() {
             .unwrap()
             .starts_with("Recovered a crashed run")
     );
+    assert!(crate::support::group_members(tool).is_empty());
+    let _ = killpg(Pid::from_raw(tool), Signal::SIGKILL);
     let result = &sb.events("ACTION_RESULT")[0]["payload"];
     assert_eq!(result["status"], "FAILED");
-    assert!(
-        result["observation_content"]
-            .as_str()
-            .unwrap()
-            .contains("may or may not have taken effect")
-    );
+    let text = result["observation_content"].as_str().unwrap();
+    assert!(text.contains("may or may not have taken effect"), "{text}");
+    assert!(text.contains("was still running"), "{text}");
     assert_well_formed(&server);
 }
 
