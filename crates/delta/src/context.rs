@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::agent::{Agent, OnMissing, Source};
 use crate::events::{ActionStatus, Envelope, Event};
+use crate::process::record::{ChildKind, Recorder};
 use crate::process::{self, Spawn};
 
 /// Where context sources are evaluated.
@@ -26,6 +27,8 @@ pub struct ContextEnv<'a> {
     pub env: &'a [(String, String)],
     /// Raised on SIGINT/SIGTERM.
     pub interrupt: &'a AtomicBool,
+    /// Where generators' process groups are recorded while they run (`process.json`).
+    pub recorder: Option<&'a Recorder>,
 }
 
 /// The messages for the next request, and notes about sources that were skipped.
@@ -125,7 +128,18 @@ fn generate(
         env,
         timeout,
     };
-    let out = process::run(&spawn, ctx.interrupt).map_err(|e| {
+    let out = match ctx.recorder {
+        Some(recorder) => {
+            let run = process::run_recorded(&spawn, ctx.interrupt, &mut |group| {
+                recorder.record(ChildKind::Generator, id, None, group)
+            });
+            // The group has ended (or never ran) once `run_recorded` returns.
+            let _ = recorder.clear();
+            run
+        }
+        None => process::run(&spawn, ctx.interrupt),
+    };
+    let out = out.map_err(|e| {
         format!(
             "Generator failed for source '{id}': cannot start {}: {e}",
             command[0]

@@ -314,6 +314,62 @@ impl RunJournal {
     }
 }
 
+/// Why a journal cannot be resumed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalState {
+    /// The file does not exist.
+    Missing,
+    /// The file holds no complete line.
+    Empty,
+}
+
+impl std::fmt::Display for JournalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Missing => "missing",
+            Self::Empty => "empty",
+        })
+    }
+}
+
+/// `None` when the journal at `path` holds at least one complete line; otherwise whether it is missing
+/// or empty. Reads only up to the first complete line that is not blank.
+pub fn journal_state(path: &Path) -> Result<Option<JournalState>, StoreError> {
+    use std::io::BufRead;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Some(JournalState::Missing));
+        }
+        Err(e) => {
+            return Err(StoreError::Io {
+                action: "open",
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| StoreError::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        // End of file, or a last line without its newline (a torn write): no complete line.
+        if n == 0 || line.last() != Some(&b'\n') {
+            return Ok(Some(JournalState::Empty));
+        }
+        if !line.trim_ascii().is_empty() {
+            return Ok(None);
+        }
+    }
+}
+
 /// Reads a journal without opening it for writing.
 pub fn read(path: &Path) -> Result<(Vec<Envelope>, Option<TornTail>), StoreError> {
     let contents = journal::read::<Envelope>(path)?;

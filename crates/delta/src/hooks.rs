@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{HookName, HookSpec};
 use crate::events::{HookStatus, timestamp};
+use crate::process::record::{ChildKind, Recorder};
 use crate::process::{self, Spawn};
 
 /// What a hook invocation produced.
@@ -63,6 +64,7 @@ pub struct HookRunner {
     run_id: String,
     clock: store::Clock,
     redactor: llm::Redactor,
+    recorder: Option<Recorder>,
 }
 
 impl HookRunner {
@@ -97,7 +99,14 @@ impl HookRunner {
             run_id: run_id.to_string(),
             clock,
             redactor,
+            recorder: None,
         }
+    }
+
+    /// Records each hook's process group in `recorder`'s file while it runs, so that a process taking
+    /// the run over after a crash can stop a hook left running.
+    pub fn record_processes(&mut self, recorder: Recorder) {
+        self.recorder = Some(recorder);
     }
 
     /// Whether `name` is configured.
@@ -157,7 +166,20 @@ impl HookRunner {
             env,
             timeout: spec.timeout,
         };
-        let (exit_code, stdout, stderr, millis) = match process::run(&spawn, interrupt) {
+        let run = match &self.recorder {
+            Some(recorder) => {
+                let run = process::run_recorded(&spawn, interrupt, &mut |group| {
+                    recorder.record(ChildKind::Hook, name.as_str(), None, group)
+                });
+                // The group has ended (or never ran) once `run_recorded` returns.
+                if let Err(e) = recorder.clear() {
+                    problems.push(e.to_string());
+                }
+                run
+            }
+            None => process::run(&spawn, interrupt),
+        };
+        let (exit_code, stdout, stderr, millis) = match run {
             Ok(out) => {
                 let code = if out.timed_out {
                     problems.push(format!("timed out after {} ms", spec.timeout.as_millis()));

@@ -22,6 +22,7 @@ pub mod playback;
 pub mod pricing;
 pub mod process;
 pub mod redaction;
+pub mod resume;
 pub mod runs;
 pub mod session;
 pub mod workspace;

@@ -88,6 +88,10 @@ pub struct RunMetadata {
     pub start_time_unix: i64,
     /// Name of that process's program.
     pub process_name: String,
+    /// The boot that process ran in (`/proc/sys/kernel/random/boot_id`): a process taking the run over
+    /// in the same boot knows that files the previous one wrote without flushing are there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// When it last stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<String>,
@@ -150,6 +154,7 @@ mod tests {
             hostname: "h".into(),
             start_time_unix: 1,
             process_name: "delta".into(),
+            boot_id: Some("b".into()),
             end_time: None,
             usage: TokenTotals::default(),
             extra: Map::new(),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use store::{LockHolder, LockState, RunLock, StoreError};
 
 use crate::metadata::{RunMetadata, RunStatus};
-use crate::workspace::{self, RunDir};
+use crate::workspace::{self, LayoutError, RunDir};
 
 /// A run as `list-runs` shows it.
 #[derive(Debug, Clone)]
@@ -85,7 +85,9 @@ pub struct Opened {
     pub run: RunDir,
     /// Its metadata as found.
     pub metadata: RunMetadata,
-    /// The lock (keep it for the whole process).
+    /// The workspace's lock (keep it for the whole process).
+    pub workspace_lock: RunLock,
+    /// The run's lock (keep it for the whole process).
     pub lock: RunLock,
     /// The status to act on: a crashed RUNNING run is INTERRUPTED.
     pub status: RunStatus,
@@ -99,23 +101,98 @@ pub enum OpenError {
     /// No such run.
     #[error("no run {0} in this workspace")]
     NotFound(String),
-    /// A live process holds it.
-    #[error("run {run_id} is currently executing ({})", .holder.as_ref().map_or_else(|| "another process".to_string(), LockHolder::describe))]
+    /// A live process works on the run, or in its workspace.
+    #[error("a run of this workspace is currently executing ({})", .holder.as_ref().map_or_else(|| "another process".to_string(), LockHolder::describe))]
     Busy {
-        /// The run.
-        run_id: String,
+        /// The lock that is held: the workspace's or the run's.
+        lock: PathBuf,
         /// Who holds it.
         holder: Option<LockHolder>,
     },
+    /// The run has metadata but no journal to resume from.
+    #[error("run {run_id} cannot be resumed: its journal {} is {state}", .path.display())]
+    NoJournal {
+        /// The run.
+        run_id: String,
+        /// The journal file.
+        path: PathBuf,
+        /// Missing or empty.
+        state: crate::events::JournalState,
+    },
+    /// The workspace's `.delta/` is damaged.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
     /// Files could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// Locks run `run_id` of `workspace` (fails fast if a live process holds it), then reads it.
+impl OpenError {
+    /// What to do about it, when there is something to say beyond the message.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::NoJournal { path, .. } => {
+                let workspace = path
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new("."));
+                let folder = path.parent().unwrap_or(Path::new("."));
+                Some(format!(
+                    "the journal is the run's only record of what happened (rebuilding the run from \
+                     metadata.json would run its tools again); start a new run instead: delta run -w {} \
+                     --run-id NEW -m \"...\", or remove the run folder {}",
+                    workspace.display(),
+                    folder.display()
+                ))
+            }
+            Self::Layout(e) => Some(e.hint()),
+            Self::NotFound(_) | Self::Busy { .. } | Self::Store(_) => None,
+        }
+    }
+}
+
+fn busy(err: StoreError) -> OpenError {
+    match err {
+        StoreError::Busy { path, holder } => OpenError::Busy { lock: path, holder },
+        other => other.into(),
+    }
+}
+
+/// Takes the workspace's lock (`.delta/workspace.lock`) without waiting: one delta process works in a
+/// workspace at a time, so that two runs never share its files and the choice between resuming the
+/// latest run and starting a new one is made by one process. Fails with [`OpenError::Busy`] when a
+/// live process holds it.
+pub fn lock_workspace(
+    workspace: &Path,
+    clock: store::Clock,
+    command: &str,
+) -> Result<RunLock, OpenError> {
+    workspace::check_layout(workspace)?;
+    let holder = LockHolder::current(clock.now(), Some(command));
+    RunLock::acquire(&workspace::lock_path(workspace), &holder)
+        .map(|acquired| acquired.lock)
+        .map_err(busy)
+}
+
+/// Locks the workspace, then run `run_id` of it (failing fast if a live process holds either), then
+/// reads the run. A run whose journal is missing or holds no event is refused
+/// ([`OpenError::NoJournal`]).
 pub fn open(
     workspace: &Path,
     run_id: &str,
+    clock: store::Clock,
+    command: &str,
+) -> Result<Opened, OpenError> {
+    let workspace_lock = lock_workspace(workspace, clock, command)?;
+    open_locked(workspace, run_id, workspace_lock, clock, command)
+}
+
+/// [`open`] for a caller that holds the workspace's lock already.
+pub fn open_locked(
+    workspace: &Path,
+    run_id: &str,
+    workspace_lock: RunLock,
     clock: store::Clock,
     command: &str,
 ) -> Result<Opened, OpenError> {
@@ -124,16 +201,14 @@ pub fn open(
         return Err(OpenError::NotFound(run_id.to_string()));
     }
     let holder = LockHolder::current(clock.now(), Some(command));
-    let acquired = match RunLock::acquire(&run.lock(), &holder) {
-        Ok(a) => a,
-        Err(StoreError::Busy { holder, .. }) => {
-            return Err(OpenError::Busy {
-                run_id: run_id.to_string(),
-                holder,
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let acquired = RunLock::acquire(&run.lock(), &holder).map_err(busy)?;
+    if let Some(state) = crate::events::journal_state(&run.journal())? {
+        return Err(OpenError::NoJournal {
+            run_id: run_id.to_string(),
+            path: run.journal(),
+            state,
+        });
+    }
     let metadata = RunMetadata::load(&run.metadata())?;
     let (status, crashed) = match metadata.status {
         RunStatus::Running => {
@@ -154,6 +229,7 @@ pub fn open(
     Ok(Opened {
         run,
         metadata,
+        workspace_lock,
         lock: acquired.lock,
         status,
         crashed,
@@ -202,6 +278,7 @@ mod tests {
             hostname: "h".into(),
             start_time_unix: 0,
             process_name: "delta".into(),
+            boot_id: None,
             end_time: None,
             usage: Default::default(),
             extra: Default::default(),
@@ -224,11 +301,73 @@ mod tests {
         );
     }
 
+    fn journal_with_one_event(run: &RunDir) {
+        let mut journal = crate::events::RunJournal::open(&run.journal(), store::Clock::System)
+            .unwrap()
+            .journal;
+        journal
+            .append(&crate::events::Event::UserMessage {
+                content: "t".into(),
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_run_lock_is_checked_under_the_workspace_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "r1").unwrap();
+        meta(RunStatus::Running).save(&run.metadata()).unwrap();
+        journal_with_one_event(&run);
+        // An older delta (no workspace lock) holding the run.
+        let _run_lock = RunLock::acquire(
+            &run.lock(),
+            &LockHolder::current(jiff::Timestamp::now(), Some("old delta")),
+        )
+        .unwrap();
+        match open(dir.path(), "r1", store::Clock::System, "test") {
+            Err(OpenError::Busy { lock, holder }) => {
+                assert!(lock.ends_with("run.lock"));
+                assert_eq!(holder.unwrap().command.as_deref(), Some("old delta"));
+            }
+            other => panic!("expected busy, got {other:?}"),
+        }
+        // The failed attempt released the workspace again.
+        assert!(lock_workspace(dir.path(), store::Clock::System, "t").is_ok());
+    }
+
+    #[test]
+    fn a_run_without_journal_events_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "r1").unwrap();
+        meta(RunStatus::Interrupted).save(&run.metadata()).unwrap();
+        for (content, state) in [
+            (None, "missing"),
+            (Some(""), "empty"),
+            (Some("\n\n"), "empty"),
+            (Some("{\"seq\":1,\"type\""), "empty"),
+        ] {
+            if let Some(text) = content {
+                std::fs::write(run.journal(), text).unwrap();
+            }
+            match open(dir.path(), "r1", store::Clock::System, "test") {
+                Err(e @ OpenError::NoJournal { .. }) => {
+                    assert!(e.to_string().ends_with(&format!("is {state}")), "{e}");
+                    assert!(e.hint().unwrap().contains("--run-id NEW"), "{e}");
+                }
+                other => panic!("{content:?}: expected NoJournal, got {other:?}"),
+            }
+        }
+        std::fs::remove_file(run.journal()).unwrap();
+        journal_with_one_event(&run);
+        assert!(open(dir.path(), "r1", store::Clock::System, "test").is_ok());
+    }
+
     #[test]
     fn open_locks_and_recovers_crashed_runs() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path(), "r1").unwrap();
         meta(RunStatus::Running).save(&run.metadata()).unwrap();
+        journal_with_one_event(&run);
         let opened = open(dir.path(), "r1", store::Clock::System, "test").unwrap();
         assert_eq!(opened.status, RunStatus::Interrupted);
         assert!(
@@ -239,9 +378,12 @@ mod tests {
                 .starts_with("Recovered a crashed run")
         );
         match open(dir.path(), "r1", store::Clock::System, "test") {
-            Err(OpenError::Busy { .. }) => {}
+            Err(OpenError::Busy { lock, .. }) => assert!(lock.ends_with("workspace.lock")),
             other => panic!("expected busy, got {other:?}"),
         }
+        // The workspace stays locked while the run is open.
+        let held = lock_workspace(dir.path(), store::Clock::System, "t");
+        assert!(matches!(held, Err(OpenError::Busy { .. })));
         drop(opened);
         assert!(matches!(
             open(dir.path(), "nope", store::Clock::System, "t"),

@@ -5,9 +5,10 @@ use std::path::Path;
 use store::{Clock, IdSource, LockHolder, RunLock, StoreError};
 
 use crate::agent::Agent;
-use crate::events::timestamp;
+use crate::events::{Event, timestamp};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals, process_name};
-use crate::workspace::{self, RunDir};
+use crate::runs::{self, OpenError};
+use crate::workspace::{self, LayoutError, RunDir};
 
 /// A run that exists on disk and is locked by this process.
 #[derive(Debug)]
@@ -16,22 +17,95 @@ pub struct Session {
     pub run: RunDir,
     /// Its metadata as last written.
     pub metadata: RunMetadata,
-    /// The lock; keep it until the process ends.
+    /// The workspace's lock; keep it until the process ends.
+    pub workspace_lock: RunLock,
+    /// The run's lock; keep it until the process ends.
     pub lock: RunLock,
 }
 
-/// Creates a new run of `agent` in `workspace` (already prepared) for `task`, with id `run_id` (already
-/// validated) or a generated one. An existing run with that id is an error and is left untouched.
+/// Why a run could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The workspace's `.delta/` is damaged.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// The workspace could not be locked (another process works in it).
+    #[error(transparent)]
+    Workspace(#[from] OpenError),
+    /// The id is taken.
+    #[error("Run ID '{run_id}' already exists in workspace {}", .workspace.display())]
+    Exists {
+        /// The id.
+        run_id: String,
+        /// The workspace.
+        workspace: std::path::PathBuf,
+    },
+    /// Files could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl CreateError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Layout(e) => Some(e.hint()),
+            Self::Exists { .. } => Some(
+                "use a different --run-id (this would overwrite an existing run), or continue it with \
+                 delta continue --run-id"
+                    .into(),
+            ),
+            Self::Workspace(e) => e.hint(),
+            Self::Store(_) => None,
+        }
+    }
+}
+
+/// A run to create.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    /// Its agent.
+    pub agent: &'a Agent,
+    /// Its workspace (already prepared).
+    pub workspace: &'a Path,
+    /// Its task: the first user message.
+    pub task: &'a str,
+    /// Its id (already validated), or `None` for a generated one.
+    pub run_id: Option<&'a str>,
+    /// The command creating it, for the lock holder record (`delta run`).
+    pub command: &'a str,
+}
+
+/// Creates the run `new` describes. An existing run with the same id is an error and is left
+/// untouched. The workspace is locked for the new run (`workspace_lock`, when the caller holds it
+/// already).
 pub fn create(
-    agent: &Agent,
-    workspace: &Path,
-    task: &str,
-    run_id: Option<&str>,
+    new: NewRun<'_>,
     clock: Clock,
     ids: &IdSource,
-    command: &str,
-) -> Result<Session, StoreError> {
+    workspace_lock: Option<RunLock>,
+) -> Result<Session, CreateError> {
+    let NewRun {
+        agent,
+        workspace,
+        task,
+        run_id,
+        command,
+    } = new;
+    workspace::check_layout(workspace)?;
+    let workspace_lock = match workspace_lock {
+        Some(lock) => lock,
+        None => runs::lock_workspace(workspace, clock, command)?,
+    };
     let now = clock.now();
+    if let Some(id) = run_id
+        && RunDir::new(workspace, id).root.exists()
+    {
+        return Err(CreateError::Exists {
+            run_id: id.to_string(),
+            workspace: workspace.to_path_buf(),
+        });
+    }
     let run_id = match run_id {
         Some(id) => id.to_string(),
         None => {
@@ -44,6 +118,18 @@ pub fn create(
     };
     let run = RunDir::create(workspace, &run_id)?;
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
+    // The journal starts before the metadata exists: a run that can be listed (and resumed) always
+    // has its first events, so an empty journal is never mistaken for a run that has not begun.
+    let mut journal = crate::events::RunJournal::open(&run.journal(), clock)?.journal;
+    journal.append_deferred(&Event::RunStart {
+        run_id: run_id.clone(),
+        task: task.to_string(),
+        agent_ref: agent.dir.display().to_string(),
+    })?;
+    journal.append(&Event::UserMessage {
+        content: task.to_string(),
+    })?;
+    drop(journal);
     let metadata = RunMetadata {
         run_id: run_id.clone(),
         start_time: timestamp(now),
@@ -55,6 +141,7 @@ pub fn create(
         hostname: store::hostname(),
         start_time_unix: now.as_millisecond(),
         process_name: process_name(),
+        boot_id: crate::process::group::boot_id(),
         end_time: None,
         usage: TokenTotals::default(),
         extra: serde_json::Map::new(),
@@ -64,6 +151,7 @@ pub fn create(
     Ok(Session {
         run,
         metadata,
+        workspace_lock,
         lock: acquired.lock,
     })
 }
@@ -81,9 +169,22 @@ pub enum ForkError {
         /// Its iterations.
         have: usize,
     },
+    /// The workspace could not be locked (another process works in it).
+    #[error(transparent)]
+    Workspace(#[from] OpenError),
     /// Files could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl ForkError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Workspace(e) => e.hint(),
+            Self::TooFew { .. } | Self::Store(_) => None,
+        }
+    }
 }
 
 /// Creates run `new_id` in the source's workspace from the source's journal up to (and including)
@@ -96,6 +197,7 @@ pub fn fork(
     clock: Clock,
     command: &str,
 ) -> Result<Session, ForkError> {
+    let workspace_lock = runs::lock_workspace(&source.workspace, clock, command)?;
     let (events, _) = crate::events::read(&source.journal())?;
     let source_meta = RunMetadata::load(&source.metadata())?;
     let thoughts: Vec<usize> = events
@@ -153,6 +255,7 @@ pub fn fork(
         hostname: store::hostname(),
         start_time_unix: now.as_millisecond(),
         process_name: process_name(),
+        boot_id: crate::process::group::boot_id(),
         end_time: None,
         usage: TokenTotals::default(),
         extra,
@@ -162,6 +265,54 @@ pub fn fork(
     Ok(Session {
         run,
         metadata,
+        workspace_lock,
         lock: acquired.lock,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_run_has_its_first_events_before_its_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent_dir = dir.path().join("agent");
+        std::fs::create_dir_all(&agent_dir).unwrap();
+        std::fs::write(
+            agent_dir.join("agent.yaml"),
+            "name: a\nllm:\n  model: m\ntools: []\n",
+        )
+        .unwrap();
+        std::fs::write(agent_dir.join("system_prompt.md"), "p").unwrap();
+        let agent = crate::agent::load(&agent_dir).unwrap();
+        let ws = workspace::prepare(&dir.path().join("ws")).unwrap();
+        let new = NewRun {
+            agent: &agent,
+            workspace: &ws,
+            task: "the task",
+            run_id: Some("r1"),
+            command: "test",
+        };
+        let session = create(new, Clock::System, &IdSource::seeded(1), None).unwrap();
+        assert!(
+            runs::lock_workspace(&ws, Clock::System, "t").is_err(),
+            "the workspace is locked for the run"
+        );
+        let (events, torn) = crate::events::read(&session.run.journal()).unwrap();
+        assert!(torn.is_none());
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["RUN_START", "USER_MESSAGE"]);
+        assert_eq!(events[1].payload["content"], "the task");
+        assert_eq!(
+            RunMetadata::load(&session.run.metadata()).unwrap().task,
+            "the task"
+        );
+        assert_eq!(workspace::latest(&ws).as_deref(), Some("r1"));
+        drop(session);
+        assert!(matches!(
+            create(new, Clock::System, &IdSource::seeded(1), None),
+            Err(CreateError::Exists { .. })
+        ));
+    }
 }

@@ -3,9 +3,14 @@
 //! ```text
 //! <workspace>/.delta/VERSION            "1.2"
 //! <workspace>/.delta/LATEST             id of the most recent run (written atomically)
+//! <workspace>/.delta/workspace.lock     held by the one delta process working in the workspace
 //! <workspace>/.delta/<run_id>/          journal.jsonl, metadata.json, engine.log, run.lock,
+//!                                       process.json (while a child runs),
 //!                                       io/{invocations,tool_executions,hooks}/, interaction/
 //! ```
+//!
+//! Run ids share `.delta/` with the layout's own files, so the names of those files (and hidden names,
+//! which temporary files use) are not valid run ids: see [`validate_run_id`].
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +19,105 @@ use store::atomic::create_dir_all_durable;
 
 /// Layout version written to `.delta/VERSION`.
 pub const LAYOUT_VERSION: &str = "1.2";
+
+/// The files `.delta/` holds besides run folders; no run may take one of these names.
+pub const RESERVED_NAMES: [&str; 3] = ["LATEST", "VERSION", "workspace.lock"];
+
+/// A run id a user gave that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid run id {id:?}: {reason}")]
+pub struct InvalidRunId {
+    /// The id as given.
+    pub id: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+impl InvalidRunId {
+    /// What ids are accepted.
+    pub fn hint(&self) -> String {
+        format!(
+            "a run id is made of letters, digits, '-', '_' and '.', does not start with '.', and is not \
+             one of {} (names delta keeps in .delta/)",
+            RESERVED_NAMES.join(", ")
+        )
+    }
+}
+
+/// Checks a run id given by a user: safe as a single folder name ([`store::validate_id`]), not hidden,
+/// and not the name of one of the layout's files (compared without case, as some file systems do).
+pub fn validate_run_id(id: &str) -> Result<&str, InvalidRunId> {
+    let refuse = |reason: String| InvalidRunId {
+        id: id.to_string(),
+        reason,
+    };
+    if let Err(e) = store::validate_id(id) {
+        return Err(refuse(match e {
+            StoreError::InvalidId { reason, .. } => reason.to_string(),
+            other => other.to_string(),
+        }));
+    }
+    if id.starts_with('.') {
+        return Err(refuse(
+            "it starts with '.' (hidden names are kept for temporary files)".into(),
+        ));
+    }
+    if let Some(name) = RESERVED_NAMES.iter().find(|n| n.eq_ignore_ascii_case(id)) {
+        return Err(refuse(format!(
+            "{name} is the name of a file delta keeps in .delta/"
+        )));
+    }
+    Ok(id)
+}
+
+/// A workspace whose `.delta/` cannot be used as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// A run folder sits where one of the layout's files belongs (an older delta accepted such ids).
+    #[error(
+        "{} is a folder, not the file delta keeps there: a run was created with the reserved id {name}",
+        .path.display()
+    )]
+    ReservedNameIsAFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Its name.
+        name: &'static str,
+    },
+}
+
+impl LayoutError {
+    /// How to repair the workspace.
+    pub fn hint(&self) -> String {
+        match self {
+            Self::ReservedNameIsAFolder { path, name } => {
+                let renamed = path.with_file_name(format!("{name}-run"));
+                format!(
+                    "rename it to an ordinary run id; the run keeps its history: mv '{}' '{}', \
+                     then continue it with: delta continue --run-id {name}-run",
+                    path.display(),
+                    renamed.display()
+                )
+            }
+        }
+    }
+}
+
+/// `.delta/workspace.lock`: held by the delta process working in the workspace.
+pub fn lock_path(workspace: &Path) -> PathBuf {
+    workspace.join(".delta").join("workspace.lock")
+}
+
+/// Checks that none of the layout's files has been taken by a run folder.
+pub fn check_layout(workspace: &Path) -> Result<(), LayoutError> {
+    for name in RESERVED_NAMES {
+        let path = workspace.join(".delta").join(name);
+        if path.is_dir() {
+            return Err(LayoutError::ReservedNameIsAFolder { path, name });
+        }
+    }
+    Ok(())
+}
 
 /// Where an agent's numbered workspaces live.
 pub fn workspaces_root(agent_dir: &Path) -> PathBuf {
@@ -169,6 +273,10 @@ impl RunDir {
     pub fn interaction(&self) -> PathBuf {
         self.root.join("interaction")
     }
+    /// `process.json`: the process group delta runs for the run now (see `process::record`).
+    pub fn process_record(&self) -> PathBuf {
+        self.root.join("process.json")
+    }
 }
 
 /// A run id: `YYYYMMDD_HHMMSS_<6 hex>` in local time.
@@ -211,6 +319,52 @@ mod tests {
         assert_eq!(latest(&ws).as_deref(), Some("20250101_000000_abcdef"));
         std::fs::write(ws.join(".delta/LATEST"), "../../etc").unwrap();
         assert_eq!(latest(&ws), None, "an unsafe id is ignored");
+    }
+
+    #[test]
+    fn run_ids_that_collide_with_the_layout_are_refused() {
+        for ok in [
+            "20250101_000000_abcdef",
+            "mine",
+            "LATEST-run",
+            "v1.2",
+            "latest2",
+        ] {
+            assert!(validate_run_id(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "LATEST",
+            "Latest",
+            "VERSION",
+            "version",
+            "workspace.lock",
+            ".tmp",
+            ".",
+            "..",
+            "a/b",
+            "",
+        ] {
+            let err = validate_run_id(bad).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("invalid run id {bad:?}: ")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_folder_in_place_of_latest_is_reported_with_a_repair() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = prepare(dir.path()).unwrap();
+        assert!(check_layout(&ws).is_ok());
+        std::fs::create_dir(ws.join(".delta/LATEST")).unwrap();
+        let err = check_layout(&ws).unwrap_err();
+        assert!(
+            err.to_string().contains(".delta/LATEST is a folder"),
+            "{err}"
+        );
+        assert!(err.hint().contains("LATEST-run"), "{}", err.hint());
     }
 
     #[test]

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use delta::connect::LlmMode;
 use delta::metadata::RunStatus;
+use delta::resume::{self, Caller, Decision};
 use delta::runs;
 
 use super::result::Format;
 use super::run::{
-    Launch, ResumeOptions, agent_error, clock_and_ids, connect_llm, launch, resume, show_agent,
+    Launch, ResumeOptions, agent_error, busy_error, clock_and_ids, connect_llm, launch,
+    launch_resumed, show_agent,
 };
 use super::{CliError, Exit, eprint_line};
 
@@ -21,7 +23,8 @@ use super::{CliError, Exit, eprint_line};
 ///                      interaction/response.txt first and omit -m)
 ///   COMPLETED          -m is a new message: the same conversation goes on
 ///   FAILED             -m is guidance for a retry: the same conversation goes on
-///   RUNNING            refused while its process is alive (exit 75); a RUNNING run whose process
+///   RUNNING            refused while its process is alive (exit 75), as is any run while another
+///                      delta process works in the workspace; a RUNNING run whose process
 ///                      died is recovered as INTERRUPTED
 ///
 /// The run is the workspace's latest (.delta/LATEST) unless --run-id says otherwise; the agent is the
@@ -137,11 +140,14 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
         ));
     }
     if let Some(id) = &args.run_id {
-        store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
+        delta::workspace::validate_run_id(id)
+            .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     }
-    let run_id = match &args.run_id {
-        Some(id) => id.clone(),
-        None => runs::latest(&ws).ok_or_else(|| no_run(&ws))?.run_id,
+    let run_id = || -> Result<String, CliError> {
+        match &args.run_id {
+            Some(id) => Ok(id.clone()),
+            None => Ok(runs::latest(&ws).ok_or_else(|| no_run(&ws))?.run_id),
+        }
     };
     let message = compose(args.message.clone(), args.with_file.as_deref())?;
     let mode = match (&args.record, &args.playback) {
@@ -155,64 +161,39 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
         verbose: args.verbose,
         format: args.format,
         mode,
-        command: "delta continue",
     };
 
     if let Some(iteration) = args.from_iteration {
-        return fork(&ws, &run_id, iteration, message, opts);
+        return fork(&ws, &run_id()?, iteration, message, opts);
     }
 
-    let ws_text = ws.display().to_string();
-    resume(&ws, &run_id, opts, |opened| {
-        let example = |m: &str| format!("Example: delta continue -w {ws_text} -m \"{m}\"");
-        match opened.status {
-            RunStatus::WaitingForInput => {
-                // The answer goes where the ask_human handler reads it; it becomes that call's result,
-                // never a user message between the call and its result.
-                let response = opened.run.interaction().join("response.txt");
-                match &message {
-                    Some(answer) => {
-                        store::atomic::create_dir_all_durable(&opened.run.interaction())?;
-                        store::write_atomic(&response, answer.as_bytes())?;
-                        eprint_line(&format!("Response written to: {}", response.display()));
-                    }
-                    None if response.is_file() => {
-                        eprint_line(&format!("Using the response in {}", response.display()));
-                    }
-                    None => {
-                        let question =
-                            store::atomic::read_json::<delta::engine::InteractionRequest>(
-                                &opened.run.interaction().join("request.json"),
-                            )
-                            .map(|r| format!(" The question: {}", r.prompt))
-                            .unwrap_or_default();
-                        return Err(CliError::new(format!(
-                            "Run is WAITING_FOR_INPUT. Please provide a response using -m/--message.{question}"
-                        ))
-                        .hint(example("yes")));
-                    }
-                }
-                Ok(None)
-            }
-            RunStatus::Completed if message.is_none() => Err(CliError::new(
-                "Run is COMPLETED. To continue, provide a message using -m/--message",
-            )
-            .hint(example("Now do something else"))),
-            RunStatus::Failed if message.is_none() => Err(CliError::new(
-                "Run is FAILED. To retry, provide a message using -m/--message",
-            )
-            .hint(example("Guidance for retry"))),
-            RunStatus::Completed => {
-                eprint_line("Extending the COMPLETED conversation...");
-                Ok(message.clone())
-            }
-            RunStatus::Failed => {
-                eprint_line("Retrying the FAILED run with the new message...");
-                Ok(message.clone())
-            }
-            RunStatus::Interrupted | RunStatus::Running => Ok(message.clone()),
+    // The workspace is locked before its latest run is looked up, so that the run acted on is the
+    // latest one while this process works.
+    let (clock, _) = clock_and_ids()?;
+    let command = "delta continue";
+    let workspace_lock =
+        runs::lock_workspace(&ws, clock, command).map_err(|e| busy_error(e, &ws))?;
+    let opened = runs::open_locked(&ws, &run_id()?, workspace_lock, clock, command)
+        .map_err(|e| busy_error(e, &ws))?;
+    let decision = resume::decide(&opened, message.as_deref(), Caller::Continue)
+        .map_err(|refusal| CliError::new(refusal.to_string()).hint(refusal.hint(&ws)))?;
+    let message = resume::prepare(&opened, &decision)?;
+    let response = delta::engine::response_path(&opened.run);
+    match &decision {
+        Decision::Answer(_) => {
+            eprint_line(&format!("Response written to: {}", response.display()));
         }
-    })
+        Decision::AnswerFromFile => {
+            eprint_line(&format!("Using the response in {}", response.display()));
+        }
+        Decision::Extend {
+            status: RunStatus::Failed,
+            ..
+        } => eprint_line("Retrying the FAILED run with the new message..."),
+        Decision::Extend { .. } => eprint_line("Extending the COMPLETED conversation..."),
+        Decision::Resume { .. } | Decision::StartNew => {}
+    }
+    launch_resumed(&ws, opened, message, opts)
 }
 
 fn fork(
@@ -232,8 +213,14 @@ fn fork(
     while delta::workspace::RunDir::new(ws, &new_id).root.exists() {
         new_id = delta::workspace::new_run_id(now, &ids);
     }
-    let session = delta::session::fork(&source, iteration, &new_id, clock, opts.command)
-        .map_err(|e| CliError::new(e.to_string()))?;
+    let session = delta::session::fork(&source, iteration, &new_id, clock, "delta continue")
+        .map_err(|e| match e {
+            delta::session::ForkError::Workspace(e) => busy_error(e, ws),
+            e => {
+                let hint = e.hint();
+                CliError::new(e.to_string()).maybe_hint(hint)
+            }
+        })?;
     eprint_line(&format!(
         "Forked run {new_id} from {run_id} at iteration {iteration}."
     ));
@@ -249,6 +236,7 @@ fn fork(
         workspace: ws.to_path_buf(),
         run: session.run,
         metadata: session.metadata,
+        workspace_lock: session.workspace_lock,
         lock: session.lock,
         env,
         conn,

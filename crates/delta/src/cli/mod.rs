@@ -27,7 +27,7 @@ Exit codes:
   0    the run completed (also when it stopped at its iteration limit)
   1    the run failed, or delta could not start it (bad agent, missing API key, ...)
   2    usage error (unknown flag, missing argument)
-  75   the run is busy: another delta process is working on it
+  75   busy: another delta process is working on the run or in its workspace
   101  the run is waiting for an answer to an ask_human question
   130  the run was interrupted (Ctrl-C, SIGINT or SIGTERM)";
 

@@ -11,6 +11,7 @@ use delta::connect::{self, LlmMode};
 use delta::engine::{Engine, EngineSetup, HumanInput, RunOutcome, response_path};
 use delta::env::Env;
 use delta::metadata::RunStatus;
+use delta::resume::{Decision, RunInWorkspace};
 use delta::{session, workspace};
 use store::{Clock, IdSource};
 
@@ -251,6 +252,7 @@ pub struct Launch {
     pub workspace: PathBuf,
     pub run: delta::workspace::RunDir,
     pub metadata: delta::metadata::RunMetadata,
+    pub workspace_lock: store::RunLock,
     pub lock: store::RunLock,
     pub env: Env,
     pub conn: connect::Connection,
@@ -316,6 +318,7 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         redactor: l.conn.redactor.clone(),
         interrupt: Arc::clone(&interrupt),
         recovered: l.recovered.clone(),
+        resuming: l.resuming,
     };
     let mut console = Console { verbose: l.verbose };
     let mut human = TerminalHuman {
@@ -337,9 +340,11 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
     std::mem::forget(engine);
     let code = finish(&outcome, &l.agent, &l.workspace, &l.run, l.format);
     drop(l.lock);
+    drop(l.workspace_lock);
     Ok(code)
 }
 
+/// Renders a failure to take a run (or its workspace) over.
 pub fn busy_error(err: delta::runs::OpenError, ws: &Path) -> CliError {
     match err {
         delta::runs::OpenError::Busy { holder, .. } => CliError::new(format!(
@@ -347,7 +352,7 @@ pub fn busy_error(err: delta::runs::OpenError, ws: &Path) -> CliError {
             holder.map_or_else(|| "another process".to_string(), |h| h.describe())
         ))
         .hint(format!(
-            "watch it with: delta list-runs -w {}",
+            "one delta process works in a workspace at a time; watch it with: delta list-runs -w {}",
             ws.display()
         ))
         .code(Exit::Busy),
@@ -358,21 +363,22 @@ pub fn busy_error(err: delta::runs::OpenError, ws: &Path) -> CliError {
             ))
         }
         delta::runs::OpenError::Store(e) => CliError::from(e),
+        e @ (delta::runs::OpenError::Layout(_) | delta::runs::OpenError::NoJournal { .. }) => {
+            let hint = e.hint();
+            CliError::new(e.to_string()).maybe_hint(hint)
+        }
     }
 }
 
-/// Takes over `run_id` of `ws` and resumes it. Once the run is locked, `prepare` looks at it (its
-/// status) and returns the message to add after pending calls are settled, or refuses.
-pub fn resume(
+/// Resumes `opened` (locked, with its workspace): loads its agent and environment, connects, and runs
+/// the loop; `message` is added once the pending calls are settled.
+pub fn launch_resumed(
     ws: &Path,
-    run_id: &str,
+    opened: delta::runs::Opened,
+    message: Option<String>,
     opts: ResumeOptions,
-    prepare: impl FnOnce(&delta::runs::Opened) -> Result<Option<String>, CliError>,
 ) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
-    let opened =
-        delta::runs::open(ws, run_id, clock, opts.command).map_err(|e| busy_error(e, ws))?;
-    let message = prepare(&opened)?;
     let agent = agent::load(Path::new(&opened.metadata.agent_ref)).map_err(agent_error)?;
     show_agent(&agent, opts.verbose);
     let cwd = std::env::current_dir().unwrap_or_default();
@@ -380,12 +386,13 @@ pub fn resume(
     env.load_cascade(ws, &agent.dir, &cwd)
         .map_err(|e| CliError::new(e.to_string()))?;
     let conn = connect_llm(&agent, &env, &opts.mode, clock, &ids)?;
-    workspace::set_latest(ws, run_id)?;
+    workspace::set_latest(ws, &opened.run.run_id)?;
     let max_iterations = opts.max_iterations.unwrap_or(agent.max_iterations);
     launch(Launch {
         workspace: ws.to_path_buf(),
         run: opened.run,
         metadata: opened.metadata,
+        workspace_lock: opened.workspace_lock,
         lock: opened.lock,
         env,
         conn,
@@ -409,7 +416,6 @@ pub struct ResumeOptions {
     pub verbose: bool,
     pub format: Format,
     pub mode: LlmMode,
-    pub command: &'static str,
 }
 
 pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
@@ -424,53 +430,38 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         );
     };
     if let Some(id) = &args.run_id {
-        store::validate_id(id).map_err(|e| CliError::usage(e.to_string()))?;
+        workspace::validate_run_id(id)
+            .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     }
     let (clock, ids) = clock_and_ids()?;
     let agent = agent::load(&args.agent).map_err(agent_error)?;
     show_agent(&agent, args.verbose);
     let (ws_path, ws_name) = resolve_workspace(&args, &agent)?;
 
-    // With -w (and no --run-id), a paused or interrupted run of the workspace is resumed.
-    if args.work_dir.is_some()
-        && args.run_id.is_none()
-        && ws_path.join(".delta").is_dir()
-        && let Some(run) = delta::runs::latest(&ws_path)
-        && let Ok(summary) = delta::runs::list(&ws_path)
-            .map(|all| all.into_iter().find(|s| s.run.run_id == run.run_id))
-        && let Some(summary) = summary
-        && matches!(
-            summary.status,
-            RunStatus::Interrupted | RunStatus::WaitingForInput
-        )
-    {
+    // With -w (and no --run-id), a paused or interrupted run of the workspace is resumed. The
+    // workspace stays locked from this decision until the process ends.
+    let mut workspace_lock = None;
+    if args.work_dir.is_some() && args.run_id.is_none() && ws_path.join(".delta").is_dir() {
         let ws = workspace::prepare(&ws_path)?;
-        eprint_line(&format!(
-            "Found a resumable run {} ({}{}); resuming it.",
-            run.run_id,
-            summary.status,
-            if summary.crashed {
-                ", its process died"
-            } else {
-                ""
+        match delta::resume::claim_for_run(&ws, &message, clock, "delta run")
+            .map_err(|e| busy_error(e, &ws))?
+        {
+            RunInWorkspace::Resume { opened, decision } => {
+                announce_resume(&opened, &decision, &ws);
+                let message = delta::resume::prepare(&opened, &decision)?;
+                let opts = ResumeOptions {
+                    max_iterations: args.max_iterations,
+                    interactive: args.interactive,
+                    verbose: args.verbose,
+                    format: args.format,
+                    mode: llm_mode(&args),
+                };
+                return launch_resumed(&ws, *opened, message, opts);
             }
-        ));
-        eprint_line(&format!(
-            "note: the message given with -m was not used: the run goes on from where it stopped. \
-             To add a message to it (or answer its question), use: delta continue -w {} -m \"...\"; \
-             to start a new run here instead, give it an id: delta run -w {} --run-id NEW -m \"...\"",
-            ws.display(),
-            ws.display()
-        ));
-        let opts = ResumeOptions {
-            max_iterations: args.max_iterations,
-            interactive: args.interactive,
-            verbose: args.verbose,
-            format: args.format,
-            mode: llm_mode(&args),
-            command: "delta run",
-        };
-        return resume(&ws, &run.run_id, opts, |_| Ok(None));
+            RunInWorkspace::New {
+                workspace_lock: lock,
+            } => workspace_lock = Some(lock),
+        }
     }
 
     // .env files first (the workspace's may hold the key), then the key check, then create things.
@@ -480,26 +471,26 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         .map_err(|e| CliError::new(e.to_string()))?;
     let conn = connect_llm(&agent, &env, &llm_mode(&args), clock, &ids)?;
     let ws = create_workspace(&ws_path, ws_name.as_deref(), &agent)?;
-    if let Some(id) = &args.run_id
-        && delta::workspace::RunDir::new(&ws, id).root.exists()
-    {
-        return Err(CliError::new(format!("Run ID '{id}' already exists in workspace {}", ws.display()))
-            .hint("use a different --run-id (this would overwrite an existing run), or continue it with delta continue --run-id"));
-    }
-    let session = session::create(
-        &agent,
-        &ws,
-        &conn.redactor.redact(&message),
-        args.run_id.as_deref(),
-        clock,
-        &ids,
-        "delta run",
-    )?;
+    let new = session::NewRun {
+        agent: &agent,
+        workspace: &ws,
+        task: &conn.redactor.redact(&message),
+        run_id: args.run_id.as_deref(),
+        command: "delta run",
+    };
+    let session = session::create(new, clock, &ids, workspace_lock).map_err(|e| match e {
+        session::CreateError::Workspace(e) => busy_error(e, &ws),
+        e => {
+            let hint = e.hint();
+            CliError::new(e.to_string()).maybe_hint(hint)
+        }
+    })?;
     let max_iterations = args.max_iterations.unwrap_or(agent.max_iterations);
     launch(Launch {
         workspace: ws,
         run: session.run,
         metadata: session.metadata,
+        workspace_lock: session.workspace_lock,
         lock: session.lock,
         env,
         conn,
@@ -514,6 +505,31 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         resuming: false,
         agent,
     })
+}
+
+/// Says which run `delta run -w` resumes and what becomes of its message.
+fn announce_resume(opened: &delta::runs::Opened, decision: &Decision, ws: &Path) {
+    let died = if opened.crashed.is_some() {
+        ", its process died"
+    } else {
+        ""
+    };
+    let what = match decision {
+        Decision::Answer(_) => "the message given with -m answers its question",
+        Decision::Resume { message: Some(_) } => {
+            "resuming it; the message given with -m is added to it once its pending calls have \
+             their results"
+        }
+        _ => "resuming it",
+    };
+    eprint_line(&format!(
+        "Found a resumable run {} ({}{died}): {what}.",
+        opened.run.run_id, opened.status
+    ));
+    eprint_line(&format!(
+        "note: to start a new run here instead, give it an id: delta run -w {} --run-id NEW -m \"...\"",
+        ws.display()
+    ));
 }
 
 /// A second id source continuing the same deterministic sequence family (recorder request ids).

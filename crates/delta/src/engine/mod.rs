@@ -4,10 +4,13 @@
 //! tools it asked for (in order) and journal their results. The journal is written before each side
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
+mod act;
+mod human;
 pub mod io_writer;
 pub mod observation;
 mod reason;
 mod records;
+mod settle;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,23 +22,22 @@ use llm::{
     ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice, ToolDefinition,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use store::{Clock, IdSource, StoreError};
 
 use crate::agent::{Agent, HookName};
 use crate::context::{self, ContextEnv};
 use crate::env::Env;
 use crate::events::{
-    ActionStatus, EndStatus, Event, FunctionRecord, HookStatus, Level, RunJournal, ToolCallRecord,
-    timestamp,
+    EndStatus, Event, FunctionRecord, HookStatus, Level, RunJournal, ToolCallRecord, timestamp,
 };
 use crate::hooks::{HookOutcome, HookRunner};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
-use crate::process::{self, Spawn};
+use crate::process;
+use crate::process::record::{Leftover, Recorder};
 use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
-use observation::Ending;
 pub use reason::EndReason;
 
 /// Name of the built-in tool.
@@ -149,6 +151,9 @@ pub struct InteractionRequest {
     pub input_type: InputType,
     /// Whether the answer is secret.
     pub sensitive: bool,
+    /// The `ask_human` call it asks for: `interaction/response.txt` answers this call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
 }
 
 /// How a run (or this part of it) ended.
@@ -176,6 +181,9 @@ pub enum EngineError {
     /// The journal or metadata could not be written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A run to resume whose journal holds no `RUN_START`: there is nothing to resume from.
+    #[error("{}: the journal holds no RUN_START event, so the run cannot be resumed", .0.display())]
+    NothingToResume(PathBuf),
 }
 
 /// Everything a run needs.
@@ -203,6 +211,9 @@ pub struct EngineSetup {
     /// Set when this process takes over a run whose previous process died (crash recovery): journaled
     /// as a warning when the run resumes.
     pub recovered: Option<String>,
+    /// The run was started by an earlier process: its pending calls are settled before anything new
+    /// is said. A new run (`false`) gets its `RUN_START` here if its journal does not have one yet.
+    pub resuming: bool,
 }
 
 /// A run in progress.
@@ -224,6 +235,12 @@ pub struct Engine<'a> {
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
     exec_refs: std::collections::HashSet<String>,
+    /// A tool's process group recorded by the process this one took the run over from, and what
+    /// stopping it found (for the settled call's result).
+    leftover: Option<Leftover>,
+    /// Whether that process ran in this boot, so that every record it wrote is there: a started call
+    /// without a record then never started its program.
+    records_complete: bool,
 }
 
 /// A request for the LLM worker thread and where to send the answer.
@@ -273,26 +290,6 @@ pub fn tool_definitions(agent: &Agent) -> Vec<ToolDefinition> {
     defs
 }
 
-/// A name safe as a folder name for an id the model chose.
-fn safe_dir_name(id: &str) -> String {
-    let cleaned: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(100)
-        .collect();
-    if cleaned.is_empty() {
-        "call".into()
-    } else {
-        cleaned
-    }
-}
-
 impl<'a> Engine<'a> {
     /// Opens the run's journal and prepares the loop. The caller holds the run lock.
     pub fn new(
@@ -305,7 +302,7 @@ impl<'a> Engine<'a> {
         let mut tool_env = setup.env.for_child();
         tool_env.retain(|(k, _)| k != "AGENT_HOME");
         tool_env.push(("AGENT_HOME".into(), setup.agent.dir.display().to_string()));
-        let hooks = HookRunner::new(
+        let mut hooks = HookRunner::new(
             setup.agent.hooks.clone(),
             &setup.run.hooks(),
             &setup.run.workspace,
@@ -314,6 +311,7 @@ impl<'a> Engine<'a> {
             setup.clock,
             setup.redactor.clone(),
         );
+        hooks.record_processes(Recorder::new(setup.run.process_record()));
         let exec_refs = std::fs::read_dir(setup.run.tool_executions())
             .map(|entries| {
                 entries
@@ -344,6 +342,8 @@ impl<'a> Engine<'a> {
             programs: process::ProgramCache::default(),
             progress_saved: Instant::now(),
             exec_refs,
+            leftover: None,
+            records_complete: false,
         };
         if let Some(torn) = opened.recovered {
             let note =
@@ -381,6 +381,19 @@ impl<'a> Engine<'a> {
         self.journal.append_deferred(&event)?;
         self.typed.push(event);
         Ok(())
+    }
+
+    /// The run's `process.json`.
+    fn recorder(&self) -> Recorder {
+        Recorder::new(self.setup.run.process_record())
+    }
+
+    /// Removes `process.json` once what its process did is journaled. A record that cannot be removed
+    /// names a group that has ended, which the next recovery finds gone, so this is logged, not fatal.
+    fn clear_record(&mut self) {
+        if let Err(e) = self.recorder().clear() {
+            self.log(&format!("cannot remove the process record: {e}"));
+        }
     }
 
     fn sync(&mut self) -> Result<(), EngineError> {
@@ -486,15 +499,20 @@ impl<'a> Engine<'a> {
             .typed
             .iter()
             .any(|e| matches!(e, Event::RunStart { .. }));
-        if !has_start {
-            self.append(Event::RunStart {
-                run_id: self.setup.run.run_id.clone(),
-                task: self.metadata.task.clone(),
-                agent_ref: self.metadata.agent_ref.clone(),
-            })?;
-            self.append(Event::UserMessage {
-                content: self.metadata.task.clone(),
-            })?;
+        if !self.setup.resuming {
+            if !has_start {
+                self.append(Event::RunStart {
+                    run_id: self.setup.run.run_id.clone(),
+                    task: self.metadata.task.clone(),
+                    agent_ref: self.metadata.agent_ref.clone(),
+                })?;
+                self.append(Event::UserMessage {
+                    content: self.metadata.task.clone(),
+                })?;
+            }
+        } else if !has_start {
+            // Never rebuilt from the metadata: that would run the task's tools a second time.
+            return Err(EngineError::NothingToResume(self.setup.run.journal()));
         } else {
             self.begin_resume()?;
             // Every call of the last answer gets its result before anything else is said.
@@ -597,6 +615,9 @@ impl<'a> Engine<'a> {
 
     /// Marks a resumed run as running again, by this process.
     fn begin_resume(&mut self) -> Result<(), EngineError> {
+        let boot = process::group::boot_id();
+        self.records_complete = boot.is_some() && self.metadata.boot_id == boot;
+        self.metadata.boot_id = boot;
         self.metadata.status = RunStatus::Running;
         self.metadata.end_time = None;
         self.metadata.pid = std::process::id();
@@ -607,182 +628,20 @@ impl<'a> Engine<'a> {
         if let Some(note) = self.setup.recovered.clone() {
             self.system(Level::Warn, &note)?;
         }
-        Ok(())
-    }
-
-    /// Gives every call of the last model answer a result, in order: a call that started but never
-    /// finished (the run was interrupted or crashed) gets a result saying so; a pending `ask_human`
-    /// takes its answer from `interaction/response.txt` (or the terminal with `-i`), or the run keeps
-    /// waiting; a call that never started runs now.
-    fn settle(&mut self) -> Result<Option<RunOutcome>, EngineError> {
-        let Some(last) = self
-            .typed
-            .iter()
-            .rposition(|e| matches!(e, Event::Thought { .. }))
-        else {
-            return Ok(None);
-        };
-        let Event::Thought {
-            tool_calls: Some(calls),
-            ..
-        } = &self.typed[last]
-        else {
-            return Ok(None);
-        };
-        let later = &self.typed[last + 1..];
-        let open: Vec<(ToolCallRecord, bool)> = calls
-            .iter()
-            .filter(|c| {
-                !later.iter().any(
-                    |e| matches!(e, Event::ActionResult { action_id, .. } if *action_id == c.id),
-                )
-            })
-            .map(|c| {
-                let started = later.iter().any(
-                    |e| matches!(e, Event::ActionRequest { action_id, .. } if *action_id == c.id),
-                );
-                (c.clone(), started)
-            })
-            .collect();
-        if open.is_empty() {
-            return Ok(None);
-        }
-        for (call, started) in open {
-            let raw = &call.function.arguments;
-            let args =
-                serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
-            let name = call.function.name.as_str();
-            if started && name == ASK_HUMAN {
-                if let Some(stop) = self.answer_pending(&call.id, &args)? {
-                    return Ok(Some(stop));
-                }
-            } else if started {
-                self.log(&format!("Settling interrupted call {} ({name})", call.id));
-                self.append(Event::ActionResult {
-                    action_id: call.id.clone(),
-                    status: ActionStatus::Failed,
-                    observation_content: format!(
-                        "=== INTERRUPTED: the run stopped while {name} was running (interrupted or crashed); \
-                         it may or may not have taken effect. Check before running it again. ==="
-                    ),
-                    execution_ref: String::new(),
-                })?;
-            } else {
-                self.observer.progress(Progress::Executing(1));
-                if let Some(stop) = self.act(&call.id, name, args)? {
-                    return Ok(Some(stop));
-                }
-            }
-        }
-        self.metadata.iterations_completed += 1;
-        self.save_progress()?;
-        Ok(None)
-    }
-
-    /// The answer to an `ask_human` call asked by an earlier process.
-    fn answer_pending(
-        &mut self,
-        id: &str,
-        args: &Value,
-    ) -> Result<Option<RunOutcome>, EngineError> {
-        let dir = self.setup.run.interaction();
-        let response = dir.join("response.txt");
-        let answer = match std::fs::read_to_string(&response) {
-            Ok(text) => {
-                let _ = std::fs::remove_file(dir.join("request.json"));
-                let _ = std::fs::remove_file(&response);
-                Some(text.trim().to_string())
-            }
-            Err(_) => None,
-        };
-        let prompt = args
-            .get("prompt")
-            .and_then(Value::as_str)
-            .unwrap_or("(no prompt)")
-            .to_string();
-        let answer = match answer {
-            Some(a) => a,
-            None if self.setup.interactive && self.human.is_some() => {
-                let input_type = match args.get("input_type").and_then(Value::as_str) {
-                    Some("password") => InputType::Password,
-                    Some("confirmation") => InputType::Confirmation,
-                    _ => InputType::Text,
-                };
-                let sensitive = args
-                    .get("sensitive")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                self.observer.progress(Progress::Question(prompt.clone()));
-                let Some(human) = self.human.as_deref_mut() else {
-                    return Ok(None);
-                };
-                match human.ask(&prompt, input_type, sensitive) {
-                    Ok(Some(a)) => {
-                        let _ = std::fs::remove_file(dir.join("request.json"));
-                        a
-                    }
-                    Ok(None) => return Ok(Some(self.interrupt_run()?)),
-                    Err(e) => {
-                        self.error_result(
-                            id,
-                            format!("Error: could not read an answer from the terminal: {e}"),
-                        )?;
-                        return Ok(None);
-                    }
-                }
-            }
-            None => {
-                // Still no answer: the run keeps waiting (never left RUNNING).
-                let request =
-                    store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
-                        .unwrap_or_else(|_| InteractionRequest {
-                            request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
-                            timestamp: timestamp(self.setup.clock.now()),
-                            prompt,
-                            input_type: InputType::Text,
-                            sensitive: false,
-                        });
-                return Ok(Some(self.pause(request)?));
-            }
-        };
-        let exec_ref = self.execution_ref(id);
-        self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
-        self.append(Event::ActionResult {
-            action_id: id.to_string(),
-            status: ActionStatus::Success,
-            observation_content: answer,
-            execution_ref: exec_ref,
-        })?;
-        Ok(None)
-    }
-
-    /// Stops the run to wait for the answer to `request`.
-    fn pause(&mut self, request: InteractionRequest) -> Result<RunOutcome, EngineError> {
-        let dir = self.setup.run.interaction();
-        store::atomic::create_dir_all_durable(&dir)?;
-        store::write_json_atomic(&dir.join("request.json"), &request, true)?;
-        self.set_status(RunStatus::WaitingForInput, false)?;
-        self.system(Level::Info, "Agent pausing for human input")?;
-        self.log("Paused for human input");
-        self.run_hook(
-            HookName::OnRunEnd,
-            &json!({"status": "WAITING_FOR_INPUT", "prompt": request.prompt,
-                    "iterations_completed": self.metadata.iterations_completed}),
-        )?;
-        let mut outcome = self.outcome(RunStatus::WaitingForInput);
-        outcome.interaction = Some(request);
-        Ok(outcome)
+        self.stop_leftover()
     }
 
     fn build_request(&mut self) -> Result<ChatRequest, String> {
         let env = self.tool_env.clone();
         let interrupt = Arc::clone(&self.setup.interrupt);
+        let recorder = self.recorder();
         let ctx = ContextEnv {
             agent: &self.setup.agent,
             workspace: &self.setup.run.workspace,
             run_id: &self.setup.run.run_id,
             env: &env,
             interrupt: &interrupt,
+            recorder: Some(&recorder),
         };
         let built = context::build(&ctx, &self.typed)?;
         // Skipping an `on_missing: skip` source is expected; it goes to engine.log only.
@@ -1023,324 +882,6 @@ impl<'a> Engine<'a> {
         }
         Ok(Step::Continue)
     }
-
-    fn error_result(&mut self, id: &str, message: String) -> Result<(), EngineError> {
-        self.observer.progress(Progress::ToolError(message.clone()));
-        self.append(Event::ActionResult {
-            action_id: id.to_string(),
-            status: ActionStatus::Error,
-            observation_content: message,
-            execution_ref: String::new(),
-        })
-    }
-
-    /// Runs one tool call. Returns an outcome when the run must stop (waiting, interrupted).
-    fn act(
-        &mut self,
-        id: &str,
-        name: &str,
-        raw_args: Value,
-    ) -> Result<Option<RunOutcome>, EngineError> {
-        let args = match raw_args {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            Value::String(raw) if matches!(raw.trim(), "" | "null" | "undefined" | "{}") => {
-                Map::new()
-            }
-            Value::String(raw) => {
-                let err = serde_json::from_str::<Value>(&raw)
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                self.error_result(
-                    id,
-                    format!("Error: the arguments for {name} are not valid JSON ({err}); send a JSON object"),
-                )?;
-                return Ok(None);
-            }
-            other => {
-                self.error_result(
-                    id,
-                    format!("Error: the arguments for {name} must be a JSON object, not {other}"),
-                )?;
-                return Ok(None);
-            }
-        };
-        self.observer.progress(Progress::ToolCall {
-            name: name.to_string(),
-            args: Value::Object(args.clone()),
-        });
-        if name == ASK_HUMAN {
-            return self.ask_human(id, &args);
-        }
-        let Some(tool) = self.setup.agent.tool(name).cloned() else {
-            self.observer
-                .progress(Progress::ToolNotFound(name.to_string()));
-            self.system(Level::Error, &format!("Tool not found: {name}"))?;
-            let available: Vec<&str> = self
-                .setup
-                .agent
-                .tools
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Error,
-                observation_content: format!(
-                    "Error: Tool not found: {name}. Available tools: {}, {ASK_HUMAN}",
-                    available.join(", ")
-                ),
-                execution_ref: String::new(),
-            })?;
-            return Ok(None);
-        };
-        let home = self.setup.agent.dir.display().to_string();
-        let invocation = match tool.resolve(&args, &home) {
-            Ok(inv) => inv,
-            Err(e) => {
-                self.error_result(id, format!("Error: {name}: {e}"))?;
-                return Ok(None);
-            }
-        };
-        let resolved = invocation.display();
-        self.append(Event::ActionRequest {
-            action_id: id.to_string(),
-            tool_name: name.to_string(),
-            tool_args: Value::Object(args.clone()),
-            resolved_command: resolved.clone(),
-        })?;
-        let exec_ref = self.execution_ref(id);
-        if let Some(hook) = self.run_hook(
-            HookName::PreToolExec,
-            &json!({"tool_name": name, "tool_args": args, "resolved_command": resolved}),
-        )? && hook.status == HookStatus::Success
-            && hook.skip()
-        {
-            let stdout = "Tool execution skipped by pre_tool_exec hook";
-            self.write_execution(&exec_ref, &resolved, stdout, "", 0, Duration::ZERO);
-            self.observer.progress(Progress::ToolDone {
-                exit_code: 0,
-                success: true,
-                preview: Some(stdout.into()),
-                chars: stdout.len(),
-                stopped: None,
-            });
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Success,
-                observation_content: observation::format(stdout, "", 0, Ending::Exited),
-                execution_ref: exec_ref,
-            })?;
-            return Ok(None);
-        }
-        if self.interrupted() {
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Error,
-                observation_content:
-                    "The run was interrupted before this tool started: it did not run.".into(),
-                execution_ref: String::new(),
-            })?;
-            return Ok(Some(self.interrupt_run()?));
-        }
-        let mut argv = invocation.argv.clone();
-        if let Some(program) = argv.first_mut() {
-            *program = self.programs.resolve(program, &self.tool_env);
-        }
-        let spawn = Spawn {
-            argv,
-            stdin: invocation.stdin.clone(),
-            cwd: self.setup.run.workspace.clone(),
-            env: self.tool_env.clone(),
-            timeout: tool.timeout,
-        };
-        let interrupt = Arc::clone(&self.setup.interrupt);
-        let out = match process::run(&spawn, &interrupt) {
-            Ok(out) => out,
-            Err(e) => {
-                let message = format!(
-                    "cannot start {}: {e}",
-                    invocation.argv.first().cloned().unwrap_or_default()
-                );
-                self.system(Level::Error, &format!("Tool execution error: {message}"))?;
-                self.error_result(id, format!("Error executing tool: {message}"))?;
-                self.run_hook(
-                    HookName::OnError,
-                    &json!({"error_type": "TOOL_EXECUTION_ERROR", "message": message,
-                            "context": {"tool_name": name, "tool_args": args}}),
-                )?;
-                return Ok(None);
-            }
-        };
-        let stdout = self.redact(&String::from_utf8_lossy(&out.stdout));
-        let stderr = self.redact(&String::from_utf8_lossy(&out.stderr));
-        self.write_execution(
-            &exec_ref,
-            &resolved,
-            &stdout,
-            &stderr,
-            out.exit_code,
-            out.duration,
-        );
-        let ending = if out.interrupted {
-            Ending::Interrupted
-        } else if out.timed_out {
-            Ending::TimedOut(tool.timeout)
-        } else {
-            Ending::Exited
-        };
-        let stopped = match &ending {
-            Ending::Exited => None,
-            Ending::TimedOut(after) => Some(format!("timed out after {} s", after.as_secs_f64())),
-            Ending::Interrupted => Some("interrupted".to_string()),
-        };
-        self.observer.progress(Progress::ToolDone {
-            exit_code: out.exit_code,
-            success: out.success(),
-            preview: observation::preview(&stdout, &stderr),
-            chars: stdout.chars().count() + stderr.chars().count(),
-            stopped,
-        });
-        self.append(Event::ActionResult {
-            action_id: id.to_string(),
-            status: if out.success() {
-                ActionStatus::Success
-            } else {
-                ActionStatus::Failed
-            },
-            observation_content: observation::format(&stdout, &stderr, out.exit_code, ending),
-            execution_ref: exec_ref,
-        })?;
-        if out.interrupted {
-            return Ok(Some(self.interrupt_run()?));
-        }
-        self.run_hook(
-            HookName::PostToolExec,
-            &json!({"tool_name": name, "exit_code": out.exit_code, "stdout": stdout, "stderr": stderr}),
-        )?;
-        Ok(None)
-    }
-
-    /// A fresh `io/tool_executions/` folder name for call `id`.
-    fn execution_ref(&mut self, id: &str) -> String {
-        let base = safe_dir_name(id);
-        let mut name = base.clone();
-        let mut n = 2;
-        while self.exec_refs.contains(&name) {
-            name = format!("{base}-{n}");
-            n += 1;
-        }
-        self.exec_refs.insert(name.clone());
-        name
-    }
-
-    fn write_execution(
-        &self,
-        exec_ref: &str,
-        command: &str,
-        stdout: &str,
-        stderr: &str,
-        code: i32,
-        took: Duration,
-    ) {
-        let command = self.setup.redactor.redact(command);
-        let stdout = self.setup.redactor.redact(stdout);
-        let stderr = self.setup.redactor.redact(stderr);
-        self.io.write(
-            self.setup.run.tool_executions().join(exec_ref),
-            vec![
-                ("command.txt", command.as_bytes().to_vec().into()),
-                ("stdout.log", stdout.as_bytes().to_vec().into()),
-                ("stderr.log", stderr.as_bytes().to_vec().into()),
-                ("exit_code.txt", code.to_string().into_bytes().into()),
-                (
-                    "duration_ms.txt",
-                    took.as_millis().to_string().into_bytes().into(),
-                ),
-            ],
-        );
-    }
-
-    fn ask_human(
-        &mut self,
-        id: &str,
-        args: &Map<String, Value>,
-    ) -> Result<Option<RunOutcome>, EngineError> {
-        let Some(prompt) = args
-            .get("prompt")
-            .and_then(Value::as_str)
-            .map(|p| self.redact(p))
-        else {
-            self.error_result(
-                id,
-                "Error: ask_human needs a prompt (the question to show the user)".into(),
-            )?;
-            return Ok(None);
-        };
-        let input_type = match args.get("input_type").and_then(Value::as_str) {
-            Some("password") => InputType::Password,
-            Some("confirmation") => InputType::Confirmation,
-            _ => InputType::Text,
-        };
-        let sensitive = match args.get("sensitive") {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s == "true",
-            _ => false,
-        };
-        self.append(Event::ActionRequest {
-            action_id: id.to_string(),
-            tool_name: ASK_HUMAN.into(),
-            tool_args: Value::Object(args.clone()),
-            resolved_command: format!("{ASK_HUMAN} {prompt}"),
-        })?;
-        if self.setup.interactive
-            && let Some(human) = self.human.as_deref_mut()
-        {
-            self.observer.progress(Progress::Question(prompt.clone()));
-            let answer = match human.ask(&prompt, input_type, sensitive) {
-                Ok(Some(answer)) => answer,
-                Ok(None) if self.interrupted() => return Ok(Some(self.interrupt_run()?)),
-                Ok(None) => {
-                    self.observer.progress(Progress::Note(
-                        "No answer on standard input (it ended); the run waits for one.".into(),
-                    ));
-                    let request = InteractionRequest {
-                        request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
-                        timestamp: timestamp(self.setup.clock.now()),
-                        prompt,
-                        input_type,
-                        sensitive,
-                    };
-                    return Ok(Some(self.pause(request)?));
-                }
-                Err(e) => {
-                    self.error_result(
-                        id,
-                        format!("Error: could not read an answer from the terminal: {e}"),
-                    )?;
-                    return Ok(None);
-                }
-            };
-            let exec_ref = self.execution_ref(id);
-            self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Success,
-                observation_content: answer,
-                execution_ref: exec_ref,
-            })?;
-            return Ok(None);
-        }
-        let request = InteractionRequest {
-            request_id: self.setup.ids.uuid_v7(self.setup.clock.now()).to_string(),
-            timestamp: timestamp(self.setup.clock.now()),
-            prompt,
-            input_type,
-            sensitive,
-        };
-        Ok(Some(self.pause(request)?))
-    }
 }
 
 /// Token totals of a finished outcome (for result formats).
@@ -1368,16 +909,4 @@ pub fn call_names(response: &ChatResponse) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unsafe_call_ids_make_safe_folder_names() {
-        assert_eq!(safe_dir_name("call_abc-1"), "call_abc-1");
-        assert_eq!(safe_dir_name("../../etc/passwd"), "______etc_passwd");
-        assert_eq!(safe_dir_name(""), "call");
-    }
 }

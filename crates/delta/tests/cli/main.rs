@@ -5,8 +5,10 @@
 mod support;
 
 mod agent_config;
+mod answers;
 mod basics;
 mod context_sources;
+mod crash;
 mod dotenv;
 mod examples;
 mod hooks;
@@ -16,14 +18,18 @@ mod init;
 mod last;
 mod live;
 mod llm_errors;
+mod lost_journal;
 mod playback;
 mod readme;
+mod reserved_ids;
 mod results;
 mod resume;
+mod run_in_workspace;
 mod runs;
 mod secrets;
 mod signals;
 mod tool_expand;
+mod tool_processes;
 mod tools;
 
 /// Every `.rs` file in this folder must be declared above, or its tests would silently never run.

@@ -341,8 +341,12 @@ fn a_second_sigint_stops_at_once_leaving_no_process_and_continue_recovers_the_ru
         "{}",
         out.stderr
     );
-    wait_dead(tool, "the tool");
-    wait_dead(grandchild, "the tool's background child");
+    // delta exits only once the tool's group is gone.
+    assert!(!alive(tool), "the tool outlived delta");
+    assert!(
+        !alive(grandchild),
+        "the tool's background child outlived delta"
+    );
     drop(holder);
     // Stopped at once: nothing was recorded after the call started.
     assert_eq!(sb.metadata()["status"], "RUNNING");

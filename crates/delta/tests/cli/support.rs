@@ -253,3 +253,50 @@ pub fn kinds(sb: &Sandbox) -> Vec<String> {
         .map(|e| e["type"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// The live processes (not zombies) whose process group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let dead = matches!(fields.first(), Some(&"Z") | Some(&"X") | Some(&"x"));
+        if !dead && fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// The pid written to `path` (waits for the file and its number, 20 s at most).
+pub fn pid_in(path: &Path) -> i32 {
+    let start = std::time::Instant::now();
+    loop {
+        // The file may be seen before the shell has written the number into it.
+        if let Ok(pid) = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .trim()
+            .parse()
+        {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "{} holds no pid",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

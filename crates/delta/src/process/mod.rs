@@ -3,24 +3,39 @@
 //! Every child runs in its own process group with an explicit environment and working folder. Its
 //! standard input is closed unless a value is given (then that value is written and the pipe closed),
 //! so a tool can never hang waiting for input. Output is captured in full (up to a cap). When the
-//! deadline passes, or the interrupt flag is raised, the whole group is killed: grandchildren too.
+//! deadline passes, or the interrupt flag is raised, the whole group is killed: grandchildren too,
+//! and [`run`] returns only once none of the group is left.
+//!
+//! A child is held between `fork` and `exec` until the parent has noted its group (for
+//! [`kill_running`]), recorded it (with [`run_recorded`]) and checked for an interrupt: its program
+//! never runs unnoted, and an interrupt that comes while it is being started stops it before it runs.
+
+mod gate;
+pub mod group;
+pub mod record;
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use store::StoreError;
+
+use group::GroupId;
 
 /// Most bytes kept per output stream; the rest is counted but dropped.
 pub const MAX_CAPTURE: usize = 64 * 1024 * 1024;
 /// How long a group gets between SIGTERM and SIGKILL after a timeout.
 const GRACE: Duration = Duration::from_millis(1000);
+/// How long a group left running by a process that died gets between SIGTERM and SIGKILL when the run
+/// is taken over.
+pub const STOP_GRACE: Duration = GRACE;
 /// How often waiting loops look at the interrupt flag.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -102,15 +117,34 @@ impl Outcome {
     }
 }
 
-/// The process group of the program running now (0: none). Programs run one at a time.
-static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+/// Why a program produced no [`Outcome`].
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It could not be started (not found, not executable, bad folder).
+    #[error("{0}")]
+    Start(#[source] std::io::Error),
+    /// An interrupt arrived while it was being started: it never ran.
+    #[error("the run was interrupted before it started")]
+    Interrupted,
+    /// Its process group could not be recorded, so it was not let go: it never ran.
+    #[error("it was not started, as its process could not be recorded: {0}")]
+    Record(#[source] StoreError),
+}
 
-/// Kills the program running now, with everything it started (for a forced exit: the process is
-/// about to end and must not leave a tool behind).
+/// The process group of the program running now. Programs run one at a time.
+static RUNNING: Mutex<Option<GroupId>> = Mutex::new(None);
+
+fn set_running(group: Option<GroupId>) {
+    *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = group;
+}
+
+/// Kills the program running now, with everything it started, and returns once none of it is left
+/// (for a forced exit: the process is about to end and must not leave a tool behind). A program still
+/// held before `exec` is killed too.
 pub fn kill_running() {
-    let group = RUNNING_GROUP.load(Ordering::SeqCst);
-    if group > 0 {
-        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+    let group = RUNNING.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(group) = group {
+        group::kill(&group);
     }
 }
 
@@ -119,15 +153,19 @@ struct RunningGuard;
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
-        RUNNING_GROUP.store(0, Ordering::SeqCst);
+        set_running(None);
     }
 }
 
-fn kill_group(pid: u32, signal: Signal) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // The group may already be gone; that is fine.
-        let _ = killpg(Pid::from_raw(pid), signal);
-    }
+fn signal_group(group: &GroupId, signal: Signal) {
+    // The group may already be gone; that is fine.
+    let _ = killpg(Pid::from_raw(group.pgid), signal);
+}
+
+/// Why the gate did not let a program go.
+enum Refusal {
+    Interrupted,
+    Record(StoreError),
 }
 
 /// Reads both output pipes until both are closed, on one thread.
@@ -188,15 +226,25 @@ fn read_pipes(
 
 /// Runs `spawn` to completion, deadline or interruption.
 ///
-/// An error means the program could not be started (not found, not executable, bad folder).
-pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> std::io::Result<Outcome> {
+/// An error means the program did not run: it could not be started (not found, not executable, bad
+/// folder), or an interrupt came while it was being started.
+pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> Result<Outcome, RunError> {
+    run_recorded(spawn, interrupt, &mut |_| Ok(()))
+}
+
+/// Creates the child for `spawn` (in its own process group), notes and records its group, and lets
+/// its program go unless an interrupt came meanwhile.
+fn start_gated(
+    spawn: &Spawn,
+    interrupt: &AtomicBool,
+    record: &mut dyn FnMut(&GroupId) -> Result<(), StoreError>,
+) -> Result<(std::process::Child, GroupId), RunError> {
     let Some((program, args)) = spawn.argv.split_first() else {
-        return Err(std::io::Error::new(
+        return Err(RunError::Start(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "empty command",
-        ));
+        )));
     };
-    let start = Instant::now();
     let mut command = Command::new(program);
     command
         .args(args)
@@ -211,11 +259,44 @@ pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> std::io::Result<Outcome> {
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command.spawn()?;
-    let pid = child.id();
-    RUNNING_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
-    let _running = RunningGuard;
+    let mut started = None;
+    let gated = gate::spawn(command, |pid| {
+        let group = GroupId::of_leader(pid);
+        // Noted first, so that a forced exit kills the child even while it is being recorded.
+        set_running(Some(group.clone()));
+        started = Some(group.clone());
+        if interrupt.load(Ordering::SeqCst) {
+            return Err(Refusal::Interrupted);
+        }
+        record(&group).map_err(Refusal::Record)?;
+        if interrupt.load(Ordering::SeqCst) {
+            return Err(Refusal::Interrupted);
+        }
+        Ok(())
+    });
+    let child = match gated {
+        Ok(child) => child,
+        Err(gate::GateError::Start(e)) => return Err(RunError::Start(e)),
+        Err(gate::GateError::Refused(Refusal::Interrupted)) => return Err(RunError::Interrupted),
+        Err(gate::GateError::Refused(Refusal::Record(e))) => return Err(RunError::Record(e)),
+    };
+    let group = match started {
+        Some(group) => group,
+        None => GroupId::of_leader(i32::try_from(child.id()).unwrap_or(0)),
+    };
+    Ok((child, group))
+}
 
+/// [`run`], calling `record` with the child's process group after the child exists and before its
+/// program starts. If `record` fails, the program never runs ([`RunError::Record`]).
+pub fn run_recorded(
+    spawn: &Spawn,
+    interrupt: &AtomicBool,
+    record: &mut dyn FnMut(&GroupId) -> Result<(), StoreError>,
+) -> Result<Outcome, RunError> {
+    let start = Instant::now();
+    let _running = RunningGuard;
+    let (mut child, group) = start_gated(spawn, interrupt, record)?;
     if let (Some(input), Some(mut pipe)) = (spawn.stdin.clone(), child.stdin.take()) {
         std::thread::spawn(move || {
             // A tool that exits without reading its input closes the pipe; that is not an error.
@@ -252,27 +333,29 @@ pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> std::io::Result<Outcome> {
             deadline.saturating_duration_since(now).min(POLL)
         };
         match exit_rx.recv_timeout(wait) {
-            Ok(status) => break status?,
+            Ok(status) => break status.map_err(RunError::Start)?,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(std::io::Error::other("lost track of the child process"));
+                return Err(RunError::Start(std::io::Error::other(
+                    "lost track of the child process",
+                )));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if interrupt.load(Ordering::SeqCst) && !interrupted {
             interrupted = true;
-            kill_group(pid, Signal::SIGKILL);
+            signal_group(&group, Signal::SIGKILL);
         } else if !timed_out && !interrupted && Instant::now() >= deadline {
             timed_out = true;
-            kill_group(pid, Signal::SIGTERM);
+            signal_group(&group, Signal::SIGTERM);
             match exit_rx.recv_timeout(GRACE) {
-                Ok(status) => break status?,
-                Err(_) => kill_group(pid, Signal::SIGKILL),
+                Ok(status) => break status.map_err(RunError::Start)?,
+                Err(_) => signal_group(&group, Signal::SIGKILL),
             }
         }
     };
     if timed_out || interrupted {
-        // Anything the tool left running in its group goes too.
-        kill_group(pid, Signal::SIGKILL);
+        // Anything the tool left running in its group goes too, before we go on.
+        group::kill(&group);
     }
     // Wait for the output pipes to drain. A background process that inherited them could keep them
     // open forever, so give up after a short while and keep what arrived.
@@ -381,6 +464,207 @@ mod tests {
         assert!(out.interrupted);
         assert!(out.duration < Duration::from_secs(2));
         assert_eq!(out.exit_code, 128 + 9);
+    }
+
+    /// Waits up to 2 s for `path` to appear.
+    fn appears(path: &std::path::Path) -> bool {
+        appears_within(path, Duration::from_secs(2))
+    }
+
+    fn appears_within(path: &std::path::Path, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if path.exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn a_program_starts_only_once_its_group_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("started");
+        let script = format!("echo $$ > {}", marker.display());
+        let flag = AtomicBool::new(false);
+        let mut recorded = None;
+        let out = run_recorded(
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+            &flag,
+            &mut |group| {
+                // The child exists (in its own group) but its program has not started.
+                assert!(matches!(group::liveness(group), group::Liveness::Alive(_)));
+                std::thread::sleep(Duration::from_millis(300));
+                assert!(!marker.exists(), "the program ran before it was recorded");
+                recorded = Some(group.clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert!(out.success());
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let recorded = recorded.unwrap();
+        assert_eq!(recorded.pgid, pid, "the recorded group is the program's");
+        assert!(recorded.verifiable());
+    }
+
+    #[test]
+    fn an_interrupt_while_a_program_is_started_keeps_it_from_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = format!("touch {}", marker.display());
+        let flag = AtomicBool::new(false);
+        let result = run_recorded(
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+            &flag,
+            &mut |_| {
+                // SIGINT arrives while the record is being written.
+                flag.store(true, Ordering::SeqCst);
+                Ok(())
+            },
+        );
+        assert!(matches!(result, Err(RunError::Interrupted)), "{result:?}");
+        assert!(!appears(&marker), "the program ran");
+    }
+
+    #[test]
+    fn a_program_whose_group_cannot_be_recorded_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = format!("touch {}", marker.display());
+        let flag = AtomicBool::new(false);
+        let mut leader = None;
+        let result = run_recorded(
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+            &flag,
+            &mut |group| {
+                leader = Some(group.clone());
+                Err(StoreError::Io {
+                    action: "write",
+                    path: dir.path().join("process.json"),
+                    source: std::io::Error::other("disk full"),
+                })
+            },
+        );
+        match result {
+            Err(e @ RunError::Record(_)) => assert!(e.to_string().contains("disk full"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!appears(&marker), "the program ran");
+        assert_eq!(
+            group::liveness(&leader.unwrap()),
+            group::Liveness::Gone,
+            "the held child is gone"
+        );
+    }
+
+    #[test]
+    fn a_bad_working_folder_is_a_start_error() {
+        let flag = AtomicBool::new(false);
+        let mut s = spawn(&["true"], None, Duration::from_secs(5));
+        s.cwd = std::path::PathBuf::from("/nonexistent/folder/xyz");
+        let mut called = false;
+        let result = run_recorded(&s, &flag, &mut |_| {
+            called = true;
+            Ok(())
+        });
+        assert!(matches!(result, Err(RunError::Start(_))), "{result:?}");
+        assert!(
+            !called,
+            "nothing to record for a child that never reached the gate"
+        );
+    }
+
+    #[test]
+    fn an_interrupt_leaves_nothing_of_the_group_when_run_returns() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = Arc::clone(&flag);
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("started");
+        let m = marker.clone();
+        std::thread::spawn(move || {
+            appears(&m);
+            f.store(true, Ordering::SeqCst);
+        });
+        let script = format!(
+            "trap '' TERM; (trap '' TERM; sleep 30) & sleep 30 & touch {}; wait",
+            marker.display()
+        );
+        let mut group = None;
+        let out = run_recorded(
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(60)),
+            &flag,
+            &mut |g| {
+                group = Some(g.clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert!(out.interrupted);
+        assert_eq!(group::liveness(&group.unwrap()), group::Liveness::Gone);
+    }
+
+    const HELPER_DIR: &str = "DELTA_GATE_TEST_DIR";
+
+    /// Entry point for the test below, run in a child process: starts a program and, while it is held
+    /// at the gate, announces its group and waits to be killed. Does nothing without the variable.
+    #[test]
+    #[ignore = "run by a_held_program_never_runs_when_delta_dies_before_letting_it_go"]
+    fn gate_helper() {
+        let Some(dir) = std::env::var_os(HELPER_DIR).map(std::path::PathBuf::from) else {
+            return;
+        };
+        let flag = AtomicBool::new(false);
+        let script = format!("touch {}", dir.join("ran").display());
+        let _ = run_recorded(
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+            &flag,
+            &mut |group| {
+                std::fs::write(dir.join("group"), group.pgid.to_string()).unwrap();
+                std::thread::sleep(Duration::from_secs(30));
+                Ok(())
+            },
+        );
+    }
+
+    #[test]
+    fn a_held_program_never_runs_when_delta_dies_before_letting_it_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut helper = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "process::tests::gate_helper",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env(HELPER_DIR, dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            appears_within(&dir.path().join("group"), Duration::from_secs(30)),
+            "the helper never held a program"
+        );
+        let pgid: i32 = std::fs::read_to_string(dir.path().join("group"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let group = GroupId::of_leader(pgid);
+        assert!(matches!(group::liveness(&group), group::Liveness::Alive(_)));
+        helper.kill().unwrap();
+        helper.wait().unwrap();
+        let end = Instant::now() + Duration::from_secs(5);
+        while matches!(group::liveness(&group), group::Liveness::Alive(_)) {
+            assert!(Instant::now() < end, "the held child outlived its parent");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!appears(&dir.path().join("ran")), "the program ran");
     }
 
     #[test]

@@ -1,0 +1,355 @@
+//! Act: running one tool call of the model's answer and journaling its result.
+//!
+//! `ACTION_REQUEST` is flushed before the tool starts and `ACTION_RESULT` is written as soon as it
+//! ends, so a run stopped at any point knows which calls started and which finished. Between the two,
+//! the tool's process group is recorded in `process.json` (before its program starts) and the record is
+//! removed once the result is journaled: a process that takes the run over after a crash finds the
+//! group there, stops it if it still runs, and knows that a call without a record never started its
+//! program.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::observation::{self, Ending};
+use super::{ASK_HUMAN, Engine, EngineError, Observer, Progress, RunOutcome};
+use crate::agent::{HookName, Tool};
+use crate::events::{ActionStatus, Event, HookStatus, Level};
+use crate::process::record::ChildKind;
+use crate::process::{self, RunError, Spawn};
+
+/// A tool call whose `ACTION_REQUEST` is journaled.
+struct Requested<'a> {
+    id: &'a str,
+    name: &'a str,
+    args: &'a Map<String, Value>,
+    /// The command as journaled.
+    resolved: &'a str,
+    /// Its `io/tool_executions/` folder.
+    exec_ref: String,
+}
+
+impl Engine<'_> {
+    /// Runs one tool call. Returns an outcome when the run must stop (waiting, interrupted).
+    pub(super) fn act(
+        &mut self,
+        id: &str,
+        name: &str,
+        raw_args: Value,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let Some(args) = self.call_arguments(id, name, raw_args)? else {
+            return Ok(None);
+        };
+        self.observer.progress(Progress::ToolCall {
+            name: name.to_string(),
+            args: Value::Object(args.clone()),
+        });
+        if name == ASK_HUMAN {
+            return self.ask_human(id, &args);
+        }
+        let Some(tool) = self.setup.agent.tool(name).cloned() else {
+            self.tool_not_found(id, name)?;
+            return Ok(None);
+        };
+        let home = self.setup.agent.dir.display().to_string();
+        let invocation = match tool.resolve(&args, &home) {
+            Ok(inv) => inv,
+            Err(e) => {
+                self.error_result(id, format!("Error: {name}: {e}"))?;
+                return Ok(None);
+            }
+        };
+        let resolved = invocation.display();
+        self.append(Event::ActionRequest {
+            action_id: id.to_string(),
+            tool_name: name.to_string(),
+            tool_args: Value::Object(args.clone()),
+            resolved_command: resolved.clone(),
+        })?;
+        let call = Requested {
+            id,
+            name,
+            args: &args,
+            resolved: &resolved,
+            exec_ref: self.execution_ref(id),
+        };
+        if let Some(hook) = self.run_hook(
+            HookName::PreToolExec,
+            &json!({"tool_name": name, "tool_args": args, "resolved_command": resolved}),
+        )? && hook.status == HookStatus::Success
+            && hook.skip()
+        {
+            self.skipped_by_hook(call)?;
+            return Ok(None);
+        }
+        if self.interrupted() {
+            self.not_started(id)?;
+            return Ok(Some(self.interrupt_run()?));
+        }
+        let mut argv = invocation.argv.clone();
+        if let Some(program) = argv.first_mut() {
+            *program = self.programs.resolve(program, &self.tool_env);
+        }
+        let spawn = Spawn {
+            argv,
+            stdin: invocation.stdin.clone(),
+            cwd: self.setup.run.workspace.clone(),
+            env: self.tool_env.clone(),
+            timeout: tool.timeout,
+        };
+        self.execute(call, &tool, &spawn)
+    }
+
+    /// The call's arguments as an object; anything else becomes an error result (`None`).
+    fn call_arguments(
+        &mut self,
+        id: &str,
+        name: &str,
+        raw_args: Value,
+    ) -> Result<Option<Map<String, Value>>, EngineError> {
+        let message = match raw_args {
+            Value::Object(map) => return Ok(Some(map)),
+            Value::Null => return Ok(Some(Map::new())),
+            Value::String(raw) if matches!(raw.trim(), "" | "null" | "undefined" | "{}") => {
+                return Ok(Some(Map::new()));
+            }
+            Value::String(raw) => {
+                let err = serde_json::from_str::<Value>(&raw)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                format!(
+                    "Error: the arguments for {name} are not valid JSON ({err}); send a JSON object"
+                )
+            }
+            other => format!("Error: the arguments for {name} must be a JSON object, not {other}"),
+        };
+        self.error_result(id, message)?;
+        Ok(None)
+    }
+
+    fn tool_not_found(&mut self, id: &str, name: &str) -> Result<(), EngineError> {
+        self.observer
+            .progress(Progress::ToolNotFound(name.to_string()));
+        self.system(Level::Error, &format!("Tool not found: {name}"))?;
+        let available: Vec<&str> = self
+            .setup
+            .agent
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Error,
+            observation_content: format!(
+                "Error: Tool not found: {name}. Available tools: {}, {ASK_HUMAN}",
+                available.join(", ")
+            ),
+            execution_ref: String::new(),
+        })
+    }
+
+    fn skipped_by_hook(&mut self, call: Requested<'_>) -> Result<(), EngineError> {
+        let stdout = "Tool execution skipped by pre_tool_exec hook";
+        self.write_execution(&call.exec_ref, call.resolved, stdout, "", 0, Duration::ZERO);
+        self.observer.progress(Progress::ToolDone {
+            exit_code: 0,
+            success: true,
+            preview: Some(stdout.into()),
+            chars: stdout.len(),
+            stopped: None,
+        });
+        self.append(Event::ActionResult {
+            action_id: call.id.to_string(),
+            status: ActionStatus::Success,
+            observation_content: observation::format(stdout, "", 0, Ending::Exited),
+            execution_ref: call.exec_ref,
+        })
+    }
+
+    /// The result of a call whose program never ran because the run was interrupted first.
+    fn not_started(&mut self, id: &str) -> Result<(), EngineError> {
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Error,
+            observation_content:
+                "The run was interrupted before this tool started: it did not run.".into(),
+            execution_ref: String::new(),
+        })
+    }
+
+    /// Runs the tool (recorded in `process.json` before its program starts) and journals its result;
+    /// the record goes once the result is journaled.
+    fn execute(
+        &mut self,
+        call: Requested<'_>,
+        tool: &Tool,
+        spawn: &Spawn,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let (id, name) = (call.id, call.name);
+        let recorder = self.recorder();
+        let interrupt = Arc::clone(&self.setup.interrupt);
+        let run = process::run_recorded(spawn, &interrupt, &mut |group| {
+            recorder.record(ChildKind::Tool, name, Some(id), group)
+        });
+        let out = match run {
+            Ok(out) => out,
+            Err(RunError::Interrupted) => {
+                self.not_started(id)?;
+                self.clear_record();
+                return Ok(Some(self.interrupt_run()?));
+            }
+            Err(RunError::Record(e)) => {
+                // Nothing ran; the call keeps its request without a result, like any crash before
+                // a tool starts, and the run stops: its state cannot be written.
+                self.clear_record();
+                return Err(e.into());
+            }
+            Err(RunError::Start(e)) => {
+                let program = spawn.argv.first().cloned().unwrap_or_default();
+                let message = format!("cannot start {program}: {e}");
+                self.system(Level::Error, &format!("Tool execution error: {message}"))?;
+                self.error_result(id, format!("Error executing tool: {message}"))?;
+                self.clear_record();
+                self.run_hook(
+                    HookName::OnError,
+                    &json!({"error_type": "TOOL_EXECUTION_ERROR", "message": message,
+                            "context": {"tool_name": name, "tool_args": call.args}}),
+                )?;
+                return Ok(None);
+            }
+        };
+        let stdout = self.redact(&String::from_utf8_lossy(&out.stdout));
+        let stderr = self.redact(&String::from_utf8_lossy(&out.stderr));
+        self.write_execution(
+            &call.exec_ref,
+            call.resolved,
+            &stdout,
+            &stderr,
+            out.exit_code,
+            out.duration,
+        );
+        let ending = if out.interrupted {
+            Ending::Interrupted
+        } else if out.timed_out {
+            Ending::TimedOut(tool.timeout)
+        } else {
+            Ending::Exited
+        };
+        let stopped = match &ending {
+            Ending::Exited => None,
+            Ending::TimedOut(after) => Some(format!("timed out after {} s", after.as_secs_f64())),
+            Ending::Interrupted => Some("interrupted".to_string()),
+        };
+        self.observer.progress(Progress::ToolDone {
+            exit_code: out.exit_code,
+            success: out.success(),
+            preview: observation::preview(&stdout, &stderr),
+            chars: stdout.chars().count() + stderr.chars().count(),
+            stopped,
+        });
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: if out.success() {
+                ActionStatus::Success
+            } else {
+                ActionStatus::Failed
+            },
+            observation_content: observation::format(&stdout, &stderr, out.exit_code, ending),
+            execution_ref: call.exec_ref,
+        })?;
+        self.clear_record();
+        if out.interrupted {
+            return Ok(Some(self.interrupt_run()?));
+        }
+        self.run_hook(
+            HookName::PostToolExec,
+            &json!({"tool_name": name, "exit_code": out.exit_code, "stdout": stdout, "stderr": stderr}),
+        )?;
+        Ok(None)
+    }
+
+    pub(super) fn error_result(&mut self, id: &str, message: String) -> Result<(), EngineError> {
+        self.observer.progress(Progress::ToolError(message.clone()));
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Error,
+            observation_content: message,
+            execution_ref: String::new(),
+        })
+    }
+
+    /// A fresh `io/tool_executions/` folder name for call `id`.
+    pub(super) fn execution_ref(&mut self, id: &str) -> String {
+        let base = safe_dir_name(id);
+        let mut name = base.clone();
+        let mut n = 2;
+        while self.exec_refs.contains(&name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        self.exec_refs.insert(name.clone());
+        name
+    }
+
+    pub(super) fn write_execution(
+        &self,
+        exec_ref: &str,
+        command: &str,
+        stdout: &str,
+        stderr: &str,
+        code: i32,
+        took: Duration,
+    ) {
+        let command = self.setup.redactor.redact(command);
+        let stdout = self.setup.redactor.redact(stdout);
+        let stderr = self.setup.redactor.redact(stderr);
+        self.io.write(
+            self.setup.run.tool_executions().join(exec_ref),
+            vec![
+                ("command.txt", command.as_bytes().to_vec().into()),
+                ("stdout.log", stdout.as_bytes().to_vec().into()),
+                ("stderr.log", stderr.as_bytes().to_vec().into()),
+                ("exit_code.txt", code.to_string().into_bytes().into()),
+                (
+                    "duration_ms.txt",
+                    took.as_millis().to_string().into_bytes().into(),
+                ),
+            ],
+        );
+    }
+}
+
+/// A name safe as a folder name for an id the model chose.
+fn safe_dir_name(id: &str) -> String {
+    let cleaned: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    if cleaned.is_empty() {
+        "call".into()
+    } else {
+        cleaned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_call_ids_make_safe_folder_names() {
+        assert_eq!(safe_dir_name("call_abc-1"), "call_abc-1");
+        assert_eq!(safe_dir_name("../../etc/passwd"), "______etc_passwd");
+        assert_eq!(safe_dir_name(""), "call");
+    }
+}

@@ -1,0 +1,234 @@
+//! `ask_human`: asking on the terminal (`-i`), pausing the run for an answer, and taking the answer
+//! when the run is resumed.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    ASK_HUMAN, Engine, EngineError, InputType, InteractionRequest, Observer, Progress, RunOutcome,
+};
+use crate::agent::HookName;
+use crate::events::{ActionStatus, Event, Level, timestamp};
+use crate::metadata::RunStatus;
+use store::StoreError;
+
+impl Engine<'_> {
+    pub(super) fn ask_human(
+        &mut self,
+        id: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let Some(prompt) = args
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map(|p| self.redact(p))
+        else {
+            self.error_result(
+                id,
+                "Error: ask_human needs a prompt (the question to show the user)".into(),
+            )?;
+            return Ok(None);
+        };
+        let input_type = match args.get("input_type").and_then(Value::as_str) {
+            Some("password") => InputType::Password,
+            Some("confirmation") => InputType::Confirmation,
+            _ => InputType::Text,
+        };
+        let sensitive = match args.get("sensitive") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s == "true",
+            _ => false,
+        };
+        self.append(Event::ActionRequest {
+            action_id: id.to_string(),
+            tool_name: ASK_HUMAN.into(),
+            tool_args: Value::Object(args.clone()),
+            resolved_command: format!("{ASK_HUMAN} {prompt}"),
+        })?;
+        if self.setup.interactive
+            && let Some(human) = self.human.as_deref_mut()
+        {
+            self.observer.progress(Progress::Question(prompt.clone()));
+            let answer = match human.ask(&prompt, input_type, sensitive) {
+                Ok(Some(answer)) => answer,
+                Ok(None) if self.interrupted() => return Ok(Some(self.interrupt_run()?)),
+                Ok(None) => {
+                    self.observer.progress(Progress::Note(
+                        "No answer on standard input (it ended); the run waits for one.".into(),
+                    ));
+                    let request = self.new_request(id, prompt, input_type, sensitive);
+                    return Ok(Some(self.pause(request)?));
+                }
+                Err(e) => {
+                    self.error_result(
+                        id,
+                        format!("Error: could not read an answer from the terminal: {e}"),
+                    )?;
+                    return Ok(None);
+                }
+            };
+            let exec_ref = self.execution_ref(id);
+            self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
+            self.append(Event::ActionResult {
+                action_id: id.to_string(),
+                status: ActionStatus::Success,
+                observation_content: answer,
+                execution_ref: exec_ref,
+            })?;
+            return Ok(None);
+        }
+        let request = self.new_request(id, prompt, input_type, sensitive);
+        Ok(Some(self.pause(request)?))
+    }
+
+    fn new_request(
+        &self,
+        id: &str,
+        prompt: String,
+        input_type: InputType,
+        sensitive: bool,
+    ) -> InteractionRequest {
+        let now = self.setup.clock.now();
+        InteractionRequest {
+            request_id: self.setup.ids.uuid_v7(now).to_string(),
+            timestamp: timestamp(now),
+            prompt,
+            input_type,
+            sensitive,
+            action_id: Some(id.to_string()),
+        }
+    }
+
+    /// The answer to an `ask_human` call asked by an earlier process: `interaction/response.txt` when
+    /// `interaction/request.json` asks for this call (a response left from another question, or written
+    /// when no question was pending, answers nothing), else the terminal with `-i`; otherwise the run
+    /// waits again. An answer is journaled as the call's result before its files are removed, so it is
+    /// used exactly once: a crash in between leaves files that name a call that has its result.
+    pub(super) fn answer_pending(
+        &mut self,
+        id: &str,
+        args: &Value,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let dir = self.setup.run.interaction();
+        let pending = store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
+            .ok()
+            // A request written before requests named their call is taken as this call's.
+            .filter(|r| r.action_id.as_deref().is_none_or(|a| a == id));
+        let from_file = match &pending {
+            Some(_) => std::fs::read_to_string(super::response_path(&self.setup.run))
+                .ok()
+                .map(|text| text.trim().to_string()),
+            None => None,
+        };
+        let prompt = args
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map_or_else(|| "(no prompt)".to_string(), |p| self.redact(p));
+        let input_type = match args.get("input_type").and_then(Value::as_str) {
+            Some("password") => InputType::Password,
+            Some("confirmation") => InputType::Confirmation,
+            _ => InputType::Text,
+        };
+        let sensitive = match args.get("sensitive") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s == "true",
+            _ => false,
+        };
+        let answer = match from_file {
+            Some(a) => a,
+            None if self.setup.interactive && self.human.is_some() => {
+                self.observer.progress(Progress::Question(prompt.clone()));
+                let Some(human) = self.human.as_deref_mut() else {
+                    return Ok(None);
+                };
+                match human.ask(&prompt, input_type, sensitive) {
+                    Ok(Some(a)) => a,
+                    Ok(None) => return Ok(Some(self.interrupt_run()?)),
+                    Err(e) => {
+                        self.error_result(
+                            id,
+                            format!("Error: could not read an answer from the terminal: {e}"),
+                        )?;
+                        return Ok(None);
+                    }
+                }
+            }
+            None => {
+                // Still no answer: the run keeps waiting (never left RUNNING).
+                let request = match pending {
+                    Some(request) => InteractionRequest {
+                        action_id: Some(id.to_string()),
+                        ..request
+                    },
+                    None => self.new_request(id, prompt, input_type, sensitive),
+                };
+                return Ok(Some(self.pause(request)?));
+            }
+        };
+        let exec_ref = self.execution_ref(id);
+        self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Success,
+            observation_content: answer,
+            execution_ref: exec_ref,
+        })?;
+        self.remove_interaction_files()?;
+        Ok(None)
+    }
+
+    /// Removes `interaction/request.json` and `response.txt` (durably: the directory is flushed).
+    fn remove_interaction_files(&mut self) -> Result<(), EngineError> {
+        let dir = self.setup.run.interaction();
+        let mut removed = false;
+        for name in ["response.txt", "request.json"] {
+            let path = dir.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StoreError::Io {
+                        action: "remove",
+                        path,
+                        source: e,
+                    }
+                    .into());
+                }
+            }
+        }
+        if removed {
+            store::sync_dir(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Stops the run to wait for the answer to `request`.
+    ///
+    /// A response already in `interaction/response.txt` was written before this question was asked, so
+    /// it does not answer it: it is removed (with a note in the journal) before the question is.
+    pub(super) fn pause(&mut self, request: InteractionRequest) -> Result<RunOutcome, EngineError> {
+        let dir = self.setup.run.interaction();
+        store::atomic::create_dir_all_durable(&dir)?;
+        if super::response_path(&self.setup.run).exists() {
+            self.remove_interaction_files()?;
+            self.system(
+                Level::Warn,
+                "Discarded interaction/response.txt: it was there before this question was asked, so \
+                 it does not answer it",
+            )?;
+        }
+        store::write_json_atomic(&dir.join("request.json"), &request, true)?;
+        self.set_status(RunStatus::WaitingForInput, false)?;
+        self.system(Level::Info, "Agent pausing for human input")?;
+        self.log("Paused for human input");
+        self.run_hook(
+            HookName::OnRunEnd,
+            &json!({"status": "WAITING_FOR_INPUT", "prompt": request.prompt,
+                    "iterations_completed": self.metadata.iterations_completed}),
+        )?;
+        let mut outcome = self.outcome(RunStatus::WaitingForInput);
+        outcome.interaction = Some(request);
+        Ok(outcome)
+    }
+}

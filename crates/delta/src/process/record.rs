@@ -1,0 +1,265 @@
+//! `<run>/process.json`: the process group delta is running for a run right now (a tool, a hook or a
+//! context generator; they run one at a time).
+//!
+//! The record is written after the child exists (its pid and start time are known) and before its
+//! program starts (see the gate in `process::run_recorded`), so a process of ours never runs
+//! unrecorded. A process that takes the run over after a crash finds the record and stops the group
+//! if it is still running ([`stop_recorded`]) before it settles the interrupted call.
+//!
+//! Records are written atomically but not flushed to disk. A record has to outlive the delta process,
+//! not the machine: once `rename` returns, every later process sees the file, however the writer dies,
+//! and a power loss ends the group anyway. (A flush would cost about three times a journal append per
+//! tool call.) What a flush would add, knowing after a power loss that a call without a record never
+//! started, comes from the run's metadata instead, which names the boot of the process that wrote it.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use store::StoreError;
+
+use super::group::{self, GroupId, Stopped};
+
+/// What a recorded process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildKind {
+    /// A tool call.
+    Tool,
+    /// A lifecycle hook.
+    Hook,
+    /// A context generator.
+    Generator,
+}
+
+impl ChildKind {
+    /// As the record spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Hook => "hook",
+            Self::Generator => "generator",
+        }
+    }
+}
+
+/// The contents of `process.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    /// What it is.
+    pub kind: ChildKind,
+    /// The tool's, hook's or context source's name.
+    pub name: String,
+    /// The tool call it runs (tools only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    /// The host it runs on (a workspace on a shared disk may be opened from another machine).
+    pub host: String,
+    /// Its process group.
+    #[serde(flatten)]
+    pub group: GroupId,
+}
+
+/// Writes and clears one run's `process.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorder {
+    path: PathBuf,
+}
+
+impl Recorder {
+    /// The record at `path` (`<run>/process.json`).
+    pub fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+
+    /// The record file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records that `group` runs `kind` `name` (for tool call `action_id`), atomically, without a
+    /// flush (see the module documentation).
+    pub fn record(
+        &self,
+        kind: ChildKind,
+        name: &str,
+        action_id: Option<&str>,
+        group: &GroupId,
+    ) -> Result<(), StoreError> {
+        let record = ProcessRecord {
+            kind,
+            name: name.to_string(),
+            action_id: action_id.map(str::to_string),
+            host: store::hostname(),
+            group: group.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&record).map_err(|source| StoreError::Serialize {
+            path: self.path.clone(),
+            source,
+        })?;
+        store::write_atomic_lazy(&self.path, &bytes)
+    }
+
+    /// The record, if there is one. An unreadable record is reported, not ignored.
+    pub fn read(&self) -> Result<Option<ProcessRecord>, StoreError> {
+        match store::atomic::read_json(&self.path) {
+            Ok(record) => Ok(Some(record)),
+            Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the record (its group has ended, or its end is journaled). Not flushed: a record that
+    /// comes back after a power loss names a group of an earlier boot, which is known to be gone.
+    pub fn clear(&self) -> Result<(), StoreError> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::Io {
+                action: "remove",
+                path: self.path.clone(),
+                source: e,
+            }),
+        }
+    }
+}
+
+/// A process group found recorded when a run was taken over, and what was done about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// The record.
+    pub record: ProcessRecord,
+    /// What stopping it found.
+    pub stopped: LeftoverState,
+}
+
+/// What became of a recorded group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftoverState {
+    /// Checked on this host.
+    Checked(Stopped),
+    /// Recorded on another host: it cannot be checked or stopped from here.
+    OtherHost(String),
+}
+
+impl Leftover {
+    /// Whether the group was still running (and has been stopped now).
+    pub fn was_running(&self) -> bool {
+        matches!(&self.stopped, LeftoverState::Checked(s) if s.was_running())
+    }
+
+    /// How it was found, for messages: "was still running and has been stopped (SIGTERM)".
+    pub fn describe(&self) -> String {
+        let group = self.record.group.pgid;
+        match &self.stopped {
+            LeftoverState::Checked(Stopped::Terminated) => {
+                format!("was still running; its process group {group} has been stopped (SIGTERM)")
+            }
+            LeftoverState::Checked(Stopped::Killed) => {
+                format!("was still running; its process group {group} has been killed (SIGKILL)")
+            }
+            LeftoverState::Checked(Stopped::NotRunning) => "was no longer running".into(),
+            LeftoverState::Checked(Stopped::Unverifiable) => {
+                format!("could not be checked (process group {group}): it may still be running")
+            }
+            LeftoverState::OtherHost(host) => {
+                format!("ran on {host} (process group {group}): it may still be running there")
+            }
+        }
+    }
+}
+
+/// Stops the group recorded in `recorder`'s file, if it still runs on this host (SIGTERM, `grace`,
+/// SIGKILL). The record is left in place: the caller clears it once what happened is journaled.
+/// Call it only while holding the run's lock.
+pub fn stop_recorded(
+    recorder: &Recorder,
+    grace: std::time::Duration,
+) -> Result<Option<Leftover>, StoreError> {
+    let Some(record) = recorder.read()? else {
+        return Ok(None);
+    };
+    let stopped = if record.host == store::hostname() {
+        LeftoverState::Checked(group::stop(&record.group, grace))
+    } else {
+        LeftoverState::OtherHost(record.host.clone())
+    };
+    Ok(Some(Leftover { record, stopped }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::Duration;
+
+    #[test]
+    fn a_recorded_group_that_still_runs_is_stopped_and_the_record_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        assert_eq!(
+            stop_recorded(&recorder, Duration::from_secs(1)).unwrap(),
+            None
+        );
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = GroupId::of_leader(child.id() as i32);
+        recorder
+            .record(ChildKind::Tool, "slow", Some("c1"), &group)
+            .unwrap();
+        let record = recorder.read().unwrap().unwrap();
+        assert_eq!(record.action_id.as_deref(), Some("c1"));
+        assert_eq!(record.group, group);
+
+        let leftover = stop_recorded(&recorder, Duration::from_secs(1))
+            .unwrap()
+            .unwrap();
+        assert!(leftover.was_running());
+        assert!(
+            leftover.describe().contains("has been stopped"),
+            "{leftover:?}"
+        );
+        let _ = child.wait();
+        assert!(recorder.path().exists(), "the caller clears the record");
+        let again = stop_recorded(&recorder, Duration::from_secs(1))
+            .unwrap()
+            .unwrap();
+        assert!(!again.was_running());
+        assert_eq!(again.describe(), "was no longer running");
+        recorder.clear().unwrap();
+        recorder.clear().unwrap();
+        assert_eq!(recorder.read().unwrap(), None);
+    }
+
+    #[test]
+    fn a_group_recorded_on_another_host_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = GroupId::of_leader(child.id() as i32);
+        recorder
+            .record(ChildKind::Hook, "pre_tool_exec", None, &group)
+            .unwrap();
+        let mut text = std::fs::read_to_string(recorder.path()).unwrap();
+        text = text.replace(&store::hostname(), "elsewhere");
+        std::fs::write(recorder.path(), text).unwrap();
+        let leftover = stop_recorded(&recorder, Duration::from_secs(1))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            leftover.stopped,
+            LeftoverState::OtherHost("elsewhere".into())
+        );
+        assert!(matches!(group::liveness(&group), group::Liveness::Alive(_)));
+        group::kill(&group);
+        let _ = child.wait();
+    }
+}
