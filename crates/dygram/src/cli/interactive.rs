@@ -885,11 +885,12 @@ fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, meta: &
             }
         }
     }
-    let tools: Vec<&str> = r
+    let tools: Vec<String> = r
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::ToolCall { name, .. } => Some(name.as_str()),
+            Event::ToolCall { name, is_error, .. } if *is_error => Some(format!("{name} (failed)")),
+            Event::ToolCall { name, .. } => Some(name.clone()),
             _ => None,
         })
         .collect();
@@ -919,19 +920,11 @@ fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, meta: &
                     .collect()
             })
             .unwrap_or_default();
-        let example_tool = tools
-            .iter()
-            .find(|t| t.starts_with("transition_to_"))
-            .or(tools.first())
-            .copied()
-            .unwrap_or("transition_to_next");
         s.push_str(&format!("⏸️  Waiting for LLM response at node {node}\n"));
         s.push_str(&format!("LLM REQUEST saved to {file}\n"));
         s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
         s.push_str("EXAMPLE RESPONSE:\n");
-        s.push_str(&format!(
-            "  {{\"response\": \"Done.\", \"tools\": [{{\"name\": \"{example_tool}\", \"input\": {{\"reason\": \"…\"}}}}]}}\n"
-        ));
+        s.push_str(&format!("  {}\n", executor.example_answer()));
         let file_arg = args.file.display();
         s.push_str(&format!(
             "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {}\n",

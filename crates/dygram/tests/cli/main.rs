@@ -9,9 +9,12 @@ mod dot_output;
 mod dsl_output;
 mod execution;
 mod live;
+mod readme;
 mod robustness;
 mod runtime;
 mod stateful;
+#[allow(dead_code)] // shared helpers; not every test module uses all of them
+mod support;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")
@@ -47,4 +50,11 @@ fn unknown_arguments_are_usage_errors() {
     assert_eq!(code, 64);
     assert_eq!(stdout, "");
     assert!(stderr.contains("unexpected argument '--bogus'"), "{stderr}");
+}
+
+#[test]
+fn every_test_file_is_declared() {
+    testkit::assert_no_forgotten_test_files(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli"),
+    );
 }

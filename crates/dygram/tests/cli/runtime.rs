@@ -1121,6 +1121,89 @@ fn answer_without_tool_calls_at_a_node_without_transitions_completes_it() {
     assert_eq!(statuses(&ex), [st("path_0", "t", PathStatus::Completed)]);
 }
 
+/// The README's order flow: `charge` may only move on once `order.total > 0`.
+const ORDER_FLOW: &str = "machine \"Order flow\"
+     Context order { total<number>: 0; }
+     Task charge \"Charge the card\" { prompt: \"Charge {{ order.total }}\"; }
+     State shipped;
+     start -> charge -when: 'order.total > 0'-> shipped;
+     charge -writes-> order;";
+
+#[test]
+fn a_transition_whose_condition_a_write_made_true_is_offered_in_the_same_conversation() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("w1", "write_order", json!({"data": {"total": 42}})),
+        Reply::tool_call("t1", "transition_to_shipped", json!({"reason": "charged"})),
+    ]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    // Closed at first (the condition is false), open once the write made it true.
+    assert_eq!(tool_names(&requests[0].json()), ["write_order"]);
+    assert_eq!(
+        tool_names(&requests[1].json()),
+        ["transition_to_shipped", "write_order"]
+    );
+    // The closed transition is named in the prompt with its condition.
+    let prompt = first_message(&requests[0].json());
+    assert!(prompt.contains("## shipped"), "{prompt}");
+    assert!(prompt.contains("order.total > 0"), "{prompt}");
+    assert!(!prompt.contains("has no transitions"), "{prompt}");
+    assert_eq!(
+        statuses(&ex),
+        [st("path_0", "shipped", PathStatus::Completed)]
+    );
+    assert_eq!(ex.state().context_state["order"], json!({"total": 42}));
+}
+
+#[test]
+fn an_answer_without_tools_at_a_node_whose_transitions_are_closed_does_not_complete_it() {
+    let server = ScriptedServer::start([Reply::text("I cannot charge yet.")]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    // As the step rules do for a lone path whose edges are all false: it fails, naming them
+    // (it is not "completed" as if the node had no transitions).
+    assert_eq!(ex.run(10).unwrap(), Status::Error);
+    let p = path(&ex, "path_0");
+    assert_eq!(p.status, PathStatus::Failed);
+    assert_eq!(
+        p.error.as_deref(),
+        Some(
+            "No transition available for node: charge (every condition is false: shipped (order.total > 0))"
+        )
+    );
+}
+
+#[test]
+fn a_transition_called_after_a_write_that_closed_it_is_refused() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("w1", "write_order", json!({"data": {"total": 5}})),
+        Reply::tool_calls([
+            testkit::ToolCallSpec::new("w2", "write_order", json!({"data": {"total": 0}})),
+            testkit::ToolCallSpec::new("t1", "transition_to_shipped", json!({})),
+        ]),
+        Reply::tool_calls([
+            testkit::ToolCallSpec::new("w3", "write_order", json!({"data": {"total": 7}})),
+            testkit::ToolCallSpec::new("t2", "transition_to_shipped", json!({})),
+        ]),
+    ]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    let third = server.requests()[2].json();
+    let messages = tool_messages(&third);
+    let refused = messages.iter().find(|(id, _)| id == "t1").unwrap();
+    assert!(refused.1.contains("is not open"), "{}", refused.1);
+    assert!(refused.1.contains("order.total > 0"), "{}", refused.1);
+    assert_eq!(ex.state().context_state["order"], json!({"total": 7}));
+    assert_eq!(
+        statuses(&ex),
+        [st("path_0", "shipped", PathStatus::Completed)]
+    );
+}
+
 #[test]
 fn turn_limit_fails_the_path() {
     let server = ScriptedServer::start([
