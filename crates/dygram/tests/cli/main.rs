@@ -13,6 +13,7 @@ mod readme;
 mod robustness;
 mod runtime;
 mod stateful;
+mod status;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
 

@@ -417,6 +417,33 @@ impl<'c> Executor<'c> {
         Ok(NextUnit::Stepped)
     }
 
+    /// Ends the execution on an error that stopped a call (the model could not be asked): the
+    /// path that needed the model fails with the error's message, so the status, the error count
+    /// and every report agree that the execution ended with an error.
+    pub fn abort(&mut self, error: &RuntimeError) {
+        let node = match error {
+            RuntimeError::NoClient { node } | RuntimeError::Llm { node, .. } => Some(node.as_str()),
+            RuntimeError::NoStartNodes => None,
+        };
+        let id = self
+            .state
+            .turn_state
+            .as_ref()
+            .map(|t| t.path_id.clone())
+            .or_else(|| {
+                self.state
+                    .paths
+                    .iter()
+                    .find(|p| {
+                        p.status == PathStatus::Active && node.is_none_or(|n| p.current_node == n)
+                    })
+                    .map(|p| p.id.clone())
+            });
+        if let Some(id) = id {
+            self.fail(&id, error.to_string());
+        }
+    }
+
     /// Answers the open conversation with a response obtained elsewhere (a person, a queue).
     pub fn answer(&mut self, response: llm::ChatResponse) -> TurnOutcome {
         let Some(turn) = self.state.turn_state.clone() else {

@@ -68,6 +68,9 @@ impl Executor<'_> {
             let Some(Value::Object(data)) = args.get("data") else {
                 return Err("`data` must be an object of fields to write".into());
             };
+            if let Some(context) = self.machine.node(ctx) {
+                tools::check_context_write(context, data)?;
+            }
             let entry = self
                 .state
                 .context_state
