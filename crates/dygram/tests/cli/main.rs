@@ -9,6 +9,7 @@ mod dot_output;
 mod dsl_output;
 mod execution;
 mod live;
+mod nesting;
 mod readme;
 mod robustness;
 mod runtime;
