@@ -5,14 +5,15 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use dygram::answer::{Given, parse_answer, request_json};
+use dygram::queue::QueueClient;
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{PathStatus, Status};
 use dygram::session::{self, ClientConfig, Executions, HistoryEntry, Metadata, SessionError};
-use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, Recorder, StopReason};
+use llm::{ChatResponse, LlmClient, Recorder};
 
 use super::client::{self, Provider};
 use super::execute::{ExecFormat, ExecuteArgs, describe};
-use super::queue::QueueClient;
 use super::{CliError, Exit, eprint_line, input, print_out};
 
 /// Which unit of work one call performs.
@@ -41,149 +42,6 @@ fn session_error(e: SessionError) -> CliError {
             .hint("wait for the other call to finish; each execution runs one call at a time"),
         other => CliError::new(other.to_string()),
     }
-}
-
-/// A client that gives one prepared answer (manual answers go through the recorder this way).
-struct Given(ChatResponse);
-
-impl LlmClient for Given {
-    fn complete(&self, _: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        Ok(self.0.clone())
-    }
-    fn describe(&self) -> String {
-        "manual answer".into()
-    }
-}
-
-/// Reads a manual answer: the reference's `{"type":"llm_response", "response": {"content": […]}}`,
-/// the design's `{"response": "…", "tools": [{"name", "input"|"params"}]}`, or plain text.
-pub fn parse_answer(text: &str) -> Result<ChatResponse, String> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err("the answer is empty".into());
-    }
-    let value: Value = match serde_json::from_str(trimmed) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) | Err(_) if !trimmed.starts_with('{') => return Ok(text_answer(trimmed)),
-        Ok(_) => return Err("a JSON answer must be an object".into()),
-        Err(e) => {
-            return Err(format!(
-                "the answer starts with '{{' but is not valid JSON: {e}"
-            ));
-        }
-    };
-    let mut content = Vec::new();
-    let mut n = 0;
-    let mut call = |name: &str, input: Value, id: Option<&str>| {
-        n += 1;
-        ContentBlock::tool_call(
-            id.map_or_else(|| format!("manual-{n}"), str::to_string),
-            name,
-            input,
-        )
-    };
-    if let Some(kind) = value.get("type").and_then(Value::as_str) {
-        if kind != "llm_response" {
-            return Err(format!("Expected type 'llm_response', got '{kind}'"));
-        }
-        let blocks = value
-            .get("response")
-            .and_then(|r| r.get("content"))
-            .ok_or("Response must include response.content array")?
-            .as_array()
-            .ok_or("response.content must be an array")?;
-        for b in blocks {
-            match b.get("type").and_then(Value::as_str) {
-                Some("text") => content.push(ContentBlock::text(
-                    b.get("text")
-                        .and_then(Value::as_str)
-                        .ok_or("Text blocks must have a text field")?,
-                )),
-                Some("tool_use") => {
-                    let name = b.get("name").and_then(Value::as_str);
-                    let input = b.get("input");
-                    let (Some(name), Some(input)) = (name, input) else {
-                        return Err("Tool use blocks must have name and input".into());
-                    };
-                    content.push(call(
-                        name,
-                        input.clone(),
-                        b.get("id").and_then(Value::as_str),
-                    ));
-                }
-                _ => return Err("Each content block must have a type (text or tool_use)".into()),
-            }
-        }
-    } else if value.get("response").is_some() || value.get("tools").is_some() {
-        if let Some(text) = value.get("response") {
-            let text = text.as_str().ok_or("`response` must be a string")?;
-            if !text.is_empty() {
-                content.push(ContentBlock::text(text));
-            }
-        }
-        if let Some(tools) = value.get("tools") {
-            for t in tools.as_array().ok_or("`tools` must be an array")? {
-                let name = t
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or("each tool needs a `name`")?;
-                let input = t
-                    .get("input")
-                    .or_else(|| t.get("params"))
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                if !input.is_object() {
-                    return Err(format!("the input of tool {name} must be an object"));
-                }
-                content.push(call(name, input, None));
-            }
-        }
-    } else {
-        return Err(
-            "a JSON answer needs `response`/`tools`, or `type: \"llm_response\"` with `response.content`"
-                .into(),
-        );
-    }
-    let has_calls = content
-        .iter()
-        .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
-    Ok(ChatResponse {
-        content,
-        stop_reason: if has_calls {
-            StopReason::ToolUse
-        } else {
-            StopReason::EndTurn
-        },
-        usage: Default::default(),
-        model: None,
-        id: None,
-        raw: Default::default(),
-    })
-}
-
-fn text_answer(text: &str) -> ChatResponse {
-    ChatResponse {
-        content: vec![ContentBlock::text(text)],
-        stop_reason: StopReason::EndTurn,
-        usage: Default::default(),
-        model: None,
-        id: None,
-        raw: Default::default(),
-    }
-}
-
-/// The pending request as shown to a person or written to the queue.
-pub fn request_json(request: &ChatRequest, id: &str, node: &str) -> Value {
-    let body = llm::anthropic::request_body(request, false);
-    json!({
-        "type": "llm_request",
-        "requestId": id,
-        "timestamp": rfc3339(now()),
-        "node": node,
-        "model": request.model,
-        "messages": body.get("messages"),
-        "tools": body.get("tools").cloned().unwrap_or_else(|| json!([])),
-    })
 }
 
 /// Where answers come from for this call.
@@ -477,7 +335,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             std::time::Duration::from_secs(args.queue_timeout),
             &id,
         )
-        .map_err(CliError::new)?;
+        .map_err(|e| CliError::new(e.to_string()))?;
         inner = Some(&queue as &dyn LlmClient);
     } else if meta.client_config.kind == "api" {
         api = client::api_client(provider_of(&meta.client_config));
@@ -594,7 +452,8 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                             }
                             None => {
                                 let request_id = format!("{id}-turn-{}", meta.turn_count + 1);
-                                let req = request_json(&request, &request_id, &node);
+                                let req =
+                                    request_json(&request, &request_id, &node, &rfc3339(now()));
                                 let file = store
                                     .dir(&id)
                                     .map_err(session_error)?

@@ -8,7 +8,6 @@ mod generate;
 mod input;
 mod interactive;
 mod modules;
-mod queue;
 mod validate;
 
 use std::io::{IsTerminal, Write};

@@ -3,6 +3,7 @@
 
 use assert_cmd::Command;
 
+mod answers;
 mod commands;
 mod conformance;
 mod dot_output;
