@@ -9,6 +9,7 @@ mod conformance;
 mod dot_output;
 mod dsl_output;
 mod execution;
+mod faults;
 mod live;
 mod nesting;
 mod readme;

@@ -1374,8 +1374,9 @@ fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
         "{out:?}"
     );
     let new_id = out.started_id();
-    // The fresh execution does not inherit the playback of the corrupted one: manual mode.
-    assert_eq!(out.code, 3, "{out:?}");
+    // The fresh execution keeps the answer source of the corrupted one (its recordings).
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(sb.status_json(&new_id)["client"]["type"], "playback");
     let warning_at = out.stderr.find("State file corrupted").unwrap();
     let start_at = out.stderr.find("Starting interactive execution").unwrap();
     assert!(warning_at < start_at, "{out:?}");
@@ -1395,7 +1396,7 @@ fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
     );
     // The new execution is sound and `last` points at it.
     let state = sb.read_json(&new_id, "state.json");
-    assert_eq!(state["executionState"]["currentNode"], "start");
+    assert_eq!(state["executionState"]["currentNode"], "updateActivity");
     assert_eq!(
         std::fs::read_link(sb.executions().join("last")).unwrap(),
         Path::new(&new_id)
@@ -1415,7 +1416,18 @@ fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
         .code,
         0
     );
+    // A damaged metadata.json is not corruption: state.json, the commit point, carries the
+    // metadata, and the next call rewrites the file from it.
     std::fs::write(sb.exec_dir("named").join("metadata.json"), "").unwrap();
+    let out = sb.run(&["e", "-i", "./m.dy", "--id", "named"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stderr.contains("State file corrupted"), "{out:?}");
+    assert!(
+        out.stderr.contains("metadata.json brought up to date"),
+        "{out:?}"
+    );
+    assert_eq!(sb.status_json("named")["turns"], 2);
+    std::fs::write(sb.exec_dir("named").join("state.json"), "").unwrap();
     let out = sb.run(&[
         "e",
         "-i",
