@@ -148,7 +148,115 @@ fn request_file_name(request: &Path) -> String {
     request.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-#[allow(dead_code)]
 fn status(d: &Dir, id: &str) -> Value {
     d.run(&["exec", "status", id, "--json"]).json()
+}
+
+fn call_with(d: &Dir, stdin: &str) -> super::support::Out {
+    d.run_with_stdin(&["e", "-i", "order.dy", "--id", "s"], stdin)
+}
+
+const WRITE_42: &str = r#"{"response": "Charged.", "tools": [{"name": "write_order", "input": {"data": {"total": 42}}}]}"#;
+
+#[test]
+fn input_on_the_call_that_reaches_a_request_is_its_answer() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    // No request was shown yet: this call reaches it, and the input answers it.
+    let out = call_with(&d, WRITE_42);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Tools: write_order"), "{out:?}");
+    let shown = d.run(&["exec", "show", "s", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 42);
+    assert!(!d.exec_dir("s").join("pending-request.json").exists());
+    assert_eq!(status(&d, "s")["turns"], 1);
+}
+
+#[test]
+fn input_on_a_call_that_cannot_use_it_is_refused_and_changes_nothing() {
+    // The first call of a new execution takes an automatic step: nothing is created.
+    let d = Dir::with_file("order.dy", ORDER);
+    let out = call_with(&d, WRITE_42);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("input was given on stdin"), "{out:?}");
+    assert!(out.stderr.contains("start -> charge"), "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+
+    // Later, a call that completes the path without the model.
+    assert_eq!(call_with(&d, "").code, 0);
+    assert_eq!(call_with(&d, WRITE_42).code, 0);
+    let out = call_with(
+        &d,
+        r#"{"tools": [{"name": "transition_to_shipped", "input": {}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let before = std::fs::read(d.exec_dir("s").join("state.json")).unwrap();
+    let history = d.history("s").len();
+    let out = call_with(&d, "More text.");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("does not reach a request"), "{out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("s").join("state.json")).unwrap(),
+        before
+    );
+    assert_eq!(d.history("s").len(), history);
+
+    // An execution that has ended.
+    assert_eq!(call_with(&d, "").code, 2);
+    let out = call_with(&d, "Hello?");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("already ended"), "{out:?}");
+}
+
+#[test]
+fn input_for_an_execution_whose_answers_come_from_elsewhere_is_refused() {
+    let d = Dir::with_file("order.dy", ORDER);
+    let rec = super::support::repo_root()
+        .join("examples/dygram/recordings/order")
+        .display()
+        .to_string();
+    // Before anything is created.
+    let out = d.run_with_stdin(
+        &["e", "-i", "order.dy", "--id", "p", "--playback", &rec],
+        WRITE_42,
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("replays the recordings"), "{out:?}");
+    assert!(!d.exec_dir("p").exists());
+    // And on a later call.
+    assert_eq!(
+        d.run(&["e", "-i", "order.dy", "--id", "p", "--playback", &rec])
+            .code,
+        0
+    );
+    let before = std::fs::read(d.exec_dir("p").join("state.json")).unwrap();
+    let out = d.run_with_stdin(&["e", "-i", "order.dy", "--id", "p"], WRITE_42);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("replays the recordings"), "{out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("p").join("state.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn an_unreadable_answer_on_the_first_call_creates_nothing() {
+    let d = Dir::with_file(
+        "m.dy",
+        "machine \"m\"\ntask start { prompt: \"pick\"; }\nstate a;\nstate b;\nstart -> a;\nstart -> b;\n",
+    );
+    let out = d.run_with_stdin(&["e", "-i", "m.dy", "--id", "u"], r#"{"action": "go"}"#);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Failed to parse response"), "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+    // A good one is taken by that same first call.
+    let out = d.run_with_stdin(
+        &["e", "-i", "m.dy", "--id", "u"],
+        r#"{"tools": [{"name": "transition_to_b", "input": {}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("start --(agent_decision)--> b"),
+        "{out:?}"
+    );
 }

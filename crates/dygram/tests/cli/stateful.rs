@@ -943,14 +943,16 @@ fn stdin_examples_of_the_design() {
         r#"{"response": "I will analyze the data", "tools": [{"name": "transition_to_updateActivity", "params": {"reason": "ok"}}]}"#,
     )
     .unwrap();
-    // An answer piped into the very first call is not read: there is no request yet (the
-    // request is shown first, exit 3). Documented behaviour, see the report.
-    let out = sb.bash(r#"echo '{"action": "continue"}' | dygram e -i ./m.dy"#);
-    assert_eq!(out.code, 3, "{out:?}");
-    // Now a request waits: the design's `{"action": "continue"}` is not an answer format.
+    // Input piped into the very first call answers the request that call reaches (it is never
+    // dropped): the design's `{"action": "continue"}` is not an answer format, so the call fails
+    // and creates nothing.
     let out = sb.bash(r#"echo '{"action": "continue"}' | dygram e -i ./m.dy"#);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("Failed to parse response"), "{out:?}");
+    assert!(sb.folders().is_empty(), "{:?}", sb.folders());
+    // Without input the request is shown first (exit 3).
+    let out = sb.bash("dygram e -i ./m.dy");
+    assert_eq!(out.code, 3, "{out:?}");
     // Pipe from file.
     let out = sb.bash("cat response.json | dygram e -i ./m.dy");
     assert_eq!(out.code, 0, "{out:?}");

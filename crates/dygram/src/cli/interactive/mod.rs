@@ -4,26 +4,27 @@
 //! unit, and reports.
 
 mod report;
+mod stdin;
 
-use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use serde_json::Value;
 
-use dygram::answer::{Given, parse_answer, request_json};
+use dygram::answer::{Given, request_json};
 use dygram::queue::QueueClient;
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{
     self, ClientConfig, Commit, Executions, HistoryEntry, Metadata, NewId, SessionError, SetAside,
 };
-use llm::{ChatResponse, LlmClient, Recorder};
+use llm::{LlmClient, Recorder};
 
 use super::client::{self, Provider};
 use super::execute::ExecuteArgs;
 use super::input::Input;
 use super::{CliError, Exit, eprint_line, input};
 use report::{Report, exit_for, finish_already, print_report};
+use stdin::{GRACE, Stdin, refused};
 
 /// Which unit of work one call performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,8 +192,10 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     {
         return Err(session_error(SessionError::InvalidId(id.clone())));
     }
+    let mut stdin = Stdin::start(args.file == Path::new("-"));
     let mut compiled: Option<Compiled> = None;
-    let Some(mut session) = open_or_create(&args, &input, &store, &mut compiled)? else {
+    let Some(mut session) = open_or_create(&args, &input, &store, &mut compiled, &mut stdin)?
+    else {
         return Ok(Exit::Failed);
     };
     if session.started {
@@ -209,7 +212,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         session.meta.source_files = c.files.clone();
         session.meta.source_fingerprint = Some(c.fingerprint.clone());
     }
-    work(&args, &input, &store, &cwd, unit, session)
+    work(&args, &input, &store, &cwd, unit, session, &mut stdin)
 }
 
 /// Finds the execution of this call: `--id`, else the last one (unless `--force`), else a new one.
@@ -219,6 +222,7 @@ fn open_or_create(
     input: &Input,
     store: &Executions,
     compiled: &mut Option<Compiled>,
+    stdin: &mut Stdin,
 ) -> Result<Option<Session>, CliError> {
     let mut id = args
         .id
@@ -266,7 +270,7 @@ fn open_or_create(
             Err(e) => return Err(session_error(e)),
         }
     }
-    create(args, input, store, id, source, compiled)
+    create(args, input, store, id, source, compiled, stdin)
 }
 
 /// Resumes an opened execution after checking that its machine did not change.
@@ -331,6 +335,7 @@ fn create(
     id: Option<String>,
     source: Option<ClientConfig>,
     compiled: &mut Option<Compiled>,
+    stdin: &mut Stdin,
 ) -> Result<Option<Session>, CliError> {
     if compile(args, input, compiled).is_none() {
         return Ok(None);
@@ -345,6 +350,20 @@ fn create(
         .into_state();
     let t = rfc3339(now());
     let config = client_config(args, source.as_ref());
+    // Input on stdin must be the answer to the request the first call reaches: checked (and the
+    // answer read) before anything is created.
+    if stdin.given(GRACE) {
+        if config.kind != "manual" {
+            return Err(refused_for_source(&config));
+        }
+        let mut dry = Executor::resume(state.clone(), None, Options::default());
+        match dry.next_unit() {
+            Ok(NextUnit::Request(_)) => {
+                stdin.answer()?;
+            }
+            _ => return Err(refused_without_request(&dry.take_events())),
+        }
+    }
     let meta = Metadata {
         id: String::new(),
         machine_file: input.path.as_ref().map(|p| p.display().to_string()),
@@ -442,7 +461,11 @@ fn work(
     cwd: &Path,
     unit: Unit,
     mut session: Session,
+    stdin: &mut Stdin,
 ) -> Result<Exit, CliError> {
+    if session.meta.client_config.kind != "manual" && stdin.given(GRACE) {
+        return Err(refused_for_source(&session.meta.client_config));
+    }
     let sources = Sources::open(&session.meta, cwd, args, &session.id)?;
     let recorder = match (&session.meta.client_config.recordings_dir, sources.client()) {
         (Some(dir), Some(inner)) => Some(
@@ -466,6 +489,12 @@ fn work(
     };
     let mut executor = Executor::resume(state, client, options);
     if !session.started && executor.status().is_finished() {
+        if stdin.given(GRACE) {
+            return Err(refused(
+                "the execution has already ended",
+                "start a new execution with --force, or another one with --id",
+            ));
+        }
         write_result(args, input, &executor)?;
         let exit = finish_already(args, &session.id, &executor, &session.meta);
         std::mem::forget(executor);
@@ -473,7 +502,10 @@ fn work(
     }
 
     let (unit_name, waiting) = match unit {
-        Unit::Turn => ("turn", one_turn(&mut executor, client, &mut session)?),
+        Unit::Turn => (
+            "turn",
+            one_turn(&mut executor, client, &mut session, stdin)?,
+        ),
         Unit::Step => {
             executor
                 .step()
@@ -488,6 +520,10 @@ fn work(
         }
     };
     let events = executor.take_events();
+    if stdin.unused() {
+        // Nothing is committed: the unit of work is done again by the next call.
+        return Err(refused_without_request(&events));
+    }
     if unit != Unit::Turn {
         session.meta.turn_count += events
             .iter()
@@ -555,6 +591,7 @@ fn one_turn(
     executor: &mut Executor<'_>,
     client: Option<&dyn LlmClient>,
     session: &mut Session,
+    stdin: &mut Stdin,
 ) -> Result<Option<Value>, CliError> {
     let request = match executor.next_unit() {
         Ok(NextUnit::Request(request)) => request,
@@ -577,13 +614,8 @@ fn one_turn(
         session.meta.turn_count += 1;
         return Ok(None);
     }
-    // Manual mode: an answer on stdin, or the request is saved and shown.
-    let answer = if session.meta.pending_request.is_some() {
-        read_stdin_answer()?
-    } else {
-        None
-    };
-    let Some(response) = answer else {
+    // Manual mode: the answer on stdin, or the request is saved and shown.
+    let Some(response) = stdin.answer()? else {
         let request_id = format!("{}-turn-{}", session.id, session.meta.turn_count + 1);
         let req = request_json(&request, &request_id, &node, &rfc3339(now()));
         session.meta.pending_request = Some(req.clone());
@@ -673,23 +705,39 @@ fn runtime_error(e: RuntimeError, meta: &Metadata) -> CliError {
     }
 }
 
-/// An answer from stdin when one is piped in (`None` for a terminal or an empty input).
-fn read_stdin_answer() -> Result<Option<ChatResponse>, CliError> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        return Ok(None);
-    }
-    let mut text = String::new();
-    stdin
-        .lock()
-        .read_to_string(&mut text)
-        .map_err(|e| CliError::new(format!("cannot read standard input: {e}")))?;
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    parse_answer(&text).map(Some).map_err(|e| {
-        CliError::new(format!("Failed to parse response: {e}")).hint(
-            "answer with plain text, {\"response\": \"…\", \"tools\": [{\"name\": \"…\", \"input\": {…}}]}, or {\"type\": \"llm_response\", \"response\": {\"content\": […]}}; nothing was changed",
-        )
-    })
+/// Input on stdin for an execution whose answers come from elsewhere.
+fn refused_for_source(config: &ClientConfig) -> CliError {
+    let source = match config.kind.as_str() {
+        "playback" => format!(
+            "this execution replays the recordings in {}",
+            config.playback_dir.as_deref().unwrap_or("?")
+        ),
+        "queue" => "this execution takes its answers from the file queue".to_string(),
+        _ => format!(
+            "this execution asks the {} API",
+            config.provider.as_deref().unwrap_or("anthropic")
+        ),
+    };
+    refused(
+        &source,
+        "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
+    )
+}
+
+/// Input on stdin for a call that does not reach a request for an answer.
+fn refused_without_request(events: &[Event]) -> CliError {
+    let did = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
+            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
+            _ => None,
+        })
+        .unwrap_or_default();
+    refused(
+        &format!(
+            "this call does not reach a request for an answer: it takes an automatic step{did}"
+        ),
+        "run this call without input, and answer when a call shows a request (exit code 3)",
+    )
 }
