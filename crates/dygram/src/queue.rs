@@ -43,6 +43,8 @@ pub struct QueueClient {
     prefix: String,
     /// Requests made by this client (numbering within the call).
     counter: std::sync::atomic::AtomicU64,
+    /// Secrets scrubbed from the request files.
+    redactor: llm::Redactor,
 }
 
 impl QueueClient {
@@ -57,7 +59,14 @@ impl QueueClient {
             timeout,
             prefix: prefix.to_string(),
             counter: Default::default(),
+            redactor: llm::Redactor::default(),
         })
+    }
+
+    /// Scrubs the secrets of `redactor` (the API keys in use) from the request files.
+    pub fn with_redactor(mut self, redactor: llm::Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 }
 
@@ -79,7 +88,8 @@ impl LlmClient for QueueClient {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
             .to_string();
-        let body = request_json(request, &id, &node, &now);
+        let mut body = request_json(request, &id, &node, &now);
+        self.redactor.redact_json(&mut body);
         let req_path = self.dir.join("requests").join(format!("{id}.json"));
         let resp_path = self.dir.join("responses").join(format!("{id}.json"));
         store::atomic::write_json_atomic(&req_path, &body, true).map_err(|e| {

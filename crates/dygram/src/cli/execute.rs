@@ -306,6 +306,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             .unwrap_or_else(|| PathBuf::from("generated"))
     });
     let file = dest.join(format!("{}-result.json", input.stem()));
+    super::secrets().redact_json(&mut result);
     let mut text = serde_json::to_string_pretty(&result)
         .map_err(|e| CliError::new(format!("cannot write the result: {e}")))?;
     text.push('\n');

@@ -52,8 +52,12 @@ pub struct Opened {
 }
 
 /// `state.json` of a commit, written straight from the execution (nothing is copied; each part of
-/// the state appears once).
-pub fn encode(id: &str, c: &Commit<'_>) -> Result<Vec<u8>, SessionError> {
+/// the state appears once), with the store's secrets scrubbed.
+pub(super) fn encode(
+    store: &Executions,
+    id: &str,
+    c: &Commit<'_>,
+) -> Result<Vec<u8>, SessionError> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Out<'a> {
@@ -125,11 +129,13 @@ pub fn encode(id: &str, c: &Commit<'_>) -> Result<Vec<u8>, SessionError> {
         last_call: c.last_call,
         machine: c.machine_changed.then_some(&state.machine_snapshot),
     };
-    serde_json::to_vec(&out).map_err(|e| SessionError::Encode {
-        id: id.to_string(),
-        what: "state.json",
-        message: e.to_string(),
-    })
+    store
+        .json_bytes(&out, false)
+        .map_err(|e| SessionError::Encode {
+            id: id.to_string(),
+            what: "state.json",
+            message: e.to_string(),
+        })
 }
 
 /// Reads the execution in `dir`: the commit point, its metadata and its machine.
@@ -187,7 +193,7 @@ impl Executions {
     /// Commits a call (its lock held): `state.json` durably, then the files derived from it.
     pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<(), SessionError> {
         let dir = self.dir(id)?;
-        let bytes = encode(id, c)?;
+        let bytes = encode(self, id, c)?;
         let path = dir.join("state.json");
         store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         let machine = c.machine_changed.then_some(&c.state.machine_snapshot);
@@ -207,19 +213,19 @@ impl Executions {
     ) -> Result<Vec<&'static str>, SessionError> {
         let mut changed = Vec::new();
         if let Some(machine) = machine {
-            let bytes = serde_json::to_vec(machine).map_err(|e| io(dir, e))?;
+            let bytes = self.json_bytes(machine, false).map_err(|e| io(dir, e))?;
             if replace_if_different(&dir.join("machine.json"), &bytes)? {
                 changed.push("machine.json");
             }
         }
-        let bytes = serde_json::to_vec_pretty(metadata).map_err(|e| io(dir, e))?;
+        let bytes = self.json_bytes(metadata, true).map_err(|e| io(dir, e))?;
         if replace_if_different(&dir.join("metadata.json"), &bytes)? {
             changed.push("metadata.json");
         }
         let pending = dir.join("pending-request.json");
         match &metadata.pending_request {
             Some(request) => {
-                let bytes = serde_json::to_vec_pretty(request).map_err(|e| io(dir, e))?;
+                let bytes = self.json_bytes(request, true).map_err(|e| io(dir, e))?;
                 if replace_if_different(&pending, &bytes)? {
                     changed.push("pending-request.json");
                 }
@@ -231,7 +237,7 @@ impl Executions {
             },
         }
         if let Some(entry) = last_call
-            && ensure_history(&dir.join("history.jsonl"), entry)?
+            && self.ensure_history(&dir.join("history.jsonl"), entry)?
         {
             changed.push("history.jsonl");
         }
@@ -261,31 +267,33 @@ fn replace_if_different(path: &Path, bytes: &[u8]) -> Result<bool, SessionError>
     Ok(true)
 }
 
-/// Makes `history.jsonl` end with `entry`: a torn last line (a call killed while appending) is cut
-/// off, and the entry is appended unless the last line already is that call's. Whether it wrote.
-fn ensure_history(path: &Path, entry: &HistoryEntry) -> Result<bool, SessionError> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| io(path, e))?;
-    let (complete_len, last_turn) = tail(&mut file).map_err(|e| io(path, e))?;
-    let len = file.metadata().map_err(|e| io(path, e))?.len();
-    let mut changed = false;
-    if complete_len < len {
-        file.set_len(complete_len).map_err(|e| io(path, e))?;
-        changed = true;
+impl Executions {
+    /// Makes `history.jsonl` end with `entry`: a torn last line (a call killed while appending) is cut
+    /// off, and the entry is appended unless the last line already is that call's. Whether it wrote.
+    fn ensure_history(&self, path: &Path, entry: &HistoryEntry) -> Result<bool, SessionError> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io(path, e))?;
+        let (complete_len, last_turn) = tail(&mut file).map_err(|e| io(path, e))?;
+        let len = file.metadata().map_err(|e| io(path, e))?.len();
+        let mut changed = false;
+        if complete_len < len {
+            file.set_len(complete_len).map_err(|e| io(path, e))?;
+            changed = true;
+        }
+        if last_turn.is_none_or(|t| t < entry.turn) {
+            let mut line = self.json_bytes(entry, false).map_err(|e| io(path, e))?;
+            line.push(b'\n');
+            file.seek(SeekFrom::End(0)).map_err(|e| io(path, e))?;
+            file.write_all(&line).map_err(|e| io(path, e))?;
+            changed = true;
+        }
+        Ok(changed)
     }
-    if last_turn.is_none_or(|t| t < entry.turn) {
-        let mut line = serde_json::to_vec(entry).map_err(|e| io(path, e))?;
-        line.push(b'\n');
-        file.seek(SeekFrom::End(0)).map_err(|e| io(path, e))?;
-        file.write_all(&line).map_err(|e| io(path, e))?;
-        changed = true;
-    }
-    Ok(changed)
 }
 
 /// The length of the complete lines of a history file (up to its last newline) and the call number

@@ -23,6 +23,14 @@ pub enum NewId {
     Generated(jiff::Timestamp),
 }
 
+/// What an attempt to build and rename an execution came to.
+enum Built {
+    /// The execution exists, its lock held.
+    Created(store::lock::Acquired),
+    /// The id was taken meanwhile (nothing is left behind).
+    Taken,
+}
+
 /// Prefix of the hidden folders (and claim files) of executions being created.
 const NEW: &str = ".new-";
 
@@ -54,11 +62,16 @@ impl Executions {
             if !target.exists() {
                 metadata.id.clone_from(&name);
                 let token = format!("{NEW}{name}-{}-{attempt}", std::process::id());
-                match self.build_and_rename(&token, &name, state, machine_hash, &metadata, command)
-                {
-                    Ok(Some(lock)) => return Ok((name, lock)),
-                    Ok(None) => {}
-                    Err(e) => return Err(e),
+                match self.build_and_rename(
+                    &token,
+                    &name,
+                    state,
+                    machine_hash,
+                    &metadata,
+                    command,
+                )? {
+                    Built::Created(lock) => return Ok((name, lock)),
+                    Built::Taken => {}
                 }
             }
             // Taken (by an execution that exists, or by another process just now).
@@ -72,8 +85,7 @@ impl Executions {
         )))
     }
 
-    /// Builds the execution in the hidden folder `token` and renames it to `name`. `Ok(None)`
-    /// when `name` was taken meanwhile (nothing is left behind).
+    /// Builds the execution in the hidden folder `token` and renames it to `name`.
     fn build_and_rename(
         &self,
         token: &str,
@@ -82,7 +94,7 @@ impl Executions {
         machine_hash: &str,
         metadata: &Metadata,
         command: &str,
-    ) -> Result<Option<store::lock::Acquired>, SessionError> {
+    ) -> Result<Built, SessionError> {
         let claim_path = self.root.join(format!("{token}.lock"));
         let claim = lock_at(&claim_path, name, command)?;
         let tmp = self.root.join(token);
@@ -104,7 +116,7 @@ impl Executions {
                 let _ = std::fs::remove_file(&claim_path);
                 drop(claim);
                 synced?;
-                Ok(Some(lock))
+                Ok(Built::Created(lock))
             }
             Err(e) => {
                 drop(lock);
@@ -115,7 +127,11 @@ impl Executions {
                         e.kind(),
                         std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty
                     );
-                if taken { Ok(None) } else { Err(io(&target, e)) }
+                if taken {
+                    Ok(Built::Taken)
+                } else {
+                    Err(io(&target, e))
+                }
             }
         }
     }
@@ -133,10 +149,13 @@ impl Executions {
         std::fs::create_dir(tmp).map_err(|e| io(tmp, e))?;
         let lock = lock_at(&tmp.join("execution.lock"), name, command)?;
         let path = tmp.join("machine.json");
-        store::atomic::write_json_atomic(&path, &state.machine_snapshot, false)
+        let bytes = self
+            .json_bytes(&state.machine_snapshot, false)
             .map_err(|e| io(&path, e))?;
+        store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         let now = metadata.started_at.clone();
         let bytes = encode(
+            self,
             name,
             &Commit {
                 state,
@@ -150,7 +169,7 @@ impl Executions {
         let path = tmp.join("state.json");
         store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         let path = tmp.join("metadata.json");
-        let bytes = serde_json::to_vec_pretty(metadata).map_err(|e| io(&path, e))?;
+        let bytes = self.json_bytes(metadata, true).map_err(|e| io(&path, e))?;
         store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         // `last` names the execution before it exists: a process killed before the rename leaves a
         // `last` that resolves to nothing, which reads as "no last execution".

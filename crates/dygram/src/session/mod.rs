@@ -289,6 +289,8 @@ pub struct Summary {
 #[derive(Debug, Clone)]
 pub struct Executions {
     root: PathBuf,
+    /// Secrets scrubbed from everything written.
+    redactor: llm::Redactor,
 }
 
 impl Executions {
@@ -296,6 +298,36 @@ impl Executions {
     pub fn under(base: &Path) -> Self {
         Self {
             root: base.join(".dygram").join("executions"),
+            redactor: llm::Redactor::default(),
+        }
+    }
+
+    /// Scrubs the secrets of `redactor` (the API keys in use) from every file written: a key the
+    /// model echoes is saved as `[REDACTED]`, also in the state the execution goes on from.
+    pub fn with_redactor(mut self, redactor: llm::Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// `value` as JSON (pretty or compact), with the secrets scrubbed from every string in it.
+    pub(crate) fn json_bytes<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+        pretty: bool,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        if self.redactor.is_empty() {
+            return if pretty {
+                serde_json::to_vec_pretty(value)
+            } else {
+                serde_json::to_vec(value)
+            };
+        }
+        let mut v = serde_json::to_value(value)?;
+        self.redactor.redact_json(&mut v);
+        if pretty {
+            serde_json::to_vec_pretty(&v)
+        } else {
+            serde_json::to_vec(&v)
         }
     }
 

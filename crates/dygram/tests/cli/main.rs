@@ -15,6 +15,7 @@ mod nesting;
 mod readme;
 mod robustness;
 mod runtime;
+mod secrets;
 mod stateful;
 mod status;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them

@@ -186,7 +186,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let input = input::read(&args.file, true)?;
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
-    let store = Executions::under(&cwd);
+    let store = Executions::under(&cwd).with_redactor(super::secrets());
     if let Some(id) = &args.id
         && !session::valid_id(id)
     {
@@ -433,7 +433,8 @@ impl Sources {
                 let timeout = std::time::Duration::from_secs(args.queue_timeout);
                 s.queue = Some(
                     QueueClient::new(&dir, timeout, id)
-                        .map_err(|e| CliError::new(e.to_string()))?,
+                        .map_err(|e| CliError::new(e.to_string()))?
+                        .with_redactor(super::secrets()),
                 );
             }
             "api" => s.api = client::api_client(provider_of(&meta.client_config)),
@@ -470,7 +471,8 @@ fn work(
     let recorder = match (&session.meta.client_config.recordings_dir, sources.client()) {
         (Some(dir), Some(inner)) => Some(
             Recorder::new(inner, dir)
-                .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?,
+                .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
+                .with_redactor(super::secrets()),
         ),
         _ => None,
     };
@@ -624,7 +626,8 @@ fn one_turn(
     if let Some(dir) = &session.meta.client_config.recordings_dir {
         let given = Given(response.clone());
         let rec = Recorder::new(&given, dir)
-            .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?;
+            .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
+            .with_redactor(super::secrets());
         rec.complete(&request)
             .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?;
     }
@@ -682,7 +685,9 @@ fn write_result(
         return Ok(());
     };
     let file = dest.join(format!("{}-result.json", input.stem()));
-    let mut text = serde_json::to_string_pretty(&super::execute::result_json(executor.state()))
+    let mut result = super::execute::result_json(executor.state());
+    super::secrets().redact_json(&mut result);
+    let mut text = serde_json::to_string_pretty(&result)
         .map_err(|e| CliError::new(format!("cannot write the result: {e}")))?;
     text.push('\n');
     store::atomic::create_dir_all_durable(dest)
