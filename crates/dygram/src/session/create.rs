@@ -29,6 +29,8 @@ enum Built {
     Created(store::lock::Acquired),
     /// The id was taken meanwhile (nothing is left behind).
     Taken,
+    /// The claim was lost to a sweep (nothing is left behind).
+    Interrupted,
 }
 
 /// Prefix of the hidden folders (and claim files) of executions being created.
@@ -72,6 +74,9 @@ impl Executions {
                 )? {
                     Built::Created(lock) => return Ok((name, lock)),
                     Built::Taken => {}
+                    // Another process sweeping leftovers took the claim in the instant between its
+                    // creation and its lock: try again under a new claim.
+                    Built::Interrupted => continue,
                 }
             }
             // Taken (by an execution that exists, or by another process just now).
@@ -96,7 +101,11 @@ impl Executions {
         command: &str,
     ) -> Result<Built, SessionError> {
         let claim_path = self.root.join(format!("{token}.lock"));
-        let claim = lock_at(&claim_path, name, command)?;
+        let claim = match lock_at(&claim_path, name, command) {
+            Ok(claim) => claim,
+            Err(SessionError::Busy { .. }) => return Ok(Built::Interrupted),
+            Err(e) => return Err(e),
+        };
         let tmp = self.root.join(token);
         let cleanup = |tmp: &Path| {
             let _ = std::fs::remove_dir_all(tmp);
