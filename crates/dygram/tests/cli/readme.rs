@@ -127,3 +127,146 @@ fn manual_mode_example_answer_fits_the_tools_schema_and_failed_tools_are_marked(
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("write_order (failed)"), "{out:?}");
 }
+
+/// The commands of the section's first `bash` block: one per line, a here-document with its
+/// lines as one.
+fn commands(section: &str) -> Vec<String> {
+    let start = section.find("```bash\n").expect("a bash block") + "```bash\n".len();
+    let end = section[start..].find("```").unwrap() + start;
+    let mut out = Vec::new();
+    let mut lines = section[start..end].lines();
+    while let Some(line) = lines.next() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut command = line.to_string();
+        if line.contains("<<'EOF'") {
+            for more in lines.by_ref() {
+                command.push('\n');
+                command.push_str(more);
+                if more == "EOF" {
+                    break;
+                }
+            }
+        }
+        out.push(command);
+    }
+    out
+}
+
+/// The exit code a README line documents: `(exit N)` in its comment, else 0.
+fn documented_exit(command: &str) -> i32 {
+    let first = command.lines().next().unwrap_or("");
+    first
+        .split_once('#')
+        .and_then(|(_, comment)| comment.split_once("(exit "))
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map_or(0, |(n, _)| n.trim().parse().unwrap())
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn every_command_of_the_readme_dygram_section_runs_offline_as_written() {
+    let section = dygram_section();
+    let commands = commands(&section);
+    assert!(commands.len() >= 10, "{commands:#?}");
+    // The machine the README writes is the shipped example its recordings were made for.
+    let example = std::fs::read_to_string(repo_root().join("examples/dygram/order.dy")).unwrap();
+    assert_eq!(heredoc(&section, "order.dy"), example);
+
+    let d = Dir::new();
+    copy_dir(
+        &repo_root().join("examples/dygram"),
+        &d.path().join("examples/dygram"),
+    );
+    let bin_dir = super::support::bin().parent().unwrap().to_path_buf();
+    let mut path = vec![bin_dir];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let graphviz = super::support::graphviz_available();
+    let mut ran = 0;
+    for command in &commands {
+        if command.contains("-f svg") && !graphviz {
+            eprintln!("skipped (no Graphviz): {command}");
+            continue;
+        }
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(d.path())
+            .env("PATH", std::env::join_paths(&path).unwrap())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for var in super::support::LLM_ENV {
+            cmd.env_remove(var);
+        }
+        let out =
+            super::support::wait_output(cmd.spawn().unwrap(), std::time::Duration::from_secs(60));
+        let code = out.status.code().unwrap_or(-1);
+        assert_eq!(
+            code,
+            documented_exit(command),
+            "{command}\n--- stdout\n{}--- stderr\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= commands.len() - 1, "{ran} of {}", commands.len());
+
+    // What the commands left is what the README says they do.
+    for file in [
+        "order.json",
+        "out/order.json",
+        "out/order.dot",
+        "out/order.dy",
+    ] {
+        assert!(d.path().join(file).is_file(), "no {file}");
+    }
+    let result = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(d.path().join(name)).unwrap()).unwrap()
+    };
+    let order = result("generated/order-result.json");
+    assert_eq!(order["status"], "complete");
+    assert_eq!(order["visitedNodes"], json!(["start", "charge", "shipped"]));
+    assert_eq!(order["contextState"]["order"]["total"], 42);
+    let review = result("out/review-result.json");
+    assert_eq!(review["status"], "complete");
+    assert_eq!(review["contextState"]["draft"]["score"], 8);
+    let trip = result("out/trip-result.json");
+    assert_eq!(trip["status"], "complete");
+    assert_eq!(
+        trip["contextState"]["plan"]["hotel"],
+        "Casa do Rio, 3 to 6 May"
+    );
+    assert!(
+        !trip["contextState"]["plan"]["flight"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+    let list = d.run(&["exec", "list", "--json"]).json();
+    let rows = list.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{list}");
+    for row in rows {
+        assert_eq!(row["status"], "complete", "{list}");
+    }
+    let by_hand = d
+        .run(&["exec", "show", "by-hand", "--format", "json"])
+        .json();
+    assert_eq!(by_hand["contextState"]["order"]["total"], 42);
+}
