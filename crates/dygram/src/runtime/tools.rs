@@ -214,7 +214,7 @@ pub fn valid_name(name: &str) -> bool {
 /// its declared type (`null` only for an optional one, `name<T?>`); an attribute without a type
 /// takes any value, and a context that declares nothing takes any field. The message says what is
 /// wrong and what is declared; nothing is written when one field is refused.
-pub fn check_context_write(context: &Node, data: &Map<String, Value>) -> Result<(), String> {
+pub fn check_context_write(context: &Node, data: &Map<String, Value>) -> Result<(), WriteRefused> {
     if context.attributes.is_empty() {
         return Ok(());
     }
@@ -235,20 +235,34 @@ pub fn check_context_write(context: &Node, data: &Map<String, Value>) -> Result<
     if problems.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "Nothing was written to {}: {}. Declared attributes: {}",
-        context.name,
-        problems.join("; "),
-        context
+    Err(WriteRefused {
+        context: context.name.clone(),
+        problems,
+        declared: context
             .attributes
             .iter()
             .map(|(n, _)| match context.types.iter().find(|(t, _)| t == n) {
                 Some((_, ty)) => format!("{n}<{ty}>"),
                 None => n.clone(),
             })
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+            .collect(),
+    })
+}
+
+/// A write to a context that does not fit its declared attributes (the tool error the model gets).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "Nothing was written to {context}: {}. Declared attributes: {}",
+    problems.join("; "),
+    declared.join(", ")
+)]
+pub struct WriteRefused {
+    /// The context.
+    pub context: String,
+    /// What does not fit, one entry per field.
+    pub problems: Vec<String>,
+    /// The declared attributes, with their types.
+    pub declared: Vec<String>,
 }
 
 /// Whether a JSON value fits a declared type (the type names validation knows; other names, such

@@ -69,7 +69,7 @@ impl Executor<'_> {
                 return Err("`data` must be an object of fields to write".into());
             };
             if let Some(context) = self.machine.node(ctx) {
-                tools::check_context_write(context, data)?;
+                tools::check_context_write(context, data).map_err(|e| e.to_string())?;
             }
             let entry = self
                 .state
