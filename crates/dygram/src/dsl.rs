@@ -73,6 +73,34 @@ pub fn to_dsl(machine: &Json) -> String {
     }
 }
 
+/// How deeply the nodes of `machine` (canonical machine JSON) nest, as [`to_dsl`] rebuilds the tree
+/// from their `parent` fields (1 for top-level nodes only, 0 without nodes). Callers refuse a
+/// machine nested deeper than [`crate::syntax::parser::MAX_NESTING`] before writing it as `.dy`,
+/// which the parser would refuse anyway.
+pub fn nesting_depth(machine: &Json) -> usize {
+    let Some(m) = machine.as_object() else {
+        return 0;
+    };
+    let mut path: Vec<&str> = Vec::new();
+    let mut deepest = 0;
+    for json in objects(array_of(m, "nodes")) {
+        let Some(name) = str_of(json, "name") else {
+            continue;
+        };
+        match str_of(json, "parent") {
+            None => path.clear(),
+            Some(parent) => {
+                while path.last().is_some_and(|n| *n != parent) {
+                    path.pop();
+                }
+            }
+        }
+        path.push(name);
+        deepest = deepest.max(path.len());
+    }
+    deepest
+}
+
 // ---- tokens and literals -----------------------------------------------------------------------
 
 /// The kinds of the tokens of `text`, if it lexes without errors.

@@ -604,7 +604,7 @@ fn digits(s: &str, n: usize) -> bool {
 }
 
 /// `YYYY-MM-DDTHH:MM[:SS[.fff]][Z|±HH:MM]` (a date alone is not enough: a time is required).
-fn is_iso_datetime(s: &str) -> bool {
+pub(crate) fn is_iso_datetime(s: &str) -> bool {
     let Some((date, time)) = s.split_once(['T', 't']) else {
         return false;
     };
@@ -635,7 +635,7 @@ fn is_iso_datetime(s: &str) -> bool {
 }
 
 /// ISO 8601 durations (`P1Y2M3DT4H5M6S`, `P2W`) or shorthands (`30s`, `5min`, `2h`, `3d`, `1w`).
-fn is_duration(s: &str) -> bool {
+pub(crate) fn is_duration(s: &str) -> bool {
     if let Some(rest) = s.strip_prefix('P') {
         if rest.is_empty() {
             return false;
@@ -685,7 +685,7 @@ fn is_duration(s: &str) -> bool {
 }
 
 /// `8-4-4-4-12` hexadecimal digits.
-fn is_uuid(s: &str) -> bool {
+pub(crate) fn is_uuid(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.len() == 5
         && [8, 4, 4, 4, 12]
@@ -695,7 +695,7 @@ fn is_uuid(s: &str) -> bool {
 }
 
 /// `scheme://rest` (or `mailto:`-style `scheme:rest`) with a letter-first scheme.
-fn is_url(s: &str) -> bool {
+pub(crate) fn is_url(s: &str) -> bool {
     let Some((scheme, rest)) = s.split_once(':') else {
         return false;
     };

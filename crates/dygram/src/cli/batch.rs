@@ -117,6 +117,34 @@ fn process(path: &Path, formats: &[Format], write: bool, no_imports: bool, color
     outcome
 }
 
+/// [`process`], with a panic turned into a failure of that file: one file never takes the other
+/// files of its worker thread down with it.
+fn process_isolated(
+    path: &Path,
+    formats: &[Format],
+    write: bool,
+    no_imports: bool,
+    color: bool,
+) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        process(path, formats, write, no_imports, color)
+    }))
+    .unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown cause".into());
+        Outcome {
+            path: path.to_path_buf(),
+            errors: 0,
+            messages: Vec::new(),
+            outputs: Vec::new(),
+            failure: Some(format!("internal error while processing this file: {why}")),
+        }
+    })
+}
+
 pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
     let formats = formats(&args.format)?;
     let paths = glob::glob(&args.pattern)
@@ -158,7 +186,10 @@ pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
                     loop {
                         let i = next.fetch_add(1, Ordering::SeqCst);
                         let Some(path) = files.get(i) else { break };
-                        done.push((i, process(path, &formats, write, args.no_imports, color)));
+                        done.push((
+                            i,
+                            process_isolated(path, &formats, write, args.no_imports, color),
+                        ));
                     }
                     done
                 })

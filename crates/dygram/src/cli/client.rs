@@ -108,6 +108,16 @@ pub fn recording_dirs_beside(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The secrets of this process: the API keys dygram's clients read (`ANTHROPIC_API_KEY`,
+/// `OPENAI_API_KEY`), whichever are set. Everything that leaves the process passes through it.
+pub fn redactor() -> llm::Redactor {
+    llm::Redactor::new(
+        ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+            .into_iter()
+            .filter_map(env),
+    )
+}
+
 /// Whether an API client can be built for `provider` (its key, or for OpenAI its URL, is set).
 pub fn api_configured(provider: Provider) -> bool {
     match provider {
@@ -163,7 +173,8 @@ pub fn build(args: &LlmArgs) -> Result<Option<Box<dyn LlmClient>>, CliError> {
     match (&args.record, inner) {
         (Some(dir), Some(inner)) => {
             let recorder = Recorder::new(inner, dir)
-                .map_err(|e| CliError::new(format!("cannot record into {}: {e}", dir.display())))?;
+                .map_err(|e| CliError::new(format!("cannot record into {}: {e}", dir.display())))?
+                .with_redactor(redactor());
             Ok(Some(Box::new(recorder)))
         }
         (_, inner) => Ok(inner),

@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use dygram::runtime::executor::{Executor, Options};
-use dygram::session::{Executions, Metadata, SessionError, is_finished};
+use dygram::runtime::state::Status;
+use dygram::session::{Executions, Metadata, SessionError, SetAside};
 
 use super::execute::ExecFormat;
 use super::{CliError, Exit, Verbosity, print_out};
@@ -27,7 +28,7 @@ pub struct ExecArgs {
 /// What to do.
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
-    /// List executions, most recent first.
+    /// List executions, most recent first, then folders set aside (corrupted or replaced ones).
     #[command(visible_alias = "ls")]
     List {
         /// One JSON array on stdout.
@@ -56,17 +57,17 @@ pub enum Action {
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove completed executions (with --all, every execution).
+    /// Remove completed executions (with --all, every execution and every folder set aside).
     Clean {
-        /// Remove executions in progress, paused or failed too.
+        /// Remove executions in progress, paused or failed, and folders set aside, too.
         #[arg(long)]
         all: bool,
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove one execution.
+    /// Remove one execution, or a folder set aside (`ID.corrupted-…`, `ID.replaced-…`).
     Rm {
-        /// Execution id.
+        /// Execution id, or the name of a folder set aside.
         id: String,
         #[command(flatten)]
         verbosity: Verbosity,
@@ -81,7 +82,7 @@ fn store() -> Result<Executions, CliError> {
 
 fn error(e: SessionError) -> CliError {
     match e {
-        SessionError::InvalidId(_) => CliError::usage(e.to_string()),
+        SessionError::InvalidId(_) | SessionError::InvalidName(_) => CliError::usage(e.to_string()),
         SessionError::NotFound(_) => {
             CliError::new(e.to_string()).hint("`dygram exec list` shows the executions here")
         }
@@ -132,8 +133,9 @@ fn mode_text(m: &Metadata) -> String {
     s
 }
 
-fn status_json(id: &str, m: &Metadata, nodes: &[String]) -> Value {
+fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAside>) -> Value {
     json!({
+        "setAside": set_aside,
         "id": id,
         "machine": m.machine_file.clone().unwrap_or_else(|| "(stdin)".into()),
         "status": m.status,
@@ -156,10 +158,9 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             if json {
                 let rows: Vec<Value> = all
                     .iter()
-                    .filter_map(|s| {
-                        s.metadata
-                            .as_ref()
-                            .map(|m| status_json(&s.id, m, &s.current_nodes))
+                    .map(|s| match &s.metadata {
+                        Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside),
+                        None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
                     })
                     .collect();
                 print_out(&format!("{}\n", Value::Array(rows)));
@@ -171,6 +172,11 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             }
             let mut s = String::from("Executions:\n");
             for e in &all {
+                if e.set_aside.is_some() && !s.contains("Set aside") {
+                    s.push_str(
+                        "Set aside (kept; remove with `dygram exec rm NAME` or `dygram exec clean --all`):\n",
+                    );
+                }
                 match &e.metadata {
                     Some(m) => {
                         let machine = m
@@ -186,12 +192,16 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
                         } else {
                             format!("at {}", e.current_nodes.join(","))
                         };
+                        let status = match e.set_aside {
+                            Some(why) => why.as_str().to_string(),
+                            None => m.status.to_string(),
+                        };
                         s.push_str(&format!(
                             "  {:<24} {:<20} turn {:<4} {:<12} {:<20} {}\n",
                             e.id,
                             machine,
                             m.turn_count,
-                            m.status,
+                            status,
                             at,
                             ago(&m.last_executed_at)
                         ));
@@ -207,7 +217,7 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             let m = store.metadata(&id).map_err(error)?;
             let nodes = store.current_nodes(&id);
             if json {
-                print_out(&format!("{}\n", status_json(&id, &m, &nodes)));
+                print_out(&format!("{}\n", status_json(&id, &m, &nodes, None)));
                 return Ok(Exit::Ok);
             }
             let mut s = format!("Execution: {id}\n");
@@ -235,9 +245,7 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
         Action::Show { id, format, .. } => {
             let id = resolve(&store, id)?;
             let (sf, meta, machine) = store.load(&id).map_err(error)?;
-            let state = sf.restore(machine).map_err(|e| {
-                CliError::new(format!("the state of execution {id} cannot be read: {e}"))
-            })?;
+            let state = sf.restore(&id, machine).map_err(error)?;
             let executor = Executor::resume(state, None, Options::default());
             let state = executor.state();
             match format {
@@ -269,14 +277,17 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             let mut removed = 0;
             let mut kept_running = 0;
             let mut kept_errors = 0;
+            let mut kept_aside = 0;
             for e in &list {
-                let status = e.metadata.as_ref().map_or("unknown", |m| m.status.as_str());
-                let done = status == "complete";
+                let status = e.metadata.as_ref().map(|m| m.status);
+                let done = e.set_aside.is_none() && status == Some(Status::Complete);
                 if all || done {
                     if store.remove(&e.id).map_err(error)? {
                         removed += 1;
                     }
-                } else if is_finished(status) {
+                } else if e.set_aside.is_some() {
+                    kept_aside += 1;
+                } else if status.is_some_and(Status::is_finished) {
                     kept_errors += 1;
                 } else {
                     kept_running += 1;
@@ -287,15 +298,14 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             } else {
                 print_out(&format!("Cleaned {removed} execution(s)\n"));
             }
-            if kept_running + kept_errors > 0 {
+            if kept_running + kept_errors + kept_aside > 0 {
                 print_out(&format!(
-                    "Remaining: {kept_running} in progress/paused, {kept_errors} with errors. Use --all to remove them too.\n"
+                    "Remaining: {kept_running} in progress/paused, {kept_errors} with errors, {kept_aside} set aside. Use --all to remove them too.\n"
                 ));
             }
             Ok(Exit::Ok)
         }
         Action::Rm { id, .. } => {
-            store.dir(&id).map_err(error)?;
             if store.remove(&id).map_err(error)? {
                 print_out(&format!("Removed execution: {id}\n"));
                 Ok(Exit::Ok)

@@ -282,11 +282,19 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             }
         }
     }
+    if let Some(e) = &failure {
+        // The run stopped on an error outside the machine (the model could not be asked): the path
+        // that needed it fails, so every report says the same.
+        executor.abort(e);
+        for event in executor.take_events() {
+            if !quiet {
+                eprint_line(&describe(&event));
+            }
+        }
+    }
     let state = executor.into_state();
     let mut result = result_json(&state);
     if let Some(e) = &failure {
-        // The run stopped on an error outside the machine (the model could not be asked).
-        result["status"] = json!("error");
         result["error"] = json!(e.to_string());
     }
     let dest = args.destination.clone().unwrap_or_else(|| {
@@ -298,6 +306,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             .unwrap_or_else(|| PathBuf::from("generated"))
     });
     let file = dest.join(format!("{}-result.json", input.stem()));
+    super::secrets().redact_json(&mut result);
     let mut text = serde_json::to_string_pretty(&result)
         .map_err(|e| CliError::new(format!("cannot write the result: {e}")))?;
     text.push('\n');

@@ -112,6 +112,15 @@ pub fn machine_json(
             ))
             .hint("a .json input must be canonical machine JSON (dygram generate -f json)"));
         }
+        let depth = dygram::dsl::nesting_depth(&value);
+        if depth > dygram::syntax::parser::MAX_NESTING {
+            return Err(CliError::new(format!(
+                "{}: nodes nested {depth} levels deep; at most {} levels are accepted",
+                input.name(),
+                dygram::syntax::parser::MAX_NESTING
+            ))
+            .hint("flatten the machine: fewer nodes inside nodes"));
+        }
         return Ok(Some(value));
     }
     let project = input::compile(input, no_imports);

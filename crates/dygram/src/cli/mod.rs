@@ -8,7 +8,6 @@ mod generate;
 mod input;
 mod interactive;
 mod modules;
-mod queue;
 mod validate;
 
 use std::io::{IsTerminal, Write};
@@ -126,16 +125,32 @@ pub fn color() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Writes a line to stderr.
-pub fn eprint_line(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{text}");
+/// The secrets of this process (see [`client::redactor`]), set once by [`main`].
+static SECRETS: std::sync::OnceLock<llm::Redactor> = std::sync::OnceLock::new();
+
+/// The process's redactor (empty before [`main`] sets it).
+pub fn secrets() -> llm::Redactor {
+    SECRETS.get().cloned().unwrap_or_default()
 }
 
-/// Writes text to stdout; a closed pipe is not an error worth a panic.
+fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
+    match SECRETS.get() {
+        Some(r) => r.redact(text),
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// Writes a line to stderr (with the API keys in use redacted).
+pub fn eprint_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{}", redacted(text));
+}
+
+/// Writes text to stdout (with the API keys in use redacted); a closed pipe is not an error worth
+/// a panic.
 pub fn print_out(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    let _ = out.write_all(redacted(text).as_bytes());
     let _ = out.flush();
 }
 
@@ -156,6 +171,7 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 }
 
 pub fn main() -> ExitCode {
+    let _ = SECRETS.set(client::redactor());
     let cli = match Cli::try_parse_from(execute_alias(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {

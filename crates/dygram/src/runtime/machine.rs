@@ -17,6 +17,9 @@ pub struct Node {
     pub parent: Option<String>,
     /// Attributes in declaration order: name and value.
     pub attributes: Vec<(String, Value)>,
+    /// Declared attribute types as the canonical JSON writes them (`number`, `Array<string>`,
+    /// `Date?`), for the attributes that have one.
+    pub types: Vec<(String, String)>,
     /// Annotation names with their value (if any).
     pub annotations: Vec<Annotation>,
 }
@@ -264,6 +267,20 @@ impl Machine {
                                                 a.get("name")?.as_str()?.to_string(),
                                                 attr_value(a),
                                             ))
+                                        })
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
+                            types: n
+                                .get("attributes")
+                                .and_then(Value::as_array)
+                                .map(|a| {
+                                    a.iter()
+                                        .filter_map(|a| {
+                                            let ty = a.get("type")?.as_str()?;
+                                            let name = a.get("name")?.as_str()?;
+                                            (!ty.is_empty())
+                                                .then(|| (name.to_string(), ty.to_string()))
                                         })
                                         .collect()
                                 })

@@ -65,8 +65,8 @@ pub struct PromptInput<'a> {
     pub node: &'a Node,
     /// Contexts the node can use, with permissions and current values.
     pub contexts: Vec<(&'a Node, Permissions, Map<String, Value>)>,
-    /// Transitions offered.
-    pub transitions: Vec<&'a Edge>,
+    /// The node's transitions, each with whether it is open now (offered as a tool).
+    pub transitions: Vec<(&'a Edge, bool)>,
     /// Distinct nodes visited so far on this path.
     pub visited: usize,
     /// Errors so far.
@@ -130,16 +130,23 @@ pub fn system_prompt(input: &PromptInput<'_>) -> String {
             s.push('\n');
         }
     }
+    let open = input.transitions.iter().filter(|(_, open)| *open).count();
     if !input.transitions.is_empty() {
         s.push_str("# Available Transitions\n");
         s.push_str("When the objective is met, call the transition tool of one of these:\n\n");
-        for edge in &input.transitions {
+        for (edge, is_open) in &input.transitions {
             s.push_str(&format!("## {}\n", edge.target));
             if let Some(text) = edge.text() {
                 s.push_str(&format!("- **Description**: {text}\n"));
             }
             if let Some(c) = edge.condition() {
-                s.push_str(&format!("- **Condition**: {c}\n"));
+                if *is_open {
+                    s.push_str(&format!("- **Condition**: {c}\n"));
+                } else {
+                    s.push_str(&format!(
+                        "- **Condition**: {c} (does not hold yet: its tool is offered once it does)\n"
+                    ));
+                }
             }
             if let Some(title) = input
                 .machine
@@ -168,6 +175,11 @@ pub fn system_prompt(input: &PromptInput<'_>) -> String {
     );
     if input.transitions.is_empty() {
         s.push_str("3. This node has no transitions: answer without calling a tool when done.\n");
+    } else if open == 0 {
+        s.push_str(
+            "3. No transition is open yet: write the data its condition needs, then call its \
+             transition tool; the machine only moves on when you do.\n",
+        );
     } else {
         s.push_str(
             "3. Finish by calling exactly one transition tool; the machine only moves on when you do.\n",

@@ -281,6 +281,17 @@ impl Status {
             Self::Error => "error",
         }
     }
+
+    /// Whether nothing is left to do (complete, or ended with an error).
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Complete | Self::Error)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ExecutionState {

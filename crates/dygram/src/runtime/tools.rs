@@ -3,10 +3,11 @@
 //! Names and schema shapes are the reference implementation's, so recorded conversations replay
 //! (playback matches on the set of tool names and the number of messages).
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use llm::ToolDefinition;
 
+use super::machine::Node;
 use super::state::DynamicTool;
 
 /// Prefix of transition tools.
@@ -206,4 +207,130 @@ pub fn valid_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Checks a write to a context against the attributes it declares, as validation checks the values
+/// written in the source: a context that declares attributes takes only those, each with a value of
+/// its declared type (`null` only for an optional one, `name<T?>`); an attribute without a type
+/// takes any value, and a context that declares nothing takes any field. The message says what is
+/// wrong and what is declared; nothing is written when one field is refused.
+pub fn check_context_write(context: &Node, data: &Map<String, Value>) -> Result<(), WriteRefused> {
+    if context.attributes.is_empty() {
+        return Ok(());
+    }
+    let declared: Vec<&str> = context.attributes.iter().map(|(n, _)| n.as_str()).collect();
+    let mut problems = Vec::new();
+    for (field, value) in data {
+        if !declared.contains(&field.as_str()) {
+            problems.push(format!("`{field}` is not an attribute of {}", context.name));
+            continue;
+        }
+        let Some((_, ty)) = context.types.iter().find(|(n, _)| n == field) else {
+            continue;
+        };
+        if let Err(e) = check_type(ty, value) {
+            problems.push(format!("`{field}`: {e}"));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(WriteRefused {
+        context: context.name.clone(),
+        problems,
+        declared: context
+            .attributes
+            .iter()
+            .map(|(n, _)| match context.types.iter().find(|(t, _)| t == n) {
+                Some((_, ty)) => format!("{n}<{ty}>"),
+                None => n.clone(),
+            })
+            .collect(),
+    })
+}
+
+/// A write to a context that does not fit its declared attributes (the tool error the model gets).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "Nothing was written to {context}: {}. Declared attributes: {}",
+    problems.join("; "),
+    declared.join(", ")
+)]
+pub struct WriteRefused {
+    /// The context.
+    pub context: String,
+    /// What does not fit, one entry per field.
+    pub problems: Vec<String>,
+    /// The declared attributes, with their types.
+    pub declared: Vec<String>,
+}
+
+/// Whether a JSON value fits a declared type (the type names validation knows; other names, such
+/// as user-defined types, take any value).
+fn check_type(ty: &str, value: &Value) -> Result<(), String> {
+    let (ty, optional) = match ty.trim().strip_suffix('?') {
+        Some(t) => (t.trim(), true),
+        None => (ty.trim(), false),
+    };
+    let (name, element) = match ty.split_once('<') {
+        Some((name, rest)) => (name.trim(), rest.strip_suffix('>').map(str::trim)),
+        None => (ty, None),
+    };
+    let got = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let mismatch = || format!("expected {ty}, got {got}");
+    if value.is_null() {
+        return if optional || matches!(name, "any" | "Any" | "unknown") {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected {ty}, got null (the type is not optional)"
+            ))
+        };
+    }
+    let formatted = |check: fn(&str) -> bool, what: &str| match value {
+        Value::String(s) if check(s) => Ok(()),
+        Value::String(s) => Err(format!("expected {ty}, got \"{s}\" ({what})")),
+        _ => Err(mismatch()),
+    };
+    match name {
+        "string" | "String" => value.is_string().then_some(()).ok_or_else(mismatch),
+        "number" | "Number" | "Float" | "float" | "double" | "decimal" => {
+            value.is_number().then_some(()).ok_or_else(mismatch)
+        }
+        "Integer" | "integer" | "int" => match value.as_f64() {
+            Some(n) if n.fract() == 0.0 => Ok(()),
+            Some(_) => Err(format!("expected {ty}, got a number with a fraction")),
+            None => Err(mismatch()),
+        },
+        "boolean" | "Boolean" | "bool" => value.is_boolean().then_some(()).ok_or_else(mismatch),
+        "Date" | "DateTime" => formatted(
+            crate::validate::is_iso_datetime,
+            "not an ISO 8601 date-time",
+        ),
+        "Duration" => formatted(crate::validate::is_duration, "not a duration"),
+        "UUID" => formatted(crate::validate::is_uuid, "not a UUID"),
+        "URL" | "Url" => formatted(crate::validate::is_url, "not a URL"),
+        "Array" | "List" | "array" | "Set" => {
+            let Value::Array(items) = value else {
+                return Err(mismatch());
+            };
+            if let Some(element) = element {
+                for (i, item) in items.iter().enumerate() {
+                    check_type(element, item).map_err(|e| format!("item {i}: {e}"))?;
+                }
+            }
+            Ok(())
+        }
+        "Map" | "Record" | "object" | "Object" => {
+            value.is_object().then_some(()).ok_or_else(mismatch)
+        }
+        _ => Ok(()),
+    }
 }

@@ -33,6 +33,11 @@ pub struct Parsed {
 /// At most this many errors are reported per file.
 const MAX_ERRORS: usize = 100;
 
+/// How deeply blocks, lists, objects and type arguments may nest (counted together). Every later
+/// stage walks nested structures recursively, so a limit here keeps them all within their stacks
+/// (also on `batch`'s worker threads), and keeps values within what JSON readers accept.
+pub const MAX_NESTING: usize = 64;
+
 /// Parses `text`.
 pub fn parse(text: &str) -> Parsed {
     let (tokens, lex_errors) = lex(text);
@@ -42,6 +47,7 @@ pub fn parse(text: &str) -> Parsed {
         pos: 0,
         errors: Vec::new(),
         in_block: 0,
+        nesting: 0,
     };
     let program = parser.program();
     let mut errors: Vec<SyntaxError> = lex_errors
@@ -66,6 +72,8 @@ struct Parser<'a> {
     errors: Vec<SyntaxError>,
     /// How many `{ … }` blocks enclose the current position.
     in_block: usize,
+    /// How many blocks, lists, objects and type arguments enclose the current position.
+    nesting: usize,
 }
 
 use TokenKind as T;
@@ -134,6 +142,49 @@ impl<'a> Parser<'a> {
             span: t.span,
         });
         Failed
+    }
+
+    /// Enters one more level of nesting at the current token (an opening `{`, `[` or `<`); past
+    /// [`MAX_NESTING`] the error is recorded there, the whole nested part is skipped (without
+    /// recursion) and `Failed` returned. [`Parser::leave`] undoes a successful call.
+    fn enter(&mut self) -> PResult<()> {
+        if self.nesting < MAX_NESTING {
+            self.nesting += 1;
+            return Ok(());
+        }
+        let open = self.token();
+        self.errors.push(SyntaxError {
+            message: format!(
+                "nested more than {MAX_NESTING} levels deep (blocks, lists, objects and type arguments count together); flatten this part of the machine"
+            ),
+            span: open.span,
+        });
+        let close = match open.kind {
+            T::LBrace => T::RBrace,
+            T::LBracket => T::RBracket,
+            _ => T::Gt,
+        };
+        let mut depth = 0usize;
+        loop {
+            let kind = self.peek();
+            if kind == T::Eof {
+                break;
+            }
+            self.bump();
+            if kind == open.kind {
+                depth += 1;
+            } else if kind == close {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+        }
+        Err(Failed)
+    }
+
+    fn leave(&mut self) {
+        self.nesting = self.nesting.saturating_sub(1);
     }
 
     fn expect(&mut self, kind: TokenKind, expected: &str) -> PResult<Token> {
@@ -343,11 +394,14 @@ impl<'a> Parser<'a> {
         let annotations = self.annotations(false)?;
         let mut items = Vec::new();
         let mut has_block = false;
-        if self.eat(T::LBrace).is_some() {
+        if self.at(T::LBrace) {
+            self.enter()?;
+            self.bump();
             has_block = true;
             self.in_block += 1;
             items = self.items(true);
             self.in_block -= 1;
+            self.leave();
             self.expect(T::RBrace, "`}` to close the node's block")?;
             self.eat(T::Semi);
         } else {
@@ -439,12 +493,12 @@ impl<'a> Parser<'a> {
         }
         let name = self.qname("a type name")?;
         let mut generics = Vec::new();
-        if self.eat(T::Lt).is_some() {
-            generics.push(self.type_def()?);
-            while self.eat(T::Comma).is_some() {
-                generics.push(self.type_def()?);
-            }
-            self.expect(T::Gt, "`,` or `>` to close the type arguments")?;
+        if self.at(T::Lt) {
+            self.enter()?;
+            self.bump();
+            let args = self.type_arguments(&mut generics);
+            self.leave();
+            args?;
         }
         let optional = self.eat(T::Question).is_some();
         Ok(TypeDef::Named {
@@ -455,28 +509,45 @@ impl<'a> Parser<'a> {
         })
     }
 
+    /// `T, U, …>` after the `<` of a generic type.
+    fn type_arguments(&mut self, generics: &mut Vec<TypeDef>) -> PResult<()> {
+        generics.push(self.type_def()?);
+        while self.eat(T::Comma).is_some() {
+            generics.push(self.type_def()?);
+        }
+        self.expect(T::Gt, "`,` or `>` to close the type arguments")?;
+        Ok(())
+    }
+
     fn value(&mut self) -> PResult<Value> {
         let start = self.token().span.start;
         match self.peek() {
-            T::LBrace => {
-                self.bump();
-                let attributes = self.attribute_block()?;
-                Ok(Value::Object(attributes, self.span_from(start)))
-            }
-            T::LBracket => {
-                self.bump();
-                let mut values = Vec::new();
-                if !self.at(T::RBracket) {
-                    values.push(self.value()?);
-                    while self.eat(T::Comma).is_some() {
-                        values.push(self.value()?);
-                    }
-                }
-                self.expect(T::RBracket, "`,` or `]`")?;
-                Ok(Value::Array(values, self.span_from(start)))
+            T::LBrace | T::LBracket => {
+                self.enter()?;
+                let value = self.nested_value(start);
+                self.leave();
+                value
             }
             _ => self.primitive("a value").map(Value::Primitive),
         }
+    }
+
+    /// An object or list value (the current token opens it).
+    fn nested_value(&mut self, start: u32) -> PResult<Value> {
+        if self.eat(T::LBrace).is_some() {
+            let attributes = self.attribute_block()?;
+            return Ok(Value::Object(attributes, self.span_from(start)));
+        }
+        self.bump();
+        let mut values = Vec::new();
+        if !self.at(T::RBracket) {
+            values.push(self.value()?);
+            while self.eat(T::Comma).is_some() {
+                values.push(self.value()?);
+            }
+        }
+        self.expect(T::RBracket, "`,` or `]`")?;
+        Ok(Value::Array(values, self.span_from(start)))
     }
 
     fn primitive(&mut self, expected: &str) -> PResult<Primitive> {

@@ -3,15 +3,23 @@
 
 use assert_cmd::Command;
 
+mod answers;
 mod commands;
 mod conformance;
 mod dot_output;
 mod dsl_output;
 mod execution;
+mod faults;
 mod live;
+mod nesting;
+mod readme;
 mod robustness;
 mod runtime;
+mod secrets;
 mod stateful;
+mod status;
+#[allow(dead_code)] // shared helpers; not every test module uses all of them
+mod support;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")
@@ -47,4 +55,11 @@ fn unknown_arguments_are_usage_errors() {
     assert_eq!(code, 64);
     assert_eq!(stdout, "");
     assert!(stderr.contains("unexpected argument '--bogus'"), "{stderr}");
+}
+
+#[test]
+fn every_test_file_is_declared() {
+    testkit::assert_no_forgotten_test_files(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli"),
+    );
 }

@@ -952,11 +952,7 @@ fn async_and_map_edges_are_offered_as_spawn_tools() {
 #[test]
 fn context_tools_unknown_tools_and_the_transition_in_a_conversation() {
     let server = ScriptedServer::start([
-        Reply::tool_call(
-            "w1",
-            "write_Notes",
-            json!({"data": {"count": 2, "extra": "y"}}),
-        ),
+        Reply::tool_call("w1", "write_Notes", json!({"data": {"count": 2}})),
         Reply::tool_calls([
             testkit::ToolCallSpec::new("r1", "read_Notes", json!({"fields": ["topic"]})),
             testkit::ToolCallSpec::new("x1", "bogus_tool", json!({})),
@@ -982,7 +978,7 @@ fn context_tools_unknown_tools_and_the_transition_in_a_conversation() {
     // Shallow merge into the context.
     assert_eq!(
         ex.state().context_state["Notes"],
-        json!({"topic": "cats", "count": 2, "extra": "y"})
+        json!({"topic": "cats", "count": 2})
     );
     let events = ex.take_events();
     let calls = tool_events(&events);
@@ -993,7 +989,7 @@ fn context_tools_unknown_tools_and_the_transition_in_a_conversation() {
             "write_Notes".to_string(),
             false,
             json!({"success": true, "action": "context_write", "context": "Notes",
-                "written": ["count", "extra"], "values": {"count": 2, "extra": "y"}})
+                "written": ["count"], "values": {"count": 2}})
         )
     );
     assert_eq!(
@@ -1119,6 +1115,178 @@ fn answer_without_tool_calls_at_a_node_without_transitions_completes_it() {
     assert_eq!(ex.run(10).unwrap(), Status::Complete);
     assert_eq!(tool_names(&server.requests()[0].json()), ["read_Ctx"]);
     assert_eq!(statuses(&ex), [st("path_0", "t", PathStatus::Completed)]);
+}
+
+/// The README's order flow: `charge` may only move on once `order.total > 0`.
+const ORDER_FLOW: &str = "machine \"Order flow\"
+     Context order { total<number>: 0; }
+     Task charge \"Charge the card\" { prompt: \"Charge {{ order.total }}\"; }
+     State shipped;
+     start -> charge -when: 'order.total > 0'-> shipped;
+     charge -writes-> order;";
+
+#[test]
+fn a_transition_whose_condition_a_write_made_true_is_offered_in_the_same_conversation() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("w1", "write_order", json!({"data": {"total": 42}})),
+        Reply::tool_call("t1", "transition_to_shipped", json!({"reason": "charged"})),
+    ]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    // Closed at first (the condition is false), open once the write made it true.
+    assert_eq!(tool_names(&requests[0].json()), ["write_order"]);
+    assert_eq!(
+        tool_names(&requests[1].json()),
+        ["transition_to_shipped", "write_order"]
+    );
+    // The closed transition is named in the prompt with its condition.
+    let prompt = first_message(&requests[0].json());
+    assert!(prompt.contains("## shipped"), "{prompt}");
+    assert!(prompt.contains("order.total > 0"), "{prompt}");
+    assert!(!prompt.contains("has no transitions"), "{prompt}");
+    assert_eq!(
+        statuses(&ex),
+        [st("path_0", "shipped", PathStatus::Completed)]
+    );
+    assert_eq!(ex.state().context_state["order"], json!({"total": 42}));
+}
+
+#[test]
+fn an_answer_without_tools_at_a_node_whose_transitions_are_closed_does_not_complete_it() {
+    let server = ScriptedServer::start([Reply::text("I cannot charge yet.")]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    // As the step rules do for a lone path whose edges are all false: it fails, naming them
+    // (it is not "completed" as if the node had no transitions).
+    assert_eq!(ex.run(10).unwrap(), Status::Error);
+    let p = path(&ex, "path_0");
+    assert_eq!(p.status, PathStatus::Failed);
+    assert_eq!(
+        p.error.as_deref(),
+        Some(
+            "No transition available for node: charge (every condition is false: shipped (order.total > 0))"
+        )
+    );
+}
+
+#[test]
+fn a_transition_called_after_a_write_that_closed_it_is_refused() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("w1", "write_order", json!({"data": {"total": 5}})),
+        Reply::tool_calls([
+            testkit::ToolCallSpec::new("w2", "write_order", json!({"data": {"total": 0}})),
+            testkit::ToolCallSpec::new("t1", "transition_to_shipped", json!({})),
+        ]),
+        Reply::tool_calls([
+            testkit::ToolCallSpec::new("w3", "write_order", json!({"data": {"total": 7}})),
+            testkit::ToolCallSpec::new("t2", "transition_to_shipped", json!({})),
+        ]),
+    ]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    let third = server.requests()[2].json();
+    let messages = tool_messages(&third);
+    let refused = messages.iter().find(|(id, _)| id == "t1").unwrap();
+    assert!(refused.1.contains("is not open"), "{}", refused.1);
+    assert!(refused.1.contains("order.total > 0"), "{}", refused.1);
+    assert_eq!(ex.state().context_state["order"], json!({"total": 7}));
+    assert_eq!(
+        statuses(&ex),
+        [st("path_0", "shipped", PathStatus::Completed)]
+    );
+}
+
+#[test]
+fn writes_to_a_context_are_checked_against_its_declared_attributes() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("w1", "write_order", json!({"data": {"totl": 5}})),
+        Reply::tool_call("w2", "write_order", json!({"data": {"total": "five"}})),
+        Reply::tool_call(
+            "w3",
+            "write_order",
+            json!({"data": {"total": 9, "note": "x"}}),
+        ),
+        Reply::tool_call("w4", "write_order", json!({"data": {"total": 5}})),
+        Reply::tool_call("t1", "transition_to_shipped", json!({})),
+    ]);
+    let llm = client(&server);
+    let mut ex = start(ORDER_FLOW, &llm, options());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    let calls = tool_events(&ex.take_events());
+    let errors: Vec<(bool, String)> = calls
+        .iter()
+        .map(|(_, is_error, result)| (*is_error, result.to_string()))
+        .collect();
+    assert!(errors[0].0, "{errors:?}");
+    assert!(
+        errors[0].1.contains("totl") && errors[0].1.contains("total"),
+        "{errors:?}"
+    );
+    assert!(errors[1].0, "{errors:?}");
+    assert!(errors[1].1.contains("expected number"), "{errors:?}");
+    // A write with one undeclared field writes nothing.
+    assert!(errors[2].0, "{errors:?}");
+    assert!(errors[2].1.contains("note"), "{errors:?}");
+    assert!(!errors[3].0, "{errors:?}");
+    assert_eq!(ex.state().context_state["order"], json!({"total": 5}));
+}
+
+#[test]
+fn declared_types_of_context_attributes_are_checked_and_untyped_ones_take_anything() {
+    let machine = "context P { n<Integer>: 1; flag<boolean>: false; tags<Array<string>>: [\"a\"]; at<Date?>; free: 1; }
+         context Loose;
+         task t { prompt: \"work\"; }
+         state done;
+         t -> done;
+         t -writes-> P;
+         t -writes-> Loose;";
+    let bad = [
+        json!({"n": 2.5}),
+        json!({"flag": "yes"}),
+        json!({"tags": ["a", 1]}),
+        json!({"at": "yesterday"}),
+        json!({"n": null}),
+    ];
+    let good = [
+        json!({"n": 3, "flag": true, "tags": ["b", "c"]}),
+        json!({"at": "2026-01-02T03:04:05Z"}),
+        json!({"at": null}),
+        json!({"free": {"any": ["shape"]}}),
+    ];
+    let mut script: Vec<Reply> = bad
+        .iter()
+        .chain(&good)
+        .enumerate()
+        .map(|(i, data)| Reply::tool_call(&format!("p{i}"), "write_P", json!({"data": data})))
+        .collect();
+    script.push(Reply::tool_call(
+        "l1",
+        "write_Loose",
+        json!({"data": {"whatever": 1}}),
+    ));
+    script.push(Reply::tool_call("t1", "transition_to_done", json!({})));
+    let server = ScriptedServer::start(script);
+    let llm = client(&server);
+    let mut ex = start(machine, &llm, options());
+    assert_eq!(ex.run(10).unwrap(), Status::Complete);
+    let calls = tool_events(&ex.take_events());
+    let failed: Vec<bool> = calls.iter().map(|(_, e, _)| *e).collect();
+    assert_eq!(
+        failed,
+        [
+            true, true, true, true, true, false, false, false, false, false, false
+        ],
+        "{calls:?}"
+    );
+    assert_eq!(
+        ex.state().context_state["P"],
+        json!({"n": 3, "flag": true, "tags": ["b", "c"], "at": null, "free": {"any": ["shape"]}})
+    );
+    assert_eq!(ex.state().context_state["Loose"], json!({"whatever": 1}));
 }
 
 #[test]

@@ -943,14 +943,16 @@ fn stdin_examples_of_the_design() {
         r#"{"response": "I will analyze the data", "tools": [{"name": "transition_to_updateActivity", "params": {"reason": "ok"}}]}"#,
     )
     .unwrap();
-    // An answer piped into the very first call is not read: there is no request yet (the
-    // request is shown first, exit 3). Documented behaviour, see the report.
-    let out = sb.bash(r#"echo '{"action": "continue"}' | dygram e -i ./m.dy"#);
-    assert_eq!(out.code, 3, "{out:?}");
-    // Now a request waits: the design's `{"action": "continue"}` is not an answer format.
+    // Input piped into the very first call answers the request that call reaches (it is never
+    // dropped): the design's `{"action": "continue"}` is not an answer format, so the call fails
+    // and creates nothing.
     let out = sb.bash(r#"echo '{"action": "continue"}' | dygram e -i ./m.dy"#);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("Failed to parse response"), "{out:?}");
+    assert!(sb.folders().is_empty(), "{:?}", sb.folders());
+    // Without input the request is shown first (exit 3).
+    let out = sb.bash("dygram e -i ./m.dy");
+    assert_eq!(out.code, 3, "{out:?}");
     // Pipe from file.
     let out = sb.bash("cat response.json | dygram e -i ./m.dy");
     assert_eq!(out.code, 0, "{out:?}");
@@ -1374,8 +1376,9 @@ fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
         "{out:?}"
     );
     let new_id = out.started_id();
-    // The fresh execution does not inherit the playback of the corrupted one: manual mode.
-    assert_eq!(out.code, 3, "{out:?}");
+    // The fresh execution keeps the answer source of the corrupted one (its recordings).
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(sb.status_json(&new_id)["client"]["type"], "playback");
     let warning_at = out.stderr.find("State file corrupted").unwrap();
     let start_at = out.stderr.find("Starting interactive execution").unwrap();
     assert!(warning_at < start_at, "{out:?}");
@@ -1395,7 +1398,7 @@ fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
     );
     // The new execution is sound and `last` points at it.
     let state = sb.read_json(&new_id, "state.json");
-    assert_eq!(state["executionState"]["currentNode"], "start");
+    assert_eq!(state["executionState"]["currentNode"], "updateActivity");
     assert_eq!(
         std::fs::read_link(sb.executions().join("last")).unwrap(),
         Path::new(&new_id)
@@ -1415,7 +1418,18 @@ fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
         .code,
         0
     );
+    // A damaged metadata.json is not corruption: state.json, the commit point, carries the
+    // metadata, and the next call rewrites the file from it.
     std::fs::write(sb.exec_dir("named").join("metadata.json"), "").unwrap();
+    let out = sb.run(&["e", "-i", "./m.dy", "--id", "named"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stderr.contains("State file corrupted"), "{out:?}");
+    assert!(
+        out.stderr.contains("metadata.json brought up to date"),
+        "{out:?}"
+    );
+    assert_eq!(sb.status_json("named")["turns"], 2);
+    std::fs::write(sb.exec_dir("named").join("state.json"), "").unwrap();
     let out = sb.run(&[
         "e",
         "-i",

@@ -1,9 +1,14 @@
 //! Saved executions: `.dygram/executions/<id>/` with `state.json`, `metadata.json`,
 //! `machine.json` and `history.jsonl`, and a relative `last` symlink to the newest one.
 //!
-//! Files are replaced atomically (temp file, fsync, rename); `history.jsonl` only grows; a lock
-//! per execution keeps a second process out while one works on it. A state file that cannot be
-//! read is never deleted: its folder is renamed aside.
+//! `state.json` is the **commit point** of a call: it is replaced atomically and durably, and it
+//! carries everything the other files say (the metadata, the history line of the latest call that
+//! advanced the execution, the machine when a call changed it). The other files are derived from
+//! it after each commit, and repaired from it by the next call when a process was killed in
+//! between ([`commit`]). A new execution is built in a hidden folder and renamed into place, so it
+//! exists whole or not at all ([`create`]). A state file that cannot be read is never deleted: its
+//! folder is set aside under a unique name ([`aside`]). A lock per execution keeps a second
+//! process out while one works on it.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +17,14 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::runtime::state::{ExecutionState, Status, TurnState};
+
+mod aside;
+mod commit;
+mod create;
+
+pub use aside::SetAside;
+pub use commit::{Commit, Opened};
+pub use create::NewId;
 
 /// Layout version of `state.json`.
 pub const STATE_FILE_VERSION: &str = "1.0";
@@ -48,6 +61,24 @@ pub enum SessionError {
         id: String,
         /// Who holds it.
         holder: String,
+    },
+    /// An execution with this id was created meanwhile by another process.
+    #[error("execution {0} already exists (another dygram process created it)")]
+    Exists(String),
+    /// A name that is neither an execution id nor a set-aside folder.
+    #[error(
+        "invalid execution name \"{0}\": an id, or a set-aside folder such as ID.corrupted-20260101-120000"
+    )]
+    InvalidName(String),
+    /// State or metadata could not be encoded.
+    #[error("cannot encode {what} of execution {id}: {message}")]
+    Encode {
+        /// Execution.
+        id: String,
+        /// Which file.
+        what: &'static str,
+        /// Why.
+        message: String,
     },
 }
 
@@ -104,8 +135,8 @@ pub struct Metadata {
     pub turn_count: u64,
     /// Calls that advanced the execution.
     pub step_count: u64,
-    /// Status after the last call.
-    pub status: String,
+    /// Status after the last call (`paused` while a conversation is open or an answer is awaited).
+    pub status: Status,
     /// `playback`, `interactive` (API or manual) or `auto`.
     pub mode: String,
     /// Where answers come from.
@@ -134,15 +165,25 @@ pub struct StateFile {
     /// The execution.
     pub execution_state: ExecutionView,
     /// Status.
-    pub status: String,
+    pub status: Status,
     /// Last write (RFC 3339).
     pub last_updated: String,
-    /// LLM round trips so far (also in the metadata, which is written after this file).
+    /// LLM round trips so far.
     #[serde(default)]
     pub turn_count: u64,
     /// Calls that advanced the execution so far.
     #[serde(default)]
     pub call_count: u64,
+    /// The metadata as of this commit (`metadata.json` is rewritten from it when they differ).
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// The history line of the latest call that advanced the execution (appended to
+    /// `history.jsonl` when missing there).
+    #[serde(default)]
+    pub last_call: Option<HistoryEntry>,
+    /// The machine, when the call of this commit changed it (`machine.json` is rewritten from it).
+    #[serde(default)]
+    pub machine: Option<Value>,
 }
 
 /// The execution inside `state.json`.
@@ -168,10 +209,13 @@ pub struct ExecutionView {
 }
 
 impl StateFile {
-    /// The runtime state, with the machine from `machine.json`.
-    pub fn restore(self, machine: Value) -> Result<ExecutionState, String> {
+    /// The runtime state of execution `id`, with its machine.
+    pub fn restore(self, id: &str, machine: Value) -> Result<ExecutionState, SessionError> {
         if !machine.is_object() {
-            return Err("`machine.json` does not hold a machine".into());
+            return Err(SessionError::Corrupted {
+                id: id.to_string(),
+                reason: "`machine.json` does not hold a machine".into(),
+            });
         }
         let view = self.execution_state;
         let mut state = view.runtime;
@@ -180,80 +224,6 @@ impl StateFile {
         state.turn_state = view.turn_state;
         Ok(state)
     }
-}
-
-/// `state.json` for an execution, written straight from it (nothing is copied; each part of the
-/// state appears once).
-pub fn state_json(
-    state: &ExecutionState,
-    machine_hash: &str,
-    now: &str,
-    turn_count: u64,
-    call_count: u64,
-) -> Result<Vec<u8>, String> {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Out<'a> {
-        version: &'a str,
-        machine_hash: &'a str,
-        execution_state: View<'a>,
-        status: &'a str,
-        last_updated: &'a str,
-        turn_count: u64,
-        call_count: u64,
-    }
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct View<'a> {
-        current_node: Option<&'a str>,
-        path_id: Option<&'a str>,
-        visited_nodes: Vec<String>,
-        attributes: Map<String, Value>,
-        context_values: &'a Map<String, Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        turn_state: Option<&'a TurnState>,
-        runtime: Runtime<'a>,
-    }
-    /// The runtime state without what is written elsewhere.
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Runtime<'a> {
-        version: &'a str,
-        paths: &'a [crate::runtime::state::Path],
-        limits: &'a crate::runtime::state::Limits,
-        metadata: &'a crate::runtime::state::Metadata,
-        barriers: &'a std::collections::BTreeMap<String, crate::runtime::state::Barrier>,
-        dynamic_tools: &'a [crate::runtime::state::DynamicTool],
-        #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-        proposals: &'a [Value],
-    }
-    let main = state.main_path();
-    let out = Out {
-        version: STATE_FILE_VERSION,
-        machine_hash,
-        execution_state: View {
-            current_node: main.map(|p| p.current_node.as_str()),
-            path_id: main.map(|p| p.id.as_str()),
-            visited_nodes: state.visited_nodes(),
-            attributes: Map::new(),
-            context_values: &state.context_state,
-            turn_state: state.turn_state.as_ref(),
-            runtime: Runtime {
-                version: &state.version,
-                paths: &state.paths,
-                limits: &state.limits,
-                metadata: &state.metadata,
-                barriers: &state.barriers,
-                dynamic_tools: &state.dynamic_tools,
-                proposals: &state.proposals,
-            },
-        },
-        status: state.status().as_str(),
-        last_updated: now,
-        turn_count,
-        call_count,
-    };
-    serde_json::to_vec(&out).map_err(|e| e.to_string())
 }
 
 /// One line of `history.jsonl`.
@@ -271,7 +241,7 @@ pub struct HistoryEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// Status after the call.
-    pub status: String,
+    pub status: Status,
 }
 
 /// sha256 (hex) over a source text and the files it imports (path and bytes of each; a missing
@@ -311,12 +281,16 @@ pub struct Summary {
     pub metadata: Option<Metadata>,
     /// Nodes where active paths stand.
     pub current_nodes: Vec<String>,
+    /// For a folder set aside (`ID.corrupted-…`, `ID.replaced-…`): why.
+    pub set_aside: Option<SetAside>,
 }
 
 /// The folder of saved executions.
 #[derive(Debug, Clone)]
 pub struct Executions {
     root: PathBuf,
+    /// Secrets scrubbed from everything written.
+    redactor: llm::Redactor,
 }
 
 impl Executions {
@@ -324,6 +298,36 @@ impl Executions {
     pub fn under(base: &Path) -> Self {
         Self {
             root: base.join(".dygram").join("executions"),
+            redactor: llm::Redactor::default(),
+        }
+    }
+
+    /// Scrubs the secrets of `redactor` (the API keys in use) from every file written: a key the
+    /// model echoes is saved as `[REDACTED]`, also in the state the execution goes on from.
+    pub fn with_redactor(mut self, redactor: llm::Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// `value` as JSON (pretty or compact), with the secrets scrubbed from every string in it.
+    pub(crate) fn json_bytes<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+        pretty: bool,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        if self.redactor.is_empty() {
+            return if pretty {
+                serde_json::to_vec_pretty(value)
+            } else {
+                serde_json::to_vec(value)
+            };
+        }
+        let mut v = serde_json::to_value(value)?;
+        self.redactor.redact_json(&mut v);
+        if pretty {
+            serde_json::to_vec_pretty(&v)
+        } else {
+            serde_json::to_vec(&v)
         }
     }
 
@@ -352,10 +356,12 @@ impl Executions {
         self.exists(&id).then_some(id)
     }
 
-    /// Points `last` at `id` (a relative symlink, replaced atomically).
-    pub fn set_last(&self, id: &str) -> Result<(), SessionError> {
+    /// Points `last` at the execution in `dir` (named `id`): a relative symlink, replaced
+    /// atomically. The temporary link is made inside `dir`, which the caller holds the lock of, so
+    /// no other process uses that name (a leftover is removed with the other temporary files).
+    fn point_last_at(&self, dir: &Path, id: &str) -> Result<(), SessionError> {
         let link = self.root.join("last");
-        let tmp = self.root.join(format!(".last.{}", std::process::id()));
+        let tmp = dir.join(".last.tmp");
         let _ = std::fs::remove_file(&tmp);
         #[cfg(unix)]
         std::os::unix::fs::symlink(id, &tmp).map_err(|e| io(&tmp, e))?;
@@ -365,135 +371,38 @@ impl Executions {
         store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e))
     }
 
-    /// A new id `exec-YYYYMMDD-HHMMSS` (UTC), with `-2`, `-3`, … when taken.
-    pub fn new_id(&self, now: jiff::Timestamp) -> String {
-        let base = store::ids::timestamp_id("exec", now);
-        if !self.root.join(&base).exists() {
-            return base;
-        }
-        (2..)
-            .map(|n| format!("{base}-{n}"))
-            .find(|id| !self.root.join(id).exists())
-            .unwrap_or(base)
-    }
-
-    /// Creates the folder of a new execution and claims it (fails when it already exists, so two
-    /// processes starting in the same second get different ids).
-    pub fn create_dir(&self, id: &str) -> Result<PathBuf, SessionError> {
+    /// Points `last` at `id` (whose lock the caller holds).
+    pub fn set_last(&self, id: &str) -> Result<(), SessionError> {
         let dir = self.dir(id)?;
-        store::atomic::create_dir_all_durable(&self.root).map_err(|e| io(&self.root, e))?;
-        match std::fs::create_dir(&dir) {
-            Ok(()) => Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                Err(io(&dir, "already exists"))
-            }
-            Err(e) => Err(io(&dir, e)),
-        }
+        self.point_last_at(&dir, id)
     }
 
     /// Takes the lock of an execution for this process.
     pub fn lock(&self, id: &str, command: &str) -> Result<store::lock::Acquired, SessionError> {
-        let path = self.dir(id)?.join("execution.lock");
-        let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some(command));
-        store::lock::RunLock::acquire(&path, &holder).map_err(|e| match e {
-            store::StoreError::Busy { holder, .. } => SessionError::Busy {
-                id: id.to_string(),
-                holder: holder.map_or_else(|| "another process".to_string(), |h| h.describe()),
-            },
-            other => io(&path, other),
-        })
+        lock_at(&self.dir(id)?.join("execution.lock"), id, command)
     }
 
-    /// Writes the machine snapshot.
-    pub fn save_machine(&self, id: &str, machine: &Value) -> Result<(), SessionError> {
-        let path = self.dir(id)?.join("machine.json");
-        store::atomic::write_json_atomic(&path, machine, false).map_err(|e| io(&path, e))
-    }
-
-    /// Writes state and metadata. The state (what resuming needs) is written durably first; the
-    /// metadata describes it and is replaced atomically without waiting for the disk, as is the
-    /// history (a process killed at any point loses nothing; a power loss may lose the last
-    /// metadata update, which only counts and describes).
-    pub fn save(&self, id: &str, state_json: &[u8], meta: &Metadata) -> Result<(), SessionError> {
-        let dir = self.dir(id)?;
-        let path = dir.join("state.json");
-        store::atomic::write_atomic(&path, state_json).map_err(|e| io(&path, e))?;
-        let path = dir.join("metadata.json");
-        let bytes = serde_json::to_vec_pretty(meta).map_err(|e| io(&path, e))?;
-        store::atomic::write_atomic_lazy(&path, &bytes).map_err(|e| io(&path, e))
-    }
-
-    /// Appends a line to `history.jsonl`.
-    pub fn append_history(&self, id: &str, entry: &HistoryEntry) -> Result<(), SessionError> {
-        let path = self.dir(id)?.join("history.jsonl");
-        let mut journal = match store::journal::Journal::open(&path) {
-            // A line torn by a killed call is cut off (the state, not the history, is the truth).
-            Err(store::StoreError::TornTail { .. }) => {
-                store::journal::recover::<Value>(&path).map_err(|e| io(&path, e))?;
-                store::journal::Journal::open(&path)
-            }
-            other => other,
-        }
-        .map_err(|e| io(&path, e))?;
-        journal.append_unsynced(entry).map_err(|e| io(&path, e))
-    }
-
-    /// Reads metadata.
+    /// Reads an execution's metadata: from its commit point (`state.json`) when that carries it,
+    /// else from `metadata.json` (older executions).
     pub fn metadata(&self, id: &str) -> Result<Metadata, SessionError> {
         let dir = self.dir(id)?;
         if !dir.is_dir() {
             return Err(SessionError::NotFound(id.to_string()));
         }
-        let path = dir.join("metadata.json");
-        store::atomic::read_json(&path).map_err(|e| SessionError::Corrupted {
-            id: id.to_string(),
-            reason: format!("{}: {e}", path.display()),
-        })
+        read_metadata(&dir, id)
     }
 
-    /// Reads state, metadata and machine.
+    /// Reads state, metadata and machine without changing anything (for viewing; a call that
+    /// works on the execution uses [`Executions::open`], which also repairs it).
     pub fn load(&self, id: &str) -> Result<(StateFile, Metadata, Value), SessionError> {
-        let meta = self.metadata(id)?;
         let dir = self.dir(id)?;
-        let corrupted = |path: &Path, e: &dyn std::fmt::Display| SessionError::Corrupted {
-            id: id.to_string(),
-            reason: format!("{}: {e}", path.display()),
-        };
-        // Temporary files of a call killed while writing are leftovers.
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for e in entries.filter_map(Result::ok) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && name.ends_with(".tmp") {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
+        if !dir.is_dir() {
+            return Err(SessionError::NotFound(id.to_string()));
         }
-        let path = dir.join("state.json");
-        let state: StateFile = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
-        let path = dir.join("machine.json");
-        let machine: Value = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
-        Ok((state, meta, machine))
+        commit::read(&dir, id)
     }
 
-    /// Moves an execution's folder aside (`<id>.corrupted-<time>`); returns the new folder.
-    pub fn set_aside(
-        &self,
-        id: &str,
-        why: &str,
-        now: jiff::Timestamp,
-    ) -> Result<PathBuf, SessionError> {
-        let dir = self.dir(id)?;
-        let aside = self
-            .root
-            .join(format!("{id}.{why}-{}", now.strftime("%Y%m%d-%H%M%S")));
-        std::fs::rename(&dir, &aside).map_err(|e| io(&dir, e))?;
-        if self.last().is_none() {
-            let _ = std::fs::remove_file(self.root.join("last"));
-        }
-        Ok(aside)
-    }
-
-    /// Every execution, newest first (by last call).
+    /// Every execution, newest first (by last call), then the folders set aside.
     pub fn list(&self) -> Vec<Summary> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
@@ -502,21 +411,37 @@ impl Executions {
             .filter_map(Result::ok)
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|id| valid_id(id))
-            .filter(|id| self.root.join(id).join("metadata.json").is_file())
-            .map(|id| {
-                let metadata = self.metadata(&id).ok();
-                let current_nodes = self.current_nodes(&id);
-                Summary {
-                    id,
+            .filter_map(|name| {
+                let set_aside = if valid_id(&name) {
+                    None
+                } else {
+                    Some(aside::kind_of(&name)?)
+                };
+                let dir = self.root.join(&name);
+                let state = store::atomic::read_json::<StateFile>(&dir.join("state.json")).ok();
+                let metadata = state
+                    .as_ref()
+                    .and_then(|s| s.metadata.clone())
+                    .or_else(|| store::atomic::read_json(&dir.join("metadata.json")).ok());
+                if set_aside.is_none() && metadata.is_none() && state.is_none() {
+                    return None;
+                }
+                let current_nodes = state.map(current_nodes_of).unwrap_or_default();
+                Some(Summary {
+                    id: name,
                     metadata,
                     current_nodes,
-                }
+                    set_aside,
+                })
             })
             .collect();
         out.sort_by(|a, b| {
             let key = |s: &Summary| s.metadata.as_ref().map(|m| m.last_executed_at.clone());
-            key(b).cmp(&key(a)).then(a.id.cmp(&b.id))
+            a.set_aside
+                .is_some()
+                .cmp(&b.set_aside.is_some())
+                .then(key(b).cmp(&key(a)))
+                .then(a.id.cmp(&b.id))
         });
         out
     }
@@ -526,47 +451,68 @@ impl Executions {
         let Ok(dir) = self.dir(id) else {
             return Vec::new();
         };
-        let Ok(state) = store::atomic::read_json::<StateFile>(&dir.join("state.json")) else {
-            return Vec::new();
-        };
-        let mut nodes: Vec<String> = state
-            .execution_state
-            .runtime
-            .paths
-            .iter()
-            .filter(|p| {
-                matches!(
-                    p.status,
-                    crate::runtime::state::PathStatus::Active
-                        | crate::runtime::state::PathStatus::Waiting
-                )
-            })
-            .map(|p| p.current_node.clone())
-            .collect();
-        if nodes.is_empty() {
-            nodes.extend(state.execution_state.current_node);
-        }
-        nodes.dedup();
-        nodes
+        store::atomic::read_json::<StateFile>(&dir.join("state.json"))
+            .map(current_nodes_of)
+            .unwrap_or_default()
     }
 
-    /// Deletes an execution (and `last` when it pointed there). Ok(false) when it did not exist.
-    pub fn remove(&self, id: &str) -> Result<bool, SessionError> {
-        let dir = self.dir(id)?;
+    /// Deletes an execution, or a folder set aside (`ID.corrupted-…`), and `last` when it pointed
+    /// there. Ok(false) when it did not exist.
+    pub fn remove(&self, name: &str) -> Result<bool, SessionError> {
+        if !valid_id(name) && aside::kind_of(name).is_none() {
+            return Err(SessionError::InvalidName(name.to_string()));
+        }
+        let dir = self.root.join(name);
         if !dir.is_dir() {
             return Ok(false);
         }
-        let was_last = self.last().as_deref() == Some(id);
+        let was_last = self.last().as_deref() == Some(name);
         std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
         if was_last {
-            let link = self.root.join("last");
-            let _ = std::fs::remove_file(&link);
+            let _ = std::fs::remove_file(self.root.join("last"));
         }
         Ok(true)
     }
 }
 
-/// Whether a status string means nothing is left to do.
-pub fn is_finished(status: &str) -> bool {
-    status == Status::Complete.as_str() || status == Status::Error.as_str()
+fn lock_at(path: &Path, id: &str, command: &str) -> Result<store::lock::Acquired, SessionError> {
+    let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some(command));
+    store::lock::RunLock::acquire(path, &holder).map_err(|e| match e {
+        store::StoreError::Busy { holder, .. } => SessionError::Busy {
+            id: id.to_string(),
+            holder: holder.map_or_else(|| "another process".to_string(), |h| h.describe()),
+        },
+        other => io(path, other),
+    })
+}
+
+/// The metadata of the execution in `dir`: the commit point's, else `metadata.json`'s.
+fn read_metadata(dir: &Path, id: &str) -> Result<Metadata, SessionError> {
+    if let Ok(state) = store::atomic::read_json::<StateFile>(&dir.join("state.json"))
+        && let Some(meta) = state.metadata
+    {
+        return Ok(meta);
+    }
+    let path = dir.join("metadata.json");
+    store::atomic::read_json(&path).map_err(|e| SessionError::Corrupted {
+        id: id.to_string(),
+        reason: format!("{}: {e}", path.display()),
+    })
+}
+
+fn current_nodes_of(state: StateFile) -> Vec<String> {
+    use crate::runtime::state::PathStatus;
+    let mut nodes: Vec<String> = state
+        .execution_state
+        .runtime
+        .paths
+        .iter()
+        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
+        .map(|p| p.current_node.clone())
+        .collect();
+    if nodes.is_empty() {
+        nodes.extend(state.execution_state.current_node);
+    }
+    nodes.dedup();
+    nodes
 }

@@ -12,10 +12,28 @@ use serde_json::json;
 
 use llm::{ChatRequest, ChatResponse, LlmClient, LlmError};
 
+use crate::answer::{AnswerError, parse_answer, request_json};
+
 /// How often the response folder is looked at.
 const POLL: Duration = Duration::from_millis(100);
 /// How often the heartbeat is rewritten.
 const HEARTBEAT: Duration = Duration::from_secs(2);
+/// How long a response that is not yet valid JSON may stay unchanged before it counts as written
+/// (a responder writing it in place, without a rename, may be half-way).
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Errors of the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// A folder of the queue could not be created.
+    #[error("cannot create {path}: {source}")]
+    Create {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
 
 /// A client that asks through files.
 pub struct QueueClient {
@@ -25,22 +43,30 @@ pub struct QueueClient {
     prefix: String,
     /// Requests made by this client (numbering within the call).
     counter: std::sync::atomic::AtomicU64,
+    /// Secrets scrubbed from the request files.
+    redactor: llm::Redactor,
 }
 
 impl QueueClient {
     /// A queue in `dir` (created), waiting at most `timeout` per request.
-    pub fn new(dir: &Path, timeout: Duration, prefix: &str) -> Result<Self, String> {
+    pub fn new(dir: &Path, timeout: Duration, prefix: &str) -> Result<Self, QueueError> {
         for sub in ["requests", "responses"] {
             let d = dir.join(sub);
-            std::fs::create_dir_all(&d)
-                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            std::fs::create_dir_all(&d).map_err(|source| QueueError::Create { path: d, source })?;
         }
         Ok(Self {
             dir: dir.to_path_buf(),
             timeout,
             prefix: prefix.to_string(),
             counter: Default::default(),
+            redactor: llm::Redactor::default(),
         })
+    }
+
+    /// Scrubs the secrets of `redactor` (the API keys in use) from the request files.
+    pub fn with_redactor(mut self, redactor: llm::Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 }
 
@@ -59,7 +85,11 @@ impl LlmClient for QueueClient {
                     .find_map(|l| l.strip_prefix("- **Node**: ").map(str::to_string))
             })
             .unwrap_or_default();
-        let body = super::interactive::request_json(request, &id, &node);
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string();
+        let mut body = request_json(request, &id, &node, &now);
+        self.redactor.redact_json(&mut body);
         let req_path = self.dir.join("requests").join(format!("{id}.json"));
         let resp_path = self.dir.join("responses").join(format!("{id}.json"));
         store::atomic::write_json_atomic(&req_path, &body, true).map_err(|e| {
@@ -81,17 +111,29 @@ impl LlmClient for QueueClient {
             })
         };
         let started = Instant::now();
+        // A response that is not valid JSON yet, and since when it has been exactly that.
+        let mut unsettled: Option<(String, Instant)> = None;
+        let unreadable = |e: AnswerError| {
+            LlmError::Source(format!(
+                "the response to request {id} ({}) cannot be read: {e}; answer with text, {{\"response\", \"tools\"}} or {{\"type\": \"llm_invocation_response\", \"response\": {{\"content\": […]}}}}",
+                resp_path.display()
+            ))
+        };
         let result = loop {
             if let Ok(text) = std::fs::read_to_string(&resp_path) {
-                // A responder may still be writing: an unparsable file is read again shortly.
-                match super::interactive::parse_answer(&text) {
+                match parse_answer(&text) {
                     Ok(answer) => break Ok(answer),
-                    Err(e) if started.elapsed() > self.timeout => {
-                        break Err(LlmError::Source(format!(
-                            "the response to request {id} cannot be read: {e}"
-                        )));
-                    }
-                    Err(_) => {}
+                    // A responder writing the file in place may be half-way: the same incomplete
+                    // text for a while means it is all there is.
+                    Err(e @ (AnswerError::NotJson(_) | AnswerError::Empty)) => match &unsettled {
+                        Some((seen, since)) if *seen == text && since.elapsed() >= SETTLE => {
+                            break Err(unreadable(e));
+                        }
+                        Some((seen, _)) if *seen == text => {}
+                        _ => unsettled = Some((text, Instant::now())),
+                    },
+                    // Complete JSON of the wrong shape is reported at once.
+                    Err(e) => break Err(unreadable(e)),
                 }
             }
             if started.elapsed() > self.timeout {

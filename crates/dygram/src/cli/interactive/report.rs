@@ -1,0 +1,237 @@
+//! What a call of `execute -i` prints: the text report, one JSON object, or a diagram.
+
+use serde_json::{Value, json};
+
+use dygram::runtime::executor::{Event, Executor};
+use dygram::runtime::state::{PathStatus, Status};
+use dygram::session::Metadata;
+
+use super::super::execute::{ExecFormat, ExecuteArgs, describe};
+use super::super::{Exit, print_out};
+
+/// Output of one call.
+pub struct Report {
+    pub id: String,
+    pub started: bool,
+    pub events: Vec<Event>,
+    pub status: Status,
+    pub unit: &'static str,
+    pub waiting: Option<(Value, String)>,
+}
+
+pub fn finish_already(
+    args: &ExecuteArgs,
+    id: &str,
+    executor: &Executor<'_>,
+    meta: &Metadata,
+) -> Exit {
+    let state = executor.state();
+    let status = state.status();
+    if args.format == ExecFormat::Json {
+        print_out(&format!(
+            "{}\n",
+            json!({"id": id, "status": status.as_str(), "alreadyFinished": true,
+                "turns": meta.turn_count, "steps": meta.step_count,
+                "currentNodes": current_nodes(executor), "visitedNodes": state.visited_nodes(),
+                "contextState": state.context_state})
+        ));
+    } else if status == Status::Complete {
+        print_out("✅ Execution already complete!\n");
+        print_out(&final_results(id, executor, meta));
+    } else {
+        print_out(&format!("❌ Execution {id} ended with an error.\n"));
+        print_out(&final_results(id, executor, meta));
+    }
+    exit_for(status, false)
+}
+
+/// The exit code of a call from the execution's status: 3 while an answer is awaited, 2 complete,
+/// 1 ended with an error, 0 more to do.
+pub fn exit_for(status: Status, waiting: bool) -> Exit {
+    if waiting {
+        return Exit::Waiting;
+    }
+    match status {
+        Status::Complete => Exit::Complete,
+        Status::Error => Exit::Failed,
+        Status::InProgress | Status::Paused => Exit::Ok,
+    }
+}
+
+pub fn current_nodes(executor: &Executor<'_>) -> Vec<String> {
+    let mut v: Vec<String> = executor
+        .state()
+        .paths
+        .iter()
+        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
+        .map(|p| p.current_node.clone())
+        .collect();
+    v.dedup();
+    v
+}
+
+fn final_results(id: &str, executor: &Executor<'_>, meta: &Metadata) -> String {
+    let state = executor.state();
+    let mut s = String::from("📊 Final Results:\n");
+    s.push_str(&format!("  Execution: {id}\n"));
+    s.push_str(&format!("  Total turns: {}\n", meta.turn_count));
+    s.push_str(&format!("  Total steps: {}\n", meta.step_count));
+    s.push_str(&format!("  Status: {}\n", state.status().as_str()));
+    s.push_str(&format!("  Started: {}\n", meta.started_at));
+    s.push_str(&format!("  Last updated: {}\n", meta.last_executed_at));
+    s.push_str("  Execution path:\n");
+    for p in &state.paths {
+        for t in &p.history {
+            s.push_str(&format!(
+                "    [{}] {} --({})--> {}\n",
+                p.id, t.from, t.transition, t.to
+            ));
+        }
+        if let Some(e) = &p.error {
+            s.push_str(&format!(
+                "    [{}] failed at {}: {e}\n",
+                p.id, p.current_node
+            ));
+        }
+    }
+    s
+}
+
+pub fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, meta: &Metadata) {
+    let state = executor.state();
+    if args.format == ExecFormat::Json {
+        let events: Vec<Value> = r.events.iter().filter_map(event_json).collect();
+        let mut out = json!({
+            "id": r.id,
+            "started": r.started,
+            "unit": r.unit,
+            "status": if r.waiting.is_some() { "waiting" } else { r.status.as_str() },
+            "turns": meta.turn_count,
+            "steps": meta.step_count,
+            "currentNodes": current_nodes(executor),
+            "events": events,
+            "contextState": state.context_state,
+        });
+        if let Some((req, file)) = &r.waiting {
+            out["request"] = req.clone();
+            out["requestFile"] = json!(file);
+        }
+        print_out(&format!("{out}\n"));
+        return;
+    }
+    if matches!(args.format, ExecFormat::Dot | ExecFormat::Mermaid) {
+        print_out(&super::super::execute::diagram(args.format, state));
+        return;
+    }
+    let mut s = String::new();
+    for e in &r.events {
+        match e {
+            Event::LlmCall { node, .. } => {
+                s.push_str(&format!("📍 Turn {} - Node: {node}\n", meta.turn_count));
+            }
+            Event::ToolCall { .. } | Event::Output { .. } => {}
+            other => {
+                s.push_str(&format!("{}\n", describe(other)));
+            }
+        }
+    }
+    let tools: Vec<String> = r
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall { name, is_error, .. } if *is_error => Some(format!("{name} (failed)")),
+            Event::ToolCall { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    if !tools.is_empty() {
+        s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
+    }
+    if let Some(text) = r.events.iter().find_map(|e| match e {
+        Event::Output { text, .. } => Some(text),
+        _ => None,
+    }) {
+        let short: String = text.chars().take(100).collect();
+        let more = if text.chars().count() > 100 {
+            "…"
+        } else {
+            ""
+        };
+        s.push_str(&format!("  Output: {}{more}\n", short.replace('\n', " ")));
+    }
+    if let Some((req, file)) = &r.waiting {
+        let node = req.get("node").and_then(Value::as_str).unwrap_or("?");
+        let tools: Vec<&str> = req
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t.get("name").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        s.push_str(&format!("⏸️  Waiting for LLM response at node {node}\n"));
+        s.push_str(&format!("LLM REQUEST saved to {file}\n"));
+        s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
+        s.push_str("EXAMPLE RESPONSE:\n");
+        s.push_str(&format!("  {}\n", executor.example_answer()));
+        let file_arg = args.file.display();
+        s.push_str(&format!(
+            "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {}\n",
+            r.id
+        ));
+    } else if r.status == Status::Complete {
+        s.push_str("✅ Execution complete!\n");
+        s.push_str(&final_results(&r.id, executor, meta));
+    } else if r.status == Status::Error {
+        s.push_str("❌ Execution ended with an error.\n");
+        s.push_str(&final_results(&r.id, executor, meta));
+    } else {
+        let at = current_nodes(executor).join(", ");
+        s.push_str(&format!(
+            "💾 State saved (.dygram/executions/{}); now at {at}. Run again to continue.\n",
+            r.id
+        ));
+    }
+    print_out(&s);
+}
+
+fn event_json(e: &Event) -> Option<Value> {
+    Some(match e {
+        Event::Transition {
+            path,
+            from,
+            to,
+            reason,
+        } => {
+            json!({"type": "transition", "path": path, "from": from, "to": to, "transition": reason})
+        }
+        Event::LlmCall {
+            path,
+            node,
+            tools,
+            messages,
+            model,
+        } => json!({"type": "llm_call", "path": path, "node": node, "tools": tools,
+            "messages": messages, "model": model}),
+        Event::ToolCall {
+            path,
+            name,
+            is_error,
+            result,
+        } => {
+            json!({"type": "tool", "path": path, "name": name, "isError": is_error, "result": result})
+        }
+        Event::Output { path, text } => json!({"type": "output", "path": path, "text": text}),
+        Event::Spawned { path, node, parent } => {
+            json!({"type": "spawned", "path": path, "node": node, "parent": parent})
+        }
+        Event::Completed { path, node } => json!({"type": "completed", "path": path, "node": node}),
+        Event::Failed { path, node, error } => {
+            json!({"type": "failed", "path": path, "node": node, "error": error})
+        }
+        Event::Waiting { path, node, reason } => {
+            json!({"type": "waiting", "path": path, "node": node, "reason": reason})
+        }
+    })
+}

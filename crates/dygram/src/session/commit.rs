@@ -1,0 +1,338 @@
+//! One commit point per call, and the repair of the other files from it.
+//!
+//! A call ends by replacing `state.json`, atomically and durably; that write is the moment the
+//! call happened. The file carries the metadata, the history line of the latest call that advanced
+//! the execution and, when the call changed it, the machine. Then `machine.json`,
+//! `metadata.json`, `pending-request.json` and `history.jsonl` are brought in line with it. A
+//! process killed before the commit leaves the previous call's state (the call is redone); one
+//! killed after it leaves files that the next call repairs from the commit before doing anything,
+//! so history lines are never lost nor doubled and the metadata always describes the state.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{
+    Executions, HistoryEntry, Metadata, STATE_FILE_VERSION, SessionError, StateFile, io, lock_at,
+};
+use crate::runtime::state::{ExecutionState, TurnState};
+
+/// What a call commits.
+pub struct Commit<'a> {
+    /// The execution after the call.
+    pub state: &'a ExecutionState,
+    /// sha256 of the canonical machine JSON the execution started with.
+    pub machine_hash: &'a str,
+    /// The metadata after the call (its counters are the execution's).
+    pub metadata: &'a Metadata,
+    /// The history line of the latest call that advanced the execution (this call's, or the one
+    /// before when this call only waits for an answer).
+    pub last_call: Option<&'a HistoryEntry>,
+    /// Whether this call changed the machine (meta tools): it is then part of the commit.
+    pub machine_changed: bool,
+    /// When (RFC 3339).
+    pub now: &'a str,
+}
+
+/// An execution opened for a call: locked, repaired, read.
+#[derive(Debug)]
+pub struct Opened {
+    /// Held until the call ends.
+    pub lock: store::lock::Acquired,
+    /// The commit point.
+    pub state: StateFile,
+    /// The metadata it carries.
+    pub metadata: Metadata,
+    /// The machine.
+    pub machine: Value,
+    /// Files the repair rewrote (empty when the previous call ended normally).
+    pub repaired: Vec<&'static str>,
+}
+
+/// `state.json` of a commit, written straight from the execution (nothing is copied; each part of
+/// the state appears once), with the store's secrets scrubbed.
+pub(super) fn encode(
+    store: &Executions,
+    id: &str,
+    c: &Commit<'_>,
+) -> Result<Vec<u8>, SessionError> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Out<'a> {
+        version: &'a str,
+        machine_hash: &'a str,
+        execution_state: View<'a>,
+        status: crate::runtime::state::Status,
+        last_updated: &'a str,
+        turn_count: u64,
+        call_count: u64,
+        metadata: &'a Metadata,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_call: Option<&'a HistoryEntry>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        machine: Option<&'a Value>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct View<'a> {
+        current_node: Option<&'a str>,
+        path_id: Option<&'a str>,
+        visited_nodes: Vec<String>,
+        attributes: Map<String, Value>,
+        context_values: &'a Map<String, Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn_state: Option<&'a TurnState>,
+        runtime: Runtime<'a>,
+    }
+    /// The runtime state without what is written elsewhere.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Runtime<'a> {
+        version: &'a str,
+        paths: &'a [crate::runtime::state::Path],
+        limits: &'a crate::runtime::state::Limits,
+        metadata: &'a crate::runtime::state::Metadata,
+        barriers: &'a std::collections::BTreeMap<String, crate::runtime::state::Barrier>,
+        dynamic_tools: &'a [crate::runtime::state::DynamicTool],
+        #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+        proposals: &'a [Value],
+    }
+    let state = c.state;
+    let main = state.main_path();
+    let out = Out {
+        version: STATE_FILE_VERSION,
+        machine_hash: c.machine_hash,
+        execution_state: View {
+            current_node: main.map(|p| p.current_node.as_str()),
+            path_id: main.map(|p| p.id.as_str()),
+            visited_nodes: state.visited_nodes(),
+            attributes: Map::new(),
+            context_values: &state.context_state,
+            turn_state: state.turn_state.as_ref(),
+            runtime: Runtime {
+                version: &state.version,
+                paths: &state.paths,
+                limits: &state.limits,
+                metadata: &state.metadata,
+                barriers: &state.barriers,
+                dynamic_tools: &state.dynamic_tools,
+                proposals: &state.proposals,
+            },
+        },
+        status: c.metadata.status,
+        last_updated: c.now,
+        turn_count: c.metadata.turn_count,
+        call_count: c.metadata.step_count,
+        metadata: c.metadata,
+        last_call: c.last_call,
+        machine: c.machine_changed.then_some(&state.machine_snapshot),
+    };
+    store
+        .json_bytes(&out, false)
+        .map_err(|e| SessionError::Encode {
+            id: id.to_string(),
+            what: "state.json",
+            message: e.to_string(),
+        })
+}
+
+/// Reads the execution in `dir`: the commit point, its metadata and its machine.
+pub(super) fn read(dir: &Path, id: &str) -> Result<(StateFile, Metadata, Value), SessionError> {
+    let corrupted = |path: &Path, e: &dyn std::fmt::Display| SessionError::Corrupted {
+        id: id.to_string(),
+        reason: format!("{}: {e}", path.display()),
+    };
+    let path = dir.join("state.json");
+    let state: StateFile = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
+    let metadata = match &state.metadata {
+        Some(m) => m.clone(),
+        None => {
+            let path = dir.join("metadata.json");
+            store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?
+        }
+    };
+    let machine = match &state.machine {
+        Some(m) => m.clone(),
+        None => {
+            let path = dir.join("machine.json");
+            store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?
+        }
+    };
+    Ok((state, metadata, machine))
+}
+
+impl Executions {
+    /// Opens an execution for a call: takes its lock, removes temporary files a killed call left,
+    /// reads the commit point and repairs the other files from it.
+    pub fn open(&self, id: &str, command: &str) -> Result<Opened, SessionError> {
+        let dir = self.dir(id)?;
+        if !dir.is_dir() {
+            return Err(SessionError::NotFound(id.to_string()));
+        }
+        let lock = lock_at(&dir.join("execution.lock"), id, command)?;
+        self.sweep();
+        remove_temporary_files(&dir);
+        let (state, metadata, machine) = read(&dir, id)?;
+        let repaired = self.bring_in_line(
+            &dir,
+            &metadata,
+            state.last_call.as_ref(),
+            state.machine.as_ref(),
+        )?;
+        Ok(Opened {
+            lock,
+            state,
+            metadata,
+            machine,
+            repaired,
+        })
+    }
+
+    /// Commits a call (its lock held): `state.json` durably, then the files derived from it.
+    pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<(), SessionError> {
+        let dir = self.dir(id)?;
+        let bytes = encode(self, id, c)?;
+        let path = dir.join("state.json");
+        store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
+        let machine = c.machine_changed.then_some(&c.state.machine_snapshot);
+        self.bring_in_line(&dir, c.metadata, c.last_call, machine)?;
+        Ok(())
+    }
+
+    /// Makes `machine.json`, `metadata.json`, `pending-request.json` and `history.jsonl` agree
+    /// with a commit. Returns the files that had to change. None of these writes needs to reach the
+    /// disk before the next commit: a loss is repaired again from the commit.
+    pub(super) fn bring_in_line(
+        &self,
+        dir: &Path,
+        metadata: &Metadata,
+        last_call: Option<&HistoryEntry>,
+        machine: Option<&Value>,
+    ) -> Result<Vec<&'static str>, SessionError> {
+        let mut changed = Vec::new();
+        if let Some(machine) = machine {
+            let bytes = self.json_bytes(machine, false).map_err(|e| io(dir, e))?;
+            if replace_if_different(&dir.join("machine.json"), &bytes)? {
+                changed.push("machine.json");
+            }
+        }
+        let bytes = self.json_bytes(metadata, true).map_err(|e| io(dir, e))?;
+        if replace_if_different(&dir.join("metadata.json"), &bytes)? {
+            changed.push("metadata.json");
+        }
+        let pending = dir.join("pending-request.json");
+        match &metadata.pending_request {
+            Some(request) => {
+                let bytes = self.json_bytes(request, true).map_err(|e| io(dir, e))?;
+                if replace_if_different(&pending, &bytes)? {
+                    changed.push("pending-request.json");
+                }
+            }
+            None => match std::fs::remove_file(&pending) {
+                Ok(()) => changed.push("pending-request.json"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&pending, e)),
+            },
+        }
+        if let Some(entry) = last_call
+            && self.ensure_history(&dir.join("history.jsonl"), entry)?
+        {
+            changed.push("history.jsonl");
+        }
+        Ok(changed)
+    }
+}
+
+/// Temporary files of a call killed while writing (`.name.….tmp`, `.last.tmp`).
+fn remove_temporary_files(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// Replaces `path` with `bytes` (atomically, without waiting for the disk) unless it already holds
+/// exactly them. Whether it wrote.
+fn replace_if_different(path: &Path, bytes: &[u8]) -> Result<bool, SessionError> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    store::atomic::write_atomic_lazy(path, bytes).map_err(|e| io(path, e))?;
+    Ok(true)
+}
+
+impl Executions {
+    /// Makes `history.jsonl` end with `entry`: a torn last line (a call killed while appending) is cut
+    /// off, and the entry is appended unless the last line already is that call's. Whether it wrote.
+    fn ensure_history(&self, path: &Path, entry: &HistoryEntry) -> Result<bool, SessionError> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io(path, e))?;
+        let (complete_len, last_turn) = tail(&mut file).map_err(|e| io(path, e))?;
+        let len = file.metadata().map_err(|e| io(path, e))?.len();
+        let mut changed = false;
+        if complete_len < len {
+            file.set_len(complete_len).map_err(|e| io(path, e))?;
+            changed = true;
+        }
+        if last_turn.is_none_or(|t| t < entry.turn) {
+            let mut line = self.json_bytes(entry, false).map_err(|e| io(path, e))?;
+            line.push(b'\n');
+            file.seek(SeekFrom::End(0)).map_err(|e| io(path, e))?;
+            file.write_all(&line).map_err(|e| io(path, e))?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+}
+
+/// The length of the complete lines of a history file (up to its last newline) and the call number
+/// of its last complete line. Only the end of the file is read, so this stays fast however long the
+/// history grows.
+fn tail(file: &mut std::fs::File) -> std::io::Result<(u64, Option<u64>)> {
+    #[derive(serde::Deserialize)]
+    struct Turn {
+        turn: u64,
+    }
+    let len = file.metadata()?.len();
+    let mut window: u64 = 8 * 1024;
+    loop {
+        let start = len.saturating_sub(window);
+        file.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::with_capacity((len - start) as usize);
+        file.read_to_end(&mut buf)?;
+        let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else {
+            if start == 0 {
+                return Ok((0, None));
+            }
+            window *= 4;
+            continue;
+        };
+        let complete_len = start + last_nl as u64 + 1;
+        let body = &buf[..last_nl];
+        let line_start = body.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
+        match line_start {
+            Some(i) => {
+                let turn = serde_json::from_slice::<Turn>(&body[i..])
+                    .ok()
+                    .map(|t| t.turn);
+                return Ok((complete_len, turn));
+            }
+            None if start == 0 => {
+                let turn = serde_json::from_slice::<Turn>(body).ok().map(|t| t.turn);
+                return Ok((complete_len, turn));
+            }
+            None => window *= 4,
+        }
+    }
+}

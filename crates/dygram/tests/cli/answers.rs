@@ -1,0 +1,262 @@
+//! Where answers come from in `execute -i`: the file queue takes the reference responders' answer
+//! format and reports an unreadable answer when it arrives; input on stdin is used as the answer to
+//! the request a call reaches, or refused with a message, never dropped silently.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::{Dir, wait_output};
+
+const ORDER: &str = "machine \"Order flow\"
+Context order { total<number>: 0; }
+Task charge \"Charge the card\" { prompt: \"Charge {{ order.total }}\"; }
+State shipped;
+start -> charge -when: 'order.total > 0'-> shipped;
+charge -writes-> order;
+";
+
+fn queue(d: &Dir) -> PathBuf {
+    d.path().join(".dygram/interactive-queue")
+}
+
+/// The request files of the queue (not temporary files of a write in progress).
+fn requests(d: &Dir) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(queue(d).join("requests")) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.ends_with(".json") && !name.starts_with('.')
+        })
+        .collect()
+}
+
+fn wait_for_request(d: &Dir) -> PathBuf {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Some(r) = requests(d).pop() {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no request in {}", queue(d).display());
+}
+
+/// Writes `text` as the response to `request` (whole, by rename, unless `torn`).
+fn respond(d: &Dir, request: &Path, text: &str) {
+    let target = queue(d)
+        .join("responses")
+        .join(request.file_name().unwrap());
+    let tmp = queue(d).join("responses").join(".writing");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(tmp, target).unwrap();
+}
+
+/// An order execution standing at `charge` (its first call ran start -> charge).
+fn at_charge() -> Dir {
+    let d = Dir::with_file("order.dy", ORDER);
+    let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    d
+}
+
+fn spawn_queue_call(d: &Dir, timeout: &str) -> std::process::Child {
+    d.spawn_command(&[
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "q",
+        "--queue",
+        "--queue-timeout",
+        timeout,
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+#[test]
+fn the_queue_takes_the_reference_responders_answer_format() {
+    let d = at_charge();
+    let call = spawn_queue_call(&d, "30");
+    let request = wait_for_request(&d);
+    let request_id = request.file_stem().unwrap().to_string_lossy().into_owned();
+    let answer = json!({
+        "type": "llm_invocation_response",
+        "requestId": request_id,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "reasoning": "",
+        "response": {
+            "content": [
+                {"type": "text", "text": "Charging."},
+                {"type": "tool_use", "id": "toolu_1", "name": "write_order", "input": {"data": {"total": 3}}}
+            ],
+            "stop_reason": "tool_use"
+        }
+    });
+    respond(&d, &request, &answer.to_string());
+    let out = wait_output(call, Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let shown = d.run(&["exec", "show", "q", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 3);
+}
+
+#[test]
+fn an_unreadable_queued_answer_is_reported_when_it_arrives() {
+    for bad in [
+        r#"{"type": "llm_invocation_response", "response": {}}"#,
+        r#"{"bogus": true}"#,
+        r#"{"type": "llm_invocation_response", "response": {"content": [{"type": "te"#,
+    ] {
+        let d = at_charge();
+        let state_before = std::fs::read(d.exec_dir("q").join("state.json")).unwrap();
+        let call = spawn_queue_call(&d, "60");
+        let request = wait_for_request(&d);
+        let answered = Instant::now();
+        respond(&d, &request, bad);
+        let out = wait_output(call, Duration::from_secs(30));
+        let took = answered.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {stderr}");
+        assert!(
+            took < Duration::from_secs(10),
+            "{bad}: reported after {took:?}"
+        );
+        assert!(stderr.contains("cannot be read"), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(&request_file_name(&request)),
+            "{bad}: {stderr}"
+        );
+        // Nothing changed, and the next call asks again.
+        assert_eq!(
+            std::fs::read(d.exec_dir("q").join("state.json")).unwrap(),
+            state_before
+        );
+        assert!(requests(&d).is_empty());
+    }
+}
+
+fn request_file_name(request: &Path) -> String {
+    request.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+fn status(d: &Dir, id: &str) -> Value {
+    d.run(&["exec", "status", id, "--json"]).json()
+}
+
+fn call_with(d: &Dir, stdin: &str) -> super::support::Out {
+    d.run_with_stdin(&["e", "-i", "order.dy", "--id", "s"], stdin)
+}
+
+const WRITE_42: &str = r#"{"response": "Charged.", "tools": [{"name": "write_order", "input": {"data": {"total": 42}}}]}"#;
+
+#[test]
+fn input_on_the_call_that_reaches_a_request_is_its_answer() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    // No request was shown yet: this call reaches it, and the input answers it.
+    let out = call_with(&d, WRITE_42);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Tools: write_order"), "{out:?}");
+    let shown = d.run(&["exec", "show", "s", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 42);
+    assert!(!d.exec_dir("s").join("pending-request.json").exists());
+    assert_eq!(status(&d, "s")["turns"], 1);
+}
+
+#[test]
+fn input_on_a_call_that_cannot_use_it_is_refused_and_changes_nothing() {
+    // The first call of a new execution takes an automatic step: nothing is created.
+    let d = Dir::with_file("order.dy", ORDER);
+    let out = call_with(&d, WRITE_42);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("input was given on stdin"), "{out:?}");
+    assert!(out.stderr.contains("start -> charge"), "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+
+    // Later, a call that completes the path without the model.
+    assert_eq!(call_with(&d, "").code, 0);
+    assert_eq!(call_with(&d, WRITE_42).code, 0);
+    let out = call_with(
+        &d,
+        r#"{"tools": [{"name": "transition_to_shipped", "input": {}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let before = std::fs::read(d.exec_dir("s").join("state.json")).unwrap();
+    let history = d.history("s").len();
+    let out = call_with(&d, "More text.");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("does not reach a request"), "{out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("s").join("state.json")).unwrap(),
+        before
+    );
+    assert_eq!(d.history("s").len(), history);
+
+    // An execution that has ended.
+    assert_eq!(call_with(&d, "").code, 2);
+    let out = call_with(&d, "Hello?");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("already ended"), "{out:?}");
+}
+
+#[test]
+fn input_for_an_execution_whose_answers_come_from_elsewhere_is_refused() {
+    let d = Dir::with_file("order.dy", ORDER);
+    let rec = super::support::repo_root()
+        .join("examples/dygram/recordings/order")
+        .display()
+        .to_string();
+    // Before anything is created.
+    let out = d.run_with_stdin(
+        &["e", "-i", "order.dy", "--id", "p", "--playback", &rec],
+        WRITE_42,
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("replays the recordings"), "{out:?}");
+    assert!(!d.exec_dir("p").exists());
+    // And on a later call.
+    assert_eq!(
+        d.run(&["e", "-i", "order.dy", "--id", "p", "--playback", &rec])
+            .code,
+        0
+    );
+    let before = std::fs::read(d.exec_dir("p").join("state.json")).unwrap();
+    let out = d.run_with_stdin(&["e", "-i", "order.dy", "--id", "p"], WRITE_42);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("replays the recordings"), "{out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("p").join("state.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn an_unreadable_answer_on_the_first_call_creates_nothing() {
+    let d = Dir::with_file(
+        "m.dy",
+        "machine \"m\"\ntask start { prompt: \"pick\"; }\nstate a;\nstate b;\nstart -> a;\nstart -> b;\n",
+    );
+    let out = d.run_with_stdin(&["e", "-i", "m.dy", "--id", "u"], r#"{"action": "go"}"#);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("Failed to parse response"), "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+    // A good one is taken by that same first call.
+    let out = d.run_with_stdin(
+        &["e", "-i", "m.dy", "--id", "u"],
+        r#"{"tools": [{"name": "transition_to_b", "input": {}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("start --(agent_decision)--> b"),
+        "{out:?}"
+    );
+}
