@@ -12,8 +12,9 @@ use dygram::runtime::state::{PathStatus, Status};
 use dygram::source::SourceFile;
 use llm::{ChatRequest, ChatResponse, LlmClient, LlmError, PlaybackClient, PlaybackMode};
 
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram")
+/// The conformance corpus, or `None` (the test says SKIPPED) without it.
+fn corpus() -> Option<PathBuf> {
+    testkit::needs::conformance()
 }
 
 /// Playback that notes, for each request, the node, the sorted tool names and the message count.
@@ -63,12 +64,12 @@ struct Outcome {
     problems: Vec<String>,
 }
 
-fn run_oracle(dir: &Path) -> Outcome {
+fn run_oracle(corpus: &Path, dir: &Path) -> Outcome {
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
     let machine = compile(
-        &corpus()
+        &corpus
             .join("examples")
             .join(expected["machine"].as_str().unwrap()),
     );
@@ -150,14 +151,15 @@ fn run_oracle(dir: &Path) -> Outcome {
 
 #[test]
 fn every_execution_oracle_reaches_the_reference_outcome() {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus().join("execution"))
+    let Some(corpus) = corpus() else { return };
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus.join("execution"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("expected.json").is_file())
         .collect();
     dirs.sort();
     assert_eq!(dirs.len(), 20, "the corpus has 20 execution oracles");
-    let outcomes: Vec<Outcome> = dirs.iter().map(|d| run_oracle(d)).collect();
+    let outcomes: Vec<Outcome> = dirs.iter().map(|d| run_oracle(&corpus, d)).collect();
     let failing: Vec<&Outcome> = outcomes.iter().filter(|o| !o.problems.is_empty()).collect();
     eprintln!(
         "execution oracles: {}/{} agree",
@@ -175,9 +177,10 @@ fn every_execution_oracle_reaches_the_reference_outcome() {
 
 #[test]
 fn execute_replays_a_recorded_machine_and_writes_the_result() {
+    let Some(corpus) = corpus() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let machine = corpus().join("examples/execution-features/context-basic.dy");
-    let recordings = corpus().join("execution/context-basic/recordings");
+    let machine = corpus.join("examples/execution-features/context-basic.dy");
+    let recordings = corpus.join("execution/context-basic/recordings");
     let out = assert_cmd::Command::cargo_bin("dygram")
         .unwrap()
         .args(["execute"])

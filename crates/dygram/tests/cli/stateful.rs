@@ -20,8 +20,16 @@ use tempfile::TempDir;
 /// Variables that would give the binary a live API: removed from every call.
 const LLM_ENV: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
 
+/// The conformance corpus: its `context-basic.dy` and `meta-construct-tool` machines, their recordings
+/// and expected results are what these tests run. Every test first checks that it is there
+/// ([`corpus_is_here`]); without it the test says SKIPPED.
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram")
+    testkit::needs::shared_dir().join("conformance/dygram")
+}
+
+/// Whether the corpus is here (otherwise the calling test says SKIPPED and returns).
+fn corpus_is_here() -> bool {
+    testkit::needs::conformance().is_some()
 }
 
 /// Recordings of `context-basic.dy`: start → updateActivity → displaySummary → end, 3 turns.
@@ -321,6 +329,9 @@ fn context_basic_final() -> (Value, Value) {
 
 #[test]
 fn basic_usage_starts_resumes_and_completes() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
 
@@ -425,6 +436,9 @@ fn basic_usage_starts_resumes_and_completes() {
 
 #[test]
 fn bash_loop_runs_to_completion() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     // As in §Usage Examples, `dygram` found on the PATH; the loop must end by itself.
     let out = sb.bash(r#"while dygram e -i m.dy --playback "$R"; do :; done"#);
@@ -450,6 +464,9 @@ fn bash_loop_runs_to_completion() {
 
 #[test]
 fn agent_usage_pattern_script() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     // §Usage Examples, Agent Usage Pattern, with playback on the first call instead of an API.
     let out = sb.bash(
@@ -491,6 +508,9 @@ dygram exec status
 
 #[test]
 fn managing_executions() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
 
@@ -676,6 +696,9 @@ fn managing_executions() {
 
 #[test]
 fn invalid_ids_are_usage_errors_and_create_nothing() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     for id in ["../x", "a/b", "/tmp/evil", "last", ".hidden", ""] {
         let out = sb.run(&[
@@ -711,6 +734,9 @@ fn invalid_ids_are_usage_errors_and_create_nothing() {
 
 #[test]
 fn manual_mode_waits_and_takes_answers_in_three_formats() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
 
     // No API key, no playback, no queue: the request is saved and printed, exit 3.
@@ -863,6 +889,9 @@ fn manual_mode_waits_and_takes_answers_in_three_formats() {
 
 #[test]
 fn answered_request_is_no_longer_pending() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let first = sb.run(&["e", "-i", "m.dy"]);
     assert_eq!(first.code, 3, "{first:?}");
@@ -883,6 +912,9 @@ fn answered_request_is_no_longer_pending() {
 
 #[test]
 fn json_format_gives_one_object_per_call() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let call = |stdin: &str| {
         let out = sb.run_with_stdin(&["e", "-i", "m.dy", "--format", "json"], stdin);
@@ -937,6 +969,9 @@ fn json_format_gives_one_object_per_call() {
 
 #[test]
 fn stdin_examples_of_the_design() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     std::fs::write(
         sb.path().join("response.json"),
@@ -982,6 +1017,9 @@ EOF"#,
 
 #[test]
 fn human_in_loop_example() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     // §Usage Examples, Human-in-Loop, as written (no API: each agent call waits for an answer).
     let out = sb.run(&[
@@ -1024,6 +1062,9 @@ fn human_in_loop_example() {
 
 #[test]
 fn playback_persists_across_calls() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     let first = sb.run(&["e", "-i", "./m.dy", "--playback", &rec]);
@@ -1061,6 +1102,9 @@ fn playback_persists_across_calls() {
 
 #[test]
 fn meta_tools_machine_runs_turn_by_turn() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::with("meta-construct-tool.dy");
     let first = sb.run(&[
         "e",
@@ -1091,6 +1135,9 @@ fn meta_tools_machine_runs_turn_by_turn() {
 
 #[test]
 fn recording_then_playback_reach_the_same_result() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     // Record golden execution (manual answers instead of an API).
     let out = sb.run(&[
@@ -1211,6 +1258,9 @@ fn recording_then_playback_reach_the_same_result() {
 
 #[test]
 fn machine_changed_is_refused_with_options() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     let first = sb.run(&["e", "-i", "./m.dy", "--playback", &rec]);
@@ -1323,6 +1373,9 @@ fn machine_changed_is_refused_with_options() {
 
 #[test]
 fn missing_playback_directory_lists_recordings_and_creates_nothing() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     for name in ["golden", "test-session"] {
         let dir = sb.path().join("recordings").join(name);
@@ -1363,6 +1416,9 @@ fn missing_playback_directory_lists_recordings_and_creates_nothing() {
 
 #[test]
 fn corrupted_state_is_kept_aside_and_a_fresh_execution_starts() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let first = sb.run(&["e", "-i", "./m.dy", "--playback", &context_recordings()]);
     assert_eq!(first.code, 0, "{first:?}");
@@ -1492,6 +1548,9 @@ fn answer_request(sb: &Sandbox, request: &Path, answer: &str) {
 
 #[test]
 fn second_call_fails_fast_while_the_first_holds_the_lock_and_the_queue_answers() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let first = sb.spawn(&[
         "e",
@@ -1576,6 +1635,9 @@ fn second_call_fails_fast_while_the_first_holds_the_lock_and_the_queue_answers()
 
 #[test]
 fn queue_timeout() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let started = Instant::now();
     let out = sb.run(&[
@@ -1618,6 +1680,9 @@ fn queue_timeout() {
 
 #[test]
 fn force_does_not_take_an_execution_in_use() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let first = sb.spawn(&[
         "e",
@@ -1666,6 +1731,9 @@ fn force_does_not_take_an_execution_in_use() {
 
 #[test]
 fn starts_in_the_same_second_get_different_ids() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     let a = sb.run(&["e", "-i", "m.dy", "--force", "--playback", &rec]);
@@ -1712,6 +1780,9 @@ fn starts_in_the_same_second_get_different_ids() {
 
 #[test]
 fn many_simultaneous_starts_get_different_ids() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     // Ten starts at once, twenty rounds (launched from bash so that they overlap closely).
     let out = sb.bash(
@@ -1830,6 +1901,9 @@ fn recover(sb: &Sandbox, id: &str, phase: Phase) -> Value {
 
 #[test]
 fn killed_while_waiting_for_a_queued_answer() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     let (context, visited) = context_basic_final();
@@ -1976,11 +2050,17 @@ fn kill_at_delays(delays_us: &[u64], resumed: bool) {
 
 #[test]
 fn killed_after_the_answer_resumes_to_the_same_result() {
+    if !corpus_is_here() {
+        return;
+    }
     kill_at_delays(&[0, 1_000, 2_000, 5_000, 10_000, 20_000], false);
 }
 
 #[test]
 fn killed_during_the_state_write_resumes_to_the_same_result() {
+    if !corpus_is_here() {
+        return;
+    }
     // How long an uninterrupted second turn takes here (the median of three), so that the kills
     // spread over the whole call, most of them late in it where the state is written.
     let sb = Sandbox::new();
@@ -2005,6 +2085,9 @@ fn killed_during_the_state_write_resumes_to_the_same_result() {
 
 #[test]
 fn turn_count_survives_a_kill_between_state_and_metadata() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     let out = sb.run(&["e", "-i", "m.dy", "--id", "s", "--playback", &rec]);
@@ -2023,6 +2106,9 @@ fn turn_count_survives_a_kill_between_state_and_metadata() {
 
 #[test]
 fn torn_history_line_does_not_stop_the_execution() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     assert_eq!(
@@ -2046,6 +2132,9 @@ fn torn_history_line_does_not_stop_the_execution() {
 
 #[test]
 fn exec_is_an_alias_of_execute() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let out = sb.run(&["exec", "m.dy", "-i", "--playback", &context_recordings()]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -2070,6 +2159,9 @@ fn exec_is_an_alias_of_execute() {
 
 #[test]
 fn step_units() {
+    if !corpus_is_here() {
+        return;
+    }
     let sb = Sandbox::new();
     let rec = context_recordings();
     // --step-turn is -i.
