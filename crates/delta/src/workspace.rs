@@ -162,6 +162,28 @@ pub fn next_id(root: &Path) -> String {
     format!("W{next:03}")
 }
 
+/// Creates the next free numbered workspace under `root` (see [`next_id`]) and prepares it; returns its
+/// name and absolute path. The folder is claimed with an exclusive `mkdir`, so callers racing for the
+/// same number each end up with a workspace of their own.
+pub fn create_next(root: &Path) -> Result<(String, PathBuf), StoreError> {
+    create_dir_all_durable(root)?;
+    loop {
+        let name = next_id(root);
+        let dir = root.join(&name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((name, prepare(&dir)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(StoreError::Io {
+                    action: "create workspace",
+                    path: dir,
+                    source: e,
+                });
+            }
+        }
+    }
+}
+
 /// The workspace used last, if recorded.
 pub fn last_used(root: &Path) -> Option<String> {
     let name = std::fs::read_to_string(root.join("LAST_USED")).ok()?;
@@ -301,6 +323,16 @@ mod tests {
         assert_eq!(next_id(root), "W1000");
         std::fs::create_dir_all(root.join("W1000")).unwrap();
         assert_eq!(next_id(root), "W1001");
+    }
+
+    #[test]
+    fn the_next_workspace_is_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("workspaces");
+        let (a, pa) = create_next(&root).unwrap();
+        let (b, _) = create_next(&root).unwrap();
+        assert_eq!((a.as_str(), b.as_str()), ("W001", "W002"));
+        assert!(pa.join(".delta/VERSION").is_file());
     }
 
     #[test]

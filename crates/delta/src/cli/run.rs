@@ -114,17 +114,30 @@ fn resolve_workspace(args: &RunArgs, agent: &Agent) -> Result<(PathBuf, Option<S
     Ok((root.join(&name), Some(name)))
 }
 
-/// Creates the workspace (once the run is sure to start) and records it as last used.
-fn create_workspace(path: &Path, name: Option<&str>, agent: &Agent) -> Result<PathBuf, CliError> {
-    if !path.exists() {
-        match name {
-            Some(n) => eprint_line(&format!("Creating new workspace: {n}")),
-            None => eprint_line(&format!("Created work directory: {}", path.display())),
+/// Creates the workspace (once the run is sure to start) and records it as last used. With `-y` the
+/// next numbered workspace is claimed now: another `delta run -y` may have taken the one named at first.
+fn create_workspace(
+    path: &Path,
+    name: Option<&str>,
+    agent: &Agent,
+    fresh: bool,
+) -> Result<PathBuf, CliError> {
+    let root = workspace::workspaces_root(&agent.dir);
+    let (ws, name) = if fresh {
+        let (n, ws) = workspace::create_next(&root)?;
+        eprint_line(&format!("Creating new workspace: {n}"));
+        (ws, Some(n))
+    } else {
+        if !path.exists() {
+            match name {
+                Some(n) => eprint_line(&format!("Creating new workspace: {n}")),
+                None => eprint_line(&format!("Created work directory: {}", path.display())),
+            }
         }
-    }
-    let ws = workspace::prepare(path)?;
-    if let Some(n) = name {
-        workspace::set_last_used(&workspace::workspaces_root(&agent.dir), n)?;
+        (workspace::prepare(path)?, name.map(str::to_string))
+    };
+    if let Some(n) = &name {
+        workspace::set_last_used(&root, n)?;
     }
     Ok(ws)
 }
@@ -273,10 +286,12 @@ pub struct Launch {
 pub fn launch(l: Launch) -> Result<Exit, CliError> {
     delta::runs::remember_workspace(&l.workspace);
     if l.resuming {
-        eprint_line(&format!(
-            "Resuming run {} ({})...",
-            l.run.run_id, l.metadata.status
-        ));
+        // A run whose process died still says RUNNING on disk; it is resumed as INTERRUPTED.
+        let status = match l.recovered {
+            Some(_) => RunStatus::Interrupted,
+            None => l.metadata.status,
+        };
+        eprint_line(&format!("Resuming run {} ({status})...", l.run.run_id));
     } else {
         eprint_line("Starting delta...");
     }
@@ -470,7 +485,8 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     env.load_cascade(&ws_path, &agent.dir, &cwd)
         .map_err(|e| CliError::new(e.to_string()))?;
     let conn = connect_llm(&agent, &env, &llm_mode(&args), clock, &ids)?;
-    let ws = create_workspace(&ws_path, ws_name.as_deref(), &agent)?;
+    let fresh = args.work_dir.is_none() && args.yes;
+    let ws = create_workspace(&ws_path, ws_name.as_deref(), &agent, fresh)?;
     let new = session::NewRun {
         agent: &agent,
         workspace: &ws,

@@ -206,6 +206,12 @@ fn concurrent_run_w_on_a_crashed_run_resume_it_once_and_the_others_are_busy() {
             out.stderr
         );
     }
+    let winner = outs.iter().find(|o| o.code == 0).unwrap();
+    assert!(
+        winner.stderr.contains(" (INTERRUPTED)...") && !winner.stderr.contains("(RUNNING)"),
+        "a crashed run is announced as the INTERRUPTED run it is resumed as: {}",
+        winner.stderr
+    );
     assert_eq!(run_folders(&sb).len(), 1, "no new run was started");
     assert_eq!(server2.request_count(), 1);
     let recovered = contents(&sb, "SYSTEM_MESSAGE")
@@ -243,4 +249,38 @@ fn concurrent_new_runs_in_one_workspace_start_one_and_the_others_are_busy() {
     );
     assert_eq!(run_folders(&sb).len(), 2, "one new run");
     assert_eq!(server.request_count(), 2);
+}
+
+#[test]
+fn concurrent_runs_with_y_each_get_a_workspace_of_their_own() {
+    let server = ScriptedServer::start(
+        (0..3).map(|i| Reply::text(&format!("run {i}")).delay(Duration::from_millis(500))),
+    );
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let children: Vec<Child> = (0..3)
+        .map(|_| {
+            let mut cmd = sb.delta(Some(&server));
+            cmd.args(["run", "--agent", "agent", "-m", "hi", "-y"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children.into_iter().map(finish).collect();
+    assert_eq!(
+        codes(&outs),
+        [0, 0, 0],
+        "{:#?}",
+        outs.iter().map(|o| &o.stderr).collect::<Vec<_>>()
+    );
+    let root = sb.agent().join("workspaces");
+    for name in ["W001", "W002", "W003"] {
+        let runs = std::fs::read_dir(root.join(name).join(".delta"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join("journal.jsonl").is_file())
+            .count();
+        assert_eq!(runs, 1, "{name} has one run");
+    }
+    assert!(!root.join("W004").exists());
 }
