@@ -13,23 +13,18 @@ use crate::events::{ActionStatus, Event, Level, timestamp};
 use crate::metadata::RunStatus;
 use store::StoreError;
 
-impl Engine<'_> {
-    pub(super) fn ask_human(
-        &mut self,
-        id: &str,
-        args: &Map<String, Value>,
-    ) -> Result<Option<RunOutcome>, EngineError> {
-        let Some(prompt) = args
-            .get("prompt")
-            .and_then(Value::as_str)
-            .map(|p| self.redact(p))
-        else {
-            self.error_result(
-                id,
-                "Error: ask_human needs a prompt (the question to show the user)".into(),
-            )?;
-            return Ok(None);
-        };
+/// The arguments of an `ask_human` call, read one way wherever a call is asked or answered.
+struct Question {
+    /// What to ask (redacted); `None` when the call has no text prompt.
+    prompt: Option<String>,
+    input_type: InputType,
+    sensitive: bool,
+}
+
+impl Question {
+    /// Reads `args`; values of the wrong type take the defaults, and `sensitive` also accepts the text
+    /// `"true"` (models often send booleans as strings).
+    fn parse(args: &Value, redact: impl Fn(&str) -> String) -> Self {
         let input_type = match args.get("input_type").and_then(Value::as_str) {
             Some("password") => InputType::Password,
             Some("confirmation") => InputType::Confirmation,
@@ -37,65 +32,115 @@ impl Engine<'_> {
         };
         let sensitive = match args.get("sensitive") {
             Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s == "true",
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
             _ => false,
+        };
+        Self {
+            prompt: args.get("prompt").and_then(Value::as_str).map(redact),
+            input_type,
+            sensitive,
+        }
+    }
+}
+
+/// What the terminal gave for a question.
+enum Asked {
+    /// The answer.
+    Answer(String),
+    /// The run stops here (interrupted, or waiting because the input ended).
+    Stop(Box<RunOutcome>),
+    /// The terminal could not be read; the call got an error result and the run goes on.
+    Failed,
+}
+
+impl Engine<'_> {
+    pub(super) fn ask_human(
+        &mut self,
+        id: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let args = Value::Object(args.clone());
+        let question = Question::parse(&args, |p| self.redact(p));
+        let Some(prompt) = question.prompt.clone() else {
+            self.error_result(
+                id,
+                "Error: ask_human needs a prompt (the question to show the user)".into(),
+            )?;
+            return Ok(None);
         };
         self.append(Event::ActionRequest {
             action_id: id.to_string(),
             tool_name: ASK_HUMAN.into(),
-            tool_args: Value::Object(args.clone()),
+            tool_args: args,
             resolved_command: format!("{ASK_HUMAN} {prompt}"),
         })?;
-        if self.setup.interactive
-            && let Some(human) = self.human.as_deref_mut()
-        {
-            self.observer.progress(Progress::Question(prompt.clone()));
-            let answer = match human.ask(&prompt, input_type, sensitive) {
-                Ok(Some(answer)) => answer,
-                Ok(None) if self.interrupted() => return Ok(Some(self.interrupt_run()?)),
-                Ok(None) => {
-                    self.observer.progress(Progress::Note(
-                        "No answer on standard input (it ended); the run waits for one.".into(),
-                    ));
-                    let request = self.new_request(id, prompt, input_type, sensitive);
-                    return Ok(Some(self.pause(request)?));
-                }
-                Err(e) => {
-                    self.error_result(
-                        id,
-                        format!("Error: could not read an answer from the terminal: {e}"),
-                    )?;
-                    return Ok(None);
-                }
-            };
-            let exec_ref = self.execution_ref(id);
-            self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
-            self.append(Event::ActionResult {
-                action_id: id.to_string(),
-                status: ActionStatus::Success,
-                observation_content: answer,
-                execution_ref: exec_ref,
-            })?;
-            return Ok(None);
+        if !self.setup.interactive || self.human.is_none() {
+            let request = self.new_request(id, &question);
+            return Ok(Some(self.pause(request)?));
         }
-        let request = self.new_request(id, prompt, input_type, sensitive);
-        Ok(Some(self.pause(request)?))
+        match self.ask_terminal(id, &question)? {
+            Asked::Answer(answer) => {
+                self.answered(id, answer)?;
+                Ok(None)
+            }
+            Asked::Stop(outcome) => Ok(Some(*outcome)),
+            Asked::Failed => Ok(None),
+        }
     }
 
-    fn new_request(
-        &self,
-        id: &str,
-        prompt: String,
-        input_type: InputType,
-        sensitive: bool,
-    ) -> InteractionRequest {
+    /// Asks `question` on the terminal (`-i`). When the input has ended the run waits for an answer as
+    /// it does without `-i`.
+    fn ask_terminal(&mut self, id: &str, question: &Question) -> Result<Asked, EngineError> {
+        let prompt = question.prompt.as_deref().unwrap_or("(no prompt)");
+        self.observer
+            .progress(Progress::Question(prompt.to_string()));
+        let Some(human) = self.human.as_deref_mut() else {
+            let request = self.new_request(id, question);
+            return Ok(Asked::Stop(Box::new(self.pause(request)?)));
+        };
+        match human.ask(prompt, question.input_type, question.sensitive) {
+            Ok(Some(answer)) => Ok(Asked::Answer(answer)),
+            Ok(None) if self.interrupted() => Ok(Asked::Stop(Box::new(self.interrupt_run()?))),
+            Ok(None) => {
+                self.observer.progress(Progress::Note(
+                    "No answer on standard input (it ended); the run waits for one.".into(),
+                ));
+                let request = self.new_request(id, question);
+                Ok(Asked::Stop(Box::new(self.pause(request)?)))
+            }
+            Err(e) => {
+                self.error_result(
+                    id,
+                    format!("Error: could not read an answer from the terminal: {e}"),
+                )?;
+                Ok(Asked::Failed)
+            }
+        }
+    }
+
+    /// Journals `answer` as the result of call `id` (with its `io/tool_executions/` record).
+    fn answered(&mut self, id: &str, answer: String) -> Result<(), EngineError> {
+        let exec_ref = self.execution_ref(id);
+        self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Success,
+            observation_content: answer,
+            execution_ref: exec_ref,
+        })
+    }
+
+    fn new_request(&self, id: &str, question: &Question) -> InteractionRequest {
         let now = self.setup.clock.now();
         InteractionRequest {
             request_id: self.setup.ids.uuid_v7(now).to_string(),
             timestamp: timestamp(now),
-            prompt,
-            input_type,
-            sensitive,
+            prompt: question
+                .prompt
+                .clone()
+                .unwrap_or_else(|| "(no prompt)".into()),
+            input_type: question.input_type,
+            sensitive: question.sensitive,
             action_id: Some(id.to_string()),
         }
     }
@@ -121,37 +166,14 @@ impl Engine<'_> {
                 .map(|text| text.trim().to_string()),
             None => None,
         };
-        let prompt = args
-            .get("prompt")
-            .and_then(Value::as_str)
-            .map_or_else(|| "(no prompt)".to_string(), |p| self.redact(p));
-        let input_type = match args.get("input_type").and_then(Value::as_str) {
-            Some("password") => InputType::Password,
-            Some("confirmation") => InputType::Confirmation,
-            _ => InputType::Text,
-        };
-        let sensitive = match args.get("sensitive") {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s == "true",
-            _ => false,
-        };
+        let question = Question::parse(args, |p| self.redact(p));
         let answer = match from_file {
             Some(a) => a,
             None if self.setup.interactive && self.human.is_some() => {
-                self.observer.progress(Progress::Question(prompt.clone()));
-                let Some(human) = self.human.as_deref_mut() else {
-                    return Ok(None);
-                };
-                match human.ask(&prompt, input_type, sensitive) {
-                    Ok(Some(a)) => a,
-                    Ok(None) => return Ok(Some(self.interrupt_run()?)),
-                    Err(e) => {
-                        self.error_result(
-                            id,
-                            format!("Error: could not read an answer from the terminal: {e}"),
-                        )?;
-                        return Ok(None);
-                    }
+                match self.ask_terminal(id, &question)? {
+                    Asked::Answer(a) => a,
+                    Asked::Stop(outcome) => return Ok(Some(*outcome)),
+                    Asked::Failed => return Ok(None),
                 }
             }
             None => {
@@ -161,19 +183,12 @@ impl Engine<'_> {
                         action_id: Some(id.to_string()),
                         ..request
                     },
-                    None => self.new_request(id, prompt, input_type, sensitive),
+                    None => self.new_request(id, &question),
                 };
                 return Ok(Some(self.pause(request)?));
             }
         };
-        let exec_ref = self.execution_ref(id);
-        self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
-        self.append(Event::ActionResult {
-            action_id: id.to_string(),
-            status: ActionStatus::Success,
-            observation_content: answer,
-            execution_ref: exec_ref,
-        })?;
+        self.answered(id, answer)?;
         self.remove_interaction_files()?;
         Ok(None)
     }
