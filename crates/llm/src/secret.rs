@@ -60,6 +60,13 @@ impl Redactor {
             .into_iter()
             .map(Into::into)
             .filter(|s| s.len() >= Self::MIN_LEN)
+            .flat_map(|s| {
+                // A key with a quote or a backslash is written differently inside JSON text, and
+                // differently again inside JSON text held in a JSON string: hide those forms too.
+                let once = json_escaped(&s);
+                let twice = json_escaped(&once);
+                [s, once, twice]
+            })
             .collect();
         secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         secrets.dedup();
@@ -153,6 +160,12 @@ impl Redactor {
     }
 }
 
+/// `text` as it stands between the quotes of a JSON string.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::String(text.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Redactor({} secret(s))", self.secrets.len())
@@ -184,6 +197,19 @@ mod tests {
     fn the_redactor_hides_every_secret_in_text_json_and_bytes() {
         let r = Redactor::new(["sk-abc", "sk-abc-longer", "ab", "sk-abc"]);
         assert_eq!(format!("{r:?}"), "Redactor(2 secret(s))");
+        let odd = Redactor::new([r#"sk-a"b\c"#]);
+        let nested =
+            serde_json::json!({"content": serde_json::json!({"k": r#"sk-a"b\c"#}).to_string()});
+        assert!(!nested.to_string().contains(r#"sk-a"b\c"#));
+        assert_eq!(
+            odd.redact(&nested.to_string())
+                .matches("[REDACTED]")
+                .count(),
+            1
+        );
+        let mut value = nested.clone();
+        odd.redact_json(&mut value);
+        assert!(!odd.leaks(&value.to_string()), "{value}");
         assert_eq!(
             r.redact("x sk-abc-longer y sk-abc"),
             "x [REDACTED] y [REDACTED]"
