@@ -339,6 +339,7 @@ mod tests {
                         },
                     }]
                 }),
+                usage: None,
             },
         )
     }

@@ -35,21 +35,33 @@ pub fn scrub_event(redactor: &Redactor, mut event: Event) -> Event {
         } => {
             scrub(redactor, content);
             for call in tool_calls.iter_mut().flatten() {
+                // The model chooses ids and names as freely as arguments.
+                scrub(redactor, &mut call.id);
+                scrub(redactor, &mut call.function.name);
                 scrub(redactor, &mut call.function.arguments);
             }
         }
         Event::ActionRequest {
+            action_id,
+            tool_name,
             tool_args,
             resolved_command,
-            ..
         } => {
+            scrub(redactor, action_id);
+            scrub(redactor, tool_name);
             redactor.redact_json(tool_args);
             scrub(redactor, resolved_command);
         }
         Event::ActionResult {
+            action_id,
             observation_content,
+            execution_ref,
             ..
-        } => scrub(redactor, observation_content),
+        } => {
+            scrub(redactor, action_id);
+            scrub(redactor, observation_content);
+            scrub(redactor, execution_ref);
+        }
         Event::HookExecutionAudit { .. } | Event::RunEnd { .. } => {}
     }
     event
@@ -115,13 +127,14 @@ mod tests {
                 content: "use sk-secret-1".into(),
                 llm_invocation_ref: "id".into(),
                 tool_calls: Some(vec![ToolCallRecord {
-                    id: "c".into(),
+                    id: "call-sk-secret-1".into(),
                     kind: "function".into(),
                     function: FunctionRecord {
-                        name: "t".into(),
+                        name: "sk-secret-1".into(),
                         arguments: r#"{"k":"sk-secret-1"}"#.into(),
                     },
                 }]),
+                usage: None,
             },
         );
         let text = serde_json::to_string(&thought).unwrap();

@@ -326,6 +326,8 @@ impl<'a> Engine<'a> {
             .open(setup.run.engine_log())
             .ok();
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
+        let mut metadata = metadata;
+        catch_up(&mut metadata, &opened.events);
         let mut engine = Self {
             setup,
             journal: opened.journal,
@@ -808,12 +810,14 @@ impl<'a> Engine<'a> {
         let content = self.redact(&response.text());
         let mut calls: Vec<(String, String, Value)> = Vec::new();
         for (i, call) in response.tool_calls().enumerate() {
+            // Ids and names are the model's text too: scrubbed here, they are scrubbed in the journal,
+            // the `io/` folder names and the console alike.
             let id = if call.id.is_empty() {
                 format!("call_{}_{i}", self.typed.len())
             } else {
-                call.id.to_string()
+                self.redact(call.id)
             };
-            calls.push((id, call.name.to_string(), call.arguments.clone()));
+            calls.push((id, self.redact(call.name), call.arguments.clone()));
         }
         let records: Vec<ToolCallRecord> = calls
             .iter()
@@ -833,7 +837,11 @@ impl<'a> Engine<'a> {
             content: content.clone(),
             llm_invocation_ref: invocation_id.clone(),
             tool_calls: (!records.is_empty()).then_some(records),
+            usage: Some(response.usage.into()),
         })?;
+        // An iteration is one answer of the model (with the tools it asks for): counted as it is
+        // journaled, so the count is the journal's, whatever happens next.
+        self.metadata.iterations_completed += 1;
         if !content.trim().is_empty() {
             self.observer.progress(Progress::Thought(content.clone()));
         }
@@ -854,8 +862,7 @@ impl<'a> Engine<'a> {
         }
 
         if calls.is_empty() {
-            // An answer without tool calls ends the run; it is an iteration like the others.
-            self.metadata.iterations_completed += 1;
+            // An answer without tool calls ends the run.
             if content.trim().is_empty() {
                 let reason = EndReason::EmptyAnswer;
                 self.system(Level::Warn, "The model's final answer was empty")?;
@@ -875,13 +882,30 @@ impl<'a> Engine<'a> {
                 return Ok(Step::Stop(Box::new(stop)));
             }
         }
-        self.metadata.iterations_completed += 1;
         self.save_progress()?;
         if self.interrupted() {
             return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
         }
         Ok(Step::Continue)
     }
+}
+
+/// Brings the counts of `metadata` up to the journal's `events`: the iterations are the model's answers
+/// (`THOUGHT`s), and the tokens of answers journaled after the metadata was last saved (a process
+/// killed in between) are added from their `THOUGHT.usage`. The journal is the source of truth;
+/// `metadata.json` only caches its counts, at most once a second while a run goes on.
+pub fn catch_up(metadata: &mut RunMetadata, events: &[Event]) {
+    let thoughts: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::Thought { .. }))
+        .collect();
+    let counted = usize::try_from(metadata.iterations_completed).unwrap_or(usize::MAX);
+    for thought in thoughts.iter().skip(counted) {
+        if let Event::Thought { usage, .. } = thought {
+            metadata.usage.add(usage.unwrap_or_default().into());
+        }
+    }
+    metadata.iterations_completed = thoughts.len() as u64;
 }
 
 /// Token totals of a finished outcome (for result formats).
@@ -909,4 +933,47 @@ pub fn call_names(response: &ChatResponse) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::TokenUsage;
+
+    fn thought(input: u64, output: u64) -> Event {
+        Event::Thought {
+            content: String::new(),
+            llm_invocation_ref: "i".into(),
+            tool_calls: None,
+            usage: Some(TokenUsage {
+                input_tokens: input,
+                output_tokens: output,
+            }),
+        }
+    }
+
+    #[test]
+    fn counts_left_behind_by_a_crash_are_rebuilt_from_the_journal() {
+        let mut metadata: RunMetadata = serde_json::from_value(serde_json::json!({
+            "run_id": "r", "start_time": "t", "agent_ref": "/a", "task": "x",
+            "status": "RUNNING", "iterations_completed": 1, "pid": 1, "hostname": "h",
+            "start_time_unix": 0, "process_name": "delta",
+            "usage": {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11, "llm_calls": 1}
+        }))
+        .unwrap();
+        let user = Event::UserMessage {
+            content: "go".into(),
+        };
+        let events = [user, thought(10, 1), thought(20, 2), thought(30, 3)];
+        catch_up(&mut metadata, &events);
+        assert_eq!(metadata.iterations_completed, 3);
+        assert_eq!(metadata.usage.input_tokens, 60);
+        assert_eq!(metadata.usage.output_tokens, 6);
+        assert_eq!(metadata.usage.total_tokens, 66);
+        assert_eq!(metadata.usage.llm_calls, 3);
+        // Up to date: nothing changes.
+        let before = metadata.clone();
+        catch_up(&mut metadata, &events);
+        assert_eq!(metadata, before);
+    }
 }

@@ -89,7 +89,7 @@ pub(super) fn answered(
     object: impl FnOnce() -> Value,
     redactor: &Redactor,
 ) -> Files {
-    let meta = json!({
+    let mut meta = json!({
         "model_id": response.model.clone().or(info.model),
         "client": info.client,
         "duration_ms": info.took.as_millis() as u64,
@@ -101,6 +101,8 @@ pub(super) fn answered(
         "stop_reason": response.stop_reason.as_str(),
         "status": "SUCCESS",
     });
+    // The model names itself in its answer: scrubbed like the rest of it.
+    redactor.redact_json(&mut meta);
     let request_json = request_file(
         response.raw.request.as_ref(),
         request,
@@ -142,6 +144,7 @@ pub(super) fn failed(
     if let Some(status) = error.status() {
         meta["error"]["http_status"] = json!(status);
     }
+    redactor.redact_json(&mut meta);
     let mut files = vec![(
         "request.json",
         request_file(None, request, info.provider, redactor),

@@ -179,7 +179,6 @@ impl Engine<'_> {
                 }
             }
         }
-        self.metadata.iterations_completed += 1;
         self.save_progress()?;
         Ok(None)
     }

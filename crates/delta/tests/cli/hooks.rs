@@ -314,7 +314,7 @@ fn on_run_end_runs_when_the_run_waits_for_input_and_ask_human_runs_no_tool_hooks
     let end = read_json(&hook_io(&sb, "003_on_run_end").join("input/payload.json"));
     assert_eq!(
         end,
-        json!({"status": "WAITING_FOR_INPUT", "prompt": "Which file?", "iterations_completed": 0})
+        json!({"status": "WAITING_FOR_INPUT", "prompt": "Which file?", "iterations_completed": 1})
     );
 }
 

@@ -143,3 +143,56 @@ fn the_cost_comes_from_the_price_table_or_is_absent() {
     assert!(usage.get("total_cost_usd").is_none(), "{usage}");
     assert_eq!(usage["input_tokens"], 1000);
 }
+
+#[test]
+fn counts_survive_a_crash_the_journal_holds_every_answer_and_its_tokens() {
+    // Five answers that each run a short tool, then a final one; the run is killed (SIGKILL) once
+    // three answers are journaled, well within the second metadata.json may lag behind.
+    let mut script: Vec<Reply> = (0..5)
+        .map(|i| Reply::tool_call(&format!("c{i}"), "nap", json!({})).usage(100, 10))
+        .collect();
+    script.push(Reply::text("finished").usage(100, 10));
+    let server = ScriptedServer::start(script);
+    let sb = Sandbox::new(&agent_yaml("  - name: nap\n    exec: \"sleep 0.2\"\n"));
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while sb
+        .root
+        .path()
+        .join("ws/.delta/LATEST")
+        .exists()
+        .then(|| sb.events("THOUGHT").len())
+        .unwrap_or(0)
+        < 3
+    {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "--format", "json"]);
+    let out = crate::support::output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let thoughts = sb.events("THOUGHT").len() as u64;
+    let metadata = sb.metadata();
+    assert_eq!(metadata["iterations_completed"], thoughts, "{metadata}");
+    assert_eq!(metadata["usage"]["llm_calls"], thoughts, "{metadata}");
+    assert_eq!(
+        metadata["usage"]["input_tokens"],
+        100 * thoughts,
+        "{metadata}"
+    );
+    assert_eq!(
+        metadata["usage"]["output_tokens"],
+        10 * thoughts,
+        "{metadata}"
+    );
+    let result = json_of(&out.stdout);
+    assert_eq!(result["metrics"]["iterations"], thoughts, "{result}");
+}

@@ -117,3 +117,39 @@ fn a_key_echoed_by_the_model_a_tool_or_the_user_is_redacted_everywhere() {
         "the exchanges were recorded"
     );
 }
+
+#[test]
+fn a_key_the_model_uses_as_a_call_id_a_tool_name_or_its_model_name_is_redacted_too() {
+    let sb = Sandbox::new(&agent_yaml(
+        "  - name: echo\n    exec: \"echo ${message}\"\n",
+    ));
+    let answer = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": KEY,
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [
+                {"id": KEY, "type": "function",
+                 "function": {"name": "echo", "arguments": "{\"message\":\"hi\"}"}},
+                {"id": format!("call-{KEY}"), "type": "function",
+                 "function": {"name": KEY, "arguments": "{}"}}
+            ]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    });
+    let server = ScriptedServer::start([
+        Reply::raw(200, "application/json", &answer.to_string()),
+        Reply::text("done"),
+    ]);
+    let out = sb.run(Some(&server), "go", &["--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_clean(&out, "run");
+    let leaks = files_holding(&sb.ws(), KEY);
+    assert!(leaks.is_empty(), "the key was written to {leaks:#?}");
+    let exec_dirs: Vec<String> = std::fs::read_dir(sb.run_dir().join("io/tool_executions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        exec_dirs.iter().all(|d| !d.contains(&KEY[3..])),
+        "{exec_dirs:?}"
+    );
+}
