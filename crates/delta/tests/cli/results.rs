@@ -160,15 +160,14 @@ fn counts_survive_a_crash_the_journal_holds_every_answer_and_its_tokens() {
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let start = std::time::Instant::now();
-    while sb
-        .root
-        .path()
-        .join("ws/.delta/LATEST")
-        .exists()
-        .then(|| sb.events("THOUGHT").len())
-        .unwrap_or(0)
-        < 3
-    {
+    let journaled = |sb: &Sandbox| {
+        if sb.ws().join(".delta/LATEST").exists() {
+            sb.events("THOUGHT").len()
+        } else {
+            0
+        }
+    };
+    while journaled(&sb) < 3 {
         assert!(start.elapsed() < std::time::Duration::from_secs(20));
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
