@@ -170,9 +170,12 @@ pub fn lock_workspace(
 ) -> Result<RunLock, OpenError> {
     workspace::check_layout(workspace)?;
     let holder = LockHolder::current(clock.now(), Some(command));
-    RunLock::acquire(&workspace::lock_path(workspace), &holder)
+    let lock = RunLock::acquire(&workspace::lock_path(workspace), &holder)
         .map(|acquired| acquired.lock)
-        .map_err(busy)
+        .map_err(busy)?;
+    // Whatever run this process works on, nothing a dead process left running goes on beside it.
+    crate::process::record::sweep_workspace(workspace, crate::process::STOP_GRACE)?;
+    Ok(lock)
 }
 
 /// Locks the workspace, then run `run_id` of it (failing fast if a live process holds either), then

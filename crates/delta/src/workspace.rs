@@ -297,7 +297,7 @@ impl RunDir {
     }
     /// `process.json`: the process group delta runs for the run now (see `process::record`).
     pub fn process_record(&self) -> PathBuf {
-        self.root.join("process.json")
+        self.root.join(crate::process::record::FILE_NAME)
     }
 }
 

@@ -105,8 +105,18 @@ pub enum Liveness {
     Unknown,
 }
 
+/// Whether `pgid` can be a group delta started: never 0 or 1 (`killpg` would reach this process's
+/// own group, or every process), nor delta's own group. A record naming one is not ours, however it
+/// came about, and is never acted on.
+fn can_be_ours(pgid: i32) -> bool {
+    pgid > 1 && pgid != nix::unistd::getpgrp().as_raw() && pgid != nix::unistd::getpid().as_raw()
+}
+
 /// Looks for the live members of `group`.
 pub fn liveness(group: &GroupId) -> Liveness {
+    if !can_be_ours(group.pgid) {
+        return Liveness::Unknown;
+    }
     let (Some(start), Some(boot)) = (group.start_ticks, group.boot_id.as_deref()) else {
         return Liveness::Unknown;
     };
@@ -141,7 +151,8 @@ pub fn liveness(group: &GroupId) -> Liveness {
 }
 
 /// What stopping a group found and did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Stopped {
     /// Nothing of the group was running.
     NotRunning,
@@ -161,6 +172,9 @@ impl Stopped {
 }
 
 fn signal(group: &GroupId, sig: Signal) {
+    if !can_be_ours(group.pgid) {
+        return;
+    }
     // The group may have ended in the meantime; that is fine.
     let _ = killpg(Pid::from_raw(group.pgid), sig);
 }
@@ -211,6 +225,19 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::process::Command;
+
+    #[test]
+    fn groups_that_cannot_be_ours_are_never_verified() {
+        for pgid in [0, 1, -1, nix::unistd::getpgrp().as_raw()] {
+            let mut group = GroupId::of_leader(std::process::id() as i32);
+            group.pgid = pgid;
+            if pgid == 1 {
+                // The values any user can read for pid 1 pass the start-time check.
+                group.start_ticks = Stat::read(1).map(|s| s.start_ticks);
+            }
+            assert_eq!(liveness(&group), Liveness::Unknown, "pgid {pgid}");
+        }
+    }
 
     #[test]
     fn stat_lines_are_read_from_the_last_parenthesis() {

@@ -57,7 +57,14 @@ pub struct ProcessRecord {
     /// Its process group.
     #[serde(flatten)]
     pub group: GroupId,
+    /// Set when the group was found running and stopped by a later process before the run was taken
+    /// over ([`sweep_workspace`]): what that found, so the run's own resume still says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
 }
+
+/// The record's file name in a run folder.
+pub const FILE_NAME: &str = "process.json";
 
 /// Writes and clears one run's `process.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +98,13 @@ impl Recorder {
             action_id: action_id.map(str::to_string),
             host: store::hostname(),
             group: group.clone(),
+            stopped: None,
         };
-        let bytes = serde_json::to_vec_pretty(&record).map_err(|source| StoreError::Serialize {
+        self.write(&record)
+    }
+
+    fn write(&self, record: &ProcessRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec_pretty(record).map_err(|source| StoreError::Serialize {
             path: self.path.clone(),
             source,
         })?;
@@ -181,11 +193,45 @@ pub fn stop_recorded(
         return Ok(None);
     };
     let stopped = if record.host == store::hostname() {
-        LeftoverState::Checked(group::stop(&record.group, grace))
+        match (group::stop(&record.group, grace), record.stopped) {
+            // Stopped already, when another run took the workspace: say what that found.
+            (Stopped::NotRunning, Some(earlier)) => LeftoverState::Checked(earlier),
+            (now, _) => LeftoverState::Checked(now),
+        }
     } else {
         LeftoverState::OtherHost(record.host.clone())
     };
     Ok(Some(Leftover { record, stopped }))
+}
+
+/// Stops every process group a dead delta process left running in `workspace`, whichever run it
+/// belongs to: the process that takes the workspace's lock calls it first, so that nothing it starts
+/// overlaps a crashed run's tool, whatever run it works on. Each record stays in place, marked with
+/// what was found, for its own run's resume to report.
+pub fn sweep_workspace(workspace: &Path, grace: std::time::Duration) -> Result<(), StoreError> {
+    let Ok(entries) = std::fs::read_dir(workspace.join(".delta")) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let recorder = Recorder::new(entry.path().join(FILE_NAME));
+        if !recorder.path().is_file() {
+            continue;
+        }
+        match stop_recorded(&recorder, grace) {
+            Ok(Some(Leftover {
+                mut record,
+                stopped: LeftoverState::Checked(found),
+            })) if found.was_running() => {
+                record.stopped = Some(found);
+                recorder.write(&record)?;
+            }
+            // Nothing running, another host, or a record that cannot be read: the run's own resume
+            // deals with it.
+            Ok(_) | Err(StoreError::Parse { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -260,3 +260,65 @@ fn an_unreadable_process_record_does_not_block_the_recovery() {
     assert!(text.contains("may or may not have taken effect"), "{text}");
     assert!(!sb.run_dir().join("process.json").exists());
 }
+
+#[test]
+fn a_new_run_or_a_fork_never_overlaps_the_tool_a_crashed_run_left_running() {
+    for how in ["new run", "fork"] {
+        let server = ScriptedServer::start([Reply::tool_call("c1", "slow", json!({}))]);
+        let sb = Sandbox::new(&agent_yaml(
+            "  - name: slow\n    shell: \"echo $$ > tool.pid; sleep 30 & wait; touch finished\"\n",
+        ));
+        let child = spawn_run(&sb, &server);
+        let tool = pid_in(&sb.ws().join("tool.pid"));
+        let _guard = GroupGuard(tool);
+        let crashed = sb.metadata()["run_id"].as_str().unwrap().to_string();
+        sigkill(child);
+        assert!(!group_members(tool).is_empty());
+
+        // Another run works in the workspace: the crashed run's tool goes first.
+        let server2 = ScriptedServer::start([Reply::text("other work")]);
+        let mut cmd = sb.delta(Some(&server2));
+        match how {
+            "new run" => cmd.args([
+                "run", "--agent", "agent", "-w", "ws", "--run-id", "second", "-m", "again",
+            ]),
+            _ => cmd.args([
+                "continue",
+                "-w",
+                "ws",
+                "--from-iteration",
+                "0",
+                "-m",
+                "fork it",
+            ]),
+        };
+        let out = output(cmd);
+        assert_eq!(out.code, 0, "{how}: {}", out.stderr);
+        assert_eq!(
+            group_members(tool),
+            Vec::<i32>::new(),
+            "{how}: the crashed run's tool was stopped before other work began"
+        );
+
+        // The crashed run's own resume still says the tool was running and has been stopped.
+        let server3 = ScriptedServer::start([Reply::text("recovered")]);
+        let mut cmd = sb.delta(Some(&server3));
+        cmd.args([
+            "continue", "-w", "ws", "--run-id", &crashed, "--format", "raw",
+        ]);
+        let out = output(cmd);
+        assert_eq!(out.code, 0, "{how}: {}", out.stderr);
+        std::fs::write(sb.ws().join(".delta/LATEST"), &crashed).unwrap();
+        let text = result_of(&sb, "c1")["observation_content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains(&format!(
+                "was still running; its process group {tool} has been stopped"
+            )),
+            "{how}: {text}"
+        );
+        assert!(!sb.ws().join("finished").exists());
+    }
+}
