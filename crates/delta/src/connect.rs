@@ -98,12 +98,11 @@ fn idle_timeout(settings: &LlmSettings, env: &Env) -> Result<Duration, ConnectEr
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|s| *s > 0.0 && s.is_finite())
-            .map(Duration::from_secs_f64)
+            .and_then(crate::agent::seconds)
             .ok_or_else(|| ConnectError::BadSetting {
                 var: IDLE_TIMEOUT_VAR,
                 value: text.to_string(),
-                expected: "a number of seconds greater than 0",
+                expected: crate::agent::SECONDS_EXPECTED,
             }),
         None => Ok(settings.idle_timeout.unwrap_or(llm::DEFAULT_IDLE_TIMEOUT)),
     }

@@ -20,6 +20,19 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 30;
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default hook and generator timeout.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest time limit accepted anywhere (a year), so that no setting can overflow a clock.
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A time limit given in seconds: greater than 0 and at most [`MAX_SECONDS`].
+pub fn seconds(value: f64) -> Option<Duration> {
+    (value > 0.0 && value <= MAX_SECONDS)
+        .then(|| Duration::try_from_secs_f64(value).ok())
+        .flatten()
+}
+
+/// What [`seconds`] accepts, for messages.
+pub const SECONDS_EXPECTED: &str =
+    "a number of seconds greater than 0 and at most 31536000 (a year)";
 
 /// Which wire protocol the agent's model speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,17 +348,12 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
     };
     let default_timeout = match &raw.timeout_seconds {
         None => DEFAULT_TOOL_TIMEOUT,
-        Some(s) if s.value > 0.0 && s.value.is_finite() => Duration::from_secs_f64(s.value),
-        Some(s) => {
+        Some(s) => seconds(s.value).unwrap_or_else(|| {
             diags.push(
-                at(
-                    &s.referenced,
-                    "must be a number of seconds greater than 0".into(),
-                )
-                .field("timeout_seconds"),
+                at(&s.referenced, format!("must be {SECONDS_EXPECTED}")).field("timeout_seconds"),
             );
             DEFAULT_TOOL_TIMEOUT
-        }
+        }),
     };
 
     // Tools: imports first (depth-first), then the agent's own, later definitions winning by name.
@@ -496,18 +504,14 @@ fn validate_llm(raw: &raw::RawLlm, at: &At<'_>, diags: &mut Vec<Diagnostic>) -> 
             }
         });
     let idle_timeout = raw.idle_timeout_seconds.as_ref().and_then(|s| {
-        if s.value > 0.0 && s.value.is_finite() {
-            Some(Duration::from_secs_f64(s.value))
-        } else {
+        let limit = seconds(s.value);
+        if limit.is_none() {
             diags.push(
-                at(
-                    &s.referenced,
-                    "must be a number of seconds greater than 0".into(),
-                )
-                .field("llm.idle_timeout_seconds"),
+                at(&s.referenced, format!("must be {SECONDS_EXPECTED}"))
+                    .field("llm.idle_timeout_seconds"),
             );
-            None
         }
+        limit
     });
     let provider = match raw.provider.as_ref().map(|p| (p.value.as_str(), p)) {
         None | Some(("openai", _)) => Provider::OpenAi,
@@ -554,11 +558,13 @@ fn expand_tools(
             )));
             continue;
         }
-        let timeout = match t.timeout_seconds {
+        let timeout = match t.timeout_seconds.map(seconds) {
             None => default_timeout,
-            Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s),
-            Some(_) => {
-                diags.push(located("timeout_seconds must be greater than 0".into()));
+            Some(Some(limit)) => limit,
+            Some(None) => {
+                diags.push(located(format!(
+                    "timeout_seconds must be {SECONDS_EXPECTED}"
+                )));
                 continue;
             }
         };

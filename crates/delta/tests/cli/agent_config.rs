@@ -106,3 +106,34 @@ fn llm_is_optional_with_the_documented_defaults() {
     );
     assert!(out.stderr.contains("(server default)"), "{}", out.stderr);
 }
+
+#[test]
+fn huge_or_odd_time_limits_are_errors_not_crashes() {
+    for yaml in [
+        "name: a\ntimeout_seconds: 1e30\ntools: []\n",
+        "name: a\ntools:\n  - name: t\n    exec: e\n    timeout_seconds: 1e30\n",
+        "name: a\nllm:\n  idle_timeout_seconds: 1e300\ntools: []\n",
+        "name: a\ntimeout_seconds: -1\ntools: []\n",
+    ] {
+        assert_error(
+            yaml,
+            "a number of seconds greater than 0 and at most 31536000",
+        );
+    }
+    for value in ["1e300", "99999999999999999999", "NaN", "0", "soon"] {
+        // Read when the connection to the server is set up, before any request.
+        let sb = Sandbox::new("name: a\ntools: []\n");
+        let mut cmd = sb.delta(None);
+        cmd.env("DELTA_LLM_IDLE_TIMEOUT", value)
+            .env("DELTA_BASE_URL", "http://127.0.0.1:9/v1")
+            .args(["run", "--agent", "agent", "-w", "ws", "-m", "hi"]);
+        let out = crate::support::output(cmd);
+        assert_eq!(out.code, 1, "{value}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("DELTA_LLM_IDLE_TIMEOUT")
+                && out.stderr.contains("at most 31536000"),
+            "{value}: {}",
+            out.stderr
+        );
+    }
+}
