@@ -27,6 +27,7 @@ Exit codes:
   0    the run completed (also when it stopped at its iteration limit)
   1    the run failed, or delta could not start it (bad agent, missing API key, ...)
   2    usage error (unknown flag, missing argument)
+  70   internal error: delta itself failed (a bug; please report it with the message)
   75   busy: another delta process is working on the run or in its workspace
   101  the run is waiting for an answer to an ask_human question
   130  the run was interrupted (Ctrl-C, SIGINT or SIGTERM)";
@@ -63,6 +64,8 @@ pub enum Exit {
     Error = 1,
     /// Usage error.
     Usage = 2,
+    /// delta itself failed (a panic): never confused with a run's status.
+    Internal = 70,
     /// Another process holds the run.
     Busy = 75,
     /// Waiting for a human answer.
@@ -163,12 +166,18 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
-    let result = match cli.command {
+    // A panic is a bug: its message is printed by the default hook, and the exit code says "internal
+    // error" rather than the 101 Rust gives panics, which means "waiting for an answer" here.
+    let dispatched = std::panic::catch_unwind(|| match cli.command {
         Command::Run(args) => run::cmd_run(args),
         Command::Continue(args) => continue_cmd::cmd_continue(args),
         Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
+    });
+    let Ok(result) = dispatched else {
+        eprint_line("error: delta failed unexpectedly (an internal error, not a run status); please report it with the message above");
+        return Exit::Internal.into();
     };
     match result {
         Ok(code) => code.into(),
