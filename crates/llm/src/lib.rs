@@ -28,7 +28,7 @@ pub mod types;
 pub use error::{LlmError, ResponseBody};
 pub use http::{DEFAULT_IDLE_TIMEOUT, HttpOptions, RetryHook};
 pub use playback::{PlaybackClient, PlaybackMiss, PlaybackMode, PlaybackState};
-pub use printable::{printable, printable_bytes};
+pub use printable::{printable, printable_bytes, terminal_safe};
 pub use recorder::{Recorder, next_turn_number};
 pub use recording::{Recording, Signature};
 pub use retry::{RetryNotice, RetryPolicy};

@@ -31,6 +31,25 @@ pub fn printable(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// `text` as it may be shown on a terminal: line breaks and tabs kept, every other control character
+/// (and the bidirectional controls) written as an escape, so text from a model or a server can never
+/// move the cursor, change colours or the window title. Borrowed when there was nothing to escape.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| is_unsafe(c) && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if is_unsafe(c) && (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// [`printable`] for bytes that may not be UTF-8 (invalid sequences become `�`).
 pub fn printable_bytes(bytes: &[u8], max_chars: usize) -> String {
     printable(&String::from_utf8_lossy(bytes), max_chars)
@@ -49,5 +68,13 @@ mod tests {
         assert_eq!(printable("héllo wörld", 5), "héllo… (13 bytes in all)");
         assert_eq!(printable("short", 5), "short");
         assert_eq!(printable_bytes(b"ok\xff", 10), "ok\u{fffd}");
+        assert_eq!(
+            terminal_safe("a\n\tb\u{1b}]0;title\u{7}\r\u{202e}"),
+            "a\n\tb\\x1b]0;title\\x07\\x0d\\u{202e}"
+        );
+        assert!(matches!(
+            terminal_safe("plain\ntext"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

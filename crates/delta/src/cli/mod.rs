@@ -140,9 +140,11 @@ impl From<store::StoreError> for CliError {
 }
 
 /// Writes a line on stderr, ignoring failures (a closed stderr must not crash a run).
+/// Writes one line on stderr. Control characters other than line breaks and tabs are shown escaped:
+/// progress carries the model's and the tools' text, which must never drive the terminal.
 pub fn eprint_line(text: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{text}");
+    let _ = writeln!(err, "{}", llm::terminal_safe(text));
 }
 
 /// Writes text on stdout; a closed pipe (`delta run … | head`) is not an error worth reporting.
@@ -176,7 +178,9 @@ pub fn main() -> ExitCode {
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
     });
     let Ok(result) = dispatched else {
-        eprint_line("error: delta failed unexpectedly (an internal error, not a run status); please report it with the message above");
+        eprint_line(
+            "error: delta failed unexpectedly (an internal error, not a run status); please report it with the message above",
+        );
         return Exit::Internal.into();
     };
     match result {

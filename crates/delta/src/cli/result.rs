@@ -29,11 +29,16 @@ pub struct ResultContext<'a> {
     pub workspace: &'a str,
     /// `response.txt` of a waiting run.
     pub response_file: &'a str,
+    /// Whether the tokens cost money (not with answers replayed from recordings).
+    pub priced: bool,
 }
 
 /// What the run's tokens cost, when the model is in the price table.
 fn cost(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Option<f64> {
     let usage = outcome.metadata.usage;
+    if !ctx.priced {
+        return None;
+    }
     delta::pricing::cost_usd(ctx.model?, usage.input_tokens, usage.output_tokens)
 }
 
@@ -128,21 +133,26 @@ pub fn text_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
         m.usage.output_tokens,
     );
     if let Some(c) = cost(outcome, ctx) {
-        out.push_str(&format!("  • Cost: ${c:.4}\n"));
+        // Small costs keep their significant digits ($0.000045, not $0.0000).
+        let digits = if c > 0.0 && c < 0.01 { 6 } else { 4 };
+        out.push_str(&format!("  • Cost: ${c:.digits$}\n"));
     }
     match m.status {
         RunStatus::Completed => {
             out.push_str("Final Response:\n");
             match outcome.reason {
                 Some(reason) => out.push_str(&format!("(none: {})", reason.describe())),
-                None => out.push_str(outcome.final_response.as_deref().unwrap_or_default()),
+                // The model's text, shown on a terminal: no control sequence gets through.
+                None => out.push_str(&llm::terminal_safe(
+                    outcome.final_response.as_deref().unwrap_or_default(),
+                )),
             }
             out.push('\n');
         }
         RunStatus::Failed => {
             out.push_str(&format!(
                 "Error:\n{}\n",
-                outcome.error.as_deref().unwrap_or_default()
+                llm::terminal_safe(outcome.error.as_deref().unwrap_or_default())
             ));
         }
         RunStatus::WaitingForInput => {
@@ -172,6 +182,8 @@ pub fn render(format: Format, outcome: &RunOutcome, ctx: &ResultContext<'_>) -> 
         Format::Text => text_result(outcome, ctx),
         Format::Json => format!("{}\n", json_result(outcome, ctx)),
         Format::Raw => match (&outcome.metadata.status, &outcome.final_response) {
+            // The answer as it is, ending with one line break (added only when it has none).
+            (RunStatus::Completed, Some(text)) if text.ends_with('\n') => text.clone(),
             (RunStatus::Completed, Some(text)) if !text.is_empty() => format!("{text}\n"),
             _ => String::new(),
         },

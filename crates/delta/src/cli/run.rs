@@ -157,6 +157,7 @@ pub fn finish(
     workspace: &Path,
     run: &delta::workspace::RunDir,
     format: Format,
+    priced: bool,
 ) -> Exit {
     let ws = workspace.display().to_string();
     match outcome.status {
@@ -197,6 +198,7 @@ pub fn finish(
         model: agent.llm.model.as_deref(),
         workspace: &ws,
         response_file: &response_file,
+        priced,
     };
     print_out(&result::render(format, outcome, &ctx));
     match outcome.status {
@@ -321,6 +323,8 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
         .bind_run(&l.run)
         .map_err(|e| CliError::new(e.to_string()))?;
     let interrupt = terminal::install_signal_handlers()?;
+    // Replayed answers cost nothing: a playback run has no cost.
+    let priced = l.conn.playback.is_none();
     let setup = EngineSetup {
         agent: l.agent.clone(),
         run: l.run.clone(),
@@ -353,7 +357,7 @@ pub fn launch(l: Launch) -> Result<Exit, CliError> {
     // left to the operating system: freeing a long run's events one by one costs about 1 ms per
     // 10 000 events (resume benchmark).
     std::mem::forget(engine);
-    let code = finish(&outcome, &l.agent, &l.workspace, &l.run, l.format);
+    let code = finish(&outcome, &l.agent, &l.workspace, &l.run, l.format, priced);
     drop(l.lock);
     drop(l.workspace_lock);
     Ok(code)

@@ -195,3 +195,44 @@ fn counts_survive_a_crash_the_journal_holds_every_answer_and_its_tokens() {
     let result = json_of(&out.stdout);
     assert_eq!(result["metrics"]["iterations"], thoughts, "{result}");
 }
+
+#[test]
+fn the_models_text_never_drives_the_terminal_and_playback_has_no_cost() {
+    // An answer with escape sequences (clear screen, window title, bell) and a trailing line break.
+    let hostile = "Done.\u{1b}[2J\u{1b}]0;pwned\u{7}\nSecond line\n";
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", json!({"message": "x"}))
+            .with_text("Look\u{1b}[31m red")
+            .usage(1000, 100),
+        Reply::text(hostile).usage(1000, 100),
+        Reply::text(hostile),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE).replace("test-model", "gpt-4o-mini"));
+    let text = sb.run(Some(&server), "go", &["--record", "rec"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    for (what, out) in [("stderr", &text.stderr), ("stdout", &text.stdout)] {
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{what}: {out:?}"
+        );
+    }
+    assert!(text.stderr.contains("\\x1b[31m"), "{}", text.stderr);
+    assert!(text.stdout.contains("Done.\\x1b[2J"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("Cost: $0.000") && !text.stdout.contains("Cost: $0.0000\n"),
+        "a small cost keeps its digits: {}",
+        text.stdout
+    );
+    // --format raw gives the answer exactly: it is the payload a script asked for.
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "again", "--format", "raw"]);
+    let raw = crate::support::output(cmd);
+    assert_eq!(raw.stdout, hostile);
+    // Replayed answers cost nothing.
+    let replay = Sandbox::new(&agent_yaml(ECHO_AND_WRITE).replace("test-model", "gpt-4o-mini"));
+    let rec = sb.path("rec").display().to_string();
+    let out = replay.run(None, "go", &["--playback", &rec, "--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result = json_of(&out.stdout);
+    assert!(result.get("total_cost_usd").is_none(), "{result}");
+}
