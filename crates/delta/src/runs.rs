@@ -173,8 +173,10 @@ pub fn lock_workspace(
     let lock = RunLock::acquire(&workspace::lock_path(workspace), &holder)
         .map(|acquired| acquired.lock)
         .map_err(busy)?;
-    // Whatever run this process works on, nothing a dead process left running goes on beside it.
+    // Whatever run this process works on, nothing a dead process left running goes on beside it, and
+    // no half-written file of one stays behind.
     crate::process::record::sweep_workspace(workspace, crate::process::STOP_GRACE)?;
+    workspace::remove_stale_temporaries(workspace);
     Ok(lock)
 }
 
@@ -258,11 +260,11 @@ pub fn remember_workspace(workspace: &Path) {
     }
 }
 
-/// The workspace recorded by [`remember_workspace`].
+/// The workspace recorded by [`remember_workspace`] (it may have been removed since).
 pub fn last_workspace() -> Option<PathBuf> {
     let text = std::fs::read_to_string(last_workspace_file()?).ok()?;
-    let path = PathBuf::from(text.trim());
-    path.is_dir().then_some(path)
+    let text = text.trim();
+    (!text.is_empty()).then(|| PathBuf::from(text))
 }
 
 #[cfg(test)]

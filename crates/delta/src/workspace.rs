@@ -92,11 +92,13 @@ impl LayoutError {
         match self {
             Self::ReservedNameIsAFolder { path, name } => {
                 let renamed = path.with_file_name(format!("{name}-run"));
+                let workspace = path.parent().and_then(Path::parent).unwrap_or(path);
                 format!(
                     "rename it to an ordinary run id; the run keeps its history: mv '{}' '{}', \
-                     then continue it with: delta continue --run-id {name}-run",
+                     then continue it with: delta continue -w '{}' --run-id {name}-run",
                     path.display(),
-                    renamed.display()
+                    renamed.display(),
+                    workspace.display()
                 )
             }
         }
@@ -117,6 +119,36 @@ pub fn check_layout(workspace: &Path) -> Result<(), LayoutError> {
         }
     }
     Ok(())
+}
+
+/// Removes the temporary files (`.NAME.XXXXXX.tmp`) that a process killed in the middle of an atomic
+/// write left in `.delta/`, in run folders and their `interaction/`. Only for the holder of the
+/// workspace's lock: no other process writes there meanwhile. Best effort: a file that cannot be
+/// removed is left for the next time.
+pub fn remove_stale_temporaries(workspace: &Path) {
+    let is_temporary = |name: &str| name.starts_with('.') && name.ends_with(".tmp");
+    let root = workspace.join(".delta");
+    let mut dirs = vec![root.clone()];
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path().join("interaction"));
+                dirs.push(entry.path());
+            }
+        }
+    }
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().to_str().is_some_and(is_temporary)
+                && entry.file_type().is_ok_and(|t| t.is_file())
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 }
 
 /// Where an agent's numbered workspaces live.
@@ -323,6 +355,30 @@ mod tests {
         assert_eq!(next_id(root), "W1000");
         std::fs::create_dir_all(root.join("W1000")).unwrap();
         assert_eq!(next_id(root), "W1001");
+    }
+
+    #[test]
+    fn temporaries_of_killed_writers_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = prepare(dir.path()).unwrap();
+        let run = RunDir::create(&ws, "r1").unwrap();
+        std::fs::create_dir_all(run.interaction()).unwrap();
+        let leftovers = [
+            ws.join(".delta/.LATEST.a1B2c3.tmp"),
+            run.root.join(".metadata.json.x9Y8z7.tmp"),
+            run.interaction().join(".request.json.q1.tmp"),
+        ];
+        let kept = [ws.join(".delta/VERSION"), run.root.join("notes.tmp")];
+        for f in leftovers.iter().chain(&kept[1..]) {
+            std::fs::write(f, "x").unwrap();
+        }
+        remove_stale_temporaries(&ws);
+        for f in &leftovers {
+            assert!(!f.exists(), "{} was left", f.display());
+        }
+        for f in &kept {
+            assert!(f.exists(), "{} was removed", f.display());
+        }
     }
 
     #[test]

@@ -188,6 +188,11 @@ fn in_user_terms(message: &str, field: Option<&str>) -> String {
     if let Some(name) = message.strip_prefix("missing field ") {
         return format!("missing key {name}");
     }
+    if let Some(rest) = message.strip_prefix("duplicate mapping key: ") {
+        // The parser's own advice ("set DuplicateKeyPolicy …") is about its API, not the file.
+        let name = rest.split(", set ").next().unwrap_or(rest);
+        return format!("the key {name} is given twice in the same mapping; keep one");
+    }
     if let Some(rest) = message.strip_prefix("invalid type: ")
         && let Some((found, wanted)) = rest.split_once(", expected ")
         && let Some(text) = expected(wanted)
@@ -287,6 +292,13 @@ mod tests {
         assert_eq!(
             t("invalid floating point", "llm.temperature"),
             "expected a number"
+        );
+        assert_eq!(
+            t(
+                "duplicate mapping key: name, set DuplicateKeyPolicy in Options if acceptable",
+                "tools[0]"
+            ),
+            "the key name is given twice in the same mapping; keep one"
         );
         assert_eq!(
             t("invalid u64", "hooks.x.timeout_ms"),

@@ -119,12 +119,22 @@ fn no_run(ws: &Path) -> CliError {
 pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
     let ws = match (&args.work_dir, args.last) {
         (Some(dir), _) => std::env::current_dir().unwrap_or_default().join(dir),
-        (None, _) => runs::last_workspace().ok_or_else(|| {
-            CliError::new(
-                "no workspace has been used yet (nothing recorded in ~/.delta/LAST_WORKSPACE)",
-            )
-            .hint("name the workspace with -w PATH")
-        })?,
+        (None, _) => match runs::last_workspace() {
+            None => {
+                return Err(CliError::new(
+                    "no workspace has been used yet (nothing recorded in ~/.delta/LAST_WORKSPACE)",
+                )
+                .hint("name the workspace with -w PATH"));
+            }
+            Some(ws) if !ws.is_dir() => {
+                return Err(CliError::new(format!(
+                    "the workspace used last, {}, no longer exists (recorded in ~/.delta/LAST_WORKSPACE)",
+                    ws.display()
+                ))
+                .hint("name the workspace with -w PATH"));
+            }
+            Some(ws) => ws,
+        },
     };
     if !ws.join(".delta").is_dir() {
         return Err(no_run(&ws));

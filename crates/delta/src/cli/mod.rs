@@ -168,6 +168,12 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Run(_) | Command::Continue(_))
+        && let Err(err) = terminal::install_signal_handlers()
+    {
+        report(&err);
+        return err.code.into();
+    }
     // A panic is a bug: its message is printed by the default hook, and the exit code says "internal
     // error" rather than the 101 Rust gives panics, which means "waiting for an answer" here.
     let dispatched = std::panic::catch_unwind(|| match cli.command {

@@ -3,7 +3,6 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 use delta::agent::{self, Agent, AgentError};
@@ -106,7 +105,7 @@ fn resolve_workspace(args: &RunArgs, agent: &Agent) -> Result<(PathBuf, Option<S
     let name = if args.yes {
         workspace::next_id(&root)
     } else if std::io::stdin().is_terminal() {
-        terminal::choose_workspace(&root, &AtomicBool::new(false))?
+        terminal::choose_workspace(&root, &*terminal::install_signal_handlers()?)?
     } else {
         return Err(CliError::usage("no workspace chosen (stdin is not a terminal, so no menu)")
             .hint("pass -w PATH to use or create a workspace folder, or -y to create the next workspaces/Wnnn"));

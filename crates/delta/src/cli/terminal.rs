@@ -12,12 +12,22 @@ use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
 
 use super::{CliError, eprint_line};
 
+/// The flag of [`install_signal_handlers`], once installed.
+static INTERRUPT: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
 /// Makes SIGINT and SIGTERM raise a flag the engine watches (it stops at the next safe point and
 /// kills a running tool). A second signal while the flag is raised ends the process at once
 /// (exit 130), killing the running tool first; the run is then recovered by `delta continue`.
+///
+/// Installed once per process (later calls return the same flag), as early as `run` and `continue`
+/// start: a signal that arrives while delta prepares a run is not lost, and never kills delta halfway
+/// through writing a file.
 pub fn install_signal_handlers() -> Result<Arc<AtomicBool>, CliError> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    let flag = Arc::new(AtomicBool::new(false));
+    if let Some(flag) = INTERRUPT.get() {
+        return Ok(Arc::clone(flag));
+    }
+    let flag = Arc::clone(INTERRUPT.get_or_init(|| Arc::new(AtomicBool::new(false))));
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .map_err(|e| CliError::new(format!("cannot install the signal handler: {e}")))?;
     let raised = Arc::clone(&flag);

@@ -137,3 +137,13 @@ fn huge_or_odd_time_limits_are_errors_not_crashes() {
         );
     }
 }
+
+#[test]
+fn a_key_given_twice_is_named_without_parser_jargon() {
+    assert_error(
+        "name: a\ntools:\n  - name: t\n    name: u\n    exec: e\n",
+        "the key name is given twice in the same mapping; keep one",
+    );
+    let out = run_with("name: a\nname: b\ntools: []\n");
+    assert!(!out.stderr.contains("DuplicateKeyPolicy"), "{}", out.stderr);
+}

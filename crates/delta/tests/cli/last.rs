@@ -42,3 +42,24 @@ fn help_says_the_record_is_per_user() {
         out.stdout
     );
 }
+
+#[test]
+fn a_last_workspace_removed_since_is_named_as_gone() {
+    let server = ScriptedServer::start([Reply::text("one")]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    assert_eq!(sb.run(Some(&server), "first", &[]).code, 0);
+    let ws = sb.ws().canonicalize().unwrap();
+    std::fs::remove_dir_all(&ws).unwrap();
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "--last", "-m", "again"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "the workspace used last, {}, no longer exists",
+            ws.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}

@@ -82,20 +82,29 @@ fn a_workspace_damaged_by_a_run_named_latest_is_explained_with_the_way_out() {
         "nothing ran in the damaged workspace"
     );
 
-    // The way out given by the hint works, and the run keeps its history.
-    std::fs::rename(delta_dir.join("LATEST"), delta_dir.join("LATEST-run")).unwrap();
+    // The way out given by the hint works as written, and the run keeps its history.
+    let out = sb.run(Some(&server), "again", &[]);
+    let hint = out.stderr.split("hint: ").nth(1).unwrap().trim();
+    let mv = hint
+        .split("mv ")
+        .nth(1)
+        .unwrap()
+        .split(", then")
+        .next()
+        .unwrap();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("mv {mv}"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "{hint}");
+    let resume = hint.split("continue it with: delta ").nth(1).unwrap();
+    let words: Vec<String> = resume
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect();
     let mut cmd = sb.delta(Some(&server));
-    cmd.args([
-        "continue",
-        "-w",
-        "ws",
-        "--run-id",
-        "LATEST-run",
-        "-m",
-        "more",
-        "--format",
-        "raw",
-    ]);
+    cmd.args(&words).args(["-m", "more", "--format", "raw"]);
     let out = output(cmd);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "after the repair\n");

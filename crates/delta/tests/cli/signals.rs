@@ -367,3 +367,78 @@ fn a_second_sigint_stops_at_once_leaving_no_process_and_continue_recovers_the_ru
     assert_eq!(result["status"], "FAILED");
     assert_well_formed(&server2);
 }
+
+/// Every file under `dir`, relative, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_signal_while_delta_prepares_a_run_leaves_a_consistent_workspace() {
+    // Signals at random moments of the first 40 ms, when delta loads the agent, creates the
+    // workspace and the run: it either never started a run, or the run is there, listed, resumable;
+    // and the next call always finds a workspace it can work in, without leftovers.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    eprintln!("early signals: seed {seed}");
+    let mut state = seed | 1;
+    for trial in 0..20 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let delay = Duration::from_micros(state % 40_000);
+        let signal = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGKILL][(state % 3) as usize];
+        let server = ScriptedServer::start([Reply::text("done"), Reply::text("done")]);
+        let sb = Sandbox::new(&agent_yaml(crate::support::ECHO_AND_WRITE));
+        let child = spawn_run(&sb, &server);
+        std::thread::sleep(delay);
+        let _ = kill(Pid::from_raw(child.id() as i32), signal);
+        let out = finish(child);
+        let context = format!("trial {trial} ({signal:?} after {delay:?}, seed {seed})");
+        let files = tree(&sb.ws());
+        // A SIGKILL cannot be caught: what it leaves is cleaned up by the next call (below).
+        let caught = signal != Signal::SIGKILL;
+        assert!(
+            !caught || files.iter().all(|f| !f.ends_with(".tmp")),
+            "{context}: temporary files left: {files:?}"
+        );
+        for run in files
+            .iter()
+            .filter(|f| caught && f.ends_with("/journal.jsonl"))
+        {
+            let dir = run.trim_end_matches("/journal.jsonl");
+            assert!(
+                files.contains(&format!("{dir}/metadata.json")),
+                "{context}: a run without metadata: {files:?}\n{}",
+                out.stderr
+            );
+        }
+        // Whatever happened, the next call finds a workspace it can work in.
+        let next = sb.run(Some(&server), "again", &[]);
+        assert!(
+            next.code == 0,
+            "{context}: the next run failed:\n{}\n(first call: exit {})",
+            next.stderr,
+            out.code
+        );
+        let files = tree(&sb.ws());
+        assert!(
+            files.iter().all(|f| !f.ends_with(".tmp")),
+            "{context}: temporary files left after the next call: {files:?}"
+        );
+    }
+}
