@@ -31,7 +31,12 @@ pub const GRAPHVIZ_REQUIRED: &str = "DYGRAM_GRAPHVIZ_REQUIRED";
 pub fn shared_dir() -> PathBuf {
     match std::env::var_os("SHARED_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        None => {
+            // `crates/testkit/../../../shared`, without the `..` steps (messages show this path).
+            let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2);
+            let beside = checkout.and_then(Path::parent).unwrap_or(Path::new(".."));
+            beside.join("shared")
+        }
     }
 }
 
