@@ -260,3 +260,112 @@ fn an_unreadable_answer_on_the_first_call_creates_nothing() {
         "{out:?}"
     );
 }
+
+/// Output of a call that ended.
+fn ended(out: std::process::Output) -> super::support::Out {
+    super::support::Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn an_open_pipe_nobody_writes_to_is_no_answer_and_costs_a_call_little() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    // At `charge` the call reaches a request; its stdin is a pipe that stays open and silent (as
+    // with Node's `spawn` default, or `sleep 3 | dygram …`).
+    let mut child = d.spawn_piped(&["e", "-i", "order.dy", "--id", "s"]);
+    let silent = child.stdin.take().unwrap();
+    let start = Instant::now();
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    let took = start.elapsed();
+    drop(silent);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}: {out:?}");
+    assert!(out.stdout.contains("Waiting for LLM response"), "{out:?}");
+    assert!(d.exec_dir("s").join("pending-request.json").is_file());
+    // It says that nothing was read from the open pipe.
+    assert!(
+        out.stderr.contains("standard input is still open"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_answer_that_starts_within_the_grace_is_read_to_its_end() {
+    use std::io::Write;
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    let mut child = d.spawn_piped(&["e", "-i", "order.dy", "--id", "s"]);
+    let mut input = child.stdin.take().unwrap();
+    let (head, tail) = WRITE_42.split_at(20);
+    input.write_all(head.as_bytes()).unwrap();
+    input.flush().unwrap();
+    // The rest comes well after the grace: the call waits for the end of the input.
+    std::thread::sleep(Duration::from_millis(700));
+    input.write_all(tail.as_bytes()).unwrap();
+    drop(input);
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    let shown = d.run(&["exec", "show", "s", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 42);
+}
+
+#[test]
+fn input_that_arrives_while_a_call_works_is_refused_before_its_commit() {
+    use std::io::Write;
+    let d = at_charge();
+    let before = std::fs::read(d.exec_dir("q").join("state.json")).unwrap();
+    let mut child = d.spawn_piped(&[
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "q",
+        "--queue",
+        "--queue-timeout",
+        "30",
+    ]);
+    let mut input = child.stdin.take().unwrap();
+    // The call has looked at its stdin (nothing there) and waits for the queue; then input comes.
+    let request = wait_for_request(&d);
+    input.write_all(WRITE_42.as_bytes()).unwrap();
+    drop(input);
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = json!({"type": "llm_response", "response": {"content": [
+        {"type": "tool_use", "id": "t1", "name": "write_order", "input": {"data": {"total": 7}}}
+    ]}});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("input arrived on stdin while this call was working"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("nothing was changed"), "{out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("q").join("state.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_call_that_ends_with_its_stdin_open_and_unread_says_so() {
+    // The first call takes an automatic step; input would come later than the call looks.
+    let d = Dir::with_file("order.dy", ORDER);
+    let mut child = d.spawn_piped(&["e", "-i", "order.dy", "--id", "s2"]);
+    let silent = child.stdin.take().unwrap();
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    drop(silent);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("standard input is still open"),
+        "{out:?}"
+    );
+    // A closed stdin, or one that was used, gives no such note.
+    let out = call_with(&d, "");
+    assert!(!out.stderr.contains("still open"), "{out:?}");
+}

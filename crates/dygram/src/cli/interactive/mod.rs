@@ -352,7 +352,7 @@ fn create(
     let config = client_config(args, source.as_ref());
     // Input on stdin must be the answer to the request the first call reaches: checked (and the
     // answer read) before anything is created.
-    if stdin.given(GRACE) {
+    if stdin.given() {
         if config.kind != "manual" {
             return Err(refused_for_source(&config));
         }
@@ -464,7 +464,7 @@ fn work(
     mut session: Session,
     stdin: &mut Stdin,
 ) -> Result<Exit, CliError> {
-    if session.meta.client_config.kind != "manual" && stdin.given(GRACE) {
+    if session.meta.client_config.kind != "manual" && stdin.given() {
         return Err(refused_for_source(&session.meta.client_config));
     }
     let sources = Sources::open(&session.meta, cwd, args, &session.id)?;
@@ -491,7 +491,7 @@ fn work(
     };
     let mut executor = Executor::resume(state, client, options);
     if !session.started && executor.status().is_finished() {
-        if stdin.given(GRACE) {
+        if stdin.given() {
             return Err(refused(
                 "the execution has already ended",
                 "start a new execution with --force, or another one with --id",
@@ -524,6 +524,9 @@ fn work(
     let events = executor.take_events();
     if stdin.unused() {
         // Nothing is committed: the unit of work is done again by the next call.
+        if stdin.arrived_late() {
+            return Err(refused_late(&session.meta.client_config));
+        }
         return Err(refused_without_request(&events));
     }
     if unit != Unit::Turn {
@@ -580,6 +583,9 @@ fn work(
         waiting,
     };
     print_report(args, &report, &executor, &session.meta);
+    if let Some(unread) = stdin.at_end() {
+        eprint_line(&unread.note());
+    }
     let exit = exit_for(status, report.waiting.is_some());
     // The process ends here: tearing down the machine's data structures one by one would only
     // cost time.
@@ -727,6 +733,27 @@ fn refused_for_source(config: &ClientConfig) -> CliError {
         &source,
         "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
     )
+}
+
+/// Input on stdin that arrived after the call had looked for it and found none.
+fn refused_late(config: &ClientConfig) -> CliError {
+    let why = format!(
+        "input arrived on stdin while this call was working, after it had looked for input (input counts when it starts within {} ms of the call's start); it was not used, and nothing was changed",
+        GRACE.as_millis()
+    );
+    let hint = if config.kind == "manual" {
+        "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string()
+    } else {
+        format!(
+            "answers on stdin are for executions in manual mode; run the call again without input{}",
+            if config.kind == "queue" {
+                " (the queue's answer was not used either: the next call asks the queue again)"
+            } else {
+                ""
+            }
+        )
+    };
+    CliError::new(why).hint(hint)
 }
 
 /// Input on stdin for a call that does not reach a request for an answer.
