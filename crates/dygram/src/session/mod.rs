@@ -21,10 +21,12 @@ use crate::runtime::state::{ExecutionState, Status, TurnState};
 mod aside;
 mod commit;
 mod create;
+mod record;
 
 pub use aside::SetAside;
 pub use commit::{Commit, Opened};
 pub use create::NewId;
+pub use record::{ExecutionRecorder, RecordPosition};
 
 /// Layout version of `state.json`.
 pub const STATE_FILE_VERSION: &str = "1.0";
@@ -102,6 +104,9 @@ pub struct ClientConfig {
     /// Where answers are recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recordings_dir: Option<String>,
+    /// Where the execution stands in `recordings_dir` (see [`RecordPosition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordPosition>,
     /// Provider for `api`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,

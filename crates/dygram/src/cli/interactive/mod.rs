@@ -15,9 +15,10 @@ use dygram::queue::QueueClient;
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{
-    self, ClientConfig, Commit, Executions, HistoryEntry, Metadata, NewId, SessionError, SetAside,
+    self, ClientConfig, Commit, ExecutionRecorder, Executions, HistoryEntry, Metadata, NewId,
+    SessionError, SetAside,
 };
-use llm::{LlmClient, Recorder};
+use llm::LlmClient;
 
 use super::client::{self, Provider};
 use super::execute::ExecuteArgs;
@@ -75,7 +76,12 @@ fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientC
         config.playback_dir = Some(dir);
     }
     if let Some(dir) = &args.llm.record {
-        config.recordings_dir = Some(dir.display().to_string());
+        let dir = dir.display().to_string();
+        // Another folder: the execution's recordings there start with it.
+        if config.recordings_dir.as_deref() != Some(dir.as_str()) {
+            config.recording = None;
+        }
+        config.recordings_dir = Some(dir);
     }
     if let Some(model) = &args.llm.model {
         config.model = Some(model.clone());
@@ -468,13 +474,9 @@ fn work(
         return Err(refused_for_source(&session.meta.client_config));
     }
     let sources = Sources::open(&session.meta, cwd, args, &session.id)?;
-    let recorder = match (&session.meta.client_config.recordings_dir, sources.client()) {
-        (Some(dir), Some(inner)) => Some(
-            Recorder::new(inner, dir)
-                .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
-                .with_redactor(super::secrets()),
-        ),
-        _ => None,
+    let recorder = match sources.client() {
+        Some(inner) => recorder(&session, inner)?,
+        None => None,
     };
     let client: Option<&dyn LlmClient> = match &recorder {
         Some(r) => Some(r),
@@ -541,6 +543,9 @@ fn work(
     let status = executor.status();
     if let Some(p) = &sources.playback {
         session.meta.client_config.playback_state = Some(p.state());
+    }
+    if let Some(r) = &recorder {
+        session.meta.client_config.recording = Some(r.position());
     }
     session.meta.last_executed_at = rfc3339(t);
     if waiting.is_some() {
@@ -629,18 +634,39 @@ fn one_turn(
         session.meta.pending_request = Some(req.clone());
         return Ok(Some(req));
     };
-    if let Some(dir) = &session.meta.client_config.recordings_dir {
-        let given = Given(response.clone());
-        let rec = Recorder::new(&given, dir)
-            .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
-            .with_redactor(super::secrets());
-        rec.complete(&request)
-            .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?;
+    let given = Given(response.clone());
+    if let Some(rec) = recorder(session, &given)? {
+        rec.complete(&request).map_err(|e| {
+            CliError::new(format!("cannot record the answer: {e}"))
+                .hint("nothing was changed; run the call again")
+        })?;
+        session.meta.client_config.recording = Some(rec.position());
     }
     executor.answer(response);
     session.meta.turn_count += 1;
     session.meta.pending_request = None;
     Ok(None)
+}
+
+/// A recorder of the execution's answers around `inner`, when it records (`--record`).
+fn recorder<C: LlmClient>(
+    session: &Session,
+    inner: C,
+) -> Result<Option<ExecutionRecorder<C>>, CliError> {
+    let config = &session.meta.client_config;
+    let Some(dir) = &config.recordings_dir else {
+        return Ok(None);
+    };
+    let rec = ExecutionRecorder::new(
+        inner,
+        dir,
+        &session.id,
+        &session.meta.started_at,
+        config.recording.unwrap_or_default(),
+    )
+    .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
+    .with_redactor(super::secrets());
+    Ok(Some(rec))
 }
 
 /// The history line of a call that advanced the execution.
