@@ -57,7 +57,8 @@ pub enum Action {
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove completed executions (with --all, every execution and every folder set aside).
+    /// Remove completed executions (with --all, every execution and every folder set aside);
+    /// executions a call is working on are kept.
     Clean {
         /// Remove executions in progress, paused or failed, and folders set aside, too.
         #[arg(long)]
@@ -65,7 +66,8 @@ pub enum Action {
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove one execution, or a folder set aside (`ID.corrupted-…`, `ID.replaced-…`).
+    /// Remove one execution, or a folder set aside (`ID.corrupted-…`, `ID.replaced-…`); refused
+    /// while a call is working on it.
     Rm {
         /// Execution id, or the name of a folder set aside.
         id: String,
@@ -86,6 +88,8 @@ fn error(e: SessionError) -> CliError {
         SessionError::NotFound(_) => {
             CliError::new(e.to_string()).hint("`dygram exec list` shows the executions here")
         }
+        SessionError::Busy { .. } => CliError::new(e.to_string())
+            .hint("a call is working on it: remove it once that call has ended (or stop it)"),
         other => CliError::new(other.to_string()),
     }
 }
@@ -278,12 +282,19 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             let mut kept_running = 0;
             let mut kept_errors = 0;
             let mut kept_aside = 0;
+            let mut kept_busy = 0;
             for e in &list {
                 let status = e.metadata.as_ref().map(|m| m.status);
                 let done = e.set_aside.is_none() && status == Some(Status::Complete);
                 if all || done {
-                    if store.remove(&e.id).map_err(error)? {
-                        removed += 1;
+                    match store.remove(&e.id) {
+                        Ok(true) => removed += 1,
+                        Ok(false) => {}
+                        Err(busy @ SessionError::Busy { .. }) => {
+                            kept_busy += 1;
+                            super::eprint_line(&format!("Kept {}: {busy}", e.id));
+                        }
+                        Err(other) => return Err(error(other)),
                     }
                 } else if e.set_aside.is_some() {
                     kept_aside += 1;
@@ -297,6 +308,11 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
                 print_out("No executions to clean\n");
             } else {
                 print_out(&format!("Cleaned {removed} execution(s)\n"));
+            }
+            if kept_busy > 0 {
+                print_out(&format!(
+                    "Kept {kept_busy} execution(s) in use by a call; clean again once it has ended.\n"
+                ));
             }
             if kept_running + kept_errors + kept_aside > 0 {
                 print_out(&format!(

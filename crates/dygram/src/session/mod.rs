@@ -462,7 +462,11 @@ impl Executions {
     }
 
     /// Deletes an execution, or a folder set aside (`ID.corrupted-…`), and `last` when it pointed
-    /// there. Ok(false) when it did not exist.
+    /// there. Ok(false) when it did not exist; [`SessionError::Busy`] when a call is working on it.
+    ///
+    /// The folder's lock is taken first, and the folder is renamed to a hidden name before it is
+    /// deleted, so other processes see the whole execution or none of it (what a killed removal
+    /// leaves is deleted by the next sweep).
     pub fn remove(&self, name: &str) -> Result<bool, SessionError> {
         if !valid_id(name) && aside::kind_of(name).is_none() {
             return Err(SessionError::InvalidName(name.to_string()));
@@ -471,14 +475,37 @@ impl Executions {
         if !dir.is_dir() {
             return Ok(false);
         }
+        let lock = match lock_at(&dir.join("execution.lock"), name, "dygram exec rm") {
+            Ok(lock) => lock,
+            // Removed meanwhile by another process.
+            Err(SessionError::Io { .. }) if !dir.is_dir() => return Ok(false),
+            Err(e) => return Err(e),
+        };
         let was_last = self.last().as_deref() == Some(name);
-        std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let doomed = self
+            .root
+            .join(format!("{REMOVING}{name}-{}", std::process::id()));
+        match std::fs::rename(&dir, &doomed) {
+            Ok(()) => {}
+            Err(_) if !dir.is_dir() => return Ok(false),
+            Err(e) => return Err(io(&dir, e)),
+        }
+        drop(lock);
         if was_last {
             let _ = std::fs::remove_file(self.root.join("last"));
         }
-        Ok(true)
+        store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e))?;
+        match std::fs::remove_dir_all(&doomed) {
+            Ok(()) => Ok(true),
+            // A sweep of another process deleted it at the same time.
+            Err(_) if !doomed.exists() => Ok(true),
+            Err(e) => Err(io(&doomed, e)),
+        }
     }
 }
+
+/// Prefix of a folder being removed (renamed so before it is deleted).
+const REMOVING: &str = ".rm-";
 
 fn lock_at(path: &Path, id: &str, command: &str) -> Result<store::lock::Acquired, SessionError> {
     let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some(command));

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::support::{Dir, wait_output};
 
-const ORDER: &str = "machine \"Order flow\"
+pub(super) const ORDER: &str = "machine \"Order flow\"
 Context order { total<number>: 0; }
 Task charge \"Charge the card\" { prompt: \"Charge {{ order.total }}\"; }
 State shipped;
@@ -36,7 +36,7 @@ fn requests(d: &Dir) -> Vec<PathBuf> {
         .collect()
 }
 
-fn wait_for_request(d: &Dir) -> PathBuf {
+pub(super) fn wait_for_request(d: &Dir) -> PathBuf {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         if let Some(r) = requests(d).pop() {
@@ -48,7 +48,7 @@ fn wait_for_request(d: &Dir) -> PathBuf {
 }
 
 /// Writes `text` as the response to `request` (whole, by rename, unless `torn`).
-fn respond(d: &Dir, request: &Path, text: &str) {
+pub(super) fn respond(d: &Dir, request: &Path, text: &str) {
     let target = queue(d)
         .join("responses")
         .join(request.file_name().unwrap());
@@ -58,14 +58,14 @@ fn respond(d: &Dir, request: &Path, text: &str) {
 }
 
 /// An order execution standing at `charge` (its first call ran start -> charge).
-fn at_charge() -> Dir {
+pub(super) fn at_charge() -> Dir {
     let d = Dir::with_file("order.dy", ORDER);
     let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
     assert_eq!(out.code, 0, "{out:?}");
     d
 }
 
-fn spawn_queue_call(d: &Dir, timeout: &str) -> std::process::Child {
+pub(super) fn spawn_queue_call(d: &Dir, timeout: &str) -> std::process::Child {
     d.spawn_command(&[
         "e",
         "-i",
@@ -262,7 +262,7 @@ fn an_unreadable_answer_on_the_first_call_creates_nothing() {
 }
 
 /// Output of a call that ended.
-fn ended(out: std::process::Output) -> super::support::Out {
+pub(super) fn ended(out: std::process::Output) -> super::support::Out {
     super::support::Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8(out.stdout).unwrap(),

@@ -1,0 +1,59 @@
+//! Managing saved executions (`dygram exec list|status|show|rm|clean`) around calls that work on
+//! them: an execution in use is never removed, names that are not executions get their own
+//! messages, and a `last` that names nothing does not hide the executions there.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::answers::{at_charge, ended, respond, spawn_queue_call, wait_for_request};
+use super::support::wait_output;
+
+#[test]
+fn an_execution_in_use_is_neither_removed_nor_cleaned() {
+    let d = at_charge();
+    // A call waits for the queue's answer, holding the execution.
+    let call = spawn_queue_call(&d, "30");
+    let pid = call.id();
+    let request = wait_for_request(&d);
+
+    let out = d.run(&["exec", "rm", "q"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("in use"), "{out:?}");
+    assert!(out.stderr.contains(&format!("pid {pid}")), "{out:?}");
+    assert!(!out.stdout.contains("Removed"), "{out:?}");
+    assert!(d.exec_dir("q").join("state.json").is_file());
+
+    let out = d.run(&["exec", "clean", "--all"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("q"), "{out:?}");
+    assert!(out.stderr.contains(&format!("pid {pid}")), "{out:?}");
+    assert!(d.exec_dir("q").join("state.json").is_file());
+
+    // The call goes on undisturbed.
+    let answer = json!({"response": "Charged.", "tools": [
+        {"name": "write_order", "input": {"data": {"total": 5}}}
+    ]});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(wait_output(call, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    let shown = d.run(&["exec", "show", "q", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 5);
+
+    // Once no call holds it, it can be removed.
+    let out = d.run(&["exec", "rm", "q"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!d.exec_dir("q").exists());
+    assert_eq!(d.folders(), Vec::<String>::new());
+}
+
+#[test]
+fn what_a_killed_removal_left_is_deleted_by_the_next_call() {
+    let d = at_charge();
+    // A removal killed after it renamed the folder, before it deleted it.
+    std::fs::rename(d.exec_dir("q"), d.exec_dir(".rm-q-4242")).unwrap();
+    assert_eq!(d.run(&["exec", "list", "--json"]).json(), json!([]));
+    let out = d.run(&["e", "-i", "order.dy", "--id", "other"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(d.folders(), ["other"]);
+}
