@@ -526,9 +526,10 @@ fn read_metadata(dir: &Path, id: &str) -> Result<Metadata, SessionError> {
         return Ok(meta);
     }
     let path = dir.join("metadata.json");
+    // The store's errors name the file.
     store::atomic::read_json(&path).map_err(|e| SessionError::Corrupted {
         id: id.to_string(),
-        reason: format!("{}: {e}", path.display()),
+        reason: e.to_string(),
     })
 }
 

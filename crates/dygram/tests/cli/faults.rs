@@ -559,3 +559,38 @@ fn a_call_redone_after_a_kill_replaces_its_recording_instead_of_adding_one() {
     assert_eq!(recorded(&rec), expected);
     assert_eq!(replay(&d, "replayed", "rec"), reference);
 }
+
+#[test]
+fn an_answer_source_lost_with_the_state_is_announced_with_the_way_to_give_it_again() {
+    let d = Dir::with_file("order.dy", &example("order.dy"));
+    let rec = recordings("order");
+    assert_eq!(
+        d.run(&["e", "-i", "order.dy", "--id", "o", "--playback", &rec])
+            .code,
+        0
+    );
+    std::fs::write(d.exec_dir("o").join("state.json"), "garbage").unwrap();
+    std::fs::write(d.exec_dir("o").join("metadata.json"), "garbage").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "o"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("State file corrupted"), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("where the answers of o came from is lost"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("manual mode"), "{out:?}");
+    assert!(out.stderr.contains("--playback DIR"), "{out:?}");
+    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    assert_eq!(status["client"]["type"], "manual", "{status}");
+
+    // Given again on the call that starts over, the source is kept and nothing is said about it.
+    std::fs::write(d.exec_dir("o").join("state.json"), "garbage").unwrap();
+    std::fs::write(d.exec_dir("o").join("metadata.json"), "garbage").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "o", "--playback", &rec]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("State file corrupted"), "{out:?}");
+    assert!(!out.stderr.contains("is lost"), "{out:?}");
+    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    assert_eq!(status["client"]["type"], "playback", "{status}");
+}

@@ -269,6 +269,9 @@ fn open_or_create(
                     "⚠️  Warning: State file corrupted, starting fresh execution ({reason}; the old folder was kept as {})",
                     aside.display()
                 ));
+                if source.is_none() && args.llm.playback.is_none() && !args.queue {
+                    eprint_line(&source_lost(&existing, &client_config(args, None)));
+                }
                 if args.id.is_none() {
                     id = None;
                 }
@@ -277,6 +280,21 @@ fn open_or_create(
         }
     }
     create(args, input, store, id, source, compiled, stdin)
+}
+
+/// The warning for an execution restarted after corruption whose answer source could not be read
+/// from any of its files: what the fresh execution does instead, and how to give the source again.
+fn source_lost(id: &str, now: &ClientConfig) -> String {
+    let instead = match now.kind.as_str() {
+        "api" => format!(
+            "asks the {} API",
+            now.provider.as_deref().unwrap_or("anthropic")
+        ),
+        _ => "takes its answers on stdin (manual mode)".to_string(),
+    };
+    format!(
+        "⚠️  Warning: where the answers of {id} came from is lost with its state (state.json and metadata.json cannot be read); the fresh execution {instead}. If they came from elsewhere, give the source again on the next call: --playback DIR, --queue, or an API key (and --record DIR to record)"
+    )
 }
 
 /// Resumes an opened execution after checking that its machine did not change.
