@@ -84,7 +84,11 @@ fn store() -> Result<Executions, CliError> {
 
 fn error(e: SessionError) -> CliError {
     match e {
-        SessionError::InvalidId(_) | SessionError::InvalidName(_) => CliError::usage(e.to_string()),
+        SessionError::Reserved => CliError::usage(e.to_string())
+            .hint("name the execution itself (`dygram exec status` shows which one `last` is)"),
+        SessionError::InvalidId(_)
+        | SessionError::InvalidName(_)
+        | SessionError::SetAsideName(_) => CliError::usage(e.to_string()),
         SessionError::NotFound(_) => {
             CliError::new(e.to_string()).hint("`dygram exec list` shows the executions here")
         }
@@ -96,6 +100,8 @@ fn error(e: SessionError) -> CliError {
 
 fn resolve(store: &Executions, id: Option<String>) -> Result<String, CliError> {
     match id {
+        // The link names the most recent execution; read as such.
+        Some(id) if id == "last" => resolve(store, None),
         Some(id) => {
             store.dir(&id).map_err(error)?;
             if !store.exists(&id) {

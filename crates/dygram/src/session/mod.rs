@@ -67,6 +67,16 @@ pub enum SessionError {
     /// An execution with this id was created meanwhile by another process.
     #[error("execution {0} already exists (another dygram process created it)")]
     Exists(String),
+    /// `last`, the link to the most recent execution, used as an id.
+    #[error(
+        "\"last\" is reserved: it names the link to the most recent execution, not an execution id"
+    )]
+    Reserved,
+    /// The name of a folder set aside, where an execution id is needed.
+    #[error(
+        "{0} is a folder set aside, not an execution: it can be listed (`dygram exec list`) and removed (`dygram exec rm {0}`), but not shown or resumed"
+    )]
+    SetAsideName(String),
     /// A name that is neither an execution id nor a set-aside folder.
     #[error(
         "invalid execution name \"{0}\": an id, or a set-aside folder such as ID.corrupted-20260101-120000"
@@ -276,6 +286,20 @@ pub fn valid_id(id: &str) -> bool {
     store::ids::validate_id(id).is_ok() && !id.contains('.') && id != "last"
 }
 
+/// Checks that `id` can name an execution folder ([`valid_id`]), with an error that says what
+/// the name is when it cannot: `last`, a folder set aside, or simply invalid.
+pub fn check_id(id: &str) -> Result<(), SessionError> {
+    if valid_id(id) {
+        Ok(())
+    } else if id == "last" {
+        Err(SessionError::Reserved)
+    } else if aside::kind_of(id).is_some() {
+        Err(SessionError::SetAsideName(id.to_string()))
+    } else {
+        Err(SessionError::InvalidId(id.to_string()))
+    }
+}
+
 /// Summary of one execution, for listings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -343,9 +367,7 @@ impl Executions {
 
     /// The folder of an execution (the id is validated first).
     pub fn dir(&self, id: &str) -> Result<PathBuf, SessionError> {
-        if !valid_id(id) {
-            return Err(SessionError::InvalidId(id.to_string()));
-        }
+        check_id(id)?;
         Ok(self.root.join(id))
     }
 
@@ -468,6 +490,9 @@ impl Executions {
     /// deleted, so other processes see the whole execution or none of it (what a killed removal
     /// leaves is deleted by the next sweep).
     pub fn remove(&self, name: &str) -> Result<bool, SessionError> {
+        if name == "last" {
+            return Err(SessionError::Reserved);
+        }
         if !valid_id(name) && aside::kind_of(name).is_none() {
             return Err(SessionError::InvalidName(name.to_string()));
         }

@@ -57,3 +57,50 @@ fn what_a_killed_removal_left_is_deleted_by_the_next_call() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(d.folders(), ["other"]);
 }
+
+#[test]
+fn names_that_are_not_executions_get_messages_of_their_own() {
+    let d = at_charge();
+    std::fs::write(d.exec_dir("q").join("state.json"), "{ torn").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let aside = d
+        .folders()
+        .into_iter()
+        .find(|f| f.starts_with("q.corrupted-"))
+        .unwrap();
+
+    // A folder set aside can be listed and removed, not shown or resumed.
+    for args in [
+        vec!["exec", "status", aside.as_str()],
+        vec!["exec", "show", aside.as_str()],
+        vec!["e", "-i", "order.dy", "--id", aside.as_str()],
+    ] {
+        let out = d.run(&args);
+        assert_eq!(out.code, 64, "{args:?}: {out:?}");
+        assert!(
+            out.stderr
+                .contains(&format!("{aside} is a folder set aside")),
+            "{args:?}: {out:?}"
+        );
+        assert!(out.stderr.contains("dygram exec rm"), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("invalid execution id"), "{out:?}");
+    }
+    // `last` is the link to the most recent execution: not an id to create, but it names that
+    // execution where one is read.
+    let out = d.run(&["e", "-i", "order.dy", "--id", "last"]);
+    assert_eq!(out.code, 64, "{out:?}");
+    assert!(out.stderr.contains("\"last\" is reserved"), "{out:?}");
+    assert!(!out.stderr.contains("invalid execution id"), "{out:?}");
+    let out = d.run(&["exec", "status", "last", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json()["id"], "q");
+    let out = d.run(&["exec", "rm", "last"]);
+    assert_eq!(out.code, 64, "{out:?}");
+    assert!(out.stderr.contains("\"last\" is reserved"), "{out:?}");
+    assert!(d.exec_dir("q").is_dir());
+    // Anything else is still an invalid id.
+    let out = d.run(&["exec", "status", "../q"]);
+    assert_eq!(out.code, 64, "{out:?}");
+    assert!(out.stderr.contains("invalid execution"), "{out:?}");
+}

@@ -51,6 +51,14 @@ fn rfc3339(t: jiff::Timestamp) -> String {
 fn session_error(e: SessionError) -> CliError {
     match e {
         SessionError::InvalidId(_) | SessionError::InvalidName(_) => CliError::usage(e.to_string()),
+        SessionError::Reserved => CliError::usage(e.to_string())
+            .hint("leave --id out to resume the most recent execution, or choose another id"),
+        SessionError::SetAsideName(ref name) => {
+            let id = name.split('.').next().unwrap_or_default().to_string();
+            CliError::usage(e.to_string()).hint(format!(
+                "the execution that took its place is `--id {id}` (`--id {id} --force` starts it over)"
+            ))
+        }
         SessionError::Busy { .. } => CliError::new(e.to_string())
             .hint("wait for the other call to finish; each execution runs one call at a time"),
         other => CliError::new(other.to_string()),
@@ -193,10 +201,8 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
     let store = Executions::under(&cwd).with_redactor(super::secrets());
-    if let Some(id) = &args.id
-        && !session::valid_id(id)
-    {
-        return Err(session_error(SessionError::InvalidId(id.clone())));
+    if let Some(id) = &args.id {
+        session::check_id(id).map_err(session_error)?;
     }
     let mut stdin = Stdin::start(args.file == Path::new("-"));
     let mut compiled: Option<Compiled> = None;
