@@ -39,7 +39,7 @@ pub enum Action {
     },
     /// Machine, status, current node(s), turns, steps, times and mode of an execution.
     Status {
-        /// Execution id (default: the last one).
+        /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
         /// One JSON object on stdout.
         #[arg(long)]
@@ -49,7 +49,7 @@ pub enum Action {
     },
     /// The execution's position drawn on its machine, without advancing it.
     Show {
-        /// Execution id (default: the last one).
+        /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
         /// text, json, dot or mermaid.
         #[arg(long, value_enum, default_value = "text")]
@@ -109,7 +109,7 @@ fn resolve(store: &Executions, id: Option<String>) -> Result<String, CliError> {
             }
             Ok(id)
         }
-        None => store.last().ok_or_else(|| {
+        None => store.latest().ok_or_else(|| {
             CliError::new("No executions found").hint("start one with `dygram execute -i FILE`")
         }),
     }

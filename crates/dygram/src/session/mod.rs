@@ -383,6 +383,18 @@ impl Executions {
         self.exists(&id).then_some(id)
     }
 
+    /// The most recent execution, for commands that read one: the one `last` names, else (no
+    /// `last`, or one left naming nothing by a creation that was killed) the one with the latest
+    /// call.
+    pub fn latest(&self) -> Option<String> {
+        self.last().or_else(|| {
+            self.list()
+                .into_iter()
+                .find(|s| s.set_aside.is_none())
+                .map(|s| s.id)
+        })
+    }
+
     /// Points `last` at the execution in `dir` (named `id`): a relative symlink, replaced
     /// atomically. The temporary link is made inside `dir`, which the caller holds the lock of, so
     /// no other process uses that name (a leftover is removed with the other temporary files).

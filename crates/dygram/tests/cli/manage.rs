@@ -104,3 +104,31 @@ fn names_that_are_not_executions_get_messages_of_their_own() {
     assert_eq!(out.code, 64, "{out:?}");
     assert!(out.stderr.contains("invalid execution"), "{out:?}");
 }
+
+#[test]
+fn a_last_that_names_nothing_does_not_hide_the_executions() {
+    let d = at_charge();
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "older"]).code, 0);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "q"]).code, 3);
+    // A creation killed after it pointed `last` at its new id, before the folder was renamed into
+    // place, leaves `last` naming nothing.
+    let last = d.path().join(".dygram/executions/last");
+    std::fs::remove_file(&last).unwrap();
+    std::os::unix::fs::symlink("exec-20260101-000000", &last).unwrap();
+
+    let out = d.run(&["exec", "status", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json()["id"], "q", "the most recent one");
+    let out = d.run(&["exec", "show"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Runtime Snapshot: q"), "{out:?}");
+    // A call without --id still starts a new execution, as the killed one meant to.
+    let out = d.run(&["e", "-i", "order.dy"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("Starting interactive execution"),
+        "{out:?}"
+    );
+    assert_eq!(d.folders().len(), 3, "{:?}", d.folders());
+}
