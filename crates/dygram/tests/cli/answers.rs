@@ -369,3 +369,40 @@ fn a_call_that_ends_with_its_stdin_open_and_unread_says_so() {
     let out = call_with(&d, "");
     assert!(!out.stderr.contains("still open"), "{out:?}");
 }
+
+#[test]
+fn recordings_made_for_other_tools_are_refused_not_replayed() {
+    let examples = super::support::repo_root().join("examples/dygram");
+    let review = std::fs::read_to_string(examples.join("review.dy")).unwrap();
+    let order_recordings = examples.join("recordings/order").display().to_string();
+    let d = Dir::with_file("review.dy", &review);
+    for args in [
+        vec!["e", "review.dy", "--playback", order_recordings.as_str()],
+        vec![
+            "e",
+            "-i",
+            "review.dy",
+            "--id",
+            "w",
+            "--playback",
+            order_recordings.as_str(),
+        ],
+    ] {
+        let mut out = d.run(&args);
+        // With -i the first call takes the automatic step start -> write; the next one asks.
+        if args.contains(&"-i") {
+            assert_eq!(out.code, 0, "{out:?}");
+            out = d.run(&["e", "-i", "review.dy", "--id", "w"]);
+        }
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(
+                "turn-1.json was recorded with tools that are not offered now: write_order"
+            ),
+            "{args:?}: {out:?}"
+        );
+        // Nothing of the foreign answers was applied.
+        assert!(!out.stderr.contains("write_order (failed)"), "{out:?}");
+        assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
+    }
+}
