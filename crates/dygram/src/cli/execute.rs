@@ -42,7 +42,7 @@ pub enum ExecFormat {
 ///   dygram e flow.dy --record recordings/flow -m claude-3-5-sonnet-latest
 ///   OPENAI_BASE_URL=http://127.0.0.1:8080/v1 dygram e flow.dy --provider openai
 ///   while dygram e -i flow.dy --playback recordings/flow; do :; done
-///   echo 'Looks good.' | dygram e -i flow.dy --id review
+///   echo '{"tools": [{"name": "transition_to_done", "input": {}}]}' | dygram e -i flow.dy --id review
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct ExecuteArgs {

@@ -406,3 +406,41 @@ fn recordings_made_for_other_tools_are_refused_not_replayed() {
         assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
     }
 }
+
+#[test]
+fn a_text_answer_that_would_end_the_execution_with_an_error_is_refused() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    // At `charge` the only transition is closed (order.total is 0): an answer without a tool call
+    // would fail the execution for good.
+    let before = std::fs::read(d.exec_dir("s").join("state.json")).unwrap();
+    let out = call_with(&d, "hello there");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("calls no tool"), "{out:?}");
+    assert!(out.stderr.contains("No transition available"), "{out:?}");
+    assert!(out.stderr.contains("nothing was changed"), "{out:?}");
+    assert!(out.stderr.contains("write_order"), "the example: {out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("s").join("state.json")).unwrap(),
+        before
+    );
+    assert_eq!(status(&d, "s")["status"], "in_progress");
+    // The person answers again, with a tool call this time.
+    let out = call_with(&d, WRITE_42);
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = call_with(&d, "Shipping it.");
+    assert_eq!(
+        out.code, 0,
+        "an open transition: the node asks again: {out:?}"
+    );
+
+    // On the first call, such an answer creates nothing.
+    let d = Dir::with_file(
+        "m.dy",
+        "machine \"m\"\nContext c { n<number>: 0; }\ntask start { prompt: \"go\"; }\nstate a;\nstart -when: 'c.n > 0'-> a;\nstart -writes-> c;\n",
+    );
+    let out = d.run_with_stdin(&["e", "-i", "m.dy", "--id", "u"], "hello");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("calls no tool"), "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+}

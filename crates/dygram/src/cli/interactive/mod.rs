@@ -389,7 +389,9 @@ fn create(
         let mut dry = Executor::resume(state.clone(), None, Options::default());
         match dry.next_unit() {
             Ok(NextUnit::Request(_)) => {
-                stdin.answer()?;
+                if let Some(answer) = stdin.answer()? {
+                    check_answer(&dry, &answer)?;
+                }
             }
             _ => return Err(refused_without_request(&dry.take_events())),
         }
@@ -658,6 +660,7 @@ fn one_turn(
         session.meta.pending_request = Some(req.clone());
         return Ok(Some(req));
     };
+    check_answer(executor, &response)?;
     let given = Given(response.clone());
     if let Some(rec) = recorder(session, &given)? {
         rec.complete(&request).map_err(|e| {
@@ -670,6 +673,27 @@ fn one_turn(
     session.meta.turn_count += 1;
     session.meta.pending_request = None;
     Ok(None)
+}
+
+/// Refuses a manual answer that would fail the execution for good (no tool call while every
+/// transition is closed): the person can answer again, with the example's kind of answer.
+fn check_answer(executor: &Executor<'_>, answer: &llm::ChatResponse) -> Result<(), CliError> {
+    let Some(error) = executor.answer_would_fail(answer) else {
+        return Ok(());
+    };
+    let node = executor
+        .state()
+        .turn_state
+        .as_ref()
+        .map(|t| t.node_name.clone())
+        .unwrap_or_default();
+    Err(CliError::new(format!(
+        "this answer calls no tool, and no transition of {node} is open, so it would end the execution with an error ({error}); it was not used, and nothing was changed"
+    ))
+    .hint(format!(
+        "answer with a tool call, e.g. {}",
+        executor.example_answer()
+    )))
 }
 
 /// A recorder of the execution's answers around `inner`, when it records (`--record`).
