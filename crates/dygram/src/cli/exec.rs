@@ -239,6 +239,7 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             if m.pending_request.is_some() {
                 s.push_str("  Waiting for: an LLM response on stdin (manual mode)\n");
             }
+            // For a finished execution: where its paths ended.
             s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
             s.push_str(&format!("  Turns: {}\n", m.turn_count));
             s.push_str(&format!("  Steps: {}\n", m.step_count));

@@ -168,7 +168,7 @@ pub fn text_report(state: &ExecutionState) -> String {
         "Status: {}\nSteps: {}\nVisited: {}\nErrors: {}\n",
         state.status().as_str(),
         state.metadata.step_count,
-        state.visited_nodes().join(", "),
+        state.visited_nodes_of_all_paths().join(", "),
         state.metadata.error_count
     ));
     for p in state

@@ -308,7 +308,7 @@ pub struct Summary {
     pub id: String,
     /// Its metadata (absent when unreadable).
     pub metadata: Option<Metadata>,
-    /// Nodes where active paths stand.
+    /// Nodes where active paths stand (for a finished execution: where its paths ended).
     pub current_nodes: Vec<String>,
     /// For a folder set aside (`ID.corrupted-…`, `ID.replaced-…`): why.
     pub set_aside: Option<SetAside>,
@@ -485,7 +485,8 @@ impl Executions {
         out
     }
 
-    /// Nodes where the execution's active (or waiting) paths stand.
+    /// Nodes where the execution's active (or waiting) paths stand; for a finished execution, the
+    /// nodes where its paths ended.
     pub fn current_nodes(&self, id: &str) -> Vec<String> {
         let Ok(dir) = self.dir(id) else {
             return Vec::new();
@@ -580,6 +581,14 @@ fn current_nodes_of(state: StateFile) -> Vec<String> {
         .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
         .map(|p| p.current_node.clone())
         .collect();
+    if nodes.is_empty() {
+        // A finished execution: where its paths ended.
+        for p in &state.execution_state.runtime.paths {
+            if !nodes.contains(&p.current_node) {
+                nodes.push(p.current_node.clone());
+            }
+        }
+    }
     if nodes.is_empty() {
         nodes.extend(state.execution_state.current_node);
     }

@@ -1,6 +1,7 @@
 //! Managing saved executions (`dygram exec list|status|show|rm|clean`) around calls that work on
 //! them: an execution in use is never removed, names that are not executions get their own
-//! messages, and a `last` that names nothing does not hide the executions there.
+//! messages, a `last` that names nothing does not hide the executions there, and a finished
+//! parallel run is reported with all its paths.
 
 use std::time::Duration;
 
@@ -131,4 +132,43 @@ fn a_last_that_names_nothing_does_not_hide_the_executions() {
         "{out:?}"
     );
     assert_eq!(d.folders().len(), 3, "{:?}", d.folders());
+}
+
+#[test]
+fn a_finished_parallel_run_reports_every_path() {
+    let examples = super::support::repo_root().join("examples/dygram");
+    let trip = std::fs::read_to_string(examples.join("trip.dy")).unwrap();
+    let rec = examples.join("recordings/trip").display().to_string();
+    let d = super::support::Dir::with_file("trip.dy", &trip);
+    let out = d.run(&["e", "trip.dy", "--playback", &rec]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("Visited: start, flights, hotels, booked, summary\n"),
+        "{out:?}"
+    );
+    let mut code = 0;
+    for _ in 0..10 {
+        code = d
+            .run(&["e", "-i", "trip.dy", "--id", "t", "--playback", &rec])
+            .code;
+        if code != 0 {
+            break;
+        }
+    }
+    assert_eq!(code, 2);
+    let out = d.run(&["exec", "status", "t"]);
+    assert!(out.stdout.contains("Status: complete"), "{out:?}");
+    // Where each path ended, not only the main one (which stayed at start).
+    assert!(
+        out.stdout
+            .contains("Current Node: start, flights, summary\n"),
+        "{out:?}"
+    );
+    let out = d.run(&["exec", "show", "t"]);
+    assert!(
+        out.stdout
+            .contains("Visited: start, flights, hotels, booked, summary\n"),
+        "{out:?}"
+    );
 }
