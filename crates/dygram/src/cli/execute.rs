@@ -129,11 +129,14 @@ pub fn describe(event: &Event) -> String {
             path,
             name,
             is_error,
-            ..
-        } => format!(
-            "[{path}]   tool {name}{}",
-            if *is_error { " (failed)" } else { "" }
-        ),
+            result,
+        } => {
+            if *is_error {
+                format!("[{path}]   tool {name} (failed: {})", tool_error(result))
+            } else {
+                format!("[{path}]   tool {name}")
+            }
+        }
         Event::Output { path, text } => {
             let short: String = text.chars().take(100).collect();
             let more = if text.chars().count() > 100 {
@@ -149,6 +152,21 @@ pub fn describe(event: &Event) -> String {
         Event::Completed { path, node } => format!("[{path}] completed at {node}"),
         Event::Failed { path, node, error } => format!("[{path}] failed at {node}: {error}"),
         Event::Waiting { path, node, reason } => format!("[{path}] waiting at {node}: {reason}"),
+    }
+}
+
+/// Why a tool call failed, from its result (`{"error": "…"}`), on one line of at most 300
+/// characters.
+pub fn tool_error(result: &str) -> String {
+    let text = serde_json::from_str::<Value>(result)
+        .ok()
+        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| result.to_string());
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 300 {
+        format!("{}…", line.chars().take(300).collect::<String>())
+    } else {
+        line
     }
 }
 

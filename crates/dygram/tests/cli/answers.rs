@@ -444,3 +444,24 @@ fn a_text_answer_that_would_end_the_execution_with_an_error_is_refused() {
     assert!(out.stderr.contains("calls no tool"), "{out:?}");
     assert_eq!(d.folders(), Vec::<String>::new());
 }
+
+#[test]
+fn the_text_output_says_why_a_tool_failed() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    let out = call_with(
+        &d,
+        r#"{"tools": [{"name": "write_order", "input": {"data": {"total": "lots"}}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("Tools: write_order (failed)"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains(
+            "write_order failed: Nothing was written to order: `total`: expected number, got string"
+        ),
+        "{out:?}"
+    );
+}
