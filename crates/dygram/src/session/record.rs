@@ -81,6 +81,23 @@ impl<C: LlmClient> ExecutionRecorder<C> {
         })
     }
 
+    /// The recorder of the execution `meta` describes, when it records (its client configuration
+    /// names a recordings folder), from where it stands there.
+    pub fn for_execution(inner: C, meta: &super::Metadata) -> Result<Option<Self>, LlmError> {
+        let config = &meta.client_config;
+        let Some(dir) = &config.recordings_dir else {
+            return Ok(None);
+        };
+        Self::new(
+            inner,
+            dir,
+            &meta.id,
+            &meta.started_at,
+            config.recording.unwrap_or_default(),
+        )
+        .map(Some)
+    }
+
     /// Scrubs the secrets of `redactor` from every recording.
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = redactor;

@@ -25,7 +25,9 @@ use super::execute::ExecuteArgs;
 use super::input::Input;
 use super::{CliError, Exit, eprint_line, input};
 use report::{Report, exit_for, finish_already, print_report};
-use stdin::{GRACE, Stdin, refused};
+use stdin::{
+    Stdin, check_answer, refused, refused_for_source, refused_late, refused_without_request,
+};
 
 /// Which unit of work one call performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -675,46 +677,16 @@ fn one_turn(
     Ok(None)
 }
 
-/// Refuses a manual answer that would fail the execution for good (no tool call while every
-/// transition is closed): the person can answer again, with the example's kind of answer.
-fn check_answer(executor: &Executor<'_>, answer: &llm::ChatResponse) -> Result<(), CliError> {
-    let Some(error) = executor.answer_would_fail(answer) else {
-        return Ok(());
-    };
-    let node = executor
-        .state()
-        .turn_state
-        .as_ref()
-        .map(|t| t.node_name.clone())
-        .unwrap_or_default();
-    Err(CliError::new(format!(
-        "this answer calls no tool, and no transition of {node} is open, so it would end the execution with an error ({error}); it was not used, and nothing was changed"
-    ))
-    .hint(format!(
-        "answer with a tool call, e.g. {}",
-        executor.example_answer()
-    )))
-}
-
 /// A recorder of the execution's answers around `inner`, when it records (`--record`).
 fn recorder<C: LlmClient>(
     session: &Session,
     inner: C,
 ) -> Result<Option<ExecutionRecorder<C>>, CliError> {
-    let config = &session.meta.client_config;
-    let Some(dir) = &config.recordings_dir else {
-        return Ok(None);
-    };
-    let rec = ExecutionRecorder::new(
-        inner,
-        dir,
-        &session.id,
-        &session.meta.started_at,
-        config.recording.unwrap_or_default(),
-    )
-    .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
-    .with_redactor(super::secrets());
-    Ok(Some(rec))
+    let rec = ExecutionRecorder::for_execution(inner, &session.meta).map_err(|e| {
+        CliError::new(format!("cannot record the answers: {e}"))
+            .hint("the execution is unchanged; check the --record folder")
+    })?;
+    Ok(rec.map(|r| r.with_redactor(super::secrets())))
 }
 
 /// The history line of a call that advanced the execution.
@@ -788,62 +760,4 @@ fn runtime_error(e: RuntimeError, meta: &Metadata) -> CliError {
         Some(h) => err.hint(h),
         None => err,
     }
-}
-
-/// Input on stdin for an execution whose answers come from elsewhere.
-fn refused_for_source(config: &ClientConfig) -> CliError {
-    let source = match config.kind.as_str() {
-        "playback" => format!(
-            "this execution replays the recordings in {}",
-            config.playback_dir.as_deref().unwrap_or("?")
-        ),
-        "queue" => "this execution takes its answers from the file queue".to_string(),
-        _ => format!(
-            "this execution asks the {} API",
-            config.provider.as_deref().unwrap_or("anthropic")
-        ),
-    };
-    refused(
-        &source,
-        "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
-    )
-}
-
-/// Input on stdin that arrived after the call had looked for it and found none.
-fn refused_late(config: &ClientConfig) -> CliError {
-    let why = format!(
-        "input arrived on stdin while this call was working, after it had looked for input (input counts when it starts within {} ms of the call's start); it was not used, and nothing was changed",
-        GRACE.as_millis()
-    );
-    let hint = if config.kind == "manual" {
-        "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string()
-    } else {
-        format!(
-            "answers on stdin are for executions in manual mode; run the call again without input{}",
-            if config.kind == "queue" {
-                " (the queue's answer was not used either: the next call asks the queue again)"
-            } else {
-                ""
-            }
-        )
-    };
-    CliError::new(why).hint(hint)
-}
-
-/// Input on stdin for a call that does not reach a request for an answer.
-fn refused_without_request(events: &[Event]) -> CliError {
-    let did = events
-        .iter()
-        .find_map(|e| match e {
-            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
-            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
-            _ => None,
-        })
-        .unwrap_or_default();
-    refused(
-        &format!(
-            "this call does not reach a request for an answer: it takes an automatic step{did}"
-        ),
-        "run this call without input, and answer when a call shows a request (exit code 3)",
-    )
 }

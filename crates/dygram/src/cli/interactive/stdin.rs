@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use llm::ChatResponse;
 
 use dygram::answer::parse_answer;
+use dygram::runtime::executor::{Event, Executor};
+use dygram::session::ClientConfig;
 
 use super::super::CliError;
 
@@ -225,4 +227,83 @@ pub fn refused(why: &str, hint: &str) -> CliError {
         "input was given on stdin, but {why}; it was not used, and nothing was changed"
     ))
     .hint(hint.to_string())
+}
+
+/// Input on stdin for an execution whose answers come from elsewhere.
+pub fn refused_for_source(config: &ClientConfig) -> CliError {
+    let source = match config.kind.as_str() {
+        "playback" => format!(
+            "this execution replays the recordings in {}",
+            config.playback_dir.as_deref().unwrap_or("?")
+        ),
+        "queue" => "this execution takes its answers from the file queue".to_string(),
+        _ => format!(
+            "this execution asks the {} API",
+            config.provider.as_deref().unwrap_or("anthropic")
+        ),
+    };
+    refused(
+        &source,
+        "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
+    )
+}
+
+/// Input on stdin that arrived after the call had looked for it and found none.
+pub fn refused_late(config: &ClientConfig) -> CliError {
+    let why = format!(
+        "input arrived on stdin while this call was working, after it had looked for input (input counts when it starts within {} ms of the call's start); it was not used, and nothing was changed",
+        GRACE.as_millis()
+    );
+    let hint = if config.kind == "manual" {
+        "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string()
+    } else {
+        format!(
+            "answers on stdin are for executions in manual mode; run the call again without input{}",
+            if config.kind == "queue" {
+                " (the queue's answer was not used either: the next call asks the queue again)"
+            } else {
+                ""
+            }
+        )
+    };
+    CliError::new(why).hint(hint)
+}
+
+/// Input on stdin for a call that does not reach a request for an answer.
+pub fn refused_without_request(events: &[Event]) -> CliError {
+    let did = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
+            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
+            _ => None,
+        })
+        .unwrap_or_default();
+    refused(
+        &format!(
+            "this call does not reach a request for an answer: it takes an automatic step{did}"
+        ),
+        "run this call without input, and answer when a call shows a request (exit code 3)",
+    )
+}
+
+/// Refuses a manual answer that would fail the execution for good (no tool call while every
+/// transition is closed): the person can answer again, with the example's kind of answer.
+pub fn check_answer(executor: &Executor<'_>, answer: &llm::ChatResponse) -> Result<(), CliError> {
+    let Some(error) = executor.answer_would_fail(answer) else {
+        return Ok(());
+    };
+    let node = executor
+        .state()
+        .turn_state
+        .as_ref()
+        .map(|t| t.node_name.clone())
+        .unwrap_or_default();
+    Err(CliError::new(format!(
+        "this answer calls no tool, and no transition of {node} is open, so it would end the execution with an error ({error}); it was not used, and nothing was changed"
+    ))
+    .hint(format!(
+        "answer with a tool call, e.g. {}",
+        executor.example_answer()
+    )))
 }
