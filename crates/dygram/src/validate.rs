@@ -486,7 +486,7 @@ impl<'m> Validator<'m> {
             self.graph_warn(
                 format!(
                     "Orphaned nodes detected: {}. These nodes have no incoming or outgoing edges.",
-                    orphans.join(", ")
+                    name_list(&orphans)
                 ),
                 None,
             );
@@ -535,7 +535,7 @@ impl<'m> Validator<'m> {
             self.graph_warn(
                 format!(
                     "Unreachable nodes detected: {}. These nodes cannot be reached from entry points.",
-                    unreachable.join(", ")
+                    name_list(&unreachable)
                 ),
                 None,
             );
@@ -552,6 +552,19 @@ impl<'m> Validator<'m> {
             }
         }
     }
+}
+
+/// Node names for a warning: all of them up to twenty, else the first twenty and how many more.
+fn name_list(names: &[&str]) -> String {
+    const SHOWN: usize = 20;
+    if names.len() <= SHOWN {
+        return names.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        names[..SHOWN].join(", "),
+        names.len() - SHOWN
+    )
 }
 
 /// Whether a type is one of the built-in scalar types.
@@ -713,6 +726,30 @@ pub(crate) fn is_url(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn graph_warnings_name_at_most_twenty_nodes() {
+        let mut text = String::from("machine \"m\"\nstate a;\nstate b;\na -> b;\n");
+        for i in 0..500 {
+            text.push_str(&format!("state lonely{i};\n"));
+        }
+        let compiled = crate::compile(crate::source::SourceFile::new("m.dy", text.as_str()));
+        let messages: Vec<&str> = compiled
+            .diagnostics
+            .iter()
+            .map(|d| d.message.as_str())
+            .collect();
+        let orphans = messages
+            .iter()
+            .find(|m| m.starts_with("Orphaned nodes detected: "))
+            .unwrap();
+        assert!(orphans.len() < 600, "{orphans}");
+        assert!(
+            orphans.contains("lonely0, lonely1, ") && orphans.contains("lonely19 and 480 more."),
+            "{orphans}"
+        );
+        assert!(!orphans.contains("lonely20,"), "{orphans}");
+    }
 
     #[test]
     fn formats() {

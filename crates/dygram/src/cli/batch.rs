@@ -145,19 +145,49 @@ fn process_isolated(
     })
 }
 
+/// Why a path a pattern matched is not a file that can be read.
+fn not_a_file(path: &Path) -> String {
+    if path.is_dir() {
+        return "it is a folder, not a file".into();
+    }
+    match std::fs::read_link(path) {
+        Ok(target) if !path.exists() => {
+            format!("a link to {}, which does not exist", target.display())
+        }
+        _ => "not a regular file".into(),
+    }
+}
+
 pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
     let formats = formats(&args.format)?;
     let paths = glob::glob(&args.pattern)
         .map_err(|e| CliError::usage(format!("bad pattern `{}`: {e}", args.pattern)))?;
-    let mut files: Vec<PathBuf> = paths
-        .filter_map(Result::ok)
-        .filter(|p| p.is_file())
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| SOURCE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
-        })
-        .collect();
+    let is_machine = |p: &Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| SOURCE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+    };
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in paths {
+        match entry {
+            Ok(p) if is_machine(&p) && p.is_file() => files.push(p),
+            // A match with a machine's name that is not a file is said, never dropped silently.
+            Ok(p) if is_machine(&p) && !args.verbosity.quiet => {
+                eprint_line(&format!(
+                    "warning: skipped {}: {}",
+                    p.display(),
+                    not_a_file(&p)
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if !args.verbosity.quiet => eprint_line(&format!(
+                "warning: skipped {}: {}",
+                e.path().display(),
+                e.error()
+            )),
+            Err(_) => {}
+        }
+    }
     files.sort();
     if files.is_empty() {
         return Err(CliError::new(format!("no machine files match `{}`", args.pattern))

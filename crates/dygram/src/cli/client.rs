@@ -76,7 +76,9 @@ pub fn open_playback(dir: &Path) -> Result<PlaybackClient, CliError> {
             err.hint(format!("Available recordings:\n{}", list.join("\n")))
         });
     }
+    // A recording made for other tools is an error, never an answer replayed at the wrong node.
     PlaybackClient::open(dir, PlaybackMode::Hybrid)
+        .map(PlaybackClient::require_offered_tools)
         .map_err(|e| CliError::new(format!("cannot open recordings in {}: {e}", dir.display())))
 }
 

@@ -39,7 +39,7 @@ pub enum Action {
     },
     /// Machine, status, current node(s), turns, steps, times and mode of an execution.
     Status {
-        /// Execution id (default: the last one).
+        /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
         /// One JSON object on stdout.
         #[arg(long)]
@@ -49,7 +49,7 @@ pub enum Action {
     },
     /// The execution's position drawn on its machine, without advancing it.
     Show {
-        /// Execution id (default: the last one).
+        /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
         /// text, json, dot or mermaid.
         #[arg(long, value_enum, default_value = "text")]
@@ -57,7 +57,8 @@ pub enum Action {
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove completed executions (with --all, every execution and every folder set aside).
+    /// Remove completed executions (with --all, every execution and every folder set aside);
+    /// executions a call is working on are kept.
     Clean {
         /// Remove executions in progress, paused or failed, and folders set aside, too.
         #[arg(long)]
@@ -65,7 +66,8 @@ pub enum Action {
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove one execution, or a folder set aside (`ID.corrupted-…`, `ID.replaced-…`).
+    /// Remove one execution, or a folder set aside (`ID.corrupted-…`, `ID.replaced-…`); refused
+    /// while a call is working on it.
     Rm {
         /// Execution id, or the name of a folder set aside.
         id: String,
@@ -82,16 +84,24 @@ fn store() -> Result<Executions, CliError> {
 
 fn error(e: SessionError) -> CliError {
     match e {
-        SessionError::InvalidId(_) | SessionError::InvalidName(_) => CliError::usage(e.to_string()),
+        SessionError::Reserved => CliError::usage(e.to_string())
+            .hint("name the execution itself (`dygram exec status` shows which one `last` is)"),
+        SessionError::InvalidId(_)
+        | SessionError::InvalidName(_)
+        | SessionError::SetAsideName(_) => CliError::usage(e.to_string()),
         SessionError::NotFound(_) => {
             CliError::new(e.to_string()).hint("`dygram exec list` shows the executions here")
         }
+        SessionError::Busy { .. } => CliError::new(e.to_string())
+            .hint("a call is working on it: remove it once that call has ended (or stop it)"),
         other => CliError::new(other.to_string()),
     }
 }
 
 fn resolve(store: &Executions, id: Option<String>) -> Result<String, CliError> {
     match id {
+        // The link names the most recent execution; read as such.
+        Some(id) if id == "last" => resolve(store, None),
         Some(id) => {
             store.dir(&id).map_err(error)?;
             if !store.exists(&id) {
@@ -99,7 +109,7 @@ fn resolve(store: &Executions, id: Option<String>) -> Result<String, CliError> {
             }
             Ok(id)
         }
-        None => store.last().ok_or_else(|| {
+        None => store.latest().ok_or_else(|| {
             CliError::new("No executions found").hint("start one with `dygram execute -i FILE`")
         }),
     }
@@ -229,6 +239,7 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             if m.pending_request.is_some() {
                 s.push_str("  Waiting for: an LLM response on stdin (manual mode)\n");
             }
+            // For a finished execution: where its paths ended.
             s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
             s.push_str(&format!("  Turns: {}\n", m.turn_count));
             s.push_str(&format!("  Steps: {}\n", m.step_count));
@@ -278,12 +289,19 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             let mut kept_running = 0;
             let mut kept_errors = 0;
             let mut kept_aside = 0;
+            let mut kept_busy = 0;
             for e in &list {
                 let status = e.metadata.as_ref().map(|m| m.status);
                 let done = e.set_aside.is_none() && status == Some(Status::Complete);
                 if all || done {
-                    if store.remove(&e.id).map_err(error)? {
-                        removed += 1;
+                    match store.remove(&e.id) {
+                        Ok(true) => removed += 1,
+                        Ok(false) => {}
+                        Err(busy @ SessionError::Busy { .. }) => {
+                            kept_busy += 1;
+                            super::eprint_line(&format!("Kept {}: {busy}", e.id));
+                        }
+                        Err(other) => return Err(error(other)),
                     }
                 } else if e.set_aside.is_some() {
                     kept_aside += 1;
@@ -297,6 +315,11 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
                 print_out("No executions to clean\n");
             } else {
                 print_out(&format!("Cleaned {removed} execution(s)\n"));
+            }
+            if kept_busy > 0 {
+                print_out(&format!(
+                    "Kept {kept_busy} execution(s) in use by a call; clean again once it has ended.\n"
+                ));
             }
             if kept_running + kept_errors + kept_aside > 0 {
                 print_out(&format!(

@@ -42,7 +42,7 @@ pub enum ExecFormat {
 ///   dygram e flow.dy --record recordings/flow -m claude-3-5-sonnet-latest
 ///   OPENAI_BASE_URL=http://127.0.0.1:8080/v1 dygram e flow.dy --provider openai
 ///   while dygram e -i flow.dy --playback recordings/flow; do :; done
-///   echo 'Looks good.' | dygram e -i flow.dy --id review
+///   echo '{"tools": [{"name": "transition_to_done", "input": {}}]}' | dygram e -i flow.dy --id review
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct ExecuteArgs {
@@ -129,11 +129,14 @@ pub fn describe(event: &Event) -> String {
             path,
             name,
             is_error,
-            ..
-        } => format!(
-            "[{path}]   tool {name}{}",
-            if *is_error { " (failed)" } else { "" }
-        ),
+            result,
+        } => {
+            if *is_error {
+                format!("[{path}]   tool {name} (failed: {})", tool_error(result))
+            } else {
+                format!("[{path}]   tool {name}")
+            }
+        }
         Event::Output { path, text } => {
             let short: String = text.chars().take(100).collect();
             let more = if text.chars().count() > 100 {
@@ -149,6 +152,21 @@ pub fn describe(event: &Event) -> String {
         Event::Completed { path, node } => format!("[{path}] completed at {node}"),
         Event::Failed { path, node, error } => format!("[{path}] failed at {node}: {error}"),
         Event::Waiting { path, node, reason } => format!("[{path}] waiting at {node}: {reason}"),
+    }
+}
+
+/// Why a tool call failed, from its result (`{"error": "…"}`), on one line of at most 300
+/// characters.
+pub fn tool_error(result: &str) -> String {
+    let text = serde_json::from_str::<Value>(result)
+        .ok()
+        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| result.to_string());
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 300 {
+        format!("{}…", line.chars().take(300).collect::<String>())
+    } else {
+        line
     }
 }
 
@@ -168,7 +186,7 @@ pub fn text_report(state: &ExecutionState) -> String {
         "Status: {}\nSteps: {}\nVisited: {}\nErrors: {}\n",
         state.status().as_str(),
         state.metadata.step_count,
-        state.visited_nodes().join(", "),
+        state.visited_nodes_of_all_paths().join(", "),
         state.metadata.error_count
     ));
     for p in state

@@ -81,7 +81,7 @@ const NON_SIMPLE_WORDS: [&str; 4] = ["tool", "external", "api", "call"];
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConditionError {
     /// The text is not a valid CEL expression (or is too large or too deeply nested).
-    #[error("condition \"{condition}\" could not be parsed: {message}")]
+    #[error("condition \"{}\" could not be parsed: {message}", shown(.condition))]
     Parse {
         /// The condition, as written (trimmed, on one line).
         condition: String,
@@ -89,7 +89,7 @@ pub enum ConditionError {
         message: String,
     },
     /// Evaluating the expression failed: an unknown variable, a missing key, a type error...
-    #[error("condition \"{condition}\" could not be evaluated: {message}")]
+    #[error("condition \"{}\" could not be evaluated: {message}", shown(.condition))]
     Evaluate {
         /// The condition, as written (trimmed, on one line).
         condition: String,
@@ -97,13 +97,29 @@ pub enum ConditionError {
         message: String,
     },
     /// The expression evaluated to something other than a boolean.
-    #[error("condition \"{condition}\" evaluated to {got}, not a boolean")]
+    #[error("condition \"{}\" evaluated to {got}, not a boolean", shown(.condition))]
     NotBoolean {
         /// The condition, as written (trimmed, on one line).
         condition: String,
         /// The type and (for scalars) the value it evaluated to, e.g. `int 2`.
         got: String,
     },
+}
+
+/// Conditions longer than this are shown shortened in messages.
+const SHOWN_LENGTH: usize = 200;
+
+/// A condition as messages show it: whole when short, else its beginning and its size (the whole
+/// text stays in [`ConditionError::condition`]).
+pub(crate) fn shown(condition: &str) -> String {
+    if condition.len() <= SHOWN_LENGTH {
+        return condition.to_string();
+    }
+    let mut end = SHOWN_LENGTH;
+    while !condition.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &condition[..end], condition.len())
 }
 
 impl ConditionError {
@@ -777,6 +793,30 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_shows_a_long_condition_shortened() {
+        let long: Vec<String> = (0..3000).map(|i| format!("order.total > {i}")).collect();
+        let text = long.join(" && ");
+        let e = evaluate(&text, &Map::new()).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.len() < 400, "{} bytes", shown.len());
+        assert!(
+            shown.starts_with("condition \"order.total > 0 && "),
+            "{}",
+            &shown[..100]
+        );
+        assert!(
+            shown.contains(&format!("… ({} bytes)\"", text.len())),
+            "{shown}"
+        );
+        assert!(shown.contains("could not be parsed"), "{shown}");
+        // The whole text stays available.
+        assert_eq!(e.condition(), text);
+        // Short ones are shown whole.
+        let e = evaluate("x > 1", &Map::new()).unwrap_err();
+        assert!(e.to_string().starts_with("condition \"x > 1\" "), "{e}");
+    }
     use serde_json::json;
 
     fn vars(value: JsonValue) -> Map<String, JsonValue> {

@@ -356,6 +356,26 @@ impl ExecutionState {
         out
     }
 
+    /// Distinct nodes of every path, in order of the paths and of their visits (the reference's
+    /// `visitedNodes`, [`ExecutionState::visited_nodes`], covers the main path only).
+    pub fn visited_nodes_of_all_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for p in &self.paths {
+            let names = p
+                .history
+                .iter()
+                .flat_map(|t| [t.from.as_str(), t.to.as_str()])
+                .chain(std::iter::once(p.current_node.as_str()));
+            for n in names {
+                if seen.insert(n) {
+                    out.push(n.to_string());
+                }
+            }
+        }
+        out
+    }
+
     /// The last `state` node entered by the path (`activeState` in conditions).
     pub fn active_state(&self, path: &Path) -> String {
         path.state_transitions

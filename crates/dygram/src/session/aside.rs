@@ -93,7 +93,8 @@ impl Executions {
 
     /// Where an execution's answers came from, read from whatever of its files can still be read
     /// (its commit point, else `metadata.json`), so that a fresh start after corruption keeps it.
-    /// Which recordings were served is not kept: the fresh execution starts from the beginning.
+    /// Which recordings were served is not kept: the fresh execution starts from the beginning (and
+    /// records as a new execution).
     pub fn answer_source(&self, id: &str) -> Option<ClientConfig> {
         let dir = self.dir(id).ok()?;
         let from_state = store::atomic::read_json::<StateFile>(&dir.join("state.json"))
@@ -103,6 +104,7 @@ impl Executions {
             .or_else(|| store::atomic::read_json::<Metadata>(&dir.join("metadata.json")).ok())?;
         let mut config = meta.client_config;
         config.playback_state = None;
+        config.recording = None;
         Some(config)
     }
 }

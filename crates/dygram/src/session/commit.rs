@@ -140,25 +140,20 @@ pub(super) fn encode(
 
 /// Reads the execution in `dir`: the commit point, its metadata and its machine.
 pub(super) fn read(dir: &Path, id: &str) -> Result<(StateFile, Metadata, Value), SessionError> {
-    let corrupted = |path: &Path, e: &dyn std::fmt::Display| SessionError::Corrupted {
+    // The store's errors name the file.
+    let corrupted = |e: store::StoreError| SessionError::Corrupted {
         id: id.to_string(),
-        reason: format!("{}: {e}", path.display()),
+        reason: e.to_string(),
     };
     let path = dir.join("state.json");
-    let state: StateFile = store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?;
+    let state: StateFile = store::atomic::read_json(&path).map_err(corrupted)?;
     let metadata = match &state.metadata {
         Some(m) => m.clone(),
-        None => {
-            let path = dir.join("metadata.json");
-            store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?
-        }
+        None => store::atomic::read_json(&dir.join("metadata.json")).map_err(corrupted)?,
     };
     let machine = match &state.machine {
         Some(m) => m.clone(),
-        None => {
-            let path = dir.join("machine.json");
-            store::atomic::read_json(&path).map_err(|e| corrupted(&path, &e))?
-        }
+        None => store::atomic::read_json(&dir.join("machine.json")).map_err(corrupted)?,
     };
     Ok((state, metadata, machine))
 }

@@ -198,8 +198,8 @@ impl Executions {
             .unwrap_or(base)
     }
 
-    /// Removes what creations killed midway left: hidden folders and claim files whose creator no
-    /// longer holds the claim.
+    /// Removes what creations killed midway left (hidden folders and claim files whose creator no
+    /// longer holds the claim), and what removals killed midway left (`.rm-…` folders).
     pub fn sweep(&self) {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return;
@@ -207,10 +207,15 @@ impl Executions {
         let names: Vec<String> = entries
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(NEW))
+            .filter(|n| n.starts_with(NEW) || n.starts_with(super::REMOVING))
             .collect();
         for name in &names {
             let path = self.root.join(name);
+            if name.starts_with(super::REMOVING) {
+                // A removal that was killed after the folder was renamed: finish it.
+                let _ = std::fs::remove_dir_all(&path);
+                continue;
+            }
             match name.strip_suffix(".lock") {
                 Some(token) => {
                     let holder =

@@ -21,10 +21,12 @@ use crate::runtime::state::{ExecutionState, Status, TurnState};
 mod aside;
 mod commit;
 mod create;
+mod record;
 
 pub use aside::SetAside;
 pub use commit::{Commit, Opened};
 pub use create::NewId;
+pub use record::{ExecutionRecorder, RecordPosition};
 
 /// Layout version of `state.json`.
 pub const STATE_FILE_VERSION: &str = "1.0";
@@ -65,6 +67,16 @@ pub enum SessionError {
     /// An execution with this id was created meanwhile by another process.
     #[error("execution {0} already exists (another dygram process created it)")]
     Exists(String),
+    /// `last`, the link to the most recent execution, used as an id.
+    #[error(
+        "\"last\" is reserved: it names the link to the most recent execution, not an execution id"
+    )]
+    Reserved,
+    /// The name of a folder set aside, where an execution id is needed.
+    #[error(
+        "{0} is a folder set aside, not an execution: it can be listed (`dygram exec list`) and removed (`dygram exec rm {0}`), but not shown or resumed"
+    )]
+    SetAsideName(String),
     /// A name that is neither an execution id nor a set-aside folder.
     #[error(
         "invalid execution name \"{0}\": an id, or a set-aside folder such as ID.corrupted-20260101-120000"
@@ -102,6 +114,9 @@ pub struct ClientConfig {
     /// Where answers are recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recordings_dir: Option<String>,
+    /// Where the execution stands in `recordings_dir` (see [`RecordPosition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordPosition>,
     /// Provider for `api`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
@@ -271,6 +286,20 @@ pub fn valid_id(id: &str) -> bool {
     store::ids::validate_id(id).is_ok() && !id.contains('.') && id != "last"
 }
 
+/// Checks that `id` can name an execution folder ([`valid_id`]), with an error that says what
+/// the name is when it cannot: `last`, a folder set aside, or simply invalid.
+pub fn check_id(id: &str) -> Result<(), SessionError> {
+    if valid_id(id) {
+        Ok(())
+    } else if id == "last" {
+        Err(SessionError::Reserved)
+    } else if aside::kind_of(id).is_some() {
+        Err(SessionError::SetAsideName(id.to_string()))
+    } else {
+        Err(SessionError::InvalidId(id.to_string()))
+    }
+}
+
 /// Summary of one execution, for listings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -279,7 +308,7 @@ pub struct Summary {
     pub id: String,
     /// Its metadata (absent when unreadable).
     pub metadata: Option<Metadata>,
-    /// Nodes where active paths stand.
+    /// Nodes where active paths stand (for a finished execution: where its paths ended).
     pub current_nodes: Vec<String>,
     /// For a folder set aside (`ID.corrupted-…`, `ID.replaced-…`): why.
     pub set_aside: Option<SetAside>,
@@ -338,9 +367,7 @@ impl Executions {
 
     /// The folder of an execution (the id is validated first).
     pub fn dir(&self, id: &str) -> Result<PathBuf, SessionError> {
-        if !valid_id(id) {
-            return Err(SessionError::InvalidId(id.to_string()));
-        }
+        check_id(id)?;
         Ok(self.root.join(id))
     }
 
@@ -354,6 +381,18 @@ impl Executions {
         let target = std::fs::read_link(self.root.join("last")).ok()?;
         let id = target.file_name()?.to_str()?.to_string();
         self.exists(&id).then_some(id)
+    }
+
+    /// The most recent execution, for commands that read one: the one `last` names, else (no
+    /// `last`, or one left naming nothing by a creation that was killed) the one with the latest
+    /// call.
+    pub fn latest(&self) -> Option<String> {
+        self.last().or_else(|| {
+            self.list()
+                .into_iter()
+                .find(|s| s.set_aside.is_none())
+                .map(|s| s.id)
+        })
     }
 
     /// Points `last` at the execution in `dir` (named `id`): a relative symlink, replaced
@@ -446,7 +485,8 @@ impl Executions {
         out
     }
 
-    /// Nodes where the execution's active (or waiting) paths stand.
+    /// Nodes where the execution's active (or waiting) paths stand; for a finished execution, the
+    /// nodes where its paths ended.
     pub fn current_nodes(&self, id: &str) -> Vec<String> {
         let Ok(dir) = self.dir(id) else {
             return Vec::new();
@@ -457,8 +497,15 @@ impl Executions {
     }
 
     /// Deletes an execution, or a folder set aside (`ID.corrupted-…`), and `last` when it pointed
-    /// there. Ok(false) when it did not exist.
+    /// there. Ok(false) when it did not exist; [`SessionError::Busy`] when a call is working on it.
+    ///
+    /// The folder's lock is taken first, and the folder is renamed to a hidden name before it is
+    /// deleted, so other processes see the whole execution or none of it (what a killed removal
+    /// leaves is deleted by the next sweep).
     pub fn remove(&self, name: &str) -> Result<bool, SessionError> {
+        if name == "last" {
+            return Err(SessionError::Reserved);
+        }
         if !valid_id(name) && aside::kind_of(name).is_none() {
             return Err(SessionError::InvalidName(name.to_string()));
         }
@@ -466,14 +513,37 @@ impl Executions {
         if !dir.is_dir() {
             return Ok(false);
         }
+        let lock = match lock_at(&dir.join("execution.lock"), name, "dygram exec rm") {
+            Ok(lock) => lock,
+            // Removed meanwhile by another process.
+            Err(SessionError::Io { .. }) if !dir.is_dir() => return Ok(false),
+            Err(e) => return Err(e),
+        };
         let was_last = self.last().as_deref() == Some(name);
-        std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let doomed = self
+            .root
+            .join(format!("{REMOVING}{name}-{}", std::process::id()));
+        match std::fs::rename(&dir, &doomed) {
+            Ok(()) => {}
+            Err(_) if !dir.is_dir() => return Ok(false),
+            Err(e) => return Err(io(&dir, e)),
+        }
+        drop(lock);
         if was_last {
             let _ = std::fs::remove_file(self.root.join("last"));
         }
-        Ok(true)
+        store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e))?;
+        match std::fs::remove_dir_all(&doomed) {
+            Ok(()) => Ok(true),
+            // A sweep of another process deleted it at the same time.
+            Err(_) if !doomed.exists() => Ok(true),
+            Err(e) => Err(io(&doomed, e)),
+        }
     }
 }
+
+/// Prefix of a folder being removed (renamed so before it is deleted).
+const REMOVING: &str = ".rm-";
 
 fn lock_at(path: &Path, id: &str, command: &str) -> Result<store::lock::Acquired, SessionError> {
     let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some(command));
@@ -494,9 +564,10 @@ fn read_metadata(dir: &Path, id: &str) -> Result<Metadata, SessionError> {
         return Ok(meta);
     }
     let path = dir.join("metadata.json");
+    // The store's errors name the file.
     store::atomic::read_json(&path).map_err(|e| SessionError::Corrupted {
         id: id.to_string(),
-        reason: format!("{}: {e}", path.display()),
+        reason: e.to_string(),
     })
 }
 
@@ -510,6 +581,14 @@ fn current_nodes_of(state: StateFile) -> Vec<String> {
         .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
         .map(|p| p.current_node.clone())
         .collect();
+    if nodes.is_empty() {
+        // A finished execution: where its paths ended.
+        for p in &state.execution_state.runtime.paths {
+            if !nodes.contains(&p.current_node) {
+                nodes.push(p.current_node.clone());
+            }
+        }
+    }
     if nodes.is_empty() {
         nodes.extend(state.execution_state.current_node);
     }

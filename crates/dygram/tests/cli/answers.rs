@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::support::{Dir, wait_output};
 
-const ORDER: &str = "machine \"Order flow\"
+pub(super) const ORDER: &str = "machine \"Order flow\"
 Context order { total<number>: 0; }
 Task charge \"Charge the card\" { prompt: \"Charge {{ order.total }}\"; }
 State shipped;
@@ -36,7 +36,7 @@ fn requests(d: &Dir) -> Vec<PathBuf> {
         .collect()
 }
 
-fn wait_for_request(d: &Dir) -> PathBuf {
+pub(super) fn wait_for_request(d: &Dir) -> PathBuf {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         if let Some(r) = requests(d).pop() {
@@ -48,7 +48,7 @@ fn wait_for_request(d: &Dir) -> PathBuf {
 }
 
 /// Writes `text` as the response to `request` (whole, by rename, unless `torn`).
-fn respond(d: &Dir, request: &Path, text: &str) {
+pub(super) fn respond(d: &Dir, request: &Path, text: &str) {
     let target = queue(d)
         .join("responses")
         .join(request.file_name().unwrap());
@@ -58,14 +58,14 @@ fn respond(d: &Dir, request: &Path, text: &str) {
 }
 
 /// An order execution standing at `charge` (its first call ran start -> charge).
-fn at_charge() -> Dir {
+pub(super) fn at_charge() -> Dir {
     let d = Dir::with_file("order.dy", ORDER);
     let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
     assert_eq!(out.code, 0, "{out:?}");
     d
 }
 
-fn spawn_queue_call(d: &Dir, timeout: &str) -> std::process::Child {
+pub(super) fn spawn_queue_call(d: &Dir, timeout: &str) -> std::process::Child {
     d.spawn_command(&[
         "e",
         "-i",
@@ -257,6 +257,211 @@ fn an_unreadable_answer_on_the_first_call_creates_nothing() {
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stdout.contains("start --(agent_decision)--> b"),
+        "{out:?}"
+    );
+}
+
+/// Output of a call that ended.
+pub(super) fn ended(out: std::process::Output) -> super::support::Out {
+    super::support::Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn an_open_pipe_nobody_writes_to_is_no_answer_and_costs_a_call_little() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    // At `charge` the call reaches a request; its stdin is a pipe that stays open and silent (as
+    // with Node's `spawn` default, or `sleep 3 | dygram …`).
+    let mut child = d.spawn_piped(&["e", "-i", "order.dy", "--id", "s"]);
+    let silent = child.stdin.take().unwrap();
+    let start = Instant::now();
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    let took = start.elapsed();
+    drop(silent);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}: {out:?}");
+    assert!(out.stdout.contains("Waiting for LLM response"), "{out:?}");
+    assert!(d.exec_dir("s").join("pending-request.json").is_file());
+    // It says that nothing was read from the open pipe.
+    assert!(
+        out.stderr.contains("standard input is still open"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_answer_that_starts_within_the_grace_is_read_to_its_end() {
+    use std::io::Write;
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    let mut child = d.spawn_piped(&["e", "-i", "order.dy", "--id", "s"]);
+    let mut input = child.stdin.take().unwrap();
+    let (head, tail) = WRITE_42.split_at(20);
+    input.write_all(head.as_bytes()).unwrap();
+    input.flush().unwrap();
+    // The rest comes well after the grace: the call waits for the end of the input.
+    std::thread::sleep(Duration::from_millis(700));
+    input.write_all(tail.as_bytes()).unwrap();
+    drop(input);
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    let shown = d.run(&["exec", "show", "s", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 42);
+}
+
+#[test]
+fn input_that_arrives_while_a_call_works_is_refused_before_its_commit() {
+    use std::io::Write;
+    let d = at_charge();
+    let before = std::fs::read(d.exec_dir("q").join("state.json")).unwrap();
+    let mut child = d.spawn_piped(&[
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "q",
+        "--queue",
+        "--queue-timeout",
+        "30",
+    ]);
+    let mut input = child.stdin.take().unwrap();
+    // The call has looked at its stdin (nothing there) and waits for the queue; then input comes.
+    let request = wait_for_request(&d);
+    input.write_all(WRITE_42.as_bytes()).unwrap();
+    drop(input);
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = json!({"type": "llm_response", "response": {"content": [
+        {"type": "tool_use", "id": "t1", "name": "write_order", "input": {"data": {"total": 7}}}
+    ]}});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("input arrived on stdin while this call was working"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("nothing was changed"), "{out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("q").join("state.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_call_that_ends_with_its_stdin_open_and_unread_says_so() {
+    // The first call takes an automatic step; input would come later than the call looks.
+    let d = Dir::with_file("order.dy", ORDER);
+    let mut child = d.spawn_piped(&["e", "-i", "order.dy", "--id", "s2"]);
+    let silent = child.stdin.take().unwrap();
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    drop(silent);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("standard input is still open"),
+        "{out:?}"
+    );
+    // A closed stdin, or one that was used, gives no such note.
+    let out = call_with(&d, "");
+    assert!(!out.stderr.contains("still open"), "{out:?}");
+}
+
+#[test]
+fn recordings_made_for_other_tools_are_refused_not_replayed() {
+    let examples = super::support::repo_root().join("examples/dygram");
+    let review = std::fs::read_to_string(examples.join("review.dy")).unwrap();
+    let order_recordings = examples.join("recordings/order").display().to_string();
+    let d = Dir::with_file("review.dy", &review);
+    for args in [
+        vec!["e", "review.dy", "--playback", order_recordings.as_str()],
+        vec![
+            "e",
+            "-i",
+            "review.dy",
+            "--id",
+            "w",
+            "--playback",
+            order_recordings.as_str(),
+        ],
+    ] {
+        let mut out = d.run(&args);
+        // With -i the first call takes the automatic step start -> write; the next one asks.
+        if args.contains(&"-i") {
+            assert_eq!(out.code, 0, "{out:?}");
+            out = d.run(&["e", "-i", "review.dy", "--id", "w"]);
+        }
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(
+                "turn-1.json was recorded with tools that are not offered now: write_order"
+            ),
+            "{args:?}: {out:?}"
+        );
+        // Nothing of the foreign answers was applied.
+        assert!(!out.stderr.contains("write_order (failed)"), "{out:?}");
+        assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
+    }
+}
+
+#[test]
+fn a_text_answer_that_would_end_the_execution_with_an_error_is_refused() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    // At `charge` the only transition is closed (order.total is 0): an answer without a tool call
+    // would fail the execution for good.
+    let before = std::fs::read(d.exec_dir("s").join("state.json")).unwrap();
+    let out = call_with(&d, "hello there");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("calls no tool"), "{out:?}");
+    assert!(out.stderr.contains("No transition available"), "{out:?}");
+    assert!(out.stderr.contains("nothing was changed"), "{out:?}");
+    assert!(out.stderr.contains("write_order"), "the example: {out:?}");
+    assert_eq!(
+        std::fs::read(d.exec_dir("s").join("state.json")).unwrap(),
+        before
+    );
+    assert_eq!(status(&d, "s")["status"], "in_progress");
+    // The person answers again, with a tool call this time.
+    let out = call_with(&d, WRITE_42);
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = call_with(&d, "Shipping it.");
+    assert_eq!(
+        out.code, 0,
+        "an open transition: the node asks again: {out:?}"
+    );
+
+    // On the first call, such an answer creates nothing.
+    let d = Dir::with_file(
+        "m.dy",
+        "machine \"m\"\nContext c { n<number>: 0; }\ntask start { prompt: \"go\"; }\nstate a;\nstart -when: 'c.n > 0'-> a;\nstart -writes-> c;\n",
+    );
+    let out = d.run_with_stdin(&["e", "-i", "m.dy", "--id", "u"], "hello");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("calls no tool"), "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+}
+
+#[test]
+fn the_text_output_says_why_a_tool_failed() {
+    let d = Dir::with_file("order.dy", ORDER);
+    assert_eq!(call_with(&d, "").code, 0);
+    let out = call_with(
+        &d,
+        r#"{"tools": [{"name": "write_order", "input": {"data": {"total": "lots"}}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("Tools: write_order (failed)"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains(
+            "write_order failed: Nothing was written to order: `total`: expected number, got string"
+        ),
         "{out:?}"
     );
 }

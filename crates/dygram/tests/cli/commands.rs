@@ -378,3 +378,33 @@ fn batch_checks_many_files_and_mirrors_folders() {
         out.stderr
     );
 }
+
+#[test]
+fn batch_says_which_matches_it_skips_that_are_not_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/a.dy", GOOD);
+    std::fs::create_dir_all(dir.path().join("src/folder.dy")).unwrap();
+    std::os::unix::fs::symlink("nowhere.dy", dir.path().join("src/gone.dy")).unwrap();
+    write(dir.path(), "src/notes.txt", "not a machine");
+    let out = dygram(dir.path(), &["batch", "src/*"], None);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("Processed: 1 file(s)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("warning: skipped src/folder.dy: it is a folder, not a file"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("warning: skipped src/gone.dy: a link to nowhere.dy, which does not exist"),
+        "{}",
+        out.stderr
+    );
+    // Files that are not machines are left out without a word.
+    assert!(!out.stderr.contains("notes.txt"), "{}", out.stderr);
+}

@@ -61,8 +61,9 @@ fn seed() -> u64 {
         })
 }
 
-/// One `execute -i` call on `id` of `review.dy`, with the recordings when the execution does not
-/// exist yet (later calls take the answer source from the execution, as a user's would).
+/// One `execute -i` call on `id` of `review.dy`, with the recordings to play back and a folder
+/// `rec-<id>` to record the answers into when the execution does not exist yet (later calls take
+/// both from the execution, as a user's would).
 fn call_args(d: &Dir, id: &str) -> Vec<String> {
     let mut args: Vec<String> = ["e", "-i", "review.dy", "--id", id]
         .iter()
@@ -70,6 +71,7 @@ fn call_args(d: &Dir, id: &str) -> Vec<String> {
         .collect();
     if !d.exec_dir(id).is_dir() {
         args.extend(["--playback".to_string(), recordings("review")]);
+        args.extend(["--record".to_string(), format!("rec-{id}")]);
     }
     args
 }
@@ -193,6 +195,7 @@ fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreei
     let mut after_commit = 0;
     let mut repaired = 0;
     let mut killed_on_call = std::collections::BTreeMap::<u64, usize>::new();
+    let mut replayed = 0;
     for trial in 0..MAX_TRIALS {
         if kills >= KILLS {
             break;
@@ -254,6 +257,23 @@ fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreei
             victim + 1
         );
         assert!(strays(&d, &id).is_empty(), "{id}: {:?}", strays(&d, &id));
+        // Every execution recorded the answers it got into a folder of its own: one recording per
+        // answer, and they play back to the same execution.
+        let rec = format!("rec-{id}");
+        let turns = reference.turns.as_u64().unwrap() as usize;
+        let expected: Vec<String> = (1..=turns).map(|n| format!("turn-{n}.json")).collect();
+        assert_eq!(
+            recorded(&d.path().join(&rec)),
+            expected,
+            "{id}: killed call {} after {delay} µs (seed {seed})",
+            victim + 1
+        );
+        assert_eq!(
+            replay(&d, &format!("{id}-replayed"), &rec),
+            reference,
+            "{id}: replayed {rec} (seed {seed})"
+        );
+        replayed += 1;
     }
     let elapsed = started.elapsed();
     eprintln!(
@@ -261,7 +281,8 @@ fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreei
          {finished_before_kill} calls had ended before their kill); killed call number -> kills \
          {killed_on_call:?}; {after_commit} trials found the call committed, {repaired} had files \
          repaired by the next call; every execution consistent and equal to the uninterrupted one; \
-         {elapsed:?}"
+         {replayed} recordings folders held one recording per answer and replayed to the same \
+         execution; {elapsed:?}"
     );
     assert!(
         kills >= KILLS,
@@ -448,4 +469,128 @@ fn repeating_the_same_playback_folder_on_every_call_goes_on_where_it_was() {
         }
     }
     panic!("the recordings started over at every call");
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// The `turn-<n>.json` files of a recordings folder, in order.
+fn recorded(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("turn-") && n.ends_with(".json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort_by_key(|n| {
+        n.trim_start_matches("turn-")
+            .trim_end_matches(".json")
+            .parse::<u64>()
+            .unwrap()
+    });
+    names
+}
+
+/// Plays the recordings in `rec` back on a new execution `id` to its end and returns what it
+/// ended as.
+fn replay(d: &Dir, id: &str, rec: &str) -> Final {
+    let out = d.run(&["e", "-i", "review.dy", "--id", id, "--playback", rec]);
+    assert_eq!(out.code, 0, "{id}: {out:?}");
+    drive(d, id, 20);
+    check_consistent(d, id)
+}
+
+#[test]
+fn a_call_redone_after_a_kill_replaces_its_recording_instead_of_adding_one() {
+    let d = Dir::with_file("review.dy", &example("review.dy"));
+    drive(&d, "ref", 20);
+    let reference = check_consistent(&d, "ref");
+    let rec = d.path().join("rec");
+    let first = d.run(&[
+        "e",
+        "-i",
+        "review.dy",
+        "--id",
+        "r",
+        "--playback",
+        &recordings("review"),
+        "--record",
+        "rec",
+    ]);
+    assert_eq!(first.code, 0, "{first:?}");
+    // Every call that records is killed once after its recording is written and before its
+    // commit: the execution folder is put back as it was before the call, and the call is redone.
+    let snapshot = d.path().join("snapshot");
+    let mut redone = 0;
+    for _ in 0..20 {
+        let _ = std::fs::remove_dir_all(&snapshot);
+        copy_dir(&d.exec_dir("r"), &snapshot);
+        let files = recorded(&rec).len();
+        let out = call(&d, "r");
+        assert!(matches!(out.code, 0 | 2), "{out:?}");
+        if recorded(&rec).len() > files {
+            std::fs::remove_dir_all(d.exec_dir("r")).unwrap();
+            copy_dir(&snapshot, &d.exec_dir("r"));
+            redone += 1;
+            let again = call(&d, "r");
+            assert_eq!(again.code, out.code, "{again:?}");
+        }
+        if out.code == 2 {
+            break;
+        }
+    }
+    assert_eq!(check_consistent(&d, "r"), reference);
+    assert!(redone >= 3, "only {redone} calls recorded");
+    // One recording per answer, numbered from 1, and they replay to the same execution.
+    let turns = reference.turns.as_u64().unwrap() as usize;
+    let expected: Vec<String> = (1..=turns).map(|n| format!("turn-{n}.json")).collect();
+    assert_eq!(recorded(&rec), expected);
+    assert_eq!(replay(&d, "replayed", "rec"), reference);
+}
+
+#[test]
+fn an_answer_source_lost_with_the_state_is_announced_with_the_way_to_give_it_again() {
+    let d = Dir::with_file("order.dy", &example("order.dy"));
+    let rec = recordings("order");
+    assert_eq!(
+        d.run(&["e", "-i", "order.dy", "--id", "o", "--playback", &rec])
+            .code,
+        0
+    );
+    std::fs::write(d.exec_dir("o").join("state.json"), "garbage").unwrap();
+    std::fs::write(d.exec_dir("o").join("metadata.json"), "garbage").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "o"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("State file corrupted"), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("where the answers of o came from is lost"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("manual mode"), "{out:?}");
+    assert!(out.stderr.contains("--playback DIR"), "{out:?}");
+    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    assert_eq!(status["client"]["type"], "manual", "{status}");
+
+    // Given again on the call that starts over, the source is kept and nothing is said about it.
+    std::fs::write(d.exec_dir("o").join("state.json"), "garbage").unwrap();
+    std::fs::write(d.exec_dir("o").join("metadata.json"), "garbage").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "o", "--playback", &rec]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("State file corrupted"), "{out:?}");
+    assert!(!out.stderr.contains("is lost"), "{out:?}");
+    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    assert_eq!(status["client"]["type"], "playback", "{status}");
 }

@@ -11,6 +11,7 @@ mod dsl_output;
 mod execution;
 mod faults;
 mod live;
+mod manage;
 mod nesting;
 mod readme;
 mod robustness;

@@ -711,7 +711,12 @@ fn invalid_ids_are_usage_errors_and_create_nothing() {
             &context_recordings(),
         ]);
         assert_eq!(out.code, 64, "--id {id:?}: {out:?}");
-        assert!(out.stderr.contains("invalid execution id"), "{out:?}");
+        let expected = if id == "last" {
+            "\"last\" is reserved"
+        } else {
+            "invalid execution id"
+        };
+        assert!(out.stderr.contains(expected), "{out:?}");
         assert!(
             !sb.path().join(".dygram").exists(),
             "--id {id:?} created .dygram"

@@ -136,6 +136,17 @@ impl Dir {
         cmd
     }
 
+    /// Starts `dygram ARGS` with stdin, stdout and stderr piped: the test writes to stdin when it
+    /// likes, or keeps it open without writing.
+    pub fn spawn_piped(&self, args: &[&str]) -> std::process::Child {
+        self.command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// `.dygram/executions/<name>`.
     pub fn exec_dir(&self, name: &str) -> PathBuf {
         self.path().join(".dygram/executions").join(name)

@@ -15,16 +15,19 @@ use dygram::queue::QueueClient;
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{
-    self, ClientConfig, Commit, Executions, HistoryEntry, Metadata, NewId, SessionError, SetAside,
+    self, ClientConfig, Commit, ExecutionRecorder, Executions, HistoryEntry, Metadata, NewId,
+    SessionError, SetAside,
 };
-use llm::{LlmClient, Recorder};
+use llm::LlmClient;
 
 use super::client::{self, Provider};
 use super::execute::ExecuteArgs;
 use super::input::Input;
 use super::{CliError, Exit, eprint_line, input};
 use report::{Report, exit_for, finish_already, print_report};
-use stdin::{GRACE, Stdin, refused};
+use stdin::{
+    Stdin, check_answer, refused, refused_for_source, refused_late, refused_without_request,
+};
 
 /// Which unit of work one call performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +53,14 @@ fn rfc3339(t: jiff::Timestamp) -> String {
 fn session_error(e: SessionError) -> CliError {
     match e {
         SessionError::InvalidId(_) | SessionError::InvalidName(_) => CliError::usage(e.to_string()),
+        SessionError::Reserved => CliError::usage(e.to_string())
+            .hint("leave --id out to resume the most recent execution, or choose another id"),
+        SessionError::SetAsideName(ref name) => {
+            let id = name.split('.').next().unwrap_or_default().to_string();
+            CliError::usage(e.to_string()).hint(format!(
+                "the execution that took its place is `--id {id}` (`--id {id} --force` starts it over)"
+            ))
+        }
         SessionError::Busy { .. } => CliError::new(e.to_string())
             .hint("wait for the other call to finish; each execution runs one call at a time"),
         other => CliError::new(other.to_string()),
@@ -75,7 +86,12 @@ fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientC
         config.playback_dir = Some(dir);
     }
     if let Some(dir) = &args.llm.record {
-        config.recordings_dir = Some(dir.display().to_string());
+        let dir = dir.display().to_string();
+        // Another folder: the execution's recordings there start with it.
+        if config.recordings_dir.as_deref() != Some(dir.as_str()) {
+            config.recording = None;
+        }
+        config.recordings_dir = Some(dir);
     }
     if let Some(model) = &args.llm.model {
         config.model = Some(model.clone());
@@ -187,10 +203,8 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
     let store = Executions::under(&cwd).with_redactor(super::secrets());
-    if let Some(id) = &args.id
-        && !session::valid_id(id)
-    {
-        return Err(session_error(SessionError::InvalidId(id.clone())));
+    if let Some(id) = &args.id {
+        session::check_id(id).map_err(session_error)?;
     }
     let mut stdin = Stdin::start(args.file == Path::new("-"));
     let mut compiled: Option<Compiled> = None;
@@ -263,6 +277,9 @@ fn open_or_create(
                     "⚠️  Warning: State file corrupted, starting fresh execution ({reason}; the old folder was kept as {})",
                     aside.display()
                 ));
+                if source.is_none() && args.llm.playback.is_none() && !args.queue {
+                    eprint_line(&source_lost(&existing, &client_config(args, None)));
+                }
                 if args.id.is_none() {
                     id = None;
                 }
@@ -271,6 +288,21 @@ fn open_or_create(
         }
     }
     create(args, input, store, id, source, compiled, stdin)
+}
+
+/// The warning for an execution restarted after corruption whose answer source could not be read
+/// from any of its files: what the fresh execution does instead, and how to give the source again.
+fn source_lost(id: &str, now: &ClientConfig) -> String {
+    let instead = match now.kind.as_str() {
+        "api" => format!(
+            "asks the {} API",
+            now.provider.as_deref().unwrap_or("anthropic")
+        ),
+        _ => "takes its answers on stdin (manual mode)".to_string(),
+    };
+    format!(
+        "⚠️  Warning: where the answers of {id} came from is lost with its state (state.json and metadata.json cannot be read); the fresh execution {instead}. If they came from elsewhere, give the source again on the next call: --playback DIR, --queue, or an API key (and --record DIR to record)"
+    )
 }
 
 /// Resumes an opened execution after checking that its machine did not change.
@@ -352,14 +384,16 @@ fn create(
     let config = client_config(args, source.as_ref());
     // Input on stdin must be the answer to the request the first call reaches: checked (and the
     // answer read) before anything is created.
-    if stdin.given(GRACE) {
+    if stdin.given() {
         if config.kind != "manual" {
             return Err(refused_for_source(&config));
         }
         let mut dry = Executor::resume(state.clone(), None, Options::default());
         match dry.next_unit() {
             Ok(NextUnit::Request(_)) => {
-                stdin.answer()?;
+                if let Some(answer) = stdin.answer()? {
+                    check_answer(&dry, &answer)?;
+                }
             }
             _ => return Err(refused_without_request(&dry.take_events())),
         }
@@ -464,17 +498,13 @@ fn work(
     mut session: Session,
     stdin: &mut Stdin,
 ) -> Result<Exit, CliError> {
-    if session.meta.client_config.kind != "manual" && stdin.given(GRACE) {
+    if session.meta.client_config.kind != "manual" && stdin.given() {
         return Err(refused_for_source(&session.meta.client_config));
     }
     let sources = Sources::open(&session.meta, cwd, args, &session.id)?;
-    let recorder = match (&session.meta.client_config.recordings_dir, sources.client()) {
-        (Some(dir), Some(inner)) => Some(
-            Recorder::new(inner, dir)
-                .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
-                .with_redactor(super::secrets()),
-        ),
-        _ => None,
+    let recorder = match sources.client() {
+        Some(inner) => recorder(&session, inner)?,
+        None => None,
     };
     let client: Option<&dyn LlmClient> = match &recorder {
         Some(r) => Some(r),
@@ -491,7 +521,7 @@ fn work(
     };
     let mut executor = Executor::resume(state, client, options);
     if !session.started && executor.status().is_finished() {
-        if stdin.given(GRACE) {
+        if stdin.given() {
             return Err(refused(
                 "the execution has already ended",
                 "start a new execution with --force, or another one with --id",
@@ -524,6 +554,9 @@ fn work(
     let events = executor.take_events();
     if stdin.unused() {
         // Nothing is committed: the unit of work is done again by the next call.
+        if stdin.arrived_late() {
+            return Err(refused_late(&session.meta.client_config));
+        }
         return Err(refused_without_request(&events));
     }
     if unit != Unit::Turn {
@@ -538,6 +571,9 @@ fn work(
     let status = executor.status();
     if let Some(p) = &sources.playback {
         session.meta.client_config.playback_state = Some(p.state());
+    }
+    if let Some(r) = &recorder {
+        session.meta.client_config.recording = Some(r.position());
     }
     session.meta.last_executed_at = rfc3339(t);
     if waiting.is_some() {
@@ -580,6 +616,9 @@ fn work(
         waiting,
     };
     print_report(args, &report, &executor, &session.meta);
+    if let Some(unread) = stdin.at_end() {
+        eprint_line(&unread.note());
+    }
     let exit = exit_for(status, report.waiting.is_some());
     // The process ends here: tearing down the machine's data structures one by one would only
     // cost time.
@@ -623,18 +662,31 @@ fn one_turn(
         session.meta.pending_request = Some(req.clone());
         return Ok(Some(req));
     };
-    if let Some(dir) = &session.meta.client_config.recordings_dir {
-        let given = Given(response.clone());
-        let rec = Recorder::new(&given, dir)
-            .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?
-            .with_redactor(super::secrets());
-        rec.complete(&request)
-            .map_err(|e| CliError::new(format!("cannot record into {dir}: {e}")))?;
+    check_answer(executor, &response)?;
+    let given = Given(response.clone());
+    if let Some(rec) = recorder(session, &given)? {
+        rec.complete(&request).map_err(|e| {
+            CliError::new(format!("cannot record the answer: {e}"))
+                .hint("nothing was changed; run the call again")
+        })?;
+        session.meta.client_config.recording = Some(rec.position());
     }
     executor.answer(response);
     session.meta.turn_count += 1;
     session.meta.pending_request = None;
     Ok(None)
+}
+
+/// A recorder of the execution's answers around `inner`, when it records (`--record`).
+fn recorder<C: LlmClient>(
+    session: &Session,
+    inner: C,
+) -> Result<Option<ExecutionRecorder<C>>, CliError> {
+    let rec = ExecutionRecorder::for_execution(inner, &session.meta).map_err(|e| {
+        CliError::new(format!("cannot record the answers: {e}"))
+            .hint("the execution is unchanged; check the --record folder")
+    })?;
+    Ok(rec.map(|r| r.with_redactor(super::secrets())))
 }
 
 /// The history line of a call that advanced the execution.
@@ -708,41 +760,4 @@ fn runtime_error(e: RuntimeError, meta: &Metadata) -> CliError {
         Some(h) => err.hint(h),
         None => err,
     }
-}
-
-/// Input on stdin for an execution whose answers come from elsewhere.
-fn refused_for_source(config: &ClientConfig) -> CliError {
-    let source = match config.kind.as_str() {
-        "playback" => format!(
-            "this execution replays the recordings in {}",
-            config.playback_dir.as_deref().unwrap_or("?")
-        ),
-        "queue" => "this execution takes its answers from the file queue".to_string(),
-        _ => format!(
-            "this execution asks the {} API",
-            config.provider.as_deref().unwrap_or("anthropic")
-        ),
-    };
-    refused(
-        &source,
-        "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
-    )
-}
-
-/// Input on stdin for a call that does not reach a request for an answer.
-fn refused_without_request(events: &[Event]) -> CliError {
-    let did = events
-        .iter()
-        .find_map(|e| match e {
-            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
-            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
-            _ => None,
-        })
-        .unwrap_or_default();
-    refused(
-        &format!(
-            "this call does not reach a request for an answer: it takes an automatic step{did}"
-        ),
-        "run this call without input, and answer when a call shows a request (exit code 3)",
-    )
 }

@@ -6,7 +6,7 @@ use dygram::runtime::executor::{Event, Executor};
 use dygram::runtime::state::{PathStatus, Status};
 use dygram::session::Metadata;
 
-use super::super::execute::{ExecFormat, ExecuteArgs, describe};
+use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
 use super::super::{Exit, print_out};
 
 /// Output of one call.
@@ -146,6 +146,17 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, met
         .collect();
     if !tools.is_empty() {
         s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
+    }
+    for e in &r.events {
+        if let Event::ToolCall {
+            name,
+            is_error: true,
+            result,
+            ..
+        } = e
+        {
+            s.push_str(&format!("  {name} failed: {}\n", tool_error(result)));
+        }
     }
     if let Some(text) = r.events.iter().find_map(|e| match e {
         Event::Output { text, .. } => Some(text),

@@ -1,9 +1,17 @@
 //! Input on stdin: the answer to the request a call reaches (manual mode), or refused with a
 //! message; never dropped silently.
 //!
-//! Standard input is read on a thread from the start of the call, so a call can tell whether input
-//! was given without blocking on a pipe that nobody writes to: it waits at most [`GRACE`] for the
-//! first bytes or the end of the input, and only a call that uses the input waits for its end.
+//! Standard input is read on a thread from the start of the call, and the call decides by a fixed
+//! rule whether input was given:
+//!
+//! - input is given when its first byte arrives within [`GRACE`] of the call's start (or before the
+//!   call first looks, when that is later); given input is then read to its end;
+//! - just before the call commits it looks again, without waiting: input that arrived by then and
+//!   was not used is refused, and nothing is committed;
+//! - a call that ends with its standard input still open and nothing read from it says so, since
+//!   what arrives later is never read.
+//!
+//! So an open pipe nobody writes to costs a call at most [`GRACE`] of waiting.
 
 use std::io::{IsTerminal, Read};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -12,11 +20,16 @@ use std::time::{Duration, Instant};
 use llm::ChatResponse;
 
 use dygram::answer::parse_answer;
+use dygram::runtime::executor::{Event, Executor};
+use dygram::session::ClientConfig;
 
 use super::super::CliError;
 
-/// How long a call waits for input that may be on its way.
+/// How long after its start a call waits for input that may be on its way.
 pub const GRACE: Duration = Duration::from_millis(150);
+
+/// The most input read from stdin (an answer is a few kilobytes; this stops a runaway writer).
+const MAX_INPUT: usize = 64 * 1024 * 1024;
 
 enum Chunk {
     Data(Vec<u8>),
@@ -27,11 +40,15 @@ enum Chunk {
 /// Standard input, as read so far.
 pub struct Stdin {
     rx: Option<Receiver<Chunk>>,
+    /// When the call started: the grace counts from here.
+    started: Instant,
     bytes: Vec<u8>,
     ended: bool,
     error: Option<String>,
     /// Whether the input became this call's answer.
     used: bool,
+    /// Whether a look found no input (so input found later arrived late).
+    found_none: bool,
 }
 
 impl Stdin {
@@ -39,10 +56,12 @@ impl Stdin {
     pub fn start(is_machine: bool) -> Self {
         let mut s = Self {
             rx: None,
+            started: Instant::now(),
             bytes: Vec::new(),
             ended: true,
             error: None,
             used: false,
+            found_none: false,
         };
         if is_machine || std::io::stdin().is_terminal() {
             return s;
@@ -75,7 +94,8 @@ impl Stdin {
         s
     }
 
-    /// Takes what arrived, waiting until `deadline` (`None`: until the end of the input).
+    /// Takes what arrived until `deadline` (`None`: until the end of the input), stopping at the
+    /// first bytes when there is a deadline.
     fn pump(&mut self, deadline: Option<Instant>) {
         let Some(rx) = &self.rx else {
             return;
@@ -86,7 +106,16 @@ impl Stdin {
                 Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
             };
             match chunk {
-                Ok(Chunk::Data(b)) => self.bytes.extend(b),
+                Ok(Chunk::Data(b)) => {
+                    self.bytes.extend(b);
+                    if self.bytes.len() > MAX_INPUT {
+                        self.error = Some(format!(
+                            "the input is larger than {} MB",
+                            MAX_INPUT / (1024 * 1024)
+                        ));
+                        self.ended = true;
+                    }
+                }
                 Ok(Chunk::End) | Err(RecvTimeoutError::Disconnected) => self.ended = true,
                 Ok(Chunk::Failed(e)) => {
                     self.error = Some(e);
@@ -94,8 +123,7 @@ impl Stdin {
                 }
                 Err(RecvTimeoutError::Timeout) => return,
             }
-            // Enough to know that something was given.
-            if deadline.is_some() && self.has_text() {
+            if deadline.is_some() && !self.bytes.is_empty() {
                 return;
             }
         }
@@ -105,22 +133,31 @@ impl Stdin {
         self.bytes.iter().any(|b| !b.is_ascii_whitespace())
     }
 
-    /// Whether input was given (anything but whitespace), waiting at most `grace` for it.
-    pub fn given(&mut self, grace: Duration) -> bool {
-        if !self.has_text() {
-            self.pump(Some(Instant::now() + grace));
+    /// Whether input was given (anything but whitespace): waits for a first byte until the grace
+    /// has passed since the call started (not at all later on); once a byte arrived, reads the
+    /// input to its end.
+    pub fn given(&mut self) -> bool {
+        if !self.ended {
+            self.pump(Some(self.started + GRACE));
+            if !self.bytes.is_empty() {
+                self.pump(None);
+            }
         }
-        self.has_text()
+        let given = self.has_text();
+        if !given {
+            self.found_none = true;
+        }
+        given
     }
 
-    /// The answer given on stdin, read to its end and parsed; `None` when none was given. Once
+    /// The answer given on stdin, parsed; `None` when none was given (see [`Stdin::given`]). Once
     /// taken, the input counts as used.
     pub fn answer(&mut self) -> Result<Option<ChatResponse>, CliError> {
-        self.pump(None);
+        let given = self.given();
         if let Some(e) = &self.error {
             return Err(CliError::new(format!("cannot read standard input: {e}")));
         }
-        if !self.has_text() {
+        if !given {
             return Ok(None);
         }
         let text = String::from_utf8_lossy(&self.bytes).into_owned();
@@ -133,9 +170,54 @@ impl Stdin {
         Ok(Some(answer))
     }
 
-    /// Whether input was given that this call did not use.
+    /// Whether input was given that this call did not use (looked at just before the commit).
     pub fn unused(&mut self) -> bool {
-        !self.used && self.given(GRACE)
+        !self.used && self.given()
+    }
+
+    /// Whether an earlier look found no input (input there now arrived while the call worked).
+    pub fn arrived_late(&self) -> bool {
+        self.found_none
+    }
+
+    /// What became of standard input at the end of a call, when the user should hear of it: still
+    /// open with nothing read from it, or input that arrived after the call's last look (neither
+    /// is ever read). Does not wait.
+    pub fn at_end(&mut self) -> Option<Unread> {
+        if self.rx.is_none() || self.used || self.ended {
+            return None;
+        }
+        let before = self.bytes.len();
+        self.pump(Some(Instant::now()));
+        if self.bytes.len() > before {
+            Some(Unread::ArrivedAfterCommit)
+        } else if self.bytes.is_empty() && !self.ended {
+            Some(Unread::StillOpen)
+        } else {
+            None
+        }
+    }
+}
+
+/// Standard input a call ends without reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unread {
+    /// Open, nothing arrived: what comes later is not read.
+    StillOpen,
+    /// Input arrived after the call's last look (it had committed its work by then).
+    ArrivedAfterCommit,
+}
+
+impl Unread {
+    /// The note shown on stderr.
+    pub fn note(self) -> String {
+        match self {
+            Self::StillOpen => format!(
+                "Note: standard input is still open, and nothing arrived on it within {} ms of the call's start; input that comes later is not read (close stdin, e.g. `< /dev/null`, when there is nothing to answer)",
+                GRACE.as_millis()
+            ),
+            Self::ArrivedAfterCommit => "Warning: input arrived on stdin after this call had saved its work; it was not read (give the answer to the call that shows the request, or to the next one)".to_string(),
+        }
     }
 }
 
@@ -145,4 +227,83 @@ pub fn refused(why: &str, hint: &str) -> CliError {
         "input was given on stdin, but {why}; it was not used, and nothing was changed"
     ))
     .hint(hint.to_string())
+}
+
+/// Input on stdin for an execution whose answers come from elsewhere.
+pub fn refused_for_source(config: &ClientConfig) -> CliError {
+    let source = match config.kind.as_str() {
+        "playback" => format!(
+            "this execution replays the recordings in {}",
+            config.playback_dir.as_deref().unwrap_or("?")
+        ),
+        "queue" => "this execution takes its answers from the file queue".to_string(),
+        _ => format!(
+            "this execution asks the {} API",
+            config.provider.as_deref().unwrap_or("anthropic")
+        ),
+    };
+    refused(
+        &source,
+        "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
+    )
+}
+
+/// Input on stdin that arrived after the call had looked for it and found none.
+pub fn refused_late(config: &ClientConfig) -> CliError {
+    let why = format!(
+        "input arrived on stdin while this call was working, after it had looked for input (input counts when it starts within {} ms of the call's start); it was not used, and nothing was changed",
+        GRACE.as_millis()
+    );
+    let hint = if config.kind == "manual" {
+        "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string()
+    } else {
+        format!(
+            "answers on stdin are for executions in manual mode; run the call again without input{}",
+            if config.kind == "queue" {
+                " (the queue's answer was not used either: the next call asks the queue again)"
+            } else {
+                ""
+            }
+        )
+    };
+    CliError::new(why).hint(hint)
+}
+
+/// Input on stdin for a call that does not reach a request for an answer.
+pub fn refused_without_request(events: &[Event]) -> CliError {
+    let did = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
+            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
+            _ => None,
+        })
+        .unwrap_or_default();
+    refused(
+        &format!(
+            "this call does not reach a request for an answer: it takes an automatic step{did}"
+        ),
+        "run this call without input, and answer when a call shows a request (exit code 3)",
+    )
+}
+
+/// Refuses a manual answer that would fail the execution for good (no tool call while every
+/// transition is closed): the person can answer again, with the example's kind of answer.
+pub fn check_answer(executor: &Executor<'_>, answer: &llm::ChatResponse) -> Result<(), CliError> {
+    let Some(error) = executor.answer_would_fail(answer) else {
+        return Ok(());
+    };
+    let node = executor
+        .state()
+        .turn_state
+        .as_ref()
+        .map(|t| t.node_name.clone())
+        .unwrap_or_default();
+    Err(CliError::new(format!(
+        "this answer calls no tool, and no transition of {node} is open, so it would end the execution with an error ({error}); it was not used, and nothing was changed"
+    ))
+    .hint(format!(
+        "answer with a tool call, e.g. {}",
+        executor.example_answer()
+    )))
 }

@@ -174,6 +174,33 @@ impl Executor<'_> {
         json!({"response": "Done.", "tools": [{"name": tool.name, "input": input}]})
     }
 
+    /// What the step rules do with path `id` at `node_name` when the node has transitions and all
+    /// of them are closed (the path waits, or fails); `None` when one is open or it has none.
+    fn all_closed(&self, id: &str, node_name: &str) -> Option<Action> {
+        let choices = self.choice_edges(node_name);
+        if choices.is_empty() || choices.iter().any(|e| self.edge_open(id, e)) {
+            return None;
+        }
+        let node = self.machine.node(node_name)?;
+        Some(self.no_transition(node, &choices, 0))
+    }
+
+    /// The error that `response`, as the answer to the open conversation, would fail its path
+    /// with: an answer that calls no tool while every transition of the node is closed (and no
+    /// other path may open one). `None` when the answer would not fail the path. A person answering
+    /// by hand can be told so and answer again instead, while a model's answers are applied as
+    /// they come.
+    pub fn answer_would_fail(&self, response: &llm::ChatResponse) -> Option<String> {
+        if response.tool_calls().next().is_some() {
+            return None;
+        }
+        let turn = self.state.turn_state.as_ref()?;
+        match self.all_closed(&turn.path_id, &turn.node_name)? {
+            Action::Fail(error) => Some(error),
+            _ => None,
+        }
+    }
+
     /// The model for a conversation: `-m`, else the node's or machine's `modelId`, else the default.
     pub fn model_for(&self, turn: &TurnState) -> String {
         self.options
@@ -308,15 +335,10 @@ impl Executor<'_> {
             // are all closed is handled as the step rules handle it (the path waits for other paths
             // that may open them, or fails).
             self.state.turn_state = None;
-            let choices = self.choice_edges(&turn.node_name);
-            if choices.is_empty() {
+            if self.choice_edges(&turn.node_name).is_empty() {
                 self.complete(&id);
-            } else if !choices.iter().any(|e| self.edge_open(&id, e)) {
-                let action = self
-                    .machine
-                    .node(&turn.node_name)
-                    .map(|node| self.no_transition(node, &choices, 0));
-                match action {
+            } else {
+                match self.all_closed(&id, &turn.node_name) {
                     Some(Action::Fail(error)) => self.fail(&id, error),
                     Some(Action::Wait(reason)) => self.events.push(Event::Waiting {
                         path: id.clone(),

@@ -297,7 +297,10 @@ impl Executor<'_> {
         } else {
             let conditions: Vec<String> = edges
                 .iter()
-                .filter_map(|e| e.condition().map(|c| format!("{} ({c})", e.target)))
+                .filter_map(|e| {
+                    e.condition()
+                        .map(|c| format!("{} ({})", e.target, condition::shown(&c)))
+                })
                 .collect();
             Action::Fail(format!(
                 "No transition available for node: {} (every condition is false: {})",

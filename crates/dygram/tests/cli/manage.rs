@@ -1,0 +1,174 @@
+//! Managing saved executions (`dygram exec list|status|show|rm|clean`) around calls that work on
+//! them: an execution in use is never removed, names that are not executions get their own
+//! messages, a `last` that names nothing does not hide the executions there, and a finished
+//! parallel run is reported with all its paths.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::answers::{at_charge, ended, respond, spawn_queue_call, wait_for_request};
+use super::support::wait_output;
+
+#[test]
+fn an_execution_in_use_is_neither_removed_nor_cleaned() {
+    let d = at_charge();
+    // A call waits for the queue's answer, holding the execution.
+    let call = spawn_queue_call(&d, "30");
+    let pid = call.id();
+    let request = wait_for_request(&d);
+
+    let out = d.run(&["exec", "rm", "q"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("in use"), "{out:?}");
+    assert!(out.stderr.contains(&format!("pid {pid}")), "{out:?}");
+    assert!(!out.stdout.contains("Removed"), "{out:?}");
+    assert!(d.exec_dir("q").join("state.json").is_file());
+
+    let out = d.run(&["exec", "clean", "--all"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("q"), "{out:?}");
+    assert!(out.stderr.contains(&format!("pid {pid}")), "{out:?}");
+    assert!(d.exec_dir("q").join("state.json").is_file());
+
+    // The call goes on undisturbed.
+    let answer = json!({"response": "Charged.", "tools": [
+        {"name": "write_order", "input": {"data": {"total": 5}}}
+    ]});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(wait_output(call, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    let shown = d.run(&["exec", "show", "q", "--format", "json"]).json();
+    assert_eq!(shown["contextState"]["order"]["total"], 5);
+
+    // Once no call holds it, it can be removed.
+    let out = d.run(&["exec", "rm", "q"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!d.exec_dir("q").exists());
+    assert_eq!(d.folders(), Vec::<String>::new());
+}
+
+#[test]
+fn what_a_killed_removal_left_is_deleted_by_the_next_call() {
+    let d = at_charge();
+    // A removal killed after it renamed the folder, before it deleted it.
+    std::fs::rename(d.exec_dir("q"), d.exec_dir(".rm-q-4242")).unwrap();
+    assert_eq!(d.run(&["exec", "list", "--json"]).json(), json!([]));
+    let out = d.run(&["e", "-i", "order.dy", "--id", "other"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(d.folders(), ["other"]);
+}
+
+#[test]
+fn names_that_are_not_executions_get_messages_of_their_own() {
+    let d = at_charge();
+    std::fs::write(d.exec_dir("q").join("state.json"), "{ torn").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let aside = d
+        .folders()
+        .into_iter()
+        .find(|f| f.starts_with("q.corrupted-"))
+        .unwrap();
+
+    // A folder set aside can be listed and removed, not shown or resumed.
+    for args in [
+        vec!["exec", "status", aside.as_str()],
+        vec!["exec", "show", aside.as_str()],
+        vec!["e", "-i", "order.dy", "--id", aside.as_str()],
+    ] {
+        let out = d.run(&args);
+        assert_eq!(out.code, 64, "{args:?}: {out:?}");
+        assert!(
+            out.stderr
+                .contains(&format!("{aside} is a folder set aside")),
+            "{args:?}: {out:?}"
+        );
+        assert!(out.stderr.contains("dygram exec rm"), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("invalid execution id"), "{out:?}");
+    }
+    // `last` is the link to the most recent execution: not an id to create, but it names that
+    // execution where one is read.
+    let out = d.run(&["e", "-i", "order.dy", "--id", "last"]);
+    assert_eq!(out.code, 64, "{out:?}");
+    assert!(out.stderr.contains("\"last\" is reserved"), "{out:?}");
+    assert!(!out.stderr.contains("invalid execution id"), "{out:?}");
+    let out = d.run(&["exec", "status", "last", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json()["id"], "q");
+    let out = d.run(&["exec", "rm", "last"]);
+    assert_eq!(out.code, 64, "{out:?}");
+    assert!(out.stderr.contains("\"last\" is reserved"), "{out:?}");
+    assert!(d.exec_dir("q").is_dir());
+    // Anything else is still an invalid id.
+    let out = d.run(&["exec", "status", "../q"]);
+    assert_eq!(out.code, 64, "{out:?}");
+    assert!(out.stderr.contains("invalid execution"), "{out:?}");
+}
+
+#[test]
+fn a_last_that_names_nothing_does_not_hide_the_executions() {
+    let d = at_charge();
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "older"]).code, 0);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "q"]).code, 3);
+    // A creation killed after it pointed `last` at its new id, before the folder was renamed into
+    // place, leaves `last` naming nothing.
+    let last = d.path().join(".dygram/executions/last");
+    std::fs::remove_file(&last).unwrap();
+    std::os::unix::fs::symlink("exec-20260101-000000", &last).unwrap();
+
+    let out = d.run(&["exec", "status", "--json"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json()["id"], "q", "the most recent one");
+    let out = d.run(&["exec", "show"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Runtime Snapshot: q"), "{out:?}");
+    // A call without --id still starts a new execution, as the killed one meant to.
+    let out = d.run(&["e", "-i", "order.dy"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("Starting interactive execution"),
+        "{out:?}"
+    );
+    assert_eq!(d.folders().len(), 3, "{:?}", d.folders());
+}
+
+#[test]
+fn a_finished_parallel_run_reports_every_path() {
+    let examples = super::support::repo_root().join("examples/dygram");
+    let trip = std::fs::read_to_string(examples.join("trip.dy")).unwrap();
+    let rec = examples.join("recordings/trip").display().to_string();
+    let d = super::support::Dir::with_file("trip.dy", &trip);
+    let out = d.run(&["e", "trip.dy", "--playback", &rec]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout
+            .contains("Visited: start, flights, hotels, booked, summary\n"),
+        "{out:?}"
+    );
+    let mut code = 0;
+    for _ in 0..10 {
+        code = d
+            .run(&["e", "-i", "trip.dy", "--id", "t", "--playback", &rec])
+            .code;
+        if code != 0 {
+            break;
+        }
+    }
+    assert_eq!(code, 2);
+    let out = d.run(&["exec", "status", "t"]);
+    assert!(out.stdout.contains("Status: complete"), "{out:?}");
+    // Where each path ended, not only the main one (which stayed at start).
+    assert!(
+        out.stdout
+            .contains("Current Node: start, flights, summary\n"),
+        "{out:?}"
+    );
+    let out = d.run(&["exec", "show", "t"]);
+    assert!(
+        out.stdout
+            .contains("Visited: start, flights, hotels, booked, summary\n"),
+        "{out:?}"
+    );
+}
