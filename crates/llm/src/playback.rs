@@ -170,9 +170,9 @@ impl PlaybackClient {
     }
 
     /// Refuses to serve a recording that does not belong to the request's tools: one recorded with a
-    /// tool the request does not offer, or whose answer calls one. Without this (the original tool's
-    /// behaviour, which dygram keeps), `hybrid` mode falls back to the next recording whatever it was
-    /// made for, and a caller may replay answers meant for another agent.
+    /// tool the request does not offer, or whose answer calls one. Without this (the original tools'
+    /// behaviour), `hybrid` mode falls back to the next recording whatever it was made for, and a
+    /// caller may replay answers meant for another agent. delta and dygram both ask for it.
     pub fn require_offered_tools(mut self) -> Self {
         self.offered_tools_only = true;
         self
