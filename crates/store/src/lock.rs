@@ -213,20 +213,25 @@ fn same_file(_file: &File, path: &Path) -> bool {
     path.exists()
 }
 
-/// The machine's host name, or `unknown`.
+/// The machine's host name, or `unknown`; read once per process (it is written into every lock and
+/// process record).
 pub fn hostname() -> String {
-    for source in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
-        if let Ok(name) = std::fs::read_to_string(source) {
-            let name = name.trim();
-            if !name.is_empty() {
-                return name.to_string();
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        for source in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
+            if let Ok(name) = std::fs::read_to_string(source) {
+                let name = name.trim();
+                if !name.is_empty() {
+                    return name.to_string();
+                }
             }
         }
-    }
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
+        std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown".to_string())
+    })
+    .clone()
 }
 
 #[cfg(test)]

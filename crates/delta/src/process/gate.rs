@@ -87,6 +87,30 @@ unsafe fn child_side(
     Ok(())
 }
 
+/// Work for the spawning thread.
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on the thread that calls `spawn` (which blocks until the child has passed the gate).
+/// One thread, started on first use, serves every start: a thread per tool cost more than the rest of
+/// the gate. Should it be gone, a thread of its own runs the job.
+fn on_spawner(job: SpawnJob) {
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<SpawnJob>>> =
+        std::sync::OnceLock::new();
+    let sender = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::spawn(move || {
+            for job in rx {
+                job();
+            }
+        });
+        std::sync::Mutex::new(tx)
+    });
+    let sent = sender.lock().unwrap_or_else(|p| p.into_inner()).send(job);
+    if let Err(mpsc::SendError(job)) = sent {
+        std::thread::spawn(job);
+    }
+}
+
 /// Spawns `command` held at the gate, calls `decide` with the child's pid, and lets the program run
 /// only if `decide` agrees. `command` should start its own process group, so that the group exists
 /// (and can be signalled) while the child waits.
@@ -107,14 +131,14 @@ pub fn spawn<E>(
         command.pre_exec(move || child_side(fds.0, fds.1, fds.2, fds.3));
     }
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    on_spawner(Box::new(move || {
         let result = command.spawn();
         // The child has its own copies (or is gone); closing ours lets the parent see end-of-file on
         // the pid pipe when the child never reached the gate.
         drop(pid_write);
         drop(go_read);
         let _ = tx.send(result);
-    });
+    }));
     let spawned = || {
         rx.recv()
             .unwrap_or_else(|_| Err(io::Error::other("the spawning thread ended")))

@@ -70,12 +70,17 @@ impl Stat {
     }
 }
 
-/// The current boot's id (`/proc/sys/kernel/random/boot_id`), where there is one.
+/// The current boot's id (`/proc/sys/kernel/random/boot_id`), where there is one; read once.
 pub fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
+    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT_ID
+        .get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
+        .clone()
 }
 
 impl GroupId {
