@@ -339,41 +339,13 @@ impl ExecutionState {
     /// Distinct nodes of the main path, in first-seen order (history sources and targets, then the
     /// current node).
     pub fn visited_nodes(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        if let Some(p) = self.main_path() {
-            let names = p
-                .history
-                .iter()
-                .flat_map(|t| [t.from.as_str(), t.to.as_str()])
-                .chain(std::iter::once(p.current_node.as_str()));
-            for n in names {
-                if seen.insert(n) {
-                    out.push(n.to_string());
-                }
-            }
-        }
-        out
+        distinct_nodes(self.main_path())
     }
 
     /// Distinct nodes of every path, in order of the paths and of their visits (the reference's
     /// `visitedNodes`, [`ExecutionState::visited_nodes`], covers the main path only).
     pub fn visited_nodes_of_all_paths(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for p in &self.paths {
-            let names = p
-                .history
-                .iter()
-                .flat_map(|t| [t.from.as_str(), t.to.as_str()])
-                .chain(std::iter::once(p.current_node.as_str()));
-            for n in names {
-                if seen.insert(n) {
-                    out.push(n.to_string());
-                }
-            }
-        }
-        out
+        distinct_nodes(&self.paths)
     }
 
     /// The last `state` node entered by the path (`activeState` in conditions).
@@ -383,4 +355,24 @@ impl ExecutionState {
             .map(|s| s.state.clone())
             .unwrap_or_default()
     }
+}
+
+/// The nodes `paths` went through (each transition's source and target, then the current node), each
+/// once, in first-seen order.
+fn distinct_nodes<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Vec<String> {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for p in paths {
+        let names = p
+            .history
+            .iter()
+            .flat_map(|t| [t.from.as_str(), t.to.as_str()])
+            .chain(std::iter::once(p.current_node.as_str()));
+        for n in names {
+            if seen.insert(n) {
+                out.push(n.to_string());
+            }
+        }
+    }
+    out
 }
