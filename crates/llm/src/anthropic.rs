@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 use crate::LlmClient;
 use crate::error::LlmError;
 use crate::http::{
-    Http, HttpOptions, StreamAssembly, encode, error_message, read_body, read_stream, with_body,
+    Delivery, Http, HttpOptions, StreamAssembly, encode, error_message, read_body, read_stream,
+    with_body,
 };
 use crate::openai::parse_arguments;
 use crate::secret::ApiKey;
@@ -94,9 +95,9 @@ impl AnthropicClient {
     fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let payload = encode(&request_body(request, false), request)?;
         let key = Some(&self.api_key);
-        let response = self
-            .http
-            .post_json(&self.url, &self.headers(), &payload, key)?;
+        let response =
+            self.http
+                .post_json(&self.url, &self.headers(), &payload, key, Delivery::Whole)?;
         let bytes = read_body(response, &self.url, self.http.limits())?;
         let mut answer = parse_response(&bytes).map_err(|e| with_body(e, &bytes))?;
         answer.raw = RawExchange {
@@ -113,9 +114,13 @@ impl AnthropicClient {
     ) -> Result<ChatResponse, LlmError> {
         let payload = encode(&request_body(request, true), request)?;
         let key = Some(&self.api_key);
-        let response = self
-            .http
-            .post_json(&self.url, &self.headers(), &payload, key)?;
+        let response = self.http.post_json(
+            &self.url,
+            &self.headers(),
+            &payload,
+            key,
+            Delivery::Streamed,
+        )?;
         let mut answer = read_stream(
             response,
             &self.url,

@@ -129,18 +129,25 @@ impl Http {
 
     /// POSTs the JSON `payload` to `url` and returns the body of a 2xx answer, retrying as the
     /// policy says. Everything the server says in errors passes through `key`'s redaction.
+    ///
+    /// The idle limit (no byte for [`HttpOptions::idle_timeout`]) applies from the start to a
+    /// [`Delivery::Streamed`] answer, which a server begins at once. A [`Delivery::Whole`] answer
+    /// comes only once the model has finished, however long it thinks, so there the limit starts with
+    /// the server's answer: its body must not stall; the wait before it is bounded by the overall
+    /// timeout.
     pub(crate) fn post_json(
         &self,
         url: &str,
         headers: &[(&str, String)],
         payload: &[u8],
         key: Option<&ApiKey>,
+        delivery: Delivery,
     ) -> Result<HttpBody, LlmError> {
         let policy = &self.options.retry;
         let max = policy.max_attempts.max(1);
         let mut attempt = 1;
         loop {
-            let (err, retry_after) = match self.send_once(url, headers, payload, key) {
+            let (err, retry_after) = match self.send_once(url, headers, payload, key, delivery) {
                 Ok(body) => return Ok(body),
                 Err(failure) => failure,
             };
@@ -167,11 +174,19 @@ impl Http {
         headers: &[(&str, String)],
         payload: &[u8],
         key: Option<&ApiKey>,
+        delivery: Delivery,
     ) -> Result<HttpBody, (LlmError, Option<Duration>)> {
         let mut request = self
             .agent
             .post(url)
             .header("content-type", "application/json");
+        if delivery == Delivery::Whole {
+            request = request
+                .config()
+                .timeout_per_read(None)
+                .timeout_recv_body(Some(self.options.idle_timeout))
+                .build();
+        }
         for (name, value) in headers {
             request = request.header(*name, value.as_str());
         }
@@ -227,6 +242,15 @@ impl Http {
             retry_after,
         ))
     }
+}
+
+/// How an answer arrives, which decides when the idle limit applies (see [`Http::post_json`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// One body, sent once the answer is complete.
+    Whole,
+    /// Server-sent events, as the answer is produced.
+    Streamed,
 }
 
 /// Encodes a request body once, so the exact bytes sent can also be kept for the record. The buffer
@@ -393,7 +417,7 @@ pub(crate) fn transport_error(err: ureq::Error, url: &str, limits: Limits) -> Ll
     };
     match err {
         ureq::Error::Timeout(T::Connect | T::Resolve) => unreachable("connection timed out".into()),
-        ureq::Error::Timeout(T::PerRead) => LlmError::Idle { after: limits.idle },
+        ureq::Error::Timeout(T::PerRead | T::RecvBody) => LlmError::Idle { after: limits.idle },
         ureq::Error::Timeout(_) => LlmError::Timeout {
             after: limits.total,
         },

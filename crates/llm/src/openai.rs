@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use crate::LlmClient;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions, StreamAssembly, encode, read_body, read_stream, with_body};
+use crate::http::{
+    Delivery, Http, HttpOptions, StreamAssembly, encode, read_body, read_stream, with_body,
+};
 use crate::secret::ApiKey;
 use crate::sse::SseEvent;
 use crate::types::{
@@ -95,9 +97,9 @@ impl OpenAiClient {
     fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let payload = encode(&WireRequest::new(request, false, false), request)?;
         let key = self.api_key.as_ref();
-        let response = self
-            .http
-            .post_json(&self.url, &self.headers(), &payload, key)?;
+        let response =
+            self.http
+                .post_json(&self.url, &self.headers(), &payload, key, Delivery::Whole)?;
         let bytes = read_body(response, &self.url, self.http.limits())?;
         let mut answer = parse_response(&bytes).map_err(|e| with_body(e, &bytes))?;
         answer.raw = RawExchange {
@@ -114,9 +116,13 @@ impl OpenAiClient {
     ) -> Result<ChatResponse, LlmError> {
         let payload = encode(&WireRequest::new(request, true, self.stream_usage), request)?;
         let key = self.api_key.as_ref();
-        let response = self
-            .http
-            .post_json(&self.url, &self.headers(), &payload, key)?;
+        let response = self.http.post_json(
+            &self.url,
+            &self.headers(),
+            &payload,
+            key,
+            Delivery::Streamed,
+        )?;
         let mut answer = read_stream(
             response,
             &self.url,

@@ -172,14 +172,16 @@ fn a_json_error_body_is_kept_as_response_json() {
 }
 
 #[test]
-fn a_silent_server_fails_the_run_after_the_idle_timeout() {
-    // From the environment, and from agent.yaml.
+fn a_server_that_stalls_fails_the_run_after_the_idle_timeout() {
+    // From the environment, and from agent.yaml. The answer starts (headers), then nothing comes.
     for (env, yaml) in [
         (Some("0.3"), String::new()),
         (None, "  idle_timeout_seconds: 0.3\n".to_string()),
     ] {
         let server =
-            ScriptedServer::start([Reply::text("late").delay(std::time::Duration::from_secs(6))]);
+            ScriptedServer::start(
+                [Reply::text("late").stall(0, std::time::Duration::from_secs(6))],
+            );
         let agent = agent_yaml("  - name: noop\n    exec: \"true\"\n").replace(
             "  model: test-model\n",
             &format!("  model: test-model\n{yaml}"),
@@ -206,6 +208,22 @@ fn a_silent_server_fails_the_run_after_the_idle_timeout() {
         );
         assert_eq!(server.request_count(), 1, "not retried");
     }
+}
+
+#[test]
+fn a_model_that_thinks_longer_than_the_idle_limit_is_waited_for() {
+    // A whole (non-streamed) answer comes only once the model has finished.
+    let server = ScriptedServer::start([
+        Reply::text("worth the wait").delay(std::time::Duration::from_millis(900))
+    ]);
+    let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
+    let mut cmd = sb.delta(Some(&server));
+    cmd.env("DELTA_LLM_IDLE_TIMEOUT", "0.3").args([
+        "run", "--agent", "agent", "-w", "ws", "-m", "go", "--format", "raw",
+    ]);
+    let out = crate::support::output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "worth the wait\n");
 }
 
 #[test]

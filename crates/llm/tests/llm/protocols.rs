@@ -62,7 +62,9 @@ both_protocols!(
     the_key_never_leaks_from_stream_errors,
     a_json_answer_to_a_streaming_request_is_accepted,
     a_body_that_is_not_an_event_stream_is_shown,
-    a_server_silent_before_its_headers_hits_the_idle_timeout,
+    a_whole_answer_may_take_longer_than_the_idle_limit_to_begin,
+    a_stream_silent_before_its_headers_hits_the_idle_timeout,
+    a_whole_answer_that_stalls_after_its_headers_hits_the_idle_timeout,
     a_stream_that_stalls_hits_the_idle_timeout,
     a_garbage_error_body_is_escaped_and_truncated,
     a_garbage_answer_is_escaped_and_truncated,
@@ -633,9 +635,40 @@ fn assert_printable(text: &str, max: usize) {
     );
 }
 
-fn a_server_silent_before_its_headers_hits_the_idle_timeout(protocol: Protocol) {
+fn a_whole_answer_may_take_longer_than_the_idle_limit_to_begin(protocol: Protocol) {
+    // A non-streamed answer comes once the model has finished: thinking is not stalling.
+    let server = ScriptedServer::start([Reply::text("late").delay(Duration::from_millis(900))]);
+    let response = client(&server, protocol, idle_http(Duration::from_millis(300)))
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "late");
+}
+
+fn a_stream_silent_before_its_headers_hits_the_idle_timeout(protocol: Protocol) {
     let server = ScriptedServer::start([
         Reply::text("late").delay(Duration::from_secs(4)),
+        Reply::text("unused"),
+    ]);
+    let start = Instant::now();
+    let err = client(&server, protocol, idle_http(Duration::from_millis(300)))
+        .complete_streaming(&request(), &mut |_| {})
+        .unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        err.to_string(),
+        "the server sent nothing for 300 ms (idle timeout)"
+    );
+    assert!(!err.is_retryable());
+    assert_eq!(server.request_count(), 1);
+}
+
+fn a_whole_answer_that_stalls_after_its_headers_hits_the_idle_timeout(protocol: Protocol) {
+    let server = ScriptedServer::start([
+        Reply::text("an answer that stalls").stall(0, Duration::from_secs(4)),
         Reply::text("unused"),
     ]);
     let start = Instant::now();
@@ -647,10 +680,7 @@ fn a_server_silent_before_its_headers_hits_the_idle_timeout(protocol: Protocol) 
         "waited {:?}",
         start.elapsed()
     );
-    assert_eq!(
-        err.to_string(),
-        "the server sent nothing for 300 ms (idle timeout)"
-    );
+    assert!(err.to_string().contains("sent nothing for 300 ms"), "{err}");
     assert!(!err.is_retryable());
     assert_eq!(server.request_count(), 1);
 }
