@@ -10,7 +10,7 @@ use store::{RunLock, StoreError};
 
 use crate::engine::{InteractionRequest, response_path};
 use crate::metadata::RunStatus;
-use crate::process::{self, record::Recorder};
+use crate::process::record::Recorder;
 use crate::runs::{self, OpenError, Opened};
 
 /// The command that picks a run up.
@@ -179,15 +179,9 @@ pub fn claim_for_run(
     let opened = runs::open_locked(workspace, &latest.run_id, workspace_lock, clock, command)?;
     match decide(&opened, Some(message), Caller::Run) {
         Ok(Decision::StartNew) | Err(_) => {
-            // A hook the finished run's process left running when it died goes before a new run
-            // starts in the workspace.
-            let recorder = Recorder::new(opened.run.process_record());
-            match process::record::stop_recorded(&recorder, process::STOP_GRACE) {
-                Ok(None) => {}
-                // An unreadable record names nothing that could be checked.
-                Ok(Some(_)) | Err(StoreError::Parse { .. }) => recorder.clear()?,
-                Err(e) => return Err(e.into()),
-            }
+            // What the finished run's process left running was stopped when the workspace was
+            // locked (`runs::lock_workspace`); its record has nothing more to tell.
+            Recorder::new(opened.run.process_record()).clear()?;
             Ok(RunInWorkspace::New {
                 // The run's own lock is released here; the workspace's is kept for the new run.
                 workspace_lock: opened.workspace_lock,

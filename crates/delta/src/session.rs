@@ -255,7 +255,9 @@ pub fn fork(
         hostname: store::hostname(),
         start_time_unix: now.as_millisecond(),
         process_name: process_name(),
-        boot_id: crate::process::group::boot_id(),
+        // The source's process records are not copied: no boot vouches that a copied call without
+        // a result never started.
+        boot_id: None,
         end_time: None,
         usage: TokenTotals::default(),
         extra,

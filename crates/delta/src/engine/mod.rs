@@ -212,7 +212,7 @@ pub struct EngineSetup {
     /// as a warning when the run resumes.
     pub recovered: Option<String>,
     /// The run was started by an earlier process: its pending calls are settled before anything new
-    /// is said. A new run (`false`) gets its `RUN_START` here if its journal does not have one yet.
+    /// is said. A new run (`false`) was created by `session::create`, with its first events.
     pub resuming: bool,
 }
 
@@ -501,26 +501,20 @@ impl<'a> Engine<'a> {
             .typed
             .iter()
             .any(|e| matches!(e, Event::RunStart { .. }));
-        if !self.setup.resuming {
-            if !has_start {
-                self.append(Event::RunStart {
-                    run_id: self.setup.run.run_id.clone(),
-                    task: self.metadata.task.clone(),
-                    agent_ref: self.metadata.agent_ref.clone(),
-                })?;
-                self.append(Event::UserMessage {
-                    content: self.metadata.task.clone(),
-                })?;
-            }
-        } else if !has_start {
-            // Never rebuilt from the metadata: that would run the task's tools a second time.
+        if !has_start {
+            // A run's first events are journaled when it is created (`session::create`). A run
+            // without them is never rebuilt from its metadata: that would run its tools again.
             return Err(EngineError::NothingToResume(self.setup.run.journal()));
-        } else {
+        }
+        if self.setup.resuming {
             self.begin_resume()?;
             // Every call of the last answer gets its result before anything else is said.
             if let Some(stop) = self.settle()? {
                 return Ok(stop);
             }
+            // Only now do the process records speak for this boot: until every open call of the
+            // previous process was settled, a missing record may not be read as "never started".
+            self.metadata.boot_id = process::group::boot_id();
             if let Some(message) = message {
                 self.append(Event::UserMessage {
                     content: message.to_string(),
@@ -617,9 +611,10 @@ impl<'a> Engine<'a> {
 
     /// Marks a resumed run as running again, by this process.
     fn begin_resume(&mut self) -> Result<(), EngineError> {
+        // The boot recorded by the process that worked on the run last; it is replaced once the calls
+        // that process left open are settled (see `run_loop`).
         let boot = process::group::boot_id();
         self.records_complete = boot.is_some() && self.metadata.boot_id == boot;
-        self.metadata.boot_id = boot;
         self.metadata.status = RunStatus::Running;
         self.metadata.end_time = None;
         self.metadata.pid = std::process::id();

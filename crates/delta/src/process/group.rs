@@ -131,6 +131,10 @@ pub fn liveness(group: &GroupId) -> Liveness {
     if now_boot != boot {
         return Liveness::Gone;
     }
+    // No process in the group at all: nothing to look up (the usual case, and the cheap one).
+    if killpg(Pid::from_raw(group.pgid), None) == Err(nix::errno::Errno::ESRCH) {
+        return Liveness::Gone;
+    }
     if let Some(leader) = Stat::read(group.pgid)
         && leader.start_ticks != start
     {

@@ -322,3 +322,36 @@ fn a_new_run_or_a_fork_never_overlaps_the_tool_a_crashed_run_left_running() {
         assert!(!sb.ws().join("finished").exists());
     }
 }
+
+#[test]
+fn a_fork_of_a_call_cut_short_never_claims_it_did_not_run() {
+    // The tool's call is requested, then delta is killed while a pre_tool_exec hook runs: whether the
+    // tool started is not known from the fork's own (empty) process records.
+    let sb = Sandbox::new(
+        "name: test-agent\nllm:\n  model: test-model\ntools:\n  - name: touch_it\n    exec: \"touch ${name}\"\nlifecycle_hooks:\n  pre_tool_exec:\n    command: [\"${AGENT_HOME}/hooks/wait.sh\"]\n",
+    );
+    sb.script("agent/hooks/wait.sh", "echo $$ > hook.pid\nsleep 30");
+    let server = ScriptedServer::start([Reply::tool_call(
+        "c1",
+        "touch_it",
+        json!({"name": "created.txt"}),
+    )]);
+    let child = spawn_run(&sb, &server);
+    let hook = pid_in(&sb.ws().join("hook.pid"));
+    let _guard = GroupGuard(hook);
+    sigkill(child);
+
+    let server2 = ScriptedServer::start([Reply::text("forked")]);
+    let mut cmd = sb.delta(Some(&server2));
+    cmd.args(["continue", "-w", "ws", "--from-iteration", "1", "-m", "again"])
+        .args(["--format", "raw"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "forked\n");
+    let text = result_of(&sb, "c1")["observation_content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("may or may not have taken effect"), "{text}");
+    assert!(!text.contains("did not run"), "{text}");
+}
