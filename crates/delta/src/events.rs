@@ -96,33 +96,6 @@ pub enum HookStatus {
     Failed,
 }
 
-/// The tokens of one model answer (`THOUGHT.usage`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
-}
-
-impl From<llm::Usage> for TokenUsage {
-    fn from(u: llm::Usage) -> Self {
-        Self {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        }
-    }
-}
-
-impl From<TokenUsage> for llm::Usage {
-    fn from(u: TokenUsage) -> Self {
-        Self {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        }
-    }
-}
-
 /// The journal's event types and their payloads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "payload", rename_all = "SCREAMING_SNAKE_CASE")]
@@ -153,7 +126,7 @@ pub enum Event {
         /// The tokens this answer cost, so that the run's totals can be rebuilt from the journal after
         /// a crash (absent in journals written before it was recorded).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        usage: Option<TokenUsage>,
+        usage: Option<llm::Usage>,
     },
     /// A tool is about to run.
     ActionRequest {

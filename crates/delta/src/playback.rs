@@ -5,6 +5,11 @@
 //! Matching is the LLM layer's `hybrid` mode: by signature (tool names and message count), else the
 //! next unused recording in file order. A recording made with tools the agent does not offer, or whose
 //! answer calls one, is an error rather than a replayed answer; so are used-up recordings.
+//!
+//! The journal decides what a run was answered: a recording served just before the process was
+//! killed, whose answer never reached the journal, is not counted as used. `playback.json` keeps the
+//! state before the last recording served and which answer of the run (its `THOUGHT` number) that
+//! recording was; a later process that finds fewer answers journaled goes back to that state.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,8 +25,28 @@ use crate::workspace::RunDir;
 /// The file in a run's folder.
 pub const STATE_FILE: &str = "playback.json";
 
+/// What one recordings folder has served to the run.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Served {
+    /// After the last recording served.
+    state: PlaybackState,
+    /// Before it.
+    #[serde(default)]
+    before_last: PlaybackState,
+    /// The answer of the run (1-based `THOUGHT` number) the last recording served was for.
+    #[serde(default)]
+    last_answer: u64,
+}
+
 /// What each recordings folder (by canonical path) has served to the run.
-type Saved = BTreeMap<String, PlaybackState>;
+type Saved = BTreeMap<String, Served>;
+
+/// The run's bound state: `playback.json`, what it holds, and how many answers the run has journaled.
+struct Bound {
+    file: PathBuf,
+    saved: Saved,
+    answers: u64,
+}
 
 /// A playback client that remembers, per run, which recordings it served.
 pub struct RunPlayback {
@@ -29,7 +54,7 @@ pub struct RunPlayback {
     /// The recordings folder as a key of `playback.json`.
     key: String,
     /// `playback.json` of the bound run and its contents.
-    bound: Mutex<Option<(PathBuf, Saved)>>,
+    bound: Mutex<Option<Bound>>,
 }
 
 impl std::fmt::Debug for RunPlayback {
@@ -56,7 +81,7 @@ impl RunPlayback {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(PathBuf, Saved)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Bound>> {
         self.bound.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -69,17 +94,45 @@ impl RunPlayback {
         } else {
             Saved::new()
         };
-        self.client
-            .set_state(saved.get(&self.key).cloned().unwrap_or_default());
-        *self.lock() = Some((file, saved));
+        let answers = if run.journal().is_file() {
+            let (events, _) = crate::events::read(&run.journal())?;
+            events.iter().filter(|e| e.kind == "THOUGHT").count() as u64
+        } else {
+            0
+        };
+        let state = match saved.get(&self.key) {
+            None => PlaybackState::default(),
+            // Served, but its answer never journaled: not used.
+            Some(served) if served.last_answer > answers => served.before_last.clone(),
+            Some(served) => served.state.clone(),
+        };
+        self.client.set_state(state);
+        *self.lock() = Some(Bound {
+            file,
+            saved,
+            answers,
+        });
         Ok(())
     }
 
-    fn save(&self) -> Result<(), StoreError> {
+    /// Notes that the recording just served answers the run's next answer (`before`: the state before
+    /// it). Not flushed to disk: the journal, which is, decides (see the module documentation).
+    fn save(&self, before: PlaybackState) -> Result<(), StoreError> {
         let mut bound = self.lock();
-        if let Some((file, saved)) = bound.as_mut() {
-            saved.insert(self.key.clone(), self.client.state());
-            store::write_json_atomic(file, saved, true)?;
+        if let Some(b) = bound.as_mut() {
+            b.answers += 1;
+            let served = Served {
+                state: self.client.state(),
+                before_last: before,
+                last_answer: b.answers,
+            };
+            b.saved.insert(self.key.clone(), served);
+            let bytes =
+                serde_json::to_vec_pretty(&b.saved).map_err(|source| StoreError::Serialize {
+                    path: b.file.clone(),
+                    source,
+                })?;
+            store::write_atomic_lazy(&b.file, &bytes)?;
         }
         Ok(())
     }
@@ -87,8 +140,9 @@ impl RunPlayback {
 
 impl LlmClient for RunPlayback {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let before = self.client.state();
         let response = self.client.complete(request)?;
-        self.save()
+        self.save(before)
             .map_err(|e| LlmError::Recording(format!("cannot save the playback state: {e}")))?;
         Ok(response)
     }

@@ -121,32 +121,27 @@ pub fn check_layout(workspace: &Path) -> Result<(), LayoutError> {
     Ok(())
 }
 
-/// Removes the temporary files (`.NAME.XXXXXX.tmp`) that a process killed in the middle of an atomic
-/// write left in `.delta/`, in run folders and their `interaction/`. Only for the holder of the
-/// workspace's lock: no other process writes there meanwhile. Best effort: a file that cannot be
-/// removed is left for the next time.
+/// Removes the temporary files that a process killed in the middle of an atomic write left in
+/// `.delta/`, in run folders and their `interaction/` ([`store::atomic::remove_stale_temporaries`]).
+/// Only for the holder of the workspace's lock: no other process of ours writes there meanwhile. A run
+/// held by a process that does not take the workspace's lock (an older delta) is left alone.
 pub fn remove_stale_temporaries(workspace: &Path) {
-    let is_temporary = |name: &str| name.starts_with('.') && name.ends_with(".tmp");
     let root = workspace.join(".delta");
-    let mut dirs = vec![root.clone()];
-    if let Ok(entries) = std::fs::read_dir(&root) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                dirs.push(entry.path().join("interaction"));
-                dirs.push(entry.path());
-            }
-        }
-    }
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
+    store::atomic::remove_stale_temporaries(&root);
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let run = entry.path();
+        let in_use = || {
+            matches!(
+                store::RunLock::probe(&run.join("run.lock")),
+                Ok(store::LockState::Held(_))
+            )
         };
-        for entry in entries.flatten() {
-            if entry.file_name().to_str().is_some_and(is_temporary)
-                && entry.file_type().is_ok_and(|t| t.is_file())
-            {
-                let _ = std::fs::remove_file(entry.path());
-            }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && !in_use() {
+            store::atomic::remove_stale_temporaries(&run);
+            store::atomic::remove_stale_temporaries(&run.join("interaction"));
         }
     }
 }

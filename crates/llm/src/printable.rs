@@ -13,12 +13,14 @@ fn is_unsafe(c: char) -> bool {
 /// `text` on one line with every control character written as an escape (`\n`, `\x1b`, `\u{202e}`)
 /// and at most `max_chars` characters of it, followed by `… (N bytes in all)` when it was cut.
 pub fn printable(text: &str, max_chars: usize) -> String {
+    shown(text, max_chars, text.len())
+}
+
+/// [`printable`] of `text`, a prefix of something `total` bytes long.
+fn shown(text: &str, max_chars: usize, total: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars + 32));
-    for (shown, c) in text.chars().enumerate() {
-        if shown >= max_chars {
-            out.push_str(&format!("… ({} bytes in all)", text.len()));
-            return out;
-        }
+    let mut chars = text.chars();
+    for c in chars.by_ref().take(max_chars) {
         match c {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
@@ -27,6 +29,9 @@ pub fn printable(text: &str, max_chars: usize) -> String {
             c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
+    }
+    if chars.next().is_some() || text.len() < total {
+        out.push_str(&format!("… ({total} bytes in all)"));
     }
     out
 }
@@ -50,9 +55,14 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// [`printable`] for bytes that may not be UTF-8 (invalid sequences become `�`).
+/// [`printable`] for bytes that may not be UTF-8 (invalid sequences become `�`); only the start that
+/// can be shown is converted, and the size given is that of `bytes`.
 pub fn printable_bytes(bytes: &[u8], max_chars: usize) -> String {
-    printable(&String::from_utf8_lossy(bytes), max_chars)
+    // A character is at most four bytes: this prefix holds every character that can be shown.
+    let prefix = &bytes[..bytes
+        .len()
+        .min(max_chars.saturating_mul(4).saturating_add(4))];
+    shown(&String::from_utf8_lossy(prefix), max_chars, bytes.len())
 }
 
 #[cfg(test)]
@@ -68,6 +78,10 @@ mod tests {
         assert_eq!(printable("héllo wörld", 5), "héllo… (13 bytes in all)");
         assert_eq!(printable("short", 5), "short");
         assert_eq!(printable_bytes(b"ok\xff", 10), "ok\u{fffd}");
+        assert_eq!(
+            printable_bytes(&[b'a'; 100_000], 3),
+            "aaa… (100000 bytes in all)"
+        );
         assert_eq!(
             terminal_safe("a\n\tb\u{1b}]0;title\u{7}\r\u{202e}"),
             "a\n\tb\\x1b]0;title\\x07\\x0d\\u{202e}"

@@ -52,6 +52,28 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> StoreResult<()> {
     if durable { sync_dir(dir) } else { Ok(()) }
 }
 
+/// Whether `name` is one of the temporary files the writers of this module create (`.NAME.XXXXXX.tmp`,
+/// `.new.XXXXXX.tmp`) and rename into place.
+pub fn is_temporary_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+/// Removes from `dir` (not below it) the temporary files a writer killed before its rename left
+/// there. Only for the holder of whatever lock keeps other writers out of `dir`. Best effort: a file
+/// that cannot be removed is left for the next time.
+pub fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_str().is_some_and(is_temporary_name)
+            && entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Creates `path` with `bytes`, atomically and durably, only if it does not exist yet.
 ///
 /// Returns `Ok(false)` (and writes nothing) when the file already exists, so concurrent writers can

@@ -981,6 +981,17 @@ mod tests {
     const PROMPT: (&str, &str) = ("system_prompt.md", "You help.");
 
     #[test]
+    fn the_time_limit_message_names_the_limit() {
+        assert!(SECONDS_EXPECTED.contains(&format!("at most {} ", MAX_SECONDS as u64)));
+        assert_eq!(
+            seconds(MAX_SECONDS),
+            Some(Duration::from_secs(MAX_SECONDS as u64))
+        );
+        assert_eq!(seconds(MAX_SECONDS + 1.0), None);
+        assert_eq!(seconds(f64::NAN), None);
+    }
+
+    #[test]
     fn loads_a_minimal_agent_with_defaults() {
         let dir = agent_dir(&[("agent.yaml", "name: a\nllm: {}\ntools: []\n"), PROMPT]);
         let agent = load(dir.path()).unwrap();

@@ -139,9 +139,9 @@ impl From<store::StoreError> for CliError {
     }
 }
 
-/// Writes a line on stderr, ignoring failures (a closed stderr must not crash a run).
-/// Writes one line on stderr. Control characters other than line breaks and tabs are shown escaped:
-/// progress carries the model's and the tools' text, which must never drive the terminal.
+/// Writes one line on stderr, ignoring failures (a closed stderr must not crash a run). Control
+/// characters other than line breaks and tabs are shown escaped: progress carries the model's and the
+/// tools' text, which must never drive the terminal.
 pub fn eprint_line(text: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{}", llm::terminal_safe(text));

@@ -221,8 +221,10 @@ impl Engine<'_> {
                 return Ok(None);
             }
         };
-        let stdout = self.redact(&String::from_utf8_lossy(&out.stdout));
-        let stderr = self.redact(&String::from_utf8_lossy(&out.stderr));
+        // Keys are scrubbed where this text leaves the process (the record below, the journal, hook
+        // payloads, the console), once each.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
         self.write_execution(
             &call.exec_ref,
             call.resolved,

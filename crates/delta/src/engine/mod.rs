@@ -832,7 +832,7 @@ impl<'a> Engine<'a> {
             content: content.clone(),
             llm_invocation_ref: invocation_id.clone(),
             tool_calls: (!records.is_empty()).then_some(records),
-            usage: Some(response.usage.into()),
+            usage: Some(response.usage),
         })?;
         // An iteration is one answer of the model (with the tools it asks for): counted as it is
         // journaled, so the count is the journal's, whatever happens next.
@@ -897,7 +897,7 @@ pub fn catch_up(metadata: &mut RunMetadata, events: &[Event]) {
     let counted = usize::try_from(metadata.iterations_completed).unwrap_or(usize::MAX);
     for thought in thoughts.iter().skip(counted) {
         if let Event::Thought { usage, .. } = thought {
-            metadata.usage.add(usage.unwrap_or_default().into());
+            metadata.usage.add(usage.unwrap_or_default());
         }
     }
     metadata.iterations_completed = thoughts.len() as u64;
@@ -933,14 +933,13 @@ pub fn call_names(response: &ChatResponse) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::TokenUsage;
 
     fn thought(input: u64, output: u64) -> Event {
         Event::Thought {
             content: String::new(),
             llm_invocation_ref: "i".into(),
             tool_calls: None,
-            usage: Some(TokenUsage {
+            usage: Some(llm::Usage {
                 input_tokens: input,
                 output_tokens: output,
             }),

@@ -127,3 +127,32 @@ fn used_up_recordings_fail_the_continuation() {
     );
     assert_eq!(sb.metadata()["status"], "FAILED");
 }
+
+#[test]
+fn a_recording_served_but_never_journaled_is_served_again() {
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    record(&sb, Some("And again?"));
+    let out = sb.run(None, "Say hi", &["--playback", "rec", "--format", "raw"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(sb.events("THOUGHT").len(), 2);
+    // As a process killed after being served turn-3, before its answer reached the journal, leaves
+    // it: playback.json counts turn-3 as served for the run's third answer.
+    let file = sb.run_dir().join("playback.json");
+    let mut saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let (_, served) = saved.as_object_mut().unwrap().iter_mut().next().unwrap();
+    served["before_last"] = served["state"].clone();
+    served["state"]["used"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("turn-3.json"));
+    served["last_answer"] = json!(3);
+    std::fs::write(&file, serde_json::to_string(&saved).unwrap()).unwrap();
+
+    let out = continue_(
+        &sb,
+        None,
+        &["-m", "And again?", "--playback", "rec", "--format", "raw"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "Second answer.\n");
+}
