@@ -144,9 +144,16 @@ impl HookRunner {
             } else {
                 "payload.json"
             };
-            let mut payload = payload.clone();
-            self.redactor.redact_json(&mut payload);
-            std::fs::write(io.join("input").join(payload_file), pretty(&payload))?;
+            let scrubbed;
+            let payload = if self.redactor.is_empty() {
+                payload
+            } else {
+                let mut copy = payload.clone();
+                self.redactor.redact_json(&mut copy);
+                scrubbed = copy;
+                &scrubbed
+            };
+            std::fs::write(io.join("input").join(payload_file), pretty(payload))?;
             std::fs::write(
                 io.join("execution_meta/command.txt"),
                 spec.command.join(" "),
