@@ -168,6 +168,23 @@ pub struct Metadata {
     pub source_fingerprint: Option<String>,
 }
 
+impl Metadata {
+    /// Records how a call's unit of work ended, at `at` (RFC 3339): waiting for the manual answer
+    /// to `request`, or having advanced the execution to `status`. The pending request is the one
+    /// the unit ends waiting for, so it is cleared whenever a unit does not end waiting, whoever
+    /// answered (a person on stdin, or another source chosen since the request was shown).
+    pub fn end_unit(&mut self, at: String, request: Option<Value>, status: Status) {
+        self.last_executed_at = at;
+        if request.is_some() {
+            self.status = Status::Paused;
+        } else {
+            self.step_count += 1;
+            self.status = status;
+        }
+        self.pending_request = request;
+    }
+}
+
 /// `state.json` as read: the seed's fields plus everything resuming needs (written by
 /// [`state_json`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

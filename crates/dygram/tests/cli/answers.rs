@@ -465,3 +465,40 @@ fn the_text_output_says_why_a_tool_failed() {
         "{out:?}"
     );
 }
+
+/// A request shown in manual mode and then answered by another source (here the recordings) is
+/// no longer waiting: the status, `pending-request.json` and the text status all say so.
+#[test]
+fn a_request_answered_by_another_source_is_no_longer_pending() {
+    let d = Dir::with_file("order.dy", ORDER);
+    let rec = super::support::repo_root()
+        .join("examples/dygram/recordings/order")
+        .display()
+        .to_string();
+    assert_eq!(call_with(&d, "").code, 0);
+    let out = call_with(&d, "");
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(status(&d, "s")["waitingForAnswer"], true);
+    assert!(d.exec_dir("s").join("pending-request.json").exists());
+
+    let playback = ["e", "-i", "order.dy", "--id", "s", "--playback", rec.as_str()];
+    let out = d.run(&playback);
+    assert_eq!(out.code, 0, "{out:?}");
+    // Answered (by the recording): nothing waits for a manual answer any more.
+    assert_eq!(status(&d, "s")["waitingForAnswer"], false);
+    assert!(!d.exec_dir("s").join("pending-request.json").exists());
+    let mut last = out;
+    for _ in 0..5 {
+        if last.code != 0 {
+            break;
+        }
+        last = d.run(&playback);
+    }
+    assert_eq!(last.code, 2, "{last:?}");
+    let s = status(&d, "s");
+    assert_eq!(s["status"], "complete");
+    assert_eq!(s["waitingForAnswer"], false);
+    assert!(!d.exec_dir("s").join("pending-request.json").exists());
+    let text = d.run(&["exec", "status", "s"]);
+    assert!(!text.stdout.contains("Waiting for"), "{text:?}");
+}

@@ -575,12 +575,8 @@ fn work(
     if let Some(r) = &recorder {
         session.meta.client_config.recording = Some(r.position());
     }
-    session.meta.last_executed_at = rfc3339(t);
-    if waiting.is_some() {
-        session.meta.status = Status::Paused;
-    } else {
-        session.meta.step_count += 1;
-        session.meta.status = status;
+    session.meta.end_unit(rfc3339(t), waiting.clone(), status);
+    if waiting.is_none() {
         session.last_call = Some(history_entry(&events, executor.state(), &session.meta, t));
     }
     store
@@ -658,9 +654,12 @@ fn one_turn(
     // Manual mode: the answer on stdin, or the request is saved and shown.
     let Some(response) = stdin.answer()? else {
         let request_id = format!("{}-turn-{}", session.id, session.meta.turn_count + 1);
-        let req = request_json(&request, &request_id, &node, &rfc3339(now()));
-        session.meta.pending_request = Some(req.clone());
-        return Ok(Some(req));
+        return Ok(Some(request_json(
+            &request,
+            &request_id,
+            &node,
+            &rfc3339(now()),
+        )));
     };
     check_answer(executor, &response)?;
     let given = Given(response.clone());
@@ -673,7 +672,6 @@ fn one_turn(
     }
     executor.answer(response);
     session.meta.turn_count += 1;
-    session.meta.pending_request = None;
     Ok(None)
 }
 
