@@ -9,13 +9,14 @@
 //! so history lines are never lost nor doubled and the metadata always describes the state.
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{
-    Executions, HistoryEntry, Metadata, STATE_FILE_VERSION, SessionError, StateFile, io, lock_at,
+    ClientConfig, Executions, HistoryEntry, Metadata, STATE_FILE_VERSION, SessionError, SetAside,
+    StateFile, io, lock_at,
 };
 use crate::runtime::state::{ExecutionState, TurnState};
 
@@ -49,6 +50,31 @@ pub struct Opened {
     pub machine: Value,
     /// Files the repair rewrote (empty when the previous call ended normally).
     pub repaired: Vec<&'static str>,
+}
+
+/// What a call finds under the id of an execution ([`Executions::open_or_set_aside`]).
+#[derive(Debug)]
+pub enum Found {
+    /// The execution, opened for the call.
+    Opened(Opened),
+    /// Its state could not be read: its folder was set aside, and a fresh execution may take the
+    /// id.
+    SetAside(Restart),
+    /// No execution by that id: there never was one, or another call removed it or set it aside
+    /// between the caller's look and the lock.
+    Missing,
+}
+
+/// An execution whose state could not be read, set aside.
+#[derive(Debug)]
+pub struct Restart {
+    /// Why its state could not be read.
+    pub reason: String,
+    /// Where its folder was moved (`ID.corrupted-<time>`).
+    pub folder: PathBuf,
+    /// Where its answers came from, as far as its files still tell (see
+    /// [`Executions::answer_source`]): the fresh execution goes on with it.
+    pub source: Option<ClientConfig>,
 }
 
 /// `state.json` of a commit, written straight from the execution (nothing is copied; each part of
@@ -160,29 +186,56 @@ pub(super) fn read(dir: &Path, id: &str) -> Result<(StateFile, Metadata, Value),
 
 impl Executions {
     /// Opens an execution for a call: takes its lock, removes temporary files a killed call left,
-    /// reads the commit point and repairs the other files from it.
-    pub fn open(&self, id: &str, command: &str) -> Result<Opened, SessionError> {
+    /// reads the commit point and repairs the other files from it. When the commit point cannot
+    /// be read, the folder is set aside (`ID.corrupted-<time>`, at `now`) before the lock is
+    /// released, so the read that failed and the set-aside see the same folder: a call racing
+    /// this one either waits its turn (busy), or finds the id free, or finds the fresh execution
+    /// that took it, which it never sets aside.
+    pub fn open_or_set_aside(
+        &self,
+        id: &str,
+        command: &str,
+        now: jiff::Timestamp,
+    ) -> Result<Found, SessionError> {
         let dir = self.dir(id)?;
         if !dir.is_dir() {
-            return Err(SessionError::NotFound(id.to_string()));
+            return Ok(Found::Missing);
         }
-        let lock = lock_at(&dir.join("execution.lock"), id, command)?;
+        let lock = match lock_at(&dir.join("execution.lock"), id, command) {
+            Ok(lock) => lock,
+            // Set aside or removed by another call since the look.
+            Err(SessionError::Io { .. }) if !dir.is_dir() => return Ok(Found::Missing),
+            Err(e) => return Err(e),
+        };
         self.sweep();
         remove_temporary_files(&dir);
-        let (state, metadata, machine) = read(&dir, id)?;
+        let (state, metadata, machine) = match read(&dir, id) {
+            Ok(read) => read,
+            Err(SessionError::Corrupted { reason, .. }) => {
+                let source = self.answer_source(id);
+                let folder = self.set_aside(id, SetAside::Corrupted, now)?;
+                drop(lock);
+                return Ok(Found::SetAside(Restart {
+                    reason,
+                    folder,
+                    source,
+                }));
+            }
+            Err(e) => return Err(e),
+        };
         let repaired = self.bring_in_line(
             &dir,
             &metadata,
             state.last_call.as_ref(),
             state.machine.as_ref(),
         )?;
-        Ok(Opened {
+        Ok(Found::Opened(Opened {
             lock,
             state,
             metadata,
             machine,
             repaired,
-        })
+        }))
     }
 
     /// Commits a call (its lock held): `state.json` durably, then the files derived from it.
