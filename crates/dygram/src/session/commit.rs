@@ -207,7 +207,6 @@ impl Executions {
             Err(SessionError::Io { .. }) if !dir.is_dir() => return Ok(Found::Missing),
             Err(e) => return Err(e),
         };
-        self.sweep();
         remove_temporary_files(&dir);
         let (state, metadata, machine) = match read(&dir, id) {
             Ok(read) => read,

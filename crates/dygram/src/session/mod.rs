@@ -559,6 +559,49 @@ impl Executions {
     }
 }
 
+/// What `exec clean` did ([`Executions::clean`]).
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    /// Executions and folders set aside removed.
+    pub removed: usize,
+    /// Executions kept because a call works on them, with the error that says who.
+    pub busy: Vec<(String, SessionError)>,
+    /// Executions kept because they are in progress or paused (without `all`).
+    pub running: usize,
+    /// Executions kept because they ended with an error (without `all`).
+    pub failed: usize,
+    /// Folders set aside kept (without `all`).
+    pub set_aside: usize,
+}
+
+impl Executions {
+    /// Removes the complete executions (with `all`, every execution and every folder set aside),
+    /// except those a call works on, and what killed creations and removals left behind.
+    pub fn clean(&self, all: bool) -> Result<Cleaned, SessionError> {
+        self.sweep();
+        let mut cleaned = Cleaned::default();
+        for e in self.list() {
+            let status = e.metadata.as_ref().map(|m| m.status);
+            let done = e.set_aside.is_none() && status == Some(Status::Complete);
+            if all || done {
+                match self.remove(&e.id) {
+                    Ok(true) => cleaned.removed += 1,
+                    Ok(false) => {}
+                    Err(busy @ SessionError::Busy { .. }) => cleaned.busy.push((e.id, busy)),
+                    Err(other) => return Err(other),
+                }
+            } else if e.set_aside.is_some() {
+                cleaned.set_aside += 1;
+            } else if status.is_some_and(Status::is_finished) {
+                cleaned.failed += 1;
+            } else {
+                cleaned.running += 1;
+            }
+        }
+        Ok(cleaned)
+    }
+}
+
 /// Prefix of a folder being removed (renamed so before it is deleted).
 const REMOVING: &str = ".rm-";
 
