@@ -222,73 +222,112 @@ impl Executions {
             }
             Err(e) => return Err(e),
         };
-        let repaired = self.bring_in_line(
+        let repair = self.bring_in_line(
             &dir,
             &metadata,
             state.last_call.as_ref(),
             state.machine.as_ref(),
-        )?;
+        );
+        // A call does not go on from files it cannot repair (it would leave them behind for good).
+        if let Some(e) = repair.failed.into_iter().next() {
+            return Err(e);
+        }
         Ok(Found::Opened(Opened {
             lock,
             state,
             metadata,
             machine,
-            repaired,
+            repaired: repair.changed,
         }))
     }
 
     /// Commits a call (its lock held): `state.json` durably, then the files derived from it.
-    pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<(), SessionError> {
+    ///
+    /// An error means that the commit was not made: the call did not happen. Once `state.json`
+    /// is written the call has happened, whatever comes next: a derived file that cannot be
+    /// brought in line is reported in [`Committed::unrepaired`], and the next call repairs it.
+    pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<Committed, SessionError> {
         let dir = self.dir(id)?;
         let bytes = encode(self, id, c)?;
         let path = dir.join("state.json");
         store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         let machine = c.machine_changed.then_some(&c.state.machine_snapshot);
-        self.bring_in_line(&dir, c.metadata, c.last_call, machine)?;
-        Ok(())
+        let repair = self.bring_in_line(&dir, c.metadata, c.last_call, machine);
+        Ok(Committed {
+            unrepaired: repair.failed,
+        })
     }
 
     /// Makes `machine.json`, `metadata.json`, `pending-request.json` and `history.jsonl` agree
-    /// with a commit. Returns the files that had to change. None of these writes needs to reach the
-    /// disk before the next commit: a loss is repaired again from the commit.
+    /// with a commit, each file whatever became of the others. None of these writes needs to
+    /// reach the disk before the next commit: a loss is repaired again from the commit.
     pub(super) fn bring_in_line(
         &self,
         dir: &Path,
         metadata: &Metadata,
         last_call: Option<&HistoryEntry>,
         machine: Option<&Value>,
-    ) -> Result<Vec<&'static str>, SessionError> {
-        let mut changed = Vec::new();
+    ) -> Repair {
+        let mut repair = Repair::default();
         if let Some(machine) = machine {
-            let bytes = self.json_bytes(machine, false).map_err(|e| io(dir, e))?;
-            if replace_if_different(&dir.join("machine.json"), &bytes)? {
-                changed.push("machine.json");
-            }
+            let path = dir.join("machine.json");
+            repair.note("machine.json", self.replace_json(&path, machine, false));
         }
-        let bytes = self.json_bytes(metadata, true).map_err(|e| io(dir, e))?;
-        if replace_if_different(&dir.join("metadata.json"), &bytes)? {
-            changed.push("metadata.json");
-        }
+        let path = dir.join("metadata.json");
+        repair.note("metadata.json", self.replace_json(&path, metadata, true));
         let pending = dir.join("pending-request.json");
-        match &metadata.pending_request {
-            Some(request) => {
-                let bytes = self.json_bytes(request, true).map_err(|e| io(dir, e))?;
-                if replace_if_different(&pending, &bytes)? {
-                    changed.push("pending-request.json");
-                }
-            }
+        let done = match &metadata.pending_request {
+            Some(request) => self.replace_json(&pending, request, true),
             None => match std::fs::remove_file(&pending) {
-                Ok(()) => changed.push("pending-request.json"),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(&pending, e)),
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(io(&pending, e)),
             },
+        };
+        repair.note("pending-request.json", done);
+        if let Some(entry) = last_call {
+            let path = dir.join("history.jsonl");
+            repair.note("history.jsonl", self.ensure_history(&path, entry));
         }
-        if let Some(entry) = last_call
-            && self.ensure_history(&dir.join("history.jsonl"), entry)?
-        {
-            changed.push("history.jsonl");
+        repair
+    }
+
+    /// Replaces `path` with `value` as JSON unless it already holds exactly that. Whether it wrote.
+    fn replace_json<T: Serialize + ?Sized>(
+        &self,
+        path: &Path,
+        value: &T,
+        pretty: bool,
+    ) -> Result<bool, SessionError> {
+        let bytes = self.json_bytes(value, pretty).map_err(|e| io(path, e))?;
+        replace_if_different(path, &bytes)
+    }
+}
+
+/// A commit made ([`Executions::commit`]): the call happened.
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// The files derived from the commit point that could not be brought in line with it (the
+    /// next call repairs them from `state.json`).
+    pub unrepaired: Vec<SessionError>,
+}
+
+/// What bringing the derived files in line with a commit did.
+#[derive(Debug, Default)]
+pub(super) struct Repair {
+    /// The files that had to change.
+    pub changed: Vec<&'static str>,
+    /// The files that could not be brought in line.
+    pub failed: Vec<SessionError>,
+}
+
+impl Repair {
+    fn note(&mut self, file: &'static str, done: Result<bool, SessionError>) {
+        match done {
+            Ok(true) => self.changed.push(file),
+            Ok(false) => {}
+            Err(e) => self.failed.push(e),
         }
-        Ok(changed)
     }
 }
 

@@ -24,7 +24,7 @@ mod create;
 mod record;
 
 pub use aside::SetAside;
-pub use commit::{Commit, Found, Opened, Restart};
+pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
 pub use record::{ExecutionRecorder, RecordPosition};
 

@@ -692,3 +692,48 @@ fn calls_racing_to_restart_a_corrupted_execution_set_aside_only_the_corrupted_on
     }
     assert!(started.elapsed() < Duration::from_secs(240));
 }
+
+/// A file derived from the commit point that cannot be written once `state.json` is (here
+/// `metadata.json`, turned into a folder while the call waits for its answer) is a warning: the
+/// call happened, so it reports what it did and exits as the committed state says; the next call
+/// repairs the file.
+#[test]
+fn a_derived_file_that_cannot_be_written_after_the_commit_is_a_warning() {
+    use super::answers::{at_charge, ended, respond, spawn_queue_call, wait_for_request};
+    let d = at_charge();
+    let call = spawn_queue_call(&d, "30");
+    let request = wait_for_request(&d);
+    let meta = d.exec_dir("q").join("metadata.json");
+    std::fs::remove_file(&meta).unwrap();
+    std::fs::create_dir(&meta).unwrap();
+    std::fs::write(meta.join("in-the-way"), "x").unwrap();
+    let answer = json!({"response": "Charged.", "tools": [
+        {"name": "write_order", "input": {"data": {"total": 5}}}
+    ]});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(super::support::wait_output(call, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Tools: write_order"), "{out:?}");
+    assert!(out.stderr.contains("Warning"), "{out:?}");
+    assert!(out.stderr.contains("metadata.json"), "{out:?}");
+    let state = d.read_json("q", "state.json");
+    assert_eq!(state["turnCount"], 1, "{state}");
+    assert_eq!(
+        state["executionState"]["contextValues"]["order"]["total"],
+        5
+    );
+    // Out of the way again, the file is repaired by the next call from the commit point.
+    std::fs::remove_dir_all(&meta).unwrap();
+    let call = spawn_queue_call(&d, "30");
+    let request = wait_for_request(&d);
+    assert_eq!(d.read_json("q", "metadata.json")["turnCount"], 1);
+    let answer = json!({"tools": [{"name": "transition_to_shipped", "input": {}}]});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(super::support::wait_output(call, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("interrupted after it was saved; metadata.json"),
+        "{out:?}"
+    );
+    assert_eq!(d.read_json("q", "metadata.json")["turnCount"], 2);
+}

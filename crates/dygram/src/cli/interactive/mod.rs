@@ -574,7 +574,7 @@ fn work(
     if waiting.is_none() {
         session.last_call = Some(history_entry(&events, executor.state(), &session.meta, t));
     }
-    store
+    let committed = store
         .commit(
             &session.id,
             &Commit {
@@ -587,6 +587,11 @@ fn work(
             },
         )
         .map_err(session_error)?;
+    for e in &committed.unrepaired {
+        eprint_line(&format!(
+            "⚠️  Warning: this call was saved, but a file derived from its state.json could not be written ({e}); the next call brings it up to date"
+        ));
+    }
 
     if status.is_finished() {
         write_result(args, input, &executor)?;
