@@ -343,8 +343,16 @@ fn a_fork_of_a_call_cut_short_never_claims_it_did_not_run() {
 
     let server2 = ScriptedServer::start([Reply::text("forked")]);
     let mut cmd = sb.delta(Some(&server2));
-    cmd.args(["continue", "-w", "ws", "--from-iteration", "1", "-m", "again"])
-        .args(["--format", "raw"]);
+    cmd.args([
+        "continue",
+        "-w",
+        "ws",
+        "--from-iteration",
+        "1",
+        "-m",
+        "again",
+    ])
+    .args(["--format", "raw"]);
     let out = output(cmd);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "forked\n");

@@ -56,10 +56,10 @@ pub struct Opened {
 #[derive(Debug)]
 pub enum Found {
     /// The execution, opened for the call.
-    Opened(Opened),
+    Opened(Box<Opened>),
     /// Its state could not be read: its folder was set aside, and a fresh execution may take the
     /// id.
-    SetAside(Restart),
+    SetAside(Box<Restart>),
     /// No execution by that id: there never was one, or another call removed it or set it aside
     /// between the caller's look and the lock.
     Missing,
@@ -214,11 +214,11 @@ impl Executions {
                 let source = self.answer_source(id);
                 let folder = self.set_aside(id, SetAside::Corrupted, now)?;
                 drop(lock);
-                return Ok(Found::SetAside(Restart {
+                return Ok(Found::SetAside(Box::new(Restart {
                     reason,
                     folder,
                     source,
-                }));
+                })));
             }
             Err(e) => return Err(e),
         };
@@ -232,13 +232,13 @@ impl Executions {
         if let Some(e) = repair.failed.into_iter().next() {
             return Err(e);
         }
-        Ok(Found::Opened(Opened {
+        Ok(Found::Opened(Box::new(Opened {
             lock,
             state,
             metadata,
             machine,
             repaired: repair.changed,
-        }))
+        })))
     }
 
     /// Commits a call (its lock held): `state.json` durably, then the files derived from it.
@@ -249,6 +249,11 @@ impl Executions {
     pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<Committed, SessionError> {
         let dir = self.dir(id)?;
         let bytes = encode(self, id, c)?;
+        if let Some(entry) = c.last_call {
+            // This commit carries this call's history line only: the line of the call before it
+            // must be on the disk first.
+            flush_history_before(&dir.join("history.jsonl"), entry.turn)?;
+        }
         let path = dir.join("state.json");
         store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         let machine = c.machine_changed.then_some(&c.state.machine_snapshot);
@@ -259,8 +264,10 @@ impl Executions {
     }
 
     /// Makes `machine.json`, `metadata.json`, `pending-request.json` and `history.jsonl` agree
-    /// with a commit, each file whatever became of the others. None of these writes needs to
-    /// reach the disk before the next commit: a loss is repaired again from the commit.
+    /// with a commit, each file whatever became of the others. Only `machine.json` is written
+    /// durably (it changes rarely, and the next commit no longer carries the machine); the others
+    /// are repaired from the commit after a loss, and the history line, which the next advancing
+    /// commit no longer carries, is flushed just before that commit ([`Executions::commit`]).
     pub(super) fn bring_in_line(
         &self,
         dir: &Path,
@@ -271,13 +278,19 @@ impl Executions {
         let mut repair = Repair::default();
         if let Some(machine) = machine {
             let path = dir.join("machine.json");
-            repair.note("machine.json", self.replace_json(&path, machine, false));
+            repair.note(
+                "machine.json",
+                self.replace_json(&path, machine, Layout::Compact, Flush::Durable),
+            );
         }
         let path = dir.join("metadata.json");
-        repair.note("metadata.json", self.replace_json(&path, metadata, true));
+        repair.note(
+            "metadata.json",
+            self.replace_json(&path, metadata, Layout::Pretty, Flush::Lazy),
+        );
         let pending = dir.join("pending-request.json");
         let done = match &metadata.pending_request {
-            Some(request) => self.replace_json(&pending, request, true),
+            Some(request) => self.replace_json(&pending, request, Layout::Pretty, Flush::Lazy),
             None => match std::fs::remove_file(&pending) {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -297,11 +310,56 @@ impl Executions {
         &self,
         path: &Path,
         value: &T,
-        pretty: bool,
+        layout: Layout,
+        flush: Flush,
     ) -> Result<bool, SessionError> {
-        let bytes = self.json_bytes(value, pretty).map_err(|e| io(path, e))?;
-        replace_if_different(path, &bytes)
+        let bytes = self
+            .json_bytes(value, layout == Layout::Pretty)
+            .map_err(|e| io(path, e))?;
+        if std::fs::read(path).is_ok_and(|old| old == bytes) {
+            return Ok(false);
+        }
+        match flush {
+            Flush::Durable => store::atomic::write_atomic(path, &bytes),
+            Flush::Lazy => store::atomic::write_atomic_lazy(path, &bytes),
+        }
+        .map_err(|e| io(path, e))?;
+        Ok(true)
     }
+}
+
+/// How a derived JSON file is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// One line.
+    Compact,
+    /// Indented, for people to read.
+    Pretty,
+}
+
+/// Whether a derived file must reach the disk before the call goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// Flushed, and its folder too.
+    Durable,
+    /// Left to the system (repaired from the commit point after a loss).
+    Lazy,
+}
+
+/// Flushes `history.jsonl` when its last line is of a call before `turn`: that line was appended
+/// after the previous commit, and the commit of `turn` no longer carries it. Nothing is flushed
+/// when no line was appended since (a call that only waits commits the same line again).
+fn flush_history_before(path: &Path, turn: u64) -> Result<(), SessionError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(path, e)),
+    };
+    let (_, last) = tail(&mut file).map_err(|e| io(path, e))?;
+    if last.is_some_and(|t| t < turn) {
+        file.sync_data().map_err(|e| io(path, e))?;
+    }
+    Ok(())
 }
 
 /// A commit made ([`Executions::commit`]): the call happened.
@@ -343,20 +401,11 @@ fn remove_temporary_files(dir: &Path) {
     }
 }
 
-/// Replaces `path` with `bytes` (atomically, without waiting for the disk) unless it already holds
-/// exactly them. Whether it wrote.
-fn replace_if_different(path: &Path, bytes: &[u8]) -> Result<bool, SessionError> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(false);
-    }
-    store::atomic::write_atomic_lazy(path, bytes).map_err(|e| io(path, e))?;
-    Ok(true)
-}
-
 impl Executions {
     /// Makes `history.jsonl` end with `entry`: a torn last line (a call killed while appending) is cut
     /// off, and the entry is appended unless the last line already is that call's. Whether it wrote.
     fn ensure_history(&self, path: &Path, entry: &HistoryEntry) -> Result<bool, SessionError> {
+        let existed = path.exists();
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -377,6 +426,10 @@ impl Executions {
             file.seek(SeekFrom::End(0)).map_err(|e| io(path, e))?;
             file.write_all(&line).map_err(|e| io(path, e))?;
             changed = true;
+        }
+        if !existed && let Some(dir) = path.parent() {
+            // The file's name is on the disk before a later commit relies on its lines.
+            store::atomic::sync_dir(dir).map_err(|e| io(dir, e))?;
         }
         Ok(changed)
     }

@@ -414,7 +414,9 @@ fn peak_memory_kb(pid: u32) -> Option<u64> {
 fn input_a_call_does_not_take_is_not_read_into_memory_without_bound() {
     use std::io::Write;
     if peak_memory_kb(std::process::id()).is_none() {
-        eprintln!("SKIPPED input_a_call_does_not_take_is_not_read_into_memory_without_bound: needs /proc");
+        eprintln!(
+            "SKIPPED input_a_call_does_not_take_is_not_read_into_memory_without_bound: needs /proc"
+        );
         return;
     }
     let d = at_charge();
@@ -587,7 +589,15 @@ fn a_request_answered_by_another_source_is_no_longer_pending() {
     assert_eq!(status(&d, "s")["waitingForAnswer"], true);
     assert!(d.exec_dir("s").join("pending-request.json").exists());
 
-    let playback = ["e", "-i", "order.dy", "--id", "s", "--playback", rec.as_str()];
+    let playback = [
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "s",
+        "--playback",
+        rec.as_str(),
+    ];
     let out = d.run(&playback);
     assert_eq!(out.code, 0, "{out:?}");
     // Answered (by the recording): nothing waits for a manual answer any more.

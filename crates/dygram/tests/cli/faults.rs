@@ -732,7 +732,8 @@ fn a_derived_file_that_cannot_be_written_after_the_commit_is_a_warning() {
     let out = ended(super::support::wait_output(call, Duration::from_secs(20)));
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
-        out.stderr.contains("interrupted after it was saved; metadata.json"),
+        out.stderr
+            .contains("interrupted after it was saved; metadata.json"),
         "{out:?}"
     );
     assert_eq!(d.read_json("q", "metadata.json")["turnCount"], 2);

@@ -262,7 +262,7 @@ fn open_or_create(
             .open_or_set_aside(&existing, COMMAND, now())
             .map_err(session_error)?
         {
-            Found::Opened(opened) => return resume(args, input, existing, opened, compiled),
+            Found::Opened(opened) => return resume(args, input, existing, *opened, compiled),
             Found::SetAside(restart) => {
                 eprint_line(&format!(
                     "⚠️  Warning: State file corrupted, starting fresh execution ({}; the old folder was kept as {})",
