@@ -3,7 +3,6 @@
 use serde_json::{Value, json};
 
 use dygram::runtime::executor::{Executor, Options};
-use dygram::runtime::state::Status;
 use dygram::session::{Executions, Metadata, SessionError, SetAside};
 
 use super::execute::ExecFormat;
@@ -57,8 +56,8 @@ pub enum Action {
         #[command(flatten)]
         verbosity: Verbosity,
     },
-    /// Remove completed executions (with --all, every execution and every folder set aside);
-    /// executions a call is working on are kept.
+    /// Remove completed executions (with --all, every execution and every folder set aside) and
+    /// what killed creations and removals left; executions a call is working on are kept.
     Clean {
         /// Remove executions in progress, paused or failed, and folders set aside, too.
         #[arg(long)]
@@ -284,46 +283,25 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             Ok(Exit::Ok)
         }
         Action::Clean { all, .. } => {
-            let list = store.list();
-            let mut removed = 0;
-            let mut kept_running = 0;
-            let mut kept_errors = 0;
-            let mut kept_aside = 0;
-            let mut kept_busy = 0;
-            for e in &list {
-                let status = e.metadata.as_ref().map(|m| m.status);
-                let done = e.set_aside.is_none() && status == Some(Status::Complete);
-                if all || done {
-                    match store.remove(&e.id) {
-                        Ok(true) => removed += 1,
-                        Ok(false) => {}
-                        Err(busy @ SessionError::Busy { .. }) => {
-                            kept_busy += 1;
-                            super::eprint_line(&format!("Kept {}: {busy}", e.id));
-                        }
-                        Err(other) => return Err(error(other)),
-                    }
-                } else if e.set_aside.is_some() {
-                    kept_aside += 1;
-                } else if status.is_some_and(Status::is_finished) {
-                    kept_errors += 1;
-                } else {
-                    kept_running += 1;
-                }
+            let cleaned = store.clean(all).map_err(error)?;
+            for (id, busy) in &cleaned.busy {
+                super::eprint_line(&format!("Kept {id}: {busy}"));
             }
-            if removed == 0 {
+            if cleaned.removed == 0 {
                 print_out("No executions to clean\n");
             } else {
-                print_out(&format!("Cleaned {removed} execution(s)\n"));
+                print_out(&format!("Cleaned {} execution(s)\n", cleaned.removed));
             }
-            if kept_busy > 0 {
+            if !cleaned.busy.is_empty() {
                 print_out(&format!(
-                    "Kept {kept_busy} execution(s) in use by a call; clean again once it has ended.\n"
+                    "Kept {} execution(s) in use by a call; clean again once it has ended.\n",
+                    cleaned.busy.len()
                 ));
             }
-            if kept_running + kept_errors + kept_aside > 0 {
+            if cleaned.running + cleaned.failed + cleaned.set_aside > 0 {
                 print_out(&format!(
-                    "Remaining: {kept_running} in progress/paused, {kept_errors} with errors, {kept_aside} set aside. Use --all to remove them too.\n"
+                    "Remaining: {} in progress/paused, {} with errors, {} set aside. Use --all to remove them too.\n",
+                    cleaned.running, cleaned.failed, cleaned.set_aside
                 ));
             }
             Ok(Exit::Ok)

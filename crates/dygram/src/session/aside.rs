@@ -55,9 +55,33 @@ pub fn kind_of(name: &str) -> Option<SetAside> {
 }
 
 impl Executions {
+    /// Sets an execution aside for `--force` (`<id>.replaced-<time>`), under its lock (so not
+    /// while a call works on it: [`SessionError::Busy`]). Returns the folder it went to; `None`
+    /// when there is no such execution (also when another call removed or set it aside
+    /// meanwhile).
+    pub fn replace(
+        &self,
+        id: &str,
+        command: &str,
+        now: jiff::Timestamp,
+    ) -> Result<Option<PathBuf>, SessionError> {
+        let dir = self.dir(id)?;
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        let lock = match self.lock(id, command) {
+            Ok(lock) => lock,
+            Err(SessionError::Io { .. }) if !dir.is_dir() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let folder = self.set_aside(id, SetAside::Replaced, now)?;
+        drop(lock);
+        Ok(Some(folder))
+    }
+
     /// Moves an execution's folder aside under a unique name (`<id>.<why>-<time>`, then `-2`,
     /// `-3`, …); returns the new folder. The caller holds the execution's lock.
-    pub fn set_aside(
+    pub(super) fn set_aside(
         &self,
         id: &str,
         why: SetAside,
@@ -95,7 +119,7 @@ impl Executions {
     /// (its commit point, else `metadata.json`), so that a fresh start after corruption keeps it.
     /// Which recordings were served is not kept: the fresh execution starts from the beginning (and
     /// records as a new execution).
-    pub fn answer_source(&self, id: &str) -> Option<ClientConfig> {
+    pub(super) fn answer_source(&self, id: &str) -> Option<ClientConfig> {
         let dir = self.dir(id).ok()?;
         let from_state = store::atomic::read_json::<StateFile>(&dir.join("state.json"))
             .ok()

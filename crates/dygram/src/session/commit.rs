@@ -9,13 +9,14 @@
 //! so history lines are never lost nor doubled and the metadata always describes the state.
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{
-    Executions, HistoryEntry, Metadata, STATE_FILE_VERSION, SessionError, StateFile, io, lock_at,
+    ClientConfig, Executions, HistoryEntry, Metadata, STATE_FILE_VERSION, SessionError, SetAside,
+    StateFile, io, lock_at,
 };
 use crate::runtime::state::{ExecutionState, TurnState};
 
@@ -49,6 +50,31 @@ pub struct Opened {
     pub machine: Value,
     /// Files the repair rewrote (empty when the previous call ended normally).
     pub repaired: Vec<&'static str>,
+}
+
+/// What a call finds under the id of an execution ([`Executions::open_or_set_aside`]).
+#[derive(Debug)]
+pub enum Found {
+    /// The execution, opened for the call.
+    Opened(Box<Opened>),
+    /// Its state could not be read: its folder was set aside, and a fresh execution may take the
+    /// id.
+    SetAside(Box<Restart>),
+    /// No execution by that id: there never was one, or another call removed it or set it aside
+    /// between the caller's look and the lock.
+    Missing,
+}
+
+/// An execution whose state could not be read, set aside.
+#[derive(Debug)]
+pub struct Restart {
+    /// Why its state could not be read.
+    pub reason: String,
+    /// Where its folder was moved (`ID.corrupted-<time>`).
+    pub folder: PathBuf,
+    /// Where its answers came from, as far as its files still tell (see
+    /// [`Executions::answer_source`]): the fresh execution goes on with it.
+    pub source: Option<ClientConfig>,
 }
 
 /// `state.json` of a commit, written straight from the execution (nothing is copied; each part of
@@ -160,83 +186,206 @@ pub(super) fn read(dir: &Path, id: &str) -> Result<(StateFile, Metadata, Value),
 
 impl Executions {
     /// Opens an execution for a call: takes its lock, removes temporary files a killed call left,
-    /// reads the commit point and repairs the other files from it.
-    pub fn open(&self, id: &str, command: &str) -> Result<Opened, SessionError> {
+    /// reads the commit point and repairs the other files from it. When the commit point cannot
+    /// be read, the folder is set aside (`ID.corrupted-<time>`, at `now`) before the lock is
+    /// released, so the read that failed and the set-aside see the same folder: a call racing
+    /// this one either waits its turn (busy), or finds the id free, or finds the fresh execution
+    /// that took it, which it never sets aside.
+    pub fn open_or_set_aside(
+        &self,
+        id: &str,
+        command: &str,
+        now: jiff::Timestamp,
+    ) -> Result<Found, SessionError> {
         let dir = self.dir(id)?;
         if !dir.is_dir() {
-            return Err(SessionError::NotFound(id.to_string()));
+            return Ok(Found::Missing);
         }
-        let lock = lock_at(&dir.join("execution.lock"), id, command)?;
-        self.sweep();
+        let lock = match lock_at(&dir.join("execution.lock"), id, command) {
+            Ok(lock) => lock,
+            // Set aside or removed by another call since the look.
+            Err(SessionError::Io { .. }) if !dir.is_dir() => return Ok(Found::Missing),
+            Err(e) => return Err(e),
+        };
         remove_temporary_files(&dir);
-        let (state, metadata, machine) = read(&dir, id)?;
-        let repaired = self.bring_in_line(
+        let (state, metadata, machine) = match read(&dir, id) {
+            Ok(read) => read,
+            Err(SessionError::Corrupted { reason, .. }) => {
+                let source = self.answer_source(id);
+                let folder = self.set_aside(id, SetAside::Corrupted, now)?;
+                drop(lock);
+                return Ok(Found::SetAside(Box::new(Restart {
+                    reason,
+                    folder,
+                    source,
+                })));
+            }
+            Err(e) => return Err(e),
+        };
+        let repair = self.bring_in_line(
             &dir,
             &metadata,
             state.last_call.as_ref(),
             state.machine.as_ref(),
-        )?;
-        Ok(Opened {
+        );
+        // A call does not go on from files it cannot repair (it would leave them behind for good).
+        if let Some(e) = repair.failed.into_iter().next() {
+            return Err(e);
+        }
+        Ok(Found::Opened(Box::new(Opened {
             lock,
             state,
             metadata,
             machine,
-            repaired,
-        })
+            repaired: repair.changed,
+        })))
     }
 
     /// Commits a call (its lock held): `state.json` durably, then the files derived from it.
-    pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<(), SessionError> {
+    ///
+    /// An error means that the commit was not made: the call did not happen. Once `state.json`
+    /// is written the call has happened, whatever comes next: a derived file that cannot be
+    /// brought in line is reported in [`Committed::unrepaired`], and the next call repairs it.
+    pub fn commit(&self, id: &str, c: &Commit<'_>) -> Result<Committed, SessionError> {
         let dir = self.dir(id)?;
         let bytes = encode(self, id, c)?;
+        if let Some(entry) = c.last_call {
+            // This commit carries this call's history line only: the line of the call before it
+            // must be on the disk first.
+            flush_history_before(&dir.join("history.jsonl"), entry.turn)?;
+        }
         let path = dir.join("state.json");
         store::atomic::write_atomic(&path, &bytes).map_err(|e| io(&path, e))?;
         let machine = c.machine_changed.then_some(&c.state.machine_snapshot);
-        self.bring_in_line(&dir, c.metadata, c.last_call, machine)?;
-        Ok(())
+        let repair = self.bring_in_line(&dir, c.metadata, c.last_call, machine);
+        Ok(Committed {
+            unrepaired: repair.failed,
+        })
     }
 
     /// Makes `machine.json`, `metadata.json`, `pending-request.json` and `history.jsonl` agree
-    /// with a commit. Returns the files that had to change. None of these writes needs to reach the
-    /// disk before the next commit: a loss is repaired again from the commit.
+    /// with a commit, each file whatever became of the others. Only `machine.json` is written
+    /// durably (it changes rarely, and the next commit no longer carries the machine); the others
+    /// are repaired from the commit after a loss, and the history line, which the next advancing
+    /// commit no longer carries, is flushed just before that commit ([`Executions::commit`]).
     pub(super) fn bring_in_line(
         &self,
         dir: &Path,
         metadata: &Metadata,
         last_call: Option<&HistoryEntry>,
         machine: Option<&Value>,
-    ) -> Result<Vec<&'static str>, SessionError> {
-        let mut changed = Vec::new();
+    ) -> Repair {
+        let mut repair = Repair::default();
         if let Some(machine) = machine {
-            let bytes = self.json_bytes(machine, false).map_err(|e| io(dir, e))?;
-            if replace_if_different(&dir.join("machine.json"), &bytes)? {
-                changed.push("machine.json");
-            }
+            let path = dir.join("machine.json");
+            repair.note(
+                "machine.json",
+                self.replace_json(&path, machine, Layout::Compact, Flush::Durable),
+            );
         }
-        let bytes = self.json_bytes(metadata, true).map_err(|e| io(dir, e))?;
-        if replace_if_different(&dir.join("metadata.json"), &bytes)? {
-            changed.push("metadata.json");
-        }
+        let path = dir.join("metadata.json");
+        repair.note(
+            "metadata.json",
+            self.replace_json(&path, metadata, Layout::Pretty, Flush::Lazy),
+        );
         let pending = dir.join("pending-request.json");
-        match &metadata.pending_request {
-            Some(request) => {
-                let bytes = self.json_bytes(request, true).map_err(|e| io(dir, e))?;
-                if replace_if_different(&pending, &bytes)? {
-                    changed.push("pending-request.json");
-                }
-            }
+        let done = match &metadata.pending_request {
+            Some(request) => self.replace_json(&pending, request, Layout::Pretty, Flush::Lazy),
             None => match std::fs::remove_file(&pending) {
-                Ok(()) => changed.push("pending-request.json"),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(&pending, e)),
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(io(&pending, e)),
             },
+        };
+        repair.note("pending-request.json", done);
+        if let Some(entry) = last_call {
+            let path = dir.join("history.jsonl");
+            repair.note("history.jsonl", self.ensure_history(&path, entry));
         }
-        if let Some(entry) = last_call
-            && self.ensure_history(&dir.join("history.jsonl"), entry)?
-        {
-            changed.push("history.jsonl");
+        repair
+    }
+
+    /// Replaces `path` with `value` as JSON unless it already holds exactly that. Whether it wrote.
+    fn replace_json<T: Serialize + ?Sized>(
+        &self,
+        path: &Path,
+        value: &T,
+        layout: Layout,
+        flush: Flush,
+    ) -> Result<bool, SessionError> {
+        let bytes = self
+            .json_bytes(value, layout == Layout::Pretty)
+            .map_err(|e| io(path, e))?;
+        if std::fs::read(path).is_ok_and(|old| old == bytes) {
+            return Ok(false);
         }
-        Ok(changed)
+        match flush {
+            Flush::Durable => store::atomic::write_atomic(path, &bytes),
+            Flush::Lazy => store::atomic::write_atomic_lazy(path, &bytes),
+        }
+        .map_err(|e| io(path, e))?;
+        Ok(true)
+    }
+}
+
+/// How a derived JSON file is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// One line.
+    Compact,
+    /// Indented, for people to read.
+    Pretty,
+}
+
+/// Whether a derived file must reach the disk before the call goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// Flushed, and its folder too.
+    Durable,
+    /// Left to the system (repaired from the commit point after a loss).
+    Lazy,
+}
+
+/// Flushes `history.jsonl` when its last line is of a call before `turn`: that line was appended
+/// after the previous commit, and the commit of `turn` no longer carries it. Nothing is flushed
+/// when no line was appended since (a call that only waits commits the same line again).
+fn flush_history_before(path: &Path, turn: u64) -> Result<(), SessionError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(path, e)),
+    };
+    let (_, last) = tail(&mut file).map_err(|e| io(path, e))?;
+    if last.is_some_and(|t| t < turn) {
+        file.sync_data().map_err(|e| io(path, e))?;
+    }
+    Ok(())
+}
+
+/// A commit made ([`Executions::commit`]): the call happened.
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// The files derived from the commit point that could not be brought in line with it (the
+    /// next call repairs them from `state.json`).
+    pub unrepaired: Vec<SessionError>,
+}
+
+/// What bringing the derived files in line with a commit did.
+#[derive(Debug, Default)]
+pub(super) struct Repair {
+    /// The files that had to change.
+    pub changed: Vec<&'static str>,
+    /// The files that could not be brought in line.
+    pub failed: Vec<SessionError>,
+}
+
+impl Repair {
+    fn note(&mut self, file: &'static str, done: Result<bool, SessionError>) {
+        match done {
+            Ok(true) => self.changed.push(file),
+            Ok(false) => {}
+            Err(e) => self.failed.push(e),
+        }
     }
 }
 
@@ -252,20 +401,11 @@ fn remove_temporary_files(dir: &Path) {
     }
 }
 
-/// Replaces `path` with `bytes` (atomically, without waiting for the disk) unless it already holds
-/// exactly them. Whether it wrote.
-fn replace_if_different(path: &Path, bytes: &[u8]) -> Result<bool, SessionError> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(false);
-    }
-    store::atomic::write_atomic_lazy(path, bytes).map_err(|e| io(path, e))?;
-    Ok(true)
-}
-
 impl Executions {
     /// Makes `history.jsonl` end with `entry`: a torn last line (a call killed while appending) is cut
     /// off, and the entry is appended unless the last line already is that call's. Whether it wrote.
     fn ensure_history(&self, path: &Path, entry: &HistoryEntry) -> Result<bool, SessionError> {
+        let existed = path.exists();
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -286,6 +426,10 @@ impl Executions {
             file.seek(SeekFrom::End(0)).map_err(|e| io(path, e))?;
             file.write_all(&line).map_err(|e| io(path, e))?;
             changed = true;
+        }
+        if !existed && let Some(dir) = path.parent() {
+            // The file's name is on the disk before a later commit relies on its lines.
+            store::atomic::sync_dir(dir).map_err(|e| io(dir, e))?;
         }
         Ok(changed)
     }

@@ -24,7 +24,7 @@ mod create;
 mod record;
 
 pub use aside::SetAside;
-pub use commit::{Commit, Opened};
+pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
 pub use record::{ExecutionRecorder, RecordPosition};
 
@@ -166,6 +166,23 @@ pub struct Metadata {
     /// machine, and a call need not compile it again to check the machine hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_fingerprint: Option<String>,
+}
+
+impl Metadata {
+    /// Records how a call's unit of work ended, at `at` (RFC 3339): waiting for the manual answer
+    /// to `request`, or having advanced the execution to `status`. The pending request is the one
+    /// the unit ends waiting for, so it is cleared whenever a unit does not end waiting, whoever
+    /// answered (a person on stdin, or another source chosen since the request was shown).
+    pub fn end_unit(&mut self, at: String, request: Option<Value>, status: Status) {
+        self.last_executed_at = at;
+        if request.is_some() {
+            self.status = Status::Paused;
+        } else {
+            self.step_count += 1;
+            self.status = status;
+        }
+        self.pending_request = request;
+    }
 }
 
 /// `state.json` as read: the seed's fields plus everything resuming needs (written by
@@ -539,6 +556,49 @@ impl Executions {
             Err(_) if !doomed.exists() => Ok(true),
             Err(e) => Err(io(&doomed, e)),
         }
+    }
+}
+
+/// What `exec clean` did ([`Executions::clean`]).
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    /// Executions and folders set aside removed.
+    pub removed: usize,
+    /// Executions kept because a call works on them, with the error that says who.
+    pub busy: Vec<(String, SessionError)>,
+    /// Executions kept because they are in progress or paused (without `all`).
+    pub running: usize,
+    /// Executions kept because they ended with an error (without `all`).
+    pub failed: usize,
+    /// Folders set aside kept (without `all`).
+    pub set_aside: usize,
+}
+
+impl Executions {
+    /// Removes the complete executions (with `all`, every execution and every folder set aside),
+    /// except those a call works on, and what killed creations and removals left behind.
+    pub fn clean(&self, all: bool) -> Result<Cleaned, SessionError> {
+        self.sweep();
+        let mut cleaned = Cleaned::default();
+        for e in self.list() {
+            let status = e.metadata.as_ref().map(|m| m.status);
+            let done = e.set_aside.is_none() && status == Some(Status::Complete);
+            if all || done {
+                match self.remove(&e.id) {
+                    Ok(true) => cleaned.removed += 1,
+                    Ok(false) => {}
+                    Err(busy @ SessionError::Busy { .. }) => cleaned.busy.push((e.id, busy)),
+                    Err(other) => return Err(other),
+                }
+            } else if e.set_aside.is_some() {
+                cleaned.set_aside += 1;
+            } else if status.is_some_and(Status::is_finished) {
+                cleaned.failed += 1;
+            } else {
+                cleaned.running += 1;
+            }
+        }
+        Ok(cleaned)
     }
 }
 

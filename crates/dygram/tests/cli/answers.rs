@@ -352,6 +352,114 @@ fn input_that_arrives_while_a_call_works_is_refused_before_its_commit() {
     );
 }
 
+/// The last look at stdin before the commit does not wait: a byte that arrived while the call
+/// worked is refused at once, although the writer keeps the pipe open (the call does not hold the
+/// execution's lock until the end of its input).
+#[test]
+fn a_late_byte_on_a_pipe_left_open_is_refused_without_waiting_for_its_end() {
+    use std::io::Write;
+    let d = at_charge();
+    let before = std::fs::read(d.exec_dir("q").join("state.json")).unwrap();
+    let mut child = d.spawn_piped(&[
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "q",
+        "--queue",
+        "--queue-timeout",
+        "30",
+    ]);
+    let mut input = child.stdin.take().unwrap();
+    let request = wait_for_request(&d);
+    input.write_all(b"late").unwrap();
+    input.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let answered = Instant::now();
+    let answer = json!({"type": "llm_response", "response": {"content": [
+        {"type": "tool_use", "id": "t1", "name": "write_order", "input": {"data": {"total": 7}}}
+    ]}});
+    respond(&d, &request, &answer.to_string());
+    // The pipe stays open: the call must end on its own, well before this limit.
+    let limit = Duration::from_secs(6);
+    while child.try_wait().unwrap().is_none() && answered.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = answered.elapsed();
+    drop(input);
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    assert!(took < Duration::from_secs(3), "took {took:?}: {out:?}");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("input arrived on stdin while this call was working"),
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read(d.exec_dir("q").join("state.json")).unwrap(),
+        before
+    );
+}
+
+/// The peak resident memory of a running process, in kB (Linux).
+fn peak_memory_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Input nobody takes is not read ahead without bound: a writer that pours 256 MB into the pipe of
+/// a call waiting for the queue does not make the call hold it in memory.
+#[test]
+fn input_a_call_does_not_take_is_not_read_into_memory_without_bound() {
+    use std::io::Write;
+    if peak_memory_kb(std::process::id()).is_none() {
+        eprintln!(
+            "SKIPPED input_a_call_does_not_take_is_not_read_into_memory_without_bound: needs /proc"
+        );
+        return;
+    }
+    let d = at_charge();
+    let mut child = d.spawn_piped(&[
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "q",
+        "--queue",
+        "--queue-timeout",
+        "30",
+    ]);
+    let mut input = child.stdin.take().unwrap();
+    let request = wait_for_request(&d);
+    let writer = std::thread::spawn(move || {
+        let block = vec![b'x'; 1024 * 1024];
+        for _ in 0..256 {
+            if input.write_all(&block).is_err() {
+                return false;
+            }
+        }
+        true
+    });
+    // Long enough for the call's reader to take all of it, were it not bounded.
+    std::thread::sleep(Duration::from_millis(1500));
+    let peak = peak_memory_kb(child.id()).unwrap();
+    let answer = json!({"type": "llm_response", "response": {"content": [
+        {"type": "tool_use", "id": "t1", "name": "write_order", "input": {"data": {"total": 7}}}
+    ]}});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(wait_output(child, Duration::from_secs(20)));
+    // The writer ends once the call has gone (its pipe is closed).
+    let _ = writer.join();
+    assert!(peak < 64 * 1024, "peak memory {peak} kB: {out:?}");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("input arrived on stdin while this call was working"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn a_call_that_ends_with_its_stdin_open_and_unread_says_so() {
     // The first call takes an automatic step; input would come later than the call looks.
@@ -464,4 +572,49 @@ fn the_text_output_says_why_a_tool_failed() {
         ),
         "{out:?}"
     );
+}
+
+/// A request shown in manual mode and then answered by another source (here the recordings) is
+/// no longer waiting: the status, `pending-request.json` and the text status all say so.
+#[test]
+fn a_request_answered_by_another_source_is_no_longer_pending() {
+    let d = Dir::with_file("order.dy", ORDER);
+    let rec = super::support::repo_root()
+        .join("examples/dygram/recordings/order")
+        .display()
+        .to_string();
+    assert_eq!(call_with(&d, "").code, 0);
+    let out = call_with(&d, "");
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(status(&d, "s")["waitingForAnswer"], true);
+    assert!(d.exec_dir("s").join("pending-request.json").exists());
+
+    let playback = [
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "s",
+        "--playback",
+        rec.as_str(),
+    ];
+    let out = d.run(&playback);
+    assert_eq!(out.code, 0, "{out:?}");
+    // Answered (by the recording): nothing waits for a manual answer any more.
+    assert_eq!(status(&d, "s")["waitingForAnswer"], false);
+    assert!(!d.exec_dir("s").join("pending-request.json").exists());
+    let mut last = out;
+    for _ in 0..5 {
+        if last.code != 0 {
+            break;
+        }
+        last = d.run(&playback);
+    }
+    assert_eq!(last.code, 2, "{last:?}");
+    let s = status(&d, "s");
+    assert_eq!(s["status"], "complete");
+    assert_eq!(s["waitingForAnswer"], false);
+    assert!(!d.exec_dir("s").join("pending-request.json").exists());
+    let text = d.run(&["exec", "status", "s"]);
+    assert!(!text.stdout.contains("Waiting for"), "{text:?}");
 }

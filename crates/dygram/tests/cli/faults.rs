@@ -594,3 +594,147 @@ fn an_answer_source_lost_with_the_state_is_announced_with_the_way_to_give_it_aga
     let status = d.run(&["exec", "status", "o", "--json"]).json();
     assert_eq!(status["client"]["type"], "playback", "{status}");
 }
+
+/// Concurrent calls per trial on one corrupted execution.
+const RACERS: usize = 4;
+/// Trials per variant (with and without `--id`).
+const RACE_TRIALS: usize = 12;
+
+/// A `state.json` that cannot be read.
+const CORRUPTED_STATE: &str = "{\"version\": \"1.0\", \"exec";
+
+/// Makes execution `id` corrupted: its `state.json` cannot be read, while its `metadata.json`
+/// still can, and is large (so a call that finds the state unreadable and reads the answer source
+/// from the metadata takes a while: the calls racing for the execution overlap).
+fn corrupt_with_large_metadata(d: &Dir, id: &str) {
+    let mut meta = d.read_json(id, "metadata.json");
+    meta["padding"] = json!("x".repeat(4 * 1024 * 1024));
+    std::fs::write(
+        d.exec_dir(id).join("metadata.json"),
+        serde_json::to_vec(&meta).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(d.exec_dir(id).join("state.json"), CORRUPTED_STATE).unwrap();
+}
+
+/// Calls racing to restart a corrupted execution: exactly the corrupted folder is set aside (never
+/// the healthy execution one of them has just built), the id ends up naming a healthy execution,
+/// and a call that loses the race says that the execution is in use or was created by another
+/// call, never an I/O error.
+#[test]
+fn calls_racing_to_restart_a_corrupted_execution_set_aside_only_the_corrupted_one() {
+    let started = Instant::now();
+    let seed = seed();
+    eprintln!("seed {seed} (DYGRAM_FAULT_SEED repeats it)");
+    let mut rng = Rng::new(seed);
+    for trial in 0..2 * RACE_TRIALS {
+        let with_id = trial % 2 == 0;
+        let d = Dir::with_file("order.dy", &example("order.dy"));
+        assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "x"]).code, 0);
+        corrupt_with_large_metadata(&d, "x");
+        let args: &[&str] = if with_id {
+            &["e", "-i", "order.dy", "--id", "x"]
+        } else {
+            &["e", "-i", "order.dy"]
+        };
+        let children: Vec<_> = (0..RACERS)
+            .map(|_| {
+                std::thread::sleep(Duration::from_micros(rng.below(3000)));
+                d.spawn_command(args)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Out> = children
+            .into_iter()
+            .map(|c| {
+                let o = super::support::wait_output(c, Duration::from_secs(30));
+                Out {
+                    code: o.status.code().unwrap_or(-1),
+                    stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                    stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+                }
+            })
+            .collect();
+        let context = format!("trial {trial} (seed {seed}, --id: {with_id}): {outs:#?}");
+        for out in &outs {
+            let lost = out.stderr.contains("in use by another dygram process")
+                || out.stderr.contains("already exists");
+            // 0: a step ran; 3: a call that found the fresh execution waits for an answer.
+            assert!(
+                matches!(out.code, 0 | 3) || (out.code == 1 && lost),
+                "{context}"
+            );
+        }
+        let restarted = outs
+            .iter()
+            .filter(|o| o.stderr.contains("State file corrupted"))
+            .count();
+        assert_eq!(restarted, 1, "{context}");
+        let aside: Vec<String> = d
+            .folders()
+            .into_iter()
+            .filter(|n| n.starts_with("x."))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?} {context}");
+        let kept = std::fs::read_to_string(d.exec_dir(&aside[0]).join("state.json")).unwrap();
+        assert_eq!(kept, CORRUPTED_STATE, "{context}");
+        // The executions left are healthy.
+        for name in d.folders().iter().filter(|n| !n.contains('.')) {
+            let out = d.run(&["exec", "status", name, "--json"]);
+            assert_eq!(out.code, 0, "{name}: {out:?} {context}");
+        }
+        if with_id {
+            assert!(d.exec_dir("x").join("state.json").is_file(), "{context}");
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(240));
+}
+
+/// A file derived from the commit point that cannot be written once `state.json` is (here
+/// `metadata.json`, turned into a folder while the call waits for its answer) is a warning: the
+/// call happened, so it reports what it did and exits as the committed state says; the next call
+/// repairs the file.
+#[test]
+fn a_derived_file_that_cannot_be_written_after_the_commit_is_a_warning() {
+    use super::answers::{at_charge, ended, respond, spawn_queue_call, wait_for_request};
+    let d = at_charge();
+    let call = spawn_queue_call(&d, "30");
+    let request = wait_for_request(&d);
+    let meta = d.exec_dir("q").join("metadata.json");
+    std::fs::remove_file(&meta).unwrap();
+    std::fs::create_dir(&meta).unwrap();
+    std::fs::write(meta.join("in-the-way"), "x").unwrap();
+    let answer = json!({"response": "Charged.", "tools": [
+        {"name": "write_order", "input": {"data": {"total": 5}}}
+    ]});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(super::support::wait_output(call, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Tools: write_order"), "{out:?}");
+    assert!(out.stderr.contains("Warning"), "{out:?}");
+    assert!(out.stderr.contains("metadata.json"), "{out:?}");
+    let state = d.read_json("q", "state.json");
+    assert_eq!(state["turnCount"], 1, "{state}");
+    assert_eq!(
+        state["executionState"]["contextValues"]["order"]["total"],
+        5
+    );
+    // Out of the way again, the file is repaired by the next call from the commit point.
+    std::fs::remove_dir_all(&meta).unwrap();
+    let call = spawn_queue_call(&d, "30");
+    let request = wait_for_request(&d);
+    assert_eq!(d.read_json("q", "metadata.json")["turnCount"], 1);
+    let answer = json!({"tools": [{"name": "transition_to_shipped", "input": {}}]});
+    respond(&d, &request, &answer.to_string());
+    let out = ended(super::support::wait_output(call, Duration::from_secs(20)));
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("interrupted after it was saved; metadata.json"),
+        "{out:?}"
+    );
+    assert_eq!(d.read_json("q", "metadata.json")["turnCount"], 2);
+}

@@ -8,6 +8,7 @@ mod commands;
 mod conformance;
 mod dot_output;
 mod dsl_output;
+mod durability;
 mod execution;
 mod faults;
 mod live;

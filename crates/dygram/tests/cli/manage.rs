@@ -49,7 +49,7 @@ fn an_execution_in_use_is_neither_removed_nor_cleaned() {
 }
 
 #[test]
-fn what_a_killed_removal_left_is_deleted_by_the_next_call() {
+fn what_a_killed_removal_left_is_deleted_by_the_next_creation() {
     let d = at_charge();
     // A removal killed after it renamed the folder, before it deleted it.
     std::fs::rename(d.exec_dir("q"), d.exec_dir(".rm-q-4242")).unwrap();
@@ -57,6 +57,22 @@ fn what_a_killed_removal_left_is_deleted_by_the_next_call() {
     let out = d.run(&["e", "-i", "order.dy", "--id", "other"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(d.folders(), ["other"]);
+}
+
+/// A call on an existing execution does not clean up after other processes (a folder left by a
+/// killed removal may be large, and the call holds its execution's lock): `exec clean` does.
+#[test]
+fn a_call_on_an_existing_execution_leaves_the_leftovers_of_others_to_exec_clean() {
+    let d = at_charge();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "gone"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    std::fs::rename(d.exec_dir("gone"), d.exec_dir(".rm-gone-4242")).unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(d.folders(), [".rm-gone-4242", "q"]);
+    let out = d.run(&["exec", "clean"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(d.folders(), ["q"]);
 }
 
 #[test]

@@ -15,8 +15,8 @@ use dygram::queue::QueueClient;
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{
-    self, ClientConfig, Commit, ExecutionRecorder, Executions, HistoryEntry, Metadata, NewId,
-    SessionError, SetAside,
+    self, ClientConfig, Commit, ExecutionRecorder, Executions, Found, HistoryEntry, Metadata,
+    NewId, SessionError,
 };
 use llm::LlmClient;
 
@@ -243,16 +243,11 @@ fn open_or_create(
         .clone()
         .or_else(|| if args.force { None } else { store.last() });
     if args.force
-        && let Some(existing) = id.as_ref().filter(|i| store.exists(i))
+        && let Some(existing) = &id
+        && let Some(aside) = store
+            .replace(existing, "dygram execute -i --force", now())
+            .map_err(session_error)?
     {
-        // Not while another call works on it.
-        let lock = store
-            .lock(existing, "dygram execute -i --force")
-            .map_err(session_error)?;
-        let aside = store
-            .set_aside(existing, SetAside::Replaced, now())
-            .map_err(session_error)?;
-        drop(lock);
         say(
             args,
             &format!(
@@ -262,29 +257,29 @@ fn open_or_create(
         );
     }
     let mut source = None;
-    if let Some(existing) = id.clone().filter(|i| store.exists(i)) {
-        match store.open(&existing, COMMAND) {
-            Ok(opened) => return resume(args, input, existing, opened, compiled),
-            Err(SessionError::Corrupted { reason, .. }) => {
-                // The answer source goes on with the fresh execution (its recordings, its API).
-                source = store.answer_source(&existing);
-                let lock = store.lock(&existing, COMMAND).map_err(session_error)?;
-                let aside = store
-                    .set_aside(&existing, SetAside::Corrupted, now())
-                    .map_err(session_error)?;
-                drop(lock);
+    if let Some(existing) = id.clone().filter(|_| !args.force) {
+        match store
+            .open_or_set_aside(&existing, COMMAND, now())
+            .map_err(session_error)?
+        {
+            Found::Opened(opened) => return resume(args, input, existing, *opened, compiled),
+            Found::SetAside(restart) => {
                 eprint_line(&format!(
-                    "⚠️  Warning: State file corrupted, starting fresh execution ({reason}; the old folder was kept as {})",
-                    aside.display()
+                    "⚠️  Warning: State file corrupted, starting fresh execution ({}; the old folder was kept as {})",
+                    restart.reason,
+                    restart.folder.display()
                 ));
-                if source.is_none() && args.llm.playback.is_none() && !args.queue {
+                if restart.source.is_none() && args.llm.playback.is_none() && !args.queue {
                     eprint_line(&source_lost(&existing, &client_config(args, None)));
                 }
+                source = restart.source;
                 if args.id.is_none() {
                     id = None;
                 }
             }
-            Err(e) => return Err(session_error(e)),
+            // Without --id, the last execution went away meanwhile: a new one.
+            Found::Missing if args.id.is_none() => id = None,
+            Found::Missing => {}
         }
     }
     create(args, input, store, id, source, compiled, stdin)
@@ -575,15 +570,11 @@ fn work(
     if let Some(r) = &recorder {
         session.meta.client_config.recording = Some(r.position());
     }
-    session.meta.last_executed_at = rfc3339(t);
-    if waiting.is_some() {
-        session.meta.status = Status::Paused;
-    } else {
-        session.meta.step_count += 1;
-        session.meta.status = status;
+    session.meta.end_unit(rfc3339(t), waiting.clone(), status);
+    if waiting.is_none() {
         session.last_call = Some(history_entry(&events, executor.state(), &session.meta, t));
     }
-    store
+    let committed = store
         .commit(
             &session.id,
             &Commit {
@@ -596,6 +587,11 @@ fn work(
             },
         )
         .map_err(session_error)?;
+    for e in &committed.unrepaired {
+        eprint_line(&format!(
+            "⚠️  Warning: this call was saved, but a file derived from its state.json could not be written ({e}); the next call brings it up to date"
+        ));
+    }
 
     if status.is_finished() {
         write_result(args, input, &executor)?;
@@ -658,9 +654,12 @@ fn one_turn(
     // Manual mode: the answer on stdin, or the request is saved and shown.
     let Some(response) = stdin.answer()? else {
         let request_id = format!("{}-turn-{}", session.id, session.meta.turn_count + 1);
-        let req = request_json(&request, &request_id, &node, &rfc3339(now()));
-        session.meta.pending_request = Some(req.clone());
-        return Ok(Some(req));
+        return Ok(Some(request_json(
+            &request,
+            &request_id,
+            &node,
+            &rfc3339(now()),
+        )));
     };
     check_answer(executor, &response)?;
     let given = Given(response.clone());
@@ -673,7 +672,6 @@ fn one_turn(
     }
     executor.answer(response);
     session.meta.turn_count += 1;
-    session.meta.pending_request = None;
     Ok(None)
 }
 

@@ -6,15 +6,16 @@
 //!
 //! - input is given when its first byte arrives within [`GRACE`] of the call's start (or before the
 //!   call first looks, when that is later); given input is then read to its end;
-//! - just before the call commits it looks again, without waiting: input that arrived by then and
-//!   was not used is refused, and nothing is committed;
+//! - just before the call commits it looks again, without waiting (beyond the grace) and without
+//!   reading the input to its end: input that has arrived by then and was not used is refused, and
+//!   nothing is committed;
 //! - a call that ends with its standard input still open and nothing read from it says so, since
 //!   what arrives later is never read.
 //!
 //! So an open pipe nobody writes to costs a call at most [`GRACE`] of waiting.
 
 use std::io::{IsTerminal, Read};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use llm::ChatResponse;
@@ -30,6 +31,13 @@ pub const GRACE: Duration = Duration::from_millis(150);
 
 /// The most input read from stdin (an answer is a few kilobytes; this stops a runaway writer).
 const MAX_INPUT: usize = 64 * 1024 * 1024;
+
+/// Size of one read from stdin.
+const CHUNK: usize = 64 * 1024;
+
+/// Chunks the reading thread may get ahead of the call (so input nobody takes costs at most
+/// this much memory; the thread then waits).
+const AHEAD: usize = 16;
 
 enum Chunk {
     Data(Vec<u8>),
@@ -66,10 +74,10 @@ impl Stdin {
         if is_machine || std::io::stdin().is_terminal() {
             return s;
         }
-        let (tx, rx) = channel();
+        let (tx, rx) = sync_channel(AHEAD);
         std::thread::spawn(move || {
             let mut stdin = std::io::stdin().lock();
-            let mut buf = vec![0u8; 64 * 1024];
+            let mut buf = vec![0u8; CHUNK];
             loop {
                 match stdin.read(&mut buf) {
                     Ok(0) => {
@@ -97,34 +105,57 @@ impl Stdin {
     /// Takes what arrived until `deadline` (`None`: until the end of the input), stopping at the
     /// first bytes when there is a deadline.
     fn pump(&mut self, deadline: Option<Instant>) {
-        let Some(rx) = &self.rx else {
-            return;
-        };
         while !self.ended {
+            let Some(rx) = &self.rx else {
+                return;
+            };
             let chunk = match deadline {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
             };
             match chunk {
-                Ok(Chunk::Data(b)) => {
-                    self.bytes.extend(b);
-                    if self.bytes.len() > MAX_INPUT {
-                        self.error = Some(format!(
-                            "the input is larger than {} MB",
-                            MAX_INPUT / (1024 * 1024)
-                        ));
-                        self.ended = true;
-                    }
-                }
-                Ok(Chunk::End) | Err(RecvTimeoutError::Disconnected) => self.ended = true,
-                Ok(Chunk::Failed(e)) => {
-                    self.error = Some(e);
-                    self.ended = true;
-                }
+                Ok(chunk) => self.take(chunk),
+                Err(RecvTimeoutError::Disconnected) => self.ended = true,
                 Err(RecvTimeoutError::Timeout) => return,
             }
             if deadline.is_some() && !self.bytes.is_empty() {
                 return;
+            }
+        }
+    }
+
+    /// Takes the chunks that have arrived by now, without waiting for more.
+    fn take_arrived(&mut self) {
+        while !self.ended {
+            let Some(rx) = &self.rx else {
+                return;
+            };
+            match rx.try_recv() {
+                Ok(chunk) => self.take(chunk),
+                Err(TryRecvError::Disconnected) => self.ended = true,
+                Err(TryRecvError::Empty) => return,
+            }
+        }
+    }
+
+    fn take(&mut self, chunk: Chunk) {
+        match chunk {
+            Chunk::Data(b) => {
+                self.bytes.extend(b);
+                if self.bytes.len() > MAX_INPUT {
+                    self.error = Some(format!(
+                        "the input is larger than {} MB",
+                        MAX_INPUT / (1024 * 1024)
+                    ));
+                    self.ended = true;
+                    // Nothing more is read: the reading thread stops at its next chunk.
+                    self.rx = None;
+                }
+            }
+            Chunk::End => self.ended = true,
+            Chunk::Failed(e) => {
+                self.error = Some(e);
+                self.ended = true;
             }
         }
     }
@@ -170,9 +201,18 @@ impl Stdin {
         Ok(Some(answer))
     }
 
-    /// Whether input was given that this call did not use (looked at just before the commit).
+    /// Whether input was given that this call did not use, looked at just before the commit. This
+    /// look waits for nothing but the rest of the grace (when the call is that quick): whatever
+    /// has arrived by then counts, and the input is not read to its end, since it is refused
+    /// either way (a writer that keeps the pipe open cannot hold the call, and the execution's
+    /// lock, until it closes it).
     pub fn unused(&mut self) -> bool {
-        !self.used && self.given()
+        if self.used {
+            return false;
+        }
+        self.pump(Some(self.started + GRACE));
+        self.take_arrived();
+        self.has_text()
     }
 
     /// Whether an earlier look found no input (input there now arrived while the call worked).
@@ -188,7 +228,7 @@ impl Stdin {
             return None;
         }
         let before = self.bytes.len();
-        self.pump(Some(Instant::now()));
+        self.take_arrived();
         if self.bytes.len() > before {
             Some(Unread::ArrivedAfterCommit)
         } else if self.bytes.is_empty() && !self.ended {
