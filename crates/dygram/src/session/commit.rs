@@ -208,6 +208,7 @@ impl Executions {
             Err(e) => return Err(e),
         };
         remove_temporary_files(&dir);
+        self.sweep_creations_of(id);
         let (state, metadata, machine) = match read(&dir, id) {
             Ok(read) => read,
             Err(SessionError::Corrupted { reason, .. }) => {

@@ -201,13 +201,23 @@ impl Executions {
     /// Removes what creations killed midway left (hidden folders and claim files whose creator no
     /// longer holds the claim), and what removals killed midway left (`.rm-…` folders).
     pub fn sweep(&self) {
+        self.sweep_where(|n| n.starts_with(NEW) || n.starts_with(super::REMOVING));
+    }
+
+    /// Removes what killed creations of `id` left: a creation killed after its rename leaves its
+    /// claim file behind, next to the execution the next call opens.
+    pub(super) fn sweep_creations_of(&self, id: &str) {
+        self.sweep_where(|n| creation_of(n) == Some(id));
+    }
+
+    fn sweep_where(&self, wanted: impl Fn(&str) -> bool) {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return;
         };
         let names: Vec<String> = entries
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(NEW) || n.starts_with(super::REMOVING))
+            .filter(|n| wanted(n))
             .collect();
         for name in &names {
             let path = self.root.join(name);
@@ -234,5 +244,32 @@ impl Executions {
                 None => {}
             }
         }
+    }
+}
+
+/// The id a creation's hidden folder or claim file (`.new-<id>-<pid>-<n>[.lock]`) is for.
+fn creation_of(name: &str) -> Option<&str> {
+    let token = name
+        .strip_suffix(".lock")
+        .unwrap_or(name)
+        .strip_prefix(NEW)?;
+    let (rest, attempt) = token.rsplit_once('-')?;
+    let (id, pid) = rest.rsplit_once('-')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    (digits(attempt) && digits(pid)).then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::creation_of;
+
+    #[test]
+    fn a_creation_names_its_id() {
+        assert_eq!(creation_of(".new-f17-8128-0.lock"), Some("f17"));
+        assert_eq!(creation_of(".new-f17-8128-0"), Some("f17"));
+        assert_eq!(creation_of(".new-a-b-c-1-22"), Some("a-b-c"));
+        assert_eq!(creation_of(".new-f1-x-0"), None);
+        assert_eq!(creation_of(".rm-f1-22"), None);
+        assert_eq!(creation_of("f1"), None);
     }
 }

@@ -169,6 +169,27 @@ fn strays(d: &Dir, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// The durations of the latest calls.
+struct Recent(std::collections::VecDeque<Duration>);
+
+impl Recent {
+    const KEPT: usize = 24;
+
+    fn push(&mut self, took: Duration) {
+        if self.0.len() == Self::KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back(took);
+    }
+
+    /// Their median, in microseconds.
+    fn median(&self) -> u64 {
+        let mut sorted: Vec<Duration> = self.0.iter().copied().collect();
+        sorted.sort();
+        sorted[sorted.len() / 2].as_micros() as u64
+    }
+}
+
 /// Calls killed before they ended, at least.
 const KILLS: usize = 50;
 /// Trials at most (a kill may come after its call already ended; such a trial still checks the
@@ -179,13 +200,13 @@ const MAX_TRIALS: usize = 150;
 fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreeing() {
     let started = Instant::now();
     let d = Dir::with_file("review.dy", &example("review.dy"));
-    // The uninterrupted execution, and how long its calls take.
-    let mut took = drive(&d, "ref", 20);
+    // The uninterrupted execution, and how long its calls take. The kills are timed from the
+    // median of the latest calls, so that they keep landing within calls when the machine's load
+    // changes during the test.
+    let mut recent = Recent(drive(&d, "ref", 20).into());
     let reference = check_consistent(&d, "ref");
     assert_eq!(reference.nodes.len(), 8, "{reference:?}");
     assert_eq!(reference.context["draft"]["score"], 8, "{reference:?}");
-    took.sort();
-    let median = took[took.len() / 2].as_micros() as u64;
 
     let seed = seed();
     let mut rng = Rng::new(seed);
@@ -205,15 +226,18 @@ fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreei
         // Which call dies (any of the eight, the creating one included), and when: half of the
         // kills anywhere in the call, half late in it, where its files are written.
         let victim = rng.below(reference.nodes.len() as u64);
+        for n in 0..victim {
+            let start = Instant::now();
+            let out = call(&d, &id);
+            recent.push(start.elapsed());
+            assert_eq!(out.code, 0, "{id} call {n}: {out:?}");
+        }
+        let median = recent.median();
         let delay = if trial % 2 == 0 {
             rng.below(median + 1)
         } else {
             median / 2 + rng.below(median * 9 / 20 + 1)
         };
-        for n in 0..victim {
-            let out = call(&d, &id);
-            assert_eq!(out.code, 0, "{id} call {n}: {out:?}");
-        }
         let args = call_args(&d, &id);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut child = d
@@ -247,7 +271,9 @@ fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreei
             repaired += 1;
         }
         if out.code == 0 {
-            drive(&d, &id, 20);
+            for took in drive(&d, &id, 20) {
+                recent.push(took);
+            }
         }
         let got = check_consistent(&d, &id);
         assert_eq!(
@@ -277,12 +303,13 @@ fn random_kills_never_lose_or_double_history_and_leave_state_and_metadata_agreei
     }
     let elapsed = started.elapsed();
     eprintln!(
-        "{kills} calls killed by SIGKILL in {trials} trials (seed {seed}, median call {median} µs; \
+        "{kills} calls killed by SIGKILL in {trials} trials (seed {seed}, median call at the end {} µs; \
          {finished_before_kill} calls had ended before their kill); killed call number -> kills \
          {killed_on_call:?}; {after_commit} trials found the call committed, {repaired} had files \
          repaired by the next call; every execution consistent and equal to the uninterrupted one; \
          {replayed} recordings folders held one recording per answer and replayed to the same \
-         execution; {elapsed:?}"
+         execution; {elapsed:?}",
+        recent.median()
     );
     assert!(
         kills >= KILLS,
