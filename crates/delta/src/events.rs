@@ -222,7 +222,7 @@ fn line_seq(line: &[u8]) -> Option<u64> {
 
 /// Parses a line straight into its typed event (no intermediate JSON tree); lines of types this
 /// version does not know are kept as valid but uninterpreted.
-fn parse_line(line: &[u8]) -> Result<Line, String> {
+fn parse_line(line: &[u8]) -> Result<Line, serde_json::Error> {
     match serde_json::from_slice::<Event>(line) {
         Ok(event) => Ok(Line {
             seq: line_seq(line).unwrap_or(0),
@@ -242,7 +242,7 @@ fn parse_line(line: &[u8]) -> Result<Line, String> {
                     seq: other.seq,
                     event: None,
                 }),
-                Err(_) => Err(typed_error.to_string()),
+                Err(_) => Err(typed_error),
             }
         }
     }

@@ -92,6 +92,59 @@ pub enum StoreError {
         reason: &'static str,
     },
 
+    /// A run to create exists already.
+    #[error("run {run:?} exists already")]
+    Exists {
+        /// The run.
+        run: String,
+    },
+
+    /// A run to open does not exist.
+    #[error("no run {run:?}")]
+    NoRun {
+        /// The run.
+        run: String,
+    },
+
+    /// A write named a lease that is no longer the run's current one: another writer took the run
+    /// over, and this one must stop.
+    #[error(
+        "run {run:?}: the lease of epoch {held} was taken over (the run is at epoch {current})"
+    )]
+    Fenced {
+        /// The run.
+        run: String,
+        /// The epoch of the lease the write named.
+        held: u64,
+        /// The run's current epoch.
+        current: u64,
+    },
+
+    /// A lease was handed to a store that did not grant it.
+    #[error("run {run:?}: the lease was not granted by this store")]
+    ForeignLease {
+        /// The run.
+        run: String,
+    },
+
+    /// A journal record is not one line of JSON.
+    #[error("run {run:?}: a journal record must be one JSON value on one line ({reason})")]
+    BadRecord {
+        /// The run.
+        run: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A document key names something the store keeps for itself.
+    #[error("run {run:?}: {key:?} is the store's own file, not a document")]
+    ReservedKey {
+        /// The run.
+        run: String,
+        /// The key.
+        key: String,
+    },
+
     /// An environment variable meant for tests holds a value we cannot use.
     #[error("{var}={value:?} is not valid: {reason}")]
     BadEnv {

@@ -135,6 +135,27 @@ impl Journal {
         self.write_line(&line, true)
     }
 
+    /// Appends already-serialized JSON values, one line each, in one write and one flush: after a
+    /// crash the journal holds all of them or (its torn tail cut off) a prefix of them.
+    pub fn append_raw_lines(&mut self, lines: &[&str]) -> StoreResult<()> {
+        if lines.iter().any(|l| l.contains('\n')) {
+            return Err(StoreError::io(
+                "append to",
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a journal record must be a single line",
+                ),
+            ));
+        }
+        let mut buffer = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            buffer.extend_from_slice(line.as_bytes());
+            buffer.push(b'\n');
+        }
+        self.write_line(&buffer, true)
+    }
+
     /// Forces appended data to disk (useful after a burst of [`Durability::Buffered`] appends).
     pub fn sync(&mut self) -> StoreResult<()> {
         self.file
@@ -289,15 +310,13 @@ pub struct JournalContents<T> {
 ///
 /// A missing file is an IO error (`NotFound`); an empty file has no records. Blank lines are skipped.
 pub fn read<T: DeserializeOwned + Send>(path: &Path) -> StoreResult<JournalContents<T>> {
-    read_with(path, |line| {
-        serde_json::from_slice::<T>(line).map_err(|e| e.to_string())
-    })
+    read_with(path, |line| serde_json::from_slice::<T>(line))
 }
 
 /// Like [`read`], with the caller parsing each line (`Err` = the line cannot be parsed).
-pub fn read_with<T: Send>(
+pub fn read_with<T: Send, E: std::fmt::Display>(
     path: &Path,
-    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
+    parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
 ) -> StoreResult<JournalContents<T>> {
     let bytes = std::fs::read(path).map_err(|e| StoreError::io("read journal", path, e))?;
     parse_with(path, &bytes, parse_line)
@@ -308,9 +327,7 @@ pub fn parse<T: DeserializeOwned + Send>(
     path: &Path,
     bytes: &[u8],
 ) -> StoreResult<JournalContents<T>> {
-    parse_with(path, bytes, |line| {
-        serde_json::from_slice::<T>(line).map_err(|e| e.to_string())
-    })
+    parse_with(path, bytes, |line| serde_json::from_slice::<T>(line))
 }
 
 /// Journals smaller than this are parsed on the calling thread.
@@ -324,20 +341,20 @@ const MAX_THREADS: usize = 8;
 ///
 /// Large journals are cut at line boundaries and the pieces parsed on several threads; the result
 /// (records, torn tail, errors and their line numbers) is the same as a single pass.
-pub fn parse_with<T: Send>(
+pub fn parse_with<T: Send, E: std::fmt::Display>(
     path: &Path,
     bytes: &[u8],
-    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
+    parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
 ) -> StoreResult<JournalContents<T>> {
     parse_pieces(path, bytes, &split_at_lines(bytes), parse_line)
 }
 
 /// Parses `bytes` cut into `chunks` (consecutive, each but the last ending after a newline).
-fn parse_pieces<T: Send>(
+fn parse_pieces<T: Send, E: std::fmt::Display>(
     path: &Path,
     bytes: &[u8],
     chunks: &[(usize, usize)],
-    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
+    parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
 ) -> StoreResult<JournalContents<T>> {
     let outcomes: Vec<Chunk<T>> = if chunks.len() == 1 {
         vec![parse_chunk(bytes, 0, &parse_line)]
@@ -467,10 +484,10 @@ struct Chunk<T> {
     missing_newline: bool,
 }
 
-fn parse_chunk<T>(
+fn parse_chunk<T, E: std::fmt::Display>(
     bytes: &[u8],
     base: usize,
-    parse_line: &impl Fn(&[u8]) -> Result<T, String>,
+    parse_line: &impl Fn(&[u8]) -> Result<T, E>,
 ) -> Chunk<T> {
     let mut records = Vec::new();
     let mut offset = 0usize;
@@ -518,7 +535,7 @@ fn parse_chunk<T>(
                     line: line_no,
                     start: base + start,
                     len: line.len(),
-                    reason,
+                    reason: reason.to_string(),
                 })
             }
         }
@@ -547,17 +564,13 @@ fn preview(bytes: &[u8]) -> String {
 /// Records of type `T` decide what "parseable" means, exactly as in [`read`]. A corrupt line before the
 /// last one is an error and nothing is changed.
 pub fn recover<T: DeserializeOwned + Send>(path: &Path) -> StoreResult<Option<TornTail>> {
-    recover_with(path, |line| {
-        serde_json::from_slice::<T>(line)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
+    recover_with(path, |line| serde_json::from_slice::<T>(line).map(|_| ()))
 }
 
 /// Like [`recover`], with the caller deciding what parses.
-pub fn recover_with<T: Send>(
+pub fn recover_with<T: Send, E: std::fmt::Display>(
     path: &Path,
-    parse_line: impl Fn(&[u8]) -> Result<T, String> + Sync,
+    parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
 ) -> StoreResult<Option<TornTail>> {
     let contents = read_with(path, parse_line)?;
     let Some(torn) = contents.torn_tail else {
@@ -586,8 +599,7 @@ mod tests {
     /// Every way of cutting `bytes` into two or three pieces at line boundaries parses exactly like
     /// one piece.
     fn assert_pieces_agree(bytes: &[u8]) {
-        let parse_line =
-            |line: &[u8]| serde_json::from_slice::<Value>(line).map_err(|e| e.to_string());
+        let parse_line = |line: &[u8]| serde_json::from_slice::<Value>(line);
         let path = Path::new("j.jsonl");
         let whole = format!(
             "{:?}",

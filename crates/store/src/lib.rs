@@ -8,6 +8,9 @@
 //!   the directory), so a reader sees either the old or the new content, never a mix.
 //! * [`lock`]: a run lock (`File::try_lock`) held for a process lifetime, with holder diagnostics and a
 //!   way to tell "busy" from "stale".
+//! * [`runs`]: the storage seam the tools use for their runs — a journal with sequence numbers,
+//!   documents, a lease with an epoch that fences stale writers, listing — and [`files`], its
+//!   implementation on the local filesystem.
 //! * [`ids`] and [`clock`]: id generation and validation, and a clock that tests can pin through an
 //!   environment variable.
 //!
@@ -17,13 +20,17 @@
 pub mod atomic;
 pub mod clock;
 mod error;
+pub mod files;
 pub mod ids;
 pub mod journal;
 pub mod lock;
+pub mod runs;
 
 pub use atomic::{create_atomic, sync_dir, write_atomic, write_atomic_lazy, write_json_atomic};
 pub use clock::Clock;
 pub use error::{StoreError, StoreResult};
+pub use files::{FileLayout, FileStore};
 pub use ids::{IdSource, timestamp_id, validate_id};
 pub use journal::{Durability, Journal, JournalContents, TornReason, TornTail};
 pub use lock::{Acquired, LockHolder, LockState, RunLock, hostname};
+pub use runs::{Entry, Flush, JournalRead, Lease, LeaseState, RunStore, Seq};
