@@ -1,0 +1,215 @@
+//! The edge both command-line tools share: the error a command reports ([`CliError`]: what
+//! happened, the chain of causes, hints, the exit code) and the helpers that print results to stdout
+//! and progress to stderr.
+//!
+//! Each tool keeps its own exit codes as an enum implementing [`ExitStatus`]; the error is generic
+//! over it, so `delta` and `dygram` share one type and one report format:
+//!
+//! ```text
+//! error: cannot read the agent: agent.yaml:3: unknown field `tols`
+//!   caused by: permission denied (os error 13)
+//!   hint: did you mean `tools`?
+//! ```
+//!
+//! A cause is printed only when the message does not already say it (library errors often embed
+//! their source in their own message).
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+use std::error::Error as StdError;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// A tool's exit codes.
+pub trait ExitStatus: Copy + std::fmt::Debug {
+    /// The code of a command that failed.
+    const FAILED: Self;
+    /// The code of a command used wrongly.
+    const USAGE: Self;
+    /// The process exit code.
+    fn code(self) -> u8;
+}
+
+/// An error for the user: what happened, why (the source chain), what to do, and the exit code.
+#[derive(Debug)]
+pub struct CliError<X: ExitStatus> {
+    message: String,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+    hints: Vec<String>,
+    exit: X,
+}
+
+impl<X: ExitStatus> CliError<X> {
+    /// A failure (the tool's failure code) with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+            hints: Vec::new(),
+            exit: X::FAILED,
+        }
+    }
+
+    /// A usage error.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(message).code(X::USAGE)
+    }
+
+    /// A failure reporting `error`: its text is the message, its sources are kept for the report.
+    pub fn from_error(error: impl StdError + Send + Sync + 'static) -> Self {
+        Self::new(error.to_string()).caused_by(error)
+    }
+
+    /// A failure with its own message, caused by `error` (kept with its whole chain).
+    pub fn with_source(
+        message: impl Into<String>,
+        error: impl StdError + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(message).caused_by(error)
+    }
+
+    fn caused_by(mut self, error: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(error));
+        self
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// Adds a hint if there is one.
+    pub fn maybe_hint(self, hint: Option<String>) -> Self {
+        match hint {
+            Some(hint) => self.hint(hint),
+            None => self,
+        }
+    }
+
+    /// Changes the exit code.
+    pub fn code(mut self, exit: X) -> Self {
+        self.exit = exit;
+        self
+    }
+
+    /// What happened.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// What to do about it.
+    pub fn hints(&self) -> &[String] {
+        &self.hints
+    }
+
+    /// The exit code.
+    pub fn exit(&self) -> X {
+        self.exit
+    }
+
+    /// The causes the report prints: the error's sources, outermost first, without those whose text
+    /// the message (or a cause printed before) already contains.
+    pub fn causes(&self) -> Vec<String> {
+        let mut shown = self.message.clone();
+        let mut causes = Vec::new();
+        let mut next: Option<&(dyn StdError + 'static)> = match &self.source {
+            Some(source) => {
+                let source: &(dyn StdError + 'static) = source.as_ref();
+                // The source itself is the message when the error was built with `from_error`.
+                if source.to_string() == self.message {
+                    source.source()
+                } else {
+                    Some(source)
+                }
+            }
+            None => None,
+        };
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            if !text.is_empty() && !shown.contains(&text) {
+                shown.push('\n');
+                shown.push_str(&text);
+                causes.push(text);
+            }
+            next = cause.source();
+        }
+        causes
+    }
+
+    /// The report's lines: `error: …`, `  caused by: …` for each cause, `  hint: …` for each hint.
+    pub fn report_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("error: {}", self.message)];
+        lines.extend(self.causes().iter().map(|c| format!("  caused by: {c}")));
+        lines.extend(self.hints.iter().map(|h| format!("  hint: {h}")));
+        lines
+    }
+}
+
+impl<X: ExitStatus> std::fmt::Display for CliError<X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// How a tool prints: text that leaves the process has the secrets scrubbed, and progress can have
+/// its control characters escaped (a model's or a tool's text must never drive the terminal).
+#[derive(Debug, Clone, Default)]
+pub struct Printer {
+    secrets: llm::Redactor,
+    escape_controls: bool,
+}
+
+impl Printer {
+    /// A printer scrubbing `secrets`.
+    pub fn new(secrets: llm::Redactor) -> Self {
+        Self {
+            secrets,
+            escape_controls: false,
+        }
+    }
+
+    /// Escapes control characters (other than line breaks and tabs) in what goes to stderr: for a
+    /// tool whose progress carries text it did not write (a tool that colours its own messages
+    /// does not).
+    pub fn escaping_controls(mut self) -> Self {
+        self.escape_controls = true;
+        self
+    }
+
+    /// The secrets it scrubs.
+    pub fn secrets(&self) -> &llm::Redactor {
+        &self.secrets
+    }
+
+    /// Writes one line on stderr. Failures are ignored: a closed stderr must not crash a command.
+    pub fn eprint_line(&self, text: &str) {
+        let text = self.secrets.redact(text);
+        let text = if self.escape_controls {
+            llm::terminal_safe(&text)
+        } else {
+            text
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{text}");
+    }
+
+    /// Writes text on stdout as it is (results, JSON), secrets scrubbed; a closed pipe
+    /// (`… | head`) is not an error worth reporting.
+    pub fn print_out(&self, text: &str) {
+        let text = self.secrets.redact(text);
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+
+    /// Reports `error` on stderr and gives the exit code to return.
+    pub fn report<X: ExitStatus>(&self, error: &CliError<X>) -> ExitCode {
+        for line in error.report_lines() {
+            self.eprint_line(&line);
+        }
+        ExitCode::from(error.exit.code())
+    }
+}
+
+#[cfg(test)]
+mod tests;

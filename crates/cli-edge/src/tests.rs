@@ -1,0 +1,96 @@
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    Failed = 1,
+    Usage = 64,
+    Busy = 75,
+}
+
+impl ExitStatus for Exit {
+    const FAILED: Self = Exit::Failed;
+    const USAGE: Self = Exit::Usage;
+    fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+#[derive(Debug)]
+struct Layer {
+    text: String,
+    source: Option<Box<Layer>>,
+}
+
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl StdError for Layer {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn StdError + 'static))
+    }
+}
+
+fn chain(texts: &[&str]) -> Layer {
+    let mut layer: Option<Box<Layer>> = None;
+    for text in texts.iter().rev() {
+        layer = Some(Box::new(Layer {
+            text: (*text).to_string(),
+            source: layer,
+        }));
+    }
+    *layer.unwrap()
+}
+
+type Error = CliError<Exit>;
+
+#[test]
+fn the_report_has_the_message_each_new_cause_and_each_hint_with_the_tools_exit_code() {
+    let err = Error::from_error(chain(&[
+        "cannot open the run",
+        "cannot read journal.jsonl",
+        "permission denied",
+    ]))
+    .hint("check the folder's owner")
+    .code(Exit::Busy);
+    assert_eq!(
+        err.report_lines(),
+        [
+            "error: cannot open the run",
+            "  caused by: cannot read journal.jsonl",
+            "  caused by: permission denied",
+            "  hint: check the folder's owner",
+        ]
+    );
+    assert_eq!(err.exit(), Exit::Busy);
+}
+
+#[test]
+fn a_cause_the_message_already_says_is_not_repeated() {
+    // Library errors often embed their source: `cannot read x: permission denied`.
+    let err = Error::with_source(
+        "cannot read x: permission denied",
+        chain(&["permission denied"]),
+    );
+    assert_eq!(
+        err.report_lines(),
+        ["error: cannot read x: permission denied"]
+    );
+    let err = Error::from_error(chain(&["a: b: c", "b: c", "c", "d"]));
+    assert_eq!(err.report_lines(), ["error: a: b: c", "  caused by: d"]);
+}
+
+#[test]
+fn usage_and_failure_use_the_tools_codes() {
+    assert_eq!(Error::new("x").exit(), Exit::Failed);
+    assert_eq!(Error::usage("x").exit(), Exit::Usage);
+    let err = Error::new("x")
+        .maybe_hint(None)
+        .maybe_hint(Some("y".into()));
+    assert_eq!(err.hints(), ["y"]);
+    assert_eq!(err.to_string(), "x");
+}
