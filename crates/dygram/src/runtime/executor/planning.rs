@@ -86,6 +86,7 @@ impl Executor<'_> {
         matches!(self.condition_holds(edge, &vars), Ok(Some(true)))
     }
 
+    /// What path `id` does next at its node: the step rules.
     pub(super) fn plan(&self, id: &str) -> Plan {
         let fail = |e: String| Plan {
             spawns: Vec::new(),
@@ -97,10 +98,26 @@ impl Executor<'_> {
         let Some(node) = self.machine.node(&path.current_node) else {
             return fail(format!("Node {} not found", path.current_node));
         };
-        let outgoing = self.machine.outgoing(&node.name);
-        let control: Vec<&Edge> = outgoing
-            .iter()
-            .copied()
+        let out = match self.classify(path, node) {
+            Ok(out) => out,
+            Err(err) => return fail(err),
+        };
+        let ty = node.effective_type();
+        let agent_task = ty == Some("task") && node.attribute("prompt").is_some();
+        let needs_agent = ty != Some("state") && (agent_task || out.non_auto.len() > 1);
+        if needs_agent {
+            self.plan_agent_node(node, out)
+        } else {
+            self.plan_deterministic(node, &out)
+        }
+    }
+
+    /// A node's control edges, sorted by kind, with their conditions evaluated once.
+    fn classify<'m>(&'m self, path: &Path, node: &Node) -> Result<Outgoing<'m>, String> {
+        let control: Vec<&Edge> = self
+            .machine
+            .outgoing(&node.name)
+            .into_iter()
             .filter(|e| !self.machine.is_data_edge(e))
             .collect();
         // The variables are only built when a condition needs them (they cover every node).
@@ -109,30 +126,22 @@ impl Executor<'_> {
         } else {
             Map::new()
         };
-        let ty = node.effective_type();
-        let has_prompt = node.attribute("prompt").is_some();
-        let is_state = ty == Some("state");
-        let agent_task = ty == Some("task") && has_prompt;
-        // Conditions, evaluated once.
-        let mut holds: Vec<(&Edge, Option<bool>)> = Vec::new();
+        let mut holds: Vec<(usize, Option<bool>)> = Vec::new();
         for e in &control {
-            match self.condition_holds(e, &vars) {
-                Ok(h) => holds.push((e, h)),
-                Err(err) => return fail(err),
-            }
+            holds.push((e.index, self.condition_holds(e, &vars)?));
         }
         let available = |e: &Edge| {
             holds
                 .iter()
-                .find(|(x, _)| x.index == e.index)
+                .find(|(x, _)| *x == e.index)
                 .is_none_or(|(_, h)| h.unwrap_or(true))
         };
-        let asyncs: Vec<usize> = control
+        let asyncs = control
             .iter()
             .filter(|e| e.is_async() && available(e))
             .map(|e| e.index)
             .collect();
-        let maps: Vec<usize> = control
+        let maps = control
             .iter()
             .filter(|e| e.map_source().is_some() && !e.is_async())
             .map(|e| e.index)
@@ -142,132 +151,107 @@ impl Executor<'_> {
             .copied()
             .filter(|e| !e.is_async() && e.map_source().is_none())
             .collect();
-        let non_auto: Vec<&Edge> = plain.iter().copied().filter(|e| !e.is_auto()).collect();
-        let needs_agent = !is_state && (agent_task || non_auto.len() > 1);
+        let non_auto = plain.iter().copied().filter(|e| !e.is_auto()).collect();
+        Ok(Outgoing {
+            holds,
+            asyncs,
+            maps,
+            plain,
+            non_auto,
+        })
+    }
 
-        if !needs_agent {
-            let mut spawns = asyncs.clone();
-            spawns.extend(
-                maps.iter()
-                    .copied()
-                    .filter(|&i| available(&self.machine.edges[i])),
-            );
-            if plain.is_empty() {
-                return Plan {
-                    spawns,
-                    action: Action::Complete,
-                };
-            }
+    /// The step rules of a node the model does not decide at: its only edge, an `@auto` edge, a
+    /// simple condition that holds, or the one open edge.
+    fn plan_deterministic(&self, node: &Node, out: &Outgoing<'_>) -> Plan {
+        let ty = node.effective_type();
+        let mut spawns = out.asyncs.clone();
+        spawns.extend(
+            out.maps
+                .iter()
+                .copied()
+                .filter(|&i| out.available(&self.machine.edges[i])),
+        );
+        let plain = &out.plain;
+        let action = if plain.is_empty() {
+            Action::Complete
+        } else if let Some(kind) = single_edge_kind(ty, node.attribute("prompt").is_some())
+            .filter(|_| plain.len() == 1 && out.available(plain[0]))
+        {
             // (a) a single edge from a state, an init node or a task without a prompt.
-            if plain.len() == 1 && available(plain[0]) {
-                let kind = match ty {
-                    Some("state") => Some("state node"),
-                    Some("init") => Some("init node"),
-                    Some("task") if !has_prompt => Some("task node without prompt"),
-                    _ => None,
-                };
-                if let Some(kind) = kind {
-                    return Plan {
-                        spawns,
-                        action: Action::Move {
-                            edge: plain[0].index,
-                            reason: format!("Single edge from {kind}"),
-                        },
-                    };
-                }
+            Action::Move {
+                edge: plain[0].index,
+                reason: format!("Single edge from {kind}"),
             }
+        } else if let Some(e) = plain.iter().find(|e| e.is_auto() && out.available(e)) {
             // (b) the first `@auto` edge whose condition holds.
-            if let Some(e) = plain.iter().find(|e| e.is_auto() && available(e)) {
-                return Plan {
-                    spawns,
-                    action: Action::Move {
-                        edge: e.index,
-                        reason: "@auto annotation".into(),
-                    },
-                };
+            Action::Move {
+                edge: e.index,
+                reason: "@auto annotation".into(),
             }
-            // (c) the first edge with a simple condition that holds.
-            if let Some(e) = plain.iter().find(|e| {
-                e.condition().is_some_and(|c| condition::is_simple(&c))
-                    && holds
-                        .iter()
-                        .any(|(x, h)| x.index == e.index && *h == Some(true))
-            }) {
-                return Plan {
-                    spawns,
-                    action: Action::Move {
-                        edge: e.index,
-                        reason: "Simple deterministic condition".into(),
-                    },
-                };
-            }
-            let open: Vec<&Edge> = non_auto.iter().copied().filter(|e| available(e)).collect();
-            if open.len() == 1 {
-                return Plan {
-                    spawns,
-                    action: Action::Move {
-                        edge: open[0].index,
-                        reason: open[0].condition().unwrap_or_else(|| "default".into()),
-                    },
-                };
-            }
-            return Plan {
-                spawns,
-                action: self.no_transition(node, &plain, open.len()),
-            };
-        }
-
-        // An `@auto` edge whose condition holds is taken even at a node that would ask the model.
-        if let Some(e) = plain.iter().find(|e| e.is_auto() && available(e)) {
-            return Plan {
-                spawns: Vec::new(),
-                action: Action::Move {
-                    edge: e.index,
-                    reason: "@auto annotation".into(),
-                },
-            };
-        }
-        // An agent decision: what the model may do.
-        let transitions: Vec<usize> = non_auto
+        } else if let Some(e) = plain
             .iter()
-            .filter(|e| available(e))
+            .find(|e| e.condition().is_some_and(|c| condition::is_simple(&c)) && out.holds_true(e))
+        {
+            // (c) the first edge with a simple condition that holds.
+            Action::Move {
+                edge: e.index,
+                reason: "Simple deterministic condition".into(),
+            }
+        } else {
+            let open: Vec<&Edge> = out
+                .non_auto
+                .iter()
+                .copied()
+                .filter(|e| out.available(e))
+                .collect();
+            match open[..] {
+                [only] => Action::Move {
+                    edge: only.index,
+                    reason: only.condition().unwrap_or_else(|| "default".into()),
+                },
+                _ => self.no_transition(node, plain, open.len()),
+            }
+        };
+        Plan { spawns, action }
+    }
+
+    /// The step rules of a node the model decides at: an `@auto` edge that holds is still taken;
+    /// a single open transition with no other tool is taken without asking.
+    fn plan_agent_node(&self, node: &Node, out: Outgoing<'_>) -> Plan {
+        let plan = |action| Plan {
+            spawns: Vec::new(),
+            action,
+        };
+        if let Some(e) = out.plain.iter().find(|e| e.is_auto() && out.available(e)) {
+            return plan(Action::Move {
+                edge: e.index,
+                reason: "@auto annotation".into(),
+            });
+        }
+        let transitions: Vec<usize> = out
+            .non_auto
+            .iter()
+            .filter(|e| out.available(e))
             .map(|e| e.index)
             .collect();
-        let map_tools: Vec<usize> = maps;
-        let contexts = self.context_access(node);
-        let other_tools = !contexts.is_empty()
-            || !asyncs.is_empty()
-            || !map_tools.is_empty()
+        let other_tools = !self.context_access(node).is_empty()
+            || !out.asyncs.is_empty()
+            || !out.maps.is_empty()
             || self.machine.meta_enabled(node)
             || !self.state.dynamic_tools.is_empty();
-        if !other_tools && transitions.len() == 1 {
-            return Plan {
-                spawns: Vec::new(),
-                action: Action::Move {
-                    edge: transitions[0],
-                    reason: "default".into(),
-                },
-            };
-        }
-        if !other_tools && transitions.is_empty() {
-            if plain.is_empty() {
-                return Plan {
-                    spawns: Vec::new(),
-                    action: Action::Complete,
-                };
-            }
-            return Plan {
-                spawns: Vec::new(),
-                action: self.no_transition(node, &plain, 0),
-            };
-        }
-        Plan {
-            spawns: Vec::new(),
-            action: Action::Agent {
+        match transitions[..] {
+            [only] if !other_tools => plan(Action::Move {
+                edge: only,
+                reason: "default".into(),
+            }),
+            [] if !other_tools && out.plain.is_empty() => plan(Action::Complete),
+            [] if !other_tools => plan(self.no_transition(node, &out.plain, 0)),
+            _ => plan(Action::Agent {
                 transitions,
-                spawns: asyncs,
-                maps: map_tools,
-            },
+                spawns: out.asyncs,
+                maps: out.maps,
+            }),
         }
     }
 
@@ -344,5 +328,47 @@ impl Executor<'_> {
             }
         }
         out
+    }
+}
+
+/// A node's control edges, sorted by kind ([`Executor::classify`]).
+struct Outgoing<'m> {
+    /// Each control edge's condition: `None` without one.
+    holds: Vec<(usize, Option<bool>)>,
+    /// Async edges that may be taken.
+    asyncs: Vec<usize>,
+    /// `@map` edges (whether their condition holds is checked when they are spawned).
+    maps: Vec<usize>,
+    /// The edges that move the path itself: neither async nor `@map`.
+    plain: Vec<&'m Edge>,
+    /// Of those, the ones without `@auto`.
+    non_auto: Vec<&'m Edge>,
+}
+
+impl Outgoing<'_> {
+    /// Whether an edge may be taken: no condition, or one that holds.
+    fn available(&self, e: &Edge) -> bool {
+        self.holds
+            .iter()
+            .find(|(x, _)| *x == e.index)
+            .is_none_or(|(_, h)| h.unwrap_or(true))
+    }
+
+    /// Whether an edge has a condition and it holds.
+    fn holds_true(&self, e: &Edge) -> bool {
+        self.holds
+            .iter()
+            .any(|(x, h)| *x == e.index && *h == Some(true))
+    }
+}
+
+/// What kind of node a single edge is taken from without asking (a state, an init node, a task
+/// without a prompt), for the reason shown.
+fn single_edge_kind(ty: Option<&str>, has_prompt: bool) -> Option<&'static str> {
+    match ty {
+        Some("state") => Some("state node"),
+        Some("init") => Some("init node"),
+        Some("task") if !has_prompt => Some("task node without prompt"),
+        _ => None,
     }
 }
