@@ -279,13 +279,13 @@ impl Executor<'_> {
         for (call_id, name, args) in &calls {
             // A transition may open during the answer (a write before it): the tool checks that.
             let outcome = if !offered.contains(name) && !name.starts_with(tools::TRANSITION) {
-                Err(format!("Unknown tool: {name}"))
+                Err(ToolError::Unknown(name.clone()))
             } else {
                 self.run_tool(&id, &turn.node_name, name, args, &mut chosen)
             };
             let (content, is_error) = match outcome {
                 Ok(v) => (v.to_string(), false),
-                Err(e) => (json!({"error": e}).to_string(), true),
+                Err(e) => (json!({"error": e.to_string()}).to_string(), true),
             };
             self.events.push(Event::ToolCall {
                 path: id.clone(),

@@ -26,6 +26,8 @@ mod conversation;
 mod planning;
 mod tool_calls;
 
+pub use tool_calls::{MapError, ToolError};
+
 /// Errors that stop the execution call (path errors are recorded in the state instead).
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -810,7 +812,7 @@ impl<'c> Executor<'c> {
             };
             if let Some(source) = e.map_source() {
                 if let Err(err) = self.map_spawn(id, &e, &source) {
-                    self.fail(id, err);
+                    self.fail(id, err.to_string());
                 }
             } else {
                 self.new_path(id, &e.target, None);
@@ -819,10 +821,10 @@ impl<'c> Executor<'c> {
     }
 
     /// One path per item of the list at `source` (`Ctx.items`). Returns the new path ids.
-    fn map_spawn(&mut self, id: &str, edge: &Edge, source: &str) -> Result<Vec<String>, String> {
+    fn map_spawn(&mut self, id: &str, edge: &Edge, source: &str) -> Result<Vec<String>, MapError> {
         let source = source.trim().trim_matches('"').to_string();
         if source.is_empty() {
-            return Err("No source array specified for the map".into());
+            return Err(MapError::NoSource);
         }
         let vars = match self.state.path(id) {
             Some(p) => self.variables(p),
@@ -830,12 +832,12 @@ impl<'c> Executor<'c> {
         };
         let list = prompt::lookup(&source, &vars)
             .cloned()
-            .ok_or_else(|| format!("Failed to resolve source \"{source}\": not found"))?;
+            .ok_or_else(|| MapError::Unresolved(source.clone()))?;
         let Value::Array(items) = list else {
-            return Err(format!(
-                "Source \"{source}\" is not an array (got {})",
-                type_name(&list)
-            ));
+            return Err(MapError::NotAnArray {
+                list: source,
+                got: type_name(&list),
+            });
         };
         let group = edge.map_group().unwrap_or_else(|| source.replace('.', "_"));
         let mut ids = Vec::new();
