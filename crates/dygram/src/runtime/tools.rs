@@ -265,9 +265,52 @@ pub struct WriteRefused {
     pub declared: Vec<String>,
 }
 
+/// How a value does not fit its declared type.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TypeMismatch {
+    /// A value of another JSON type.
+    #[error("expected {ty}, got {got}")]
+    Expected {
+        /// The declared type.
+        ty: String,
+        /// The JSON type given.
+        got: &'static str,
+    },
+    /// `null` for a type that is not optional.
+    #[error("expected {ty}, got null (the type is not optional)")]
+    Null {
+        /// The declared type.
+        ty: String,
+    },
+    /// A string that is not of the format the type names.
+    #[error("expected {ty}, got \"{text}\" ({what})")]
+    Format {
+        /// The declared type.
+        ty: String,
+        /// The string given.
+        text: String,
+        /// What it is not.
+        what: &'static str,
+    },
+    /// A number with a fraction for an integer type.
+    #[error("expected {ty}, got a number with a fraction")]
+    Fraction {
+        /// The declared type.
+        ty: String,
+    },
+    /// An item of a list.
+    #[error("item {index}: {inner}")]
+    Item {
+        /// Its position.
+        index: usize,
+        /// How it does not fit.
+        inner: Box<TypeMismatch>,
+    },
+}
+
 /// Whether a JSON value fits a declared type (the type names validation knows; other names, such
 /// as user-defined types, take any value).
-fn check_type(ty: &str, value: &Value) -> Result<(), String> {
+fn check_type(ty: &str, value: &Value) -> Result<(), TypeMismatch> {
     let (ty, optional) = match ty.trim().strip_suffix('?') {
         Some(t) => (t.trim(), true),
         None => (ty.trim(), false),
@@ -284,19 +327,24 @@ fn check_type(ty: &str, value: &Value) -> Result<(), String> {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     };
-    let mismatch = || format!("expected {ty}, got {got}");
+    let mismatch = || TypeMismatch::Expected {
+        ty: ty.to_string(),
+        got,
+    };
     if value.is_null() {
         return if optional || matches!(name, "any" | "Any" | "unknown") {
             Ok(())
         } else {
-            Err(format!(
-                "expected {ty}, got null (the type is not optional)"
-            ))
+            Err(TypeMismatch::Null { ty: ty.to_string() })
         };
     }
-    let formatted = |check: fn(&str) -> bool, what: &str| match value {
+    let formatted = |check: fn(&str) -> bool, what: &'static str| match value {
         Value::String(s) if check(s) => Ok(()),
-        Value::String(s) => Err(format!("expected {ty}, got \"{s}\" ({what})")),
+        Value::String(s) => Err(TypeMismatch::Format {
+            ty: ty.to_string(),
+            text: s.clone(),
+            what,
+        }),
         _ => Err(mismatch()),
     };
     match name {
@@ -306,7 +354,7 @@ fn check_type(ty: &str, value: &Value) -> Result<(), String> {
         }
         "Integer" | "integer" | "int" => match value.as_f64() {
             Some(n) if n.fract() == 0.0 => Ok(()),
-            Some(_) => Err(format!("expected {ty}, got a number with a fraction")),
+            Some(_) => Err(TypeMismatch::Fraction { ty: ty.to_string() }),
             None => Err(mismatch()),
         },
         "boolean" | "Boolean" | "bool" => value.is_boolean().then_some(()).ok_or_else(mismatch),
@@ -322,8 +370,11 @@ fn check_type(ty: &str, value: &Value) -> Result<(), String> {
                 return Err(mismatch());
             };
             if let Some(element) = element {
-                for (i, item) in items.iter().enumerate() {
-                    check_type(element, item).map_err(|e| format!("item {i}: {e}"))?;
+                for (index, item) in items.iter().enumerate() {
+                    check_type(element, item).map_err(|inner| TypeMismatch::Item {
+                        index,
+                        inner: Box::new(inner),
+                    })?;
                 }
             }
             Ok(())
