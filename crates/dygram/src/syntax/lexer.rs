@@ -179,141 +179,169 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
     let mut errors = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
-        // Whitespace and comments.
-        if b.is_ascii_whitespace() {
-            i += 1;
+        if let Some(next) = skip_trivia(bytes, i, &mut errors) {
+            i = next;
             continue;
         }
-        if b == b'/' && bytes.get(i + 1) == Some(&b'/') {
-            while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
-                i += 1;
-            }
-            continue;
-        }
-        if b == b'/' && bytes.get(i + 1) == Some(&b'*') {
-            match find(bytes, i + 2, b"*/") {
-                Some(end) => i = end + 2,
-                None => {
-                    errors.push(LexError {
-                        message: "unterminated comment: `/*` without `*/`".into(),
-                        span: Span::new(i, i + 2),
-                    });
-                    i = bytes.len();
-                }
-            }
-            continue;
-        }
-        let start = i;
-        let rest = &bytes[i..];
-        let (kind, len) = match b {
-            b'{' => (TokenKind::LBrace, 1),
-            b'}' => (TokenKind::RBrace, 1),
-            b';' => (TokenKind::Semi, 1),
-            b':' => (TokenKind::Colon, 1),
-            b'>' => (TokenKind::Gt, 1),
-            b',' => (TokenKind::Comma, 1),
-            b'[' => (TokenKind::LBracket, 1),
-            b']' => (TokenKind::RBracket, 1),
-            b'(' => (TokenKind::LParen, 1),
-            b')' => (TokenKind::RParen, 1),
-            b'@' => (TokenKind::At, 1),
-            b'.' => (TokenKind::Dot, 1),
-            b'|' => (TokenKind::Pipe, 1),
-            b'?' => (TokenKind::Question, 1),
-            b'<' => {
-                if rest.starts_with(b"<-->") {
-                    (TokenKind::BiArrow, 4)
-                } else if let Some(n) = labelled_bidirectional(rest) {
-                    (TokenKind::BiLabeled, n)
-                } else if rest.starts_with(b"<|--") {
-                    (TokenKind::InheritArrow, 4)
-                } else {
-                    (TokenKind::Lt, 1)
-                }
-            }
-            b'#' => match ident_len(&rest[1..], false) {
-                0 => (TokenKind::Hash, 1),
-                n => (TokenKind::ExtId, n + 1),
-            },
-            b'*' if rest.starts_with(b"*-->") => (TokenKind::ComposeArrow, 4),
-            b'o' if rest.starts_with(b"o-->") => (TokenKind::AggregateArrow, 4),
-            b'-' => {
-                if rest.starts_with(b"-->") {
-                    (TokenKind::DoubleArrow, 3)
-                } else if rest.starts_with(b"--") {
-                    (TokenKind::DoubleStart, 2)
-                } else if rest.starts_with(b"->") {
-                    (TokenKind::Arrow, 2)
-                } else {
-                    (TokenKind::Dash, 1)
-                }
-            }
-            b'=' => {
-                if rest.starts_with(b"=>") {
-                    (TokenKind::FatArrow, 2)
-                } else {
-                    (TokenKind::FatStart, 1)
-                }
-            }
-            b'"' | b'\'' => match string_len(rest) {
-                Some(n) => (TokenKind::Str, n),
-                None => {
-                    // Unterminated: report it once and skip the rest of the line.
-                    let mut end = i + 1;
-                    while end < bytes.len() && bytes[end] != b'\n' {
-                        end += 1;
-                    }
-                    errors.push(LexError {
-                        message: "unterminated string".into(),
-                        span: Span::new(i, end),
-                    });
-                    i = end;
-                    continue;
-                }
-            },
-            b'0'..=b'9' => (TokenKind::Number, number_len(rest)),
-            b'A'..=b'Z' | b'a'..=b'z' | b'_' => {
-                let n = ident_len(rest, true);
-                let kind = match &rest[..n] {
-                    b"machine" => TokenKind::KwMachine,
-                    b"import" => TokenKind::KwImport,
-                    b"from" => TokenKind::KwFrom,
-                    b"as" => TokenKind::KwAs,
-                    _ => TokenKind::Ident,
-                };
-                (kind, n)
-            }
-            _ => {
-                let ch = text[i..].chars().next().unwrap_or('?');
-                let n = ch.len_utf8();
-                // Consecutive unexpected characters make one error.
-                let mut end = i + n;
-                while let Some(c) = text[end..].chars().next() {
-                    if c.is_ascii() && (starts_token(c as u8) || c.is_ascii_whitespace()) {
-                        break;
-                    }
-                    end += c.len_utf8();
-                }
-                errors.push(LexError {
-                    message: format!("unexpected character `{}`", text.get(i..end).unwrap_or("?")),
-                    span: Span::new(i, end),
+        match scan(text, i) {
+            Scanned::Token(kind, len) => {
+                tokens.push(Token {
+                    kind,
+                    span: Span::new(i, i + len),
                 });
-                i = end;
-                continue;
+                i += len;
             }
-        };
-        tokens.push(Token {
-            kind,
-            span: Span::new(start, start + len),
-        });
-        i = start + len;
+            Scanned::Error(error, next) => {
+                errors.push(error);
+                i = next;
+            }
+        }
     }
     tokens.push(Token {
         kind: TokenKind::Eof,
         span: Span::new(bytes.len(), bytes.len()),
     });
     (tokens, errors)
+}
+
+/// Where the text goes on after whitespace or a comment at `i`; `None` when a token starts there.
+#[inline]
+fn skip_trivia(bytes: &[u8], i: usize, errors: &mut Vec<LexError>) -> Option<usize> {
+    let b = bytes[i];
+    if b.is_ascii_whitespace() {
+        return Some(i + 1);
+    }
+    if b != b'/' {
+        return None;
+    }
+    match bytes.get(i + 1) {
+        Some(b'/') => {
+            let mut end = i;
+            while end < bytes.len() && bytes[end] != b'\n' && bytes[end] != b'\r' {
+                end += 1;
+            }
+            Some(end)
+        }
+        Some(b'*') => match find(bytes, i + 2, b"*/") {
+            Some(end) => Some(end + 2),
+            None => {
+                errors.push(LexError {
+                    message: "unterminated comment: `/*` without `*/`".into(),
+                    span: Span::new(i, i + 2),
+                });
+                Some(bytes.len())
+            }
+        },
+        _ => None,
+    }
+}
+
+/// What starts at `i`: a token and its length, or an error and where lexing goes on.
+enum Scanned {
+    Token(TokenKind, usize),
+    Error(LexError, usize),
+}
+
+#[inline]
+fn scan(text: &str, i: usize) -> Scanned {
+    let bytes = text.as_bytes();
+    let rest = &bytes[i..];
+    if let Some((kind, len)) = symbol(rest) {
+        return Scanned::Token(kind, len);
+    }
+    match rest[0] {
+        b'"' | b'\'' => match string_len(rest) {
+            Some(n) => Scanned::Token(TokenKind::Str, n),
+            None => {
+                // Unterminated: report it once and skip the rest of the line.
+                let end = rest
+                    .iter()
+                    .skip(1)
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len(), |p| i + 1 + p);
+                let error = LexError {
+                    message: "unterminated string".into(),
+                    span: Span::new(i, end),
+                };
+                Scanned::Error(error, end)
+            }
+        },
+        b'0'..=b'9' => Scanned::Token(TokenKind::Number, number_len(rest)),
+        b'A'..=b'Z' | b'a'..=b'z' | b'_' => {
+            let n = ident_len(rest, true);
+            let kind = match &rest[..n] {
+                b"machine" => TokenKind::KwMachine,
+                b"import" => TokenKind::KwImport,
+                b"from" => TokenKind::KwFrom,
+                b"as" => TokenKind::KwAs,
+                _ => TokenKind::Ident,
+            };
+            Scanned::Token(kind, n)
+        }
+        _ => {
+            let end = unexpected_end(text, i);
+            let error = LexError {
+                message: format!("unexpected character `{}`", text.get(i..end).unwrap_or("?")),
+                span: Span::new(i, end),
+            };
+            Scanned::Error(error, end)
+        }
+    }
+}
+
+/// The punctuation, arrow or `#id` token at the start of `rest`.
+#[inline]
+fn symbol(rest: &[u8]) -> Option<(TokenKind, usize)> {
+    let one = |kind| Some((kind, 1));
+    match rest[0] {
+        b'{' => one(TokenKind::LBrace),
+        b'}' => one(TokenKind::RBrace),
+        b';' => one(TokenKind::Semi),
+        b':' => one(TokenKind::Colon),
+        b'>' => one(TokenKind::Gt),
+        b',' => one(TokenKind::Comma),
+        b'[' => one(TokenKind::LBracket),
+        b']' => one(TokenKind::RBracket),
+        b'(' => one(TokenKind::LParen),
+        b')' => one(TokenKind::RParen),
+        b'@' => one(TokenKind::At),
+        b'.' => one(TokenKind::Dot),
+        b'|' => one(TokenKind::Pipe),
+        b'?' => one(TokenKind::Question),
+        b'<' if rest.starts_with(b"<-->") => Some((TokenKind::BiArrow, 4)),
+        b'<' => match labelled_bidirectional(rest) {
+            Some(n) => Some((TokenKind::BiLabeled, n)),
+            None if rest.starts_with(b"<|--") => Some((TokenKind::InheritArrow, 4)),
+            None => one(TokenKind::Lt),
+        },
+        b'#' => match ident_len(&rest[1..], false) {
+            0 => one(TokenKind::Hash),
+            n => Some((TokenKind::ExtId, n + 1)),
+        },
+        b'*' if rest.starts_with(b"*-->") => Some((TokenKind::ComposeArrow, 4)),
+        b'o' if rest.starts_with(b"o-->") => Some((TokenKind::AggregateArrow, 4)),
+        b'-' if rest.starts_with(b"-->") => Some((TokenKind::DoubleArrow, 3)),
+        b'-' if rest.starts_with(b"--") => Some((TokenKind::DoubleStart, 2)),
+        b'-' if rest.starts_with(b"->") => Some((TokenKind::Arrow, 2)),
+        b'-' => one(TokenKind::Dash),
+        b'=' if rest.starts_with(b"=>") => Some((TokenKind::FatArrow, 2)),
+        b'=' => one(TokenKind::FatStart),
+        _ => None,
+    }
+}
+
+/// The end of the unexpected character at `i` and those right after it that start no token (one
+/// error for the run of them).
+fn unexpected_end(text: &str, i: usize) -> usize {
+    let ch = text[i..].chars().next().unwrap_or('?');
+    let mut end = i + ch.len_utf8();
+    while let Some(c) = text[end..].chars().next() {
+        if c.is_ascii() && (starts_token(c as u8) || c.is_ascii_whitespace()) {
+            break;
+        }
+        end += c.len_utf8();
+    }
+    end
 }
 
 fn starts_token(b: u8) -> bool {
