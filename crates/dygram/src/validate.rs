@@ -228,20 +228,21 @@ impl<'m> Validator<'m> {
                 }
             }
             Some(value) => {
-                if let Err(message) = self.check_value(ty, value) {
-                    self.error(message, Some(value.span()));
+                if let Err(mismatch) = self.check_value(ty, value) {
+                    self.error(mismatch.to_string(), Some(value.span()));
                 }
             }
         }
     }
 
-    /// Checks `value` against `ty`; the error message when it does not fit.
-    fn check_value(&self, ty: &TypeDef, value: &Value) -> Result<(), String> {
+    /// Checks `value` against `ty`: how it does not fit, when it does not.
+    fn check_value(&self, ty: &TypeDef, value: &Value) -> Result<(), Mismatch> {
         let expected = type_text(ty);
         let got = kind_of(value);
-        let mismatch = |detail: Option<&str>| match detail {
-            Some(d) => format!("Type mismatch: expected {expected}, got {got}. {d}"),
-            None => format!("Type mismatch: expected {expected}, got {got}"),
+        let mismatch = |detail: Option<&str>| Mismatch::Type {
+            expected: expected.clone(),
+            got: got.clone(),
+            detail: detail.map(str::to_string),
         };
         let (name, generics) = match ty {
             TypeDef::Union { literals, .. } => {
@@ -255,10 +256,10 @@ impl<'m> Validator<'m> {
                 }
                 let allowed: Vec<String> =
                     literals.iter().map(|l| format!("'{}'", l.value)).collect();
-                return Err(format!(
-                    "Value \"{text}\" does not match any of the allowed literals: {}",
-                    allowed.join(", ")
-                ));
+                return Err(Mismatch::Literal {
+                    text,
+                    allowed: allowed.join(", "),
+                });
             }
             TypeDef::Named { name, generics, .. } => (name.text(), generics),
         };
@@ -359,8 +360,8 @@ impl<'m> Validator<'m> {
         is_ref: bool,
         check: fn(&str) -> bool,
         message: &str,
-        mismatch: &dyn Fn(Option<&str>) -> String,
-    ) -> Result<(), String> {
+        mismatch: &dyn Fn(Option<&str>) -> Mismatch,
+    ) -> Result<(), Mismatch> {
         if is_ref {
             return Ok(());
         }
@@ -587,6 +588,21 @@ fn is_builtin(ty: &TypeDef) -> bool {
 }
 
 /// The kind of a value, as messages name it.
+/// How an attribute's value does not fit its declared type.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum Mismatch {
+    /// A value of another kind.
+    #[error("Type mismatch: expected {expected}, got {got}{}", detail.as_ref().map(|d| format!(". {d}")).unwrap_or_default())]
+    Type {
+        expected: String,
+        got: String,
+        detail: Option<String>,
+    },
+    /// A value outside a union of literals.
+    #[error("Value \"{text}\" does not match any of the allowed literals: {allowed}")]
+    Literal { text: String, allowed: String },
+}
+
 fn kind_of(value: &Value) -> String {
     match value {
         Value::Primitive(Primitive::Number(..)) => "number".into(),
