@@ -157,10 +157,7 @@ impl FileStore {
     fn read_all(&self, run: &str) -> StoreResult<JournalRead> {
         let dir = self.existing_run_dir(run)?;
         let path = dir.join(self.layout.journal);
-        let contents = match journal::read_with(&path, |line| {
-            json_line(line)?;
-            String::from_utf8(line.to_vec()).map_err(|e| e.to_string())
-        }) {
+        let contents = match journal::read_with(&path, json_text) {
             Ok(contents) => contents,
             Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(JournalRead::default());
@@ -182,10 +179,15 @@ impl FileStore {
 }
 
 /// Whether a journal line is one JSON value.
-fn json_line(line: &[u8]) -> Result<(), String> {
-    serde_json::from_slice::<IgnoredAny>(line)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+fn json_line(line: &[u8]) -> Result<(), serde_json::Error> {
+    serde_json::from_slice::<IgnoredAny>(line).map(|_| ())
+}
+
+/// A journal line's text, when it is one JSON value.
+fn json_text(line: &[u8]) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let text = std::str::from_utf8(line)?;
+    serde_json::from_str::<IgnoredAny>(text)?;
+    Ok(text.to_string())
 }
 
 fn read_epoch(dir: &Path) -> StoreResult<u64> {
@@ -254,7 +256,7 @@ impl RunStore for FileStore {
             if record.contains('\n') {
                 return Err(bad("it holds a line break".into()));
             }
-            json_line(record.as_bytes()).map_err(bad)?;
+            json_line(record.as_bytes()).map_err(|e| bad(e.to_string()))?;
         }
         let guard = self.guard(lease)?;
         guard.journal.append_raw_lines(records)?;
