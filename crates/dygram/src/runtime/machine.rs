@@ -1,7 +1,10 @@
 //! The machine as the runtime sees it: an index over the canonical machine JSON.
 //!
-//! Execution works from the canonical JSON (see [`crate::json`]) rather than from the syntax tree,
-//! because that JSON is what an execution saves and what meta tools may rewrite while it runs.
+//! Execution works from the canonical JSON (see [`crate::json`]) rather than from the linked
+//! syntax tree ([`crate::model::Machine`]), because that JSON is what an execution saves and what
+//! meta tools may rewrite while it runs: the two are stages of one machine, not two models of it.
+//! The linked tree keeps what only the source has (spans, the written form of values, for
+//! diagnostics); the index keeps what running needs (nodes by name, outgoing edges, parents).
 
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
@@ -208,7 +211,7 @@ fn annotations(v: &Value) -> Vec<Annotation> {
 
 /// The machine with indexes for the runtime.
 #[derive(Debug, Clone)]
-pub struct Machine {
+pub struct MachineIndex {
     /// Title.
     pub title: String,
     /// Machine-level attributes.
@@ -225,7 +228,7 @@ pub struct Machine {
     children: HashMap<String, Vec<usize>>,
 }
 
-impl Machine {
+impl MachineIndex {
     /// Indexes a canonical machine JSON.
     pub fn from_json(json: &Value) -> Self {
         let title = json

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::machine::{Edge, Machine, Node};
+use super::machine::{Edge, MachineIndex, Node};
 
 /// Expands `{{ a.b.c }}` against `variables`; a reference that does not resolve stays as written.
 pub fn expand_templates(text: &str, variables: &Map<String, Value>) -> String {
@@ -60,7 +60,7 @@ pub struct Permissions {
 /// Inputs of the system prompt.
 pub struct PromptInput<'a> {
     /// The machine.
-    pub machine: &'a Machine,
+    pub machine: &'a MachineIndex,
     /// The node.
     pub node: &'a Node,
     /// Contexts the node can use, with permissions and current values.

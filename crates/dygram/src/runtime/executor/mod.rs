@@ -14,7 +14,7 @@ use llm::{ChatRequest, LlmClient};
 
 use super::condition;
 use super::js;
-use super::machine::{Edge, Machine, Node};
+use super::machine::{Edge, MachineIndex, Node};
 use super::prompt::{self, Permissions, PromptInput};
 use super::state::{
     Barrier, DynamicTool, ExecutionState, Limits, MapContext, Metadata, Path, PathStatus,
@@ -218,7 +218,7 @@ enum Action {
 /// An execution in memory.
 pub struct Executor<'c> {
     state: ExecutionState,
-    machine: Machine,
+    machine: MachineIndex,
     client: Option<&'c dyn LlmClient>,
     options: Options,
     events: Vec<Event>,
@@ -232,7 +232,7 @@ impl<'c> Executor<'c> {
         client: Option<&'c dyn LlmClient>,
         options: Options,
     ) -> Result<Self, RuntimeError> {
-        let machine = Machine::from_json(&machine_json);
+        let machine = MachineIndex::from_json(&machine_json);
         let starts = machine.start_nodes();
         if starts.is_empty() {
             return Err(RuntimeError::NoStartNodes);
@@ -279,7 +279,7 @@ impl<'c> Executor<'c> {
         client: Option<&'c dyn LlmClient>,
         options: Options,
     ) -> Self {
-        let machine = Machine::from_json(&state.machine_snapshot);
+        let machine = MachineIndex::from_json(&state.machine_snapshot);
         Self {
             state,
             machine,
@@ -301,7 +301,7 @@ impl<'c> Executor<'c> {
     }
 
     /// The machine as it runs.
-    pub fn machine(&self) -> &Machine {
+    pub fn machine(&self) -> &MachineIndex {
         &self.machine
     }
 
@@ -856,7 +856,7 @@ impl<'c> Executor<'c> {
 }
 
 /// Initial values of context nodes (type `context`, at least one attribute).
-fn initial_context(machine: &Machine) -> Map<String, Value> {
+fn initial_context(machine: &MachineIndex) -> Map<String, Value> {
     let mut out = Map::new();
     for n in &machine.nodes {
         if n.ty.as_deref() != Some("context") || n.attributes.is_empty() {

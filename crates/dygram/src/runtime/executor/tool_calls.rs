@@ -313,7 +313,7 @@ impl Executor<'_> {
         if !ok {
             return Err(ToolError::InvalidMachine);
         }
-        let candidate = Machine::from_json(&machine);
+        let candidate = MachineIndex::from_json(&machine);
         for p in &self.state.paths {
             if matches!(p.status, PathStatus::Active | PathStatus::Waiting)
                 && candidate.node(&p.current_node).is_none()
@@ -369,7 +369,7 @@ impl Executor<'_> {
         }
         self.state.dynamic_tools.retain(|t| t.name != tool.name);
         self.state.dynamic_tools.push(tool);
-        self.machine = Machine::from_json(&self.state.machine_snapshot);
+        self.machine = MachineIndex::from_json(&self.state.machine_snapshot);
         self.machine_changed = true;
         Ok(())
     }
