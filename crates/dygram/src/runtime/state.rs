@@ -156,7 +156,7 @@ impl Default for Limits {
 /// Counters over the whole execution.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Metadata {
+pub struct Counters {
     /// Steps over all paths.
     pub step_count: u64,
     /// When the execution started (milliseconds since the Unix epoch).
@@ -239,7 +239,7 @@ pub struct ExecutionState {
     /// Limits.
     pub limits: Limits,
     /// Counters.
-    pub metadata: Metadata,
+    pub metadata: Counters,
     /// Values of context nodes: `{Ctx: {field: value}}`.
     #[serde(default)]
     pub context_state: Map<String, Value>,

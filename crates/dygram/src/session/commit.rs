@@ -119,7 +119,7 @@ pub(super) fn encode(
         version: &'a str,
         paths: &'a [crate::runtime::state::Path],
         limits: &'a crate::runtime::state::Limits,
-        metadata: &'a crate::runtime::state::Metadata,
+        metadata: &'a crate::runtime::state::Counters,
         barriers: &'a std::collections::BTreeMap<String, crate::runtime::state::Barrier>,
         dynamic_tools: &'a [crate::runtime::state::DynamicTool],
         #[serde(skip_serializing_if = "<[Value]>::is_empty")]

@@ -17,7 +17,7 @@ use super::js;
 use super::machine::{Edge, MachineIndex, Node};
 use super::prompt::{self, Permissions, PromptInput};
 use super::state::{
-    Barrier, DynamicTool, ExecutionState, Limits, MapContext, Metadata, Path, PathStatus,
+    Barrier, Counters, DynamicTool, ExecutionState, Limits, MapContext, Path, PathStatus,
     PendingMove, STATE_VERSION, StateEntry, Status, Transition, TurnState,
 };
 use super::tools;
@@ -251,10 +251,10 @@ impl<'c> Executor<'c> {
             version: STATE_VERSION.to_string(),
             context_state: initial_context(&machine),
             machine_snapshot: machine_json,
-            metadata: Metadata {
+            metadata: Counters {
                 start_time: now,
                 next_path: paths.len() as u64,
-                ..Metadata::default()
+                ..Counters::default()
             },
             paths,
             limits,
