@@ -6,6 +6,7 @@ mod console;
 mod continue_cmd;
 mod init;
 mod list_runs;
+mod report;
 mod result;
 mod run;
 mod templates;

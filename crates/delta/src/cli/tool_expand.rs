@@ -6,7 +6,7 @@ use clap::Args;
 use delta::agent::tools::{Inject, Syntax, Tool};
 use serde_json::{Map, Value, json};
 
-use super::run::agent_error;
+use super::report::agent_error;
 use super::{CliError, eprint_line, print_out};
 
 /// Show the tools of an agent with every exec:/shell: tool expanded.
