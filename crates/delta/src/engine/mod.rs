@@ -10,6 +10,7 @@ pub mod io_writer;
 pub mod observation;
 mod reason;
 mod records;
+pub mod registry;
 mod settle;
 
 use std::io::Write;
@@ -18,9 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use llm::{
-    ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice, ToolDefinition,
-};
+use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{Clock, IdSource, StoreError};
@@ -39,6 +38,7 @@ use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
 pub use reason::EndReason;
+pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
 /// Name of the built-in tool.
 pub use crate::agent::tools::ASK_HUMAN;
@@ -232,6 +232,8 @@ pub struct Engine<'a> {
     io: IoWriter,
     llm_worker: Option<mpsc::Sender<LlmJob>>,
     programs: process::ProgramCache,
+    /// The tools offered to the model, by name.
+    tools: ToolRegistry,
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
     exec_refs: std::collections::HashSet<String>,
@@ -252,42 +254,6 @@ type LlmJob = (
 enum Step {
     Continue,
     Stop(Box<RunOutcome>),
-}
-
-/// The definition of the built-in `ask_human` tool.
-pub fn ask_human_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: ASK_HUMAN.into(),
-        description: "Ask the human user for input or clarification".into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "prompt": {"type": "string", "description": "The question or prompt to show the user"},
-                "input_type": {
-                    "type": "string",
-                    "enum": ["text", "password", "confirmation"],
-                    "description": "text (default), password (hidden input) or confirmation (yes/no)"
-                },
-                "sensitive": {"type": "boolean", "description": "Whether the answer is secret"}
-            },
-            "required": ["prompt"]
-        }),
-    }
-}
-
-/// The tools offered to the model: the agent's, then `ask_human`.
-pub fn tool_definitions(agent: &Agent) -> Vec<ToolDefinition> {
-    let mut defs: Vec<ToolDefinition> = agent
-        .tools
-        .iter()
-        .map(|t| ToolDefinition {
-            name: t.name.clone(),
-            description: t.llm_description(),
-            parameters: t.schema(),
-        })
-        .collect();
-    defs.push(ask_human_definition());
-    defs
 }
 
 impl<'a> Engine<'a> {
@@ -328,6 +294,7 @@ impl<'a> Engine<'a> {
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let mut metadata = metadata;
         catch_up(&mut metadata, &opened.events);
+        let tools = ToolRegistry::new(&setup.agent);
         let mut engine = Self {
             setup,
             journal: opened.journal,
@@ -342,6 +309,7 @@ impl<'a> Engine<'a> {
             io: IoWriter::start(),
             llm_worker: None,
             programs: process::ProgramCache::default(),
+            tools,
             progress_saved: Instant::now(),
             exec_refs,
             leftover: None,
@@ -649,7 +617,7 @@ impl<'a> Engine<'a> {
         Ok(ChatRequest {
             model: llm.model.clone().unwrap_or_default(),
             messages: built.messages,
-            tools: tool_definitions(&self.setup.agent),
+            tools: self.tools.definitions().to_vec(),
             tool_choice: ToolChoice::Auto,
             temperature: llm.temperature,
             max_tokens: llm.max_tokens,

@@ -10,7 +10,8 @@
 
 use serde_json::Value;
 
-use super::{ASK_HUMAN, Engine, EngineError, Observer, Progress, RunOutcome};
+use super::registry::Handler;
+use super::{Engine, EngineError, Observer, Progress, RunOutcome};
 use crate::events::{ActionStatus, Event, Level, ToolCallRecord};
 use crate::process::{self, record::ChildKind};
 use store::StoreError;
@@ -166,12 +167,19 @@ impl Engine<'_> {
             let args =
                 serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
             let name = call.function.name.as_str();
-            if started && name == ASK_HUMAN {
-                if let Some(stop) = self.answer_pending(&call.id, &args)? {
+            if started {
+                // A started call is settled by what its name runs: a question takes its answer;
+                // anything else was cut short.
+                let stop = match self.tools.get(name) {
+                    Some(Handler::AskHuman) => self.answer_pending(&call.id, &args)?,
+                    Some(Handler::Shell(_)) | None => {
+                        self.settle_interrupted(&call.id, name)?;
+                        None
+                    }
+                };
+                if let Some(stop) = stop {
                     return Ok(Some(stop));
                 }
-            } else if started {
-                self.settle_interrupted(&call.id, name)?;
             } else {
                 self.observer.progress(Progress::Executing(1));
                 if let Some(stop) = self.act(&call.id, name, args)? {
