@@ -770,11 +770,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Ends the run on an answer without calls, else runs the calls in order.
-    fn act_on(
-        &mut self,
-        content: String,
-        calls: Vec<Call>,
-    ) -> Result<Step, EngineError> {
+    fn act_on(&mut self, content: String, calls: Vec<Call>) -> Result<Step, EngineError> {
         if calls.is_empty() {
             // An answer without tool calls ends the run.
             if content.trim().is_empty() {
