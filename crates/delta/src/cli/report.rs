@@ -172,18 +172,15 @@ impl Host for CliHost<'_> {
         &mut self,
         agent: &Agent,
         env: &Env,
-        ids: &IdSource,
+        ids: IdSource,
     ) -> Result<Connection, ConnectError> {
-        // A second id source continuing the same deterministic sequence family (recorder request
-        // ids).
-        let recorder_ids = IdSource::seeded(ids.next_u64());
         let conn = connect::connect(
             &agent.llm,
             env,
             &self.flags.mode,
             Some(retry_printer()),
             self.clock,
-            recorder_ids,
+            ids,
         )?;
         for notice in &conn.notices {
             eprint_line(&format!("note: {notice}"));

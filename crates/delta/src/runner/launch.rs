@@ -13,6 +13,7 @@ use crate::metadata::RunStatus;
 use crate::runs::{self, Opened};
 use crate::session::Session;
 use crate::workspace;
+use store::IdSource;
 
 /// The run to work on, locked, with what the loop needs.
 pub(super) struct Picked {
@@ -30,24 +31,36 @@ pub(super) struct Picked {
 }
 
 impl Runner<'_> {
-    /// Resumes `opened` (locked, with its workspace): loads its agent and environment, connects, and
-    /// runs the loop; `message` is added once the pending calls are settled.
+    /// Resumes `opened` (locked, with its workspace); `message` is added once the pending calls are
+    /// settled.
     pub(super) fn resume(
-        mut self,
+        self,
         ws: &Path,
         opened: Opened,
         message: Option<String>,
     ) -> Result<Finished, RunnerError> {
-        let agent = self.load_agent(Path::new(&opened.metadata.agent_ref))?;
-        let env = self.environment(ws, &agent)?;
-        let conn = self.connect(&agent, &env)?;
-        workspace::set_latest(ws, &opened.run.run_id)?;
         let session = Session {
             run: opened.run,
             metadata: opened.metadata,
             workspace_lock: opened.workspace_lock,
             lock: opened.lock,
         };
+        self.pick_up(ws, session, message, opened.crashed)
+    }
+
+    /// Goes on with `session`, a run started earlier (or a fork of one): loads its agent and
+    /// environment, connects, makes it the workspace's latest run, and runs the loop.
+    pub(super) fn pick_up(
+        mut self,
+        ws: &Path,
+        session: Session,
+        message: Option<String>,
+        recovered: Option<String>,
+    ) -> Result<Finished, RunnerError> {
+        let agent = self.load_agent(Path::new(&session.metadata.agent_ref))?;
+        let env = self.environment(ws, &agent)?;
+        let conn = self.connect(&agent, &env)?;
+        workspace::set_latest(ws, &session.run.run_id)?;
         self.launch(Picked {
             agent,
             workspace: ws.to_path_buf(),
@@ -55,7 +68,7 @@ impl Runner<'_> {
             env,
             conn,
             message,
-            recovered: opened.crashed,
+            recovered,
             resuming: true,
         })
     }
@@ -74,9 +87,12 @@ impl Runner<'_> {
         Ok(env)
     }
 
+    /// Connects through the host. A recorder's request ids come from a second id source, seeded
+    /// from the runner's, so that seeded runs stay reproducible.
     pub(super) fn connect(&mut self, agent: &Agent, env: &Env) -> Result<Connection, RunnerError> {
+        let ids = IdSource::seeded(self.options.ids.next_u64());
         self.host
-            .connect(agent, env, &self.options.ids)
+            .connect(agent, env, ids)
             .map_err(RunnerError::Connect)
     }
 

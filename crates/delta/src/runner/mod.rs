@@ -186,13 +186,13 @@ pub trait Host {
     /// Something to tell the user.
     fn notice(&mut self, notice: Notice<'_>);
 
-    /// Connects to the model for `agent` with the merged environment `env`. `ids` is the runner's id
-    /// source (a recorder draws its request ids from it).
+    /// Connects to the model for `agent` with the merged environment `env`; a recorder draws its
+    /// request ids from `ids`.
     fn connect(
         &mut self,
         agent: &Agent,
         env: &Env,
-        ids: &IdSource,
+        ids: IdSource,
     ) -> Result<Connection, ConnectError>;
 }
 

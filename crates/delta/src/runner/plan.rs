@@ -185,7 +185,7 @@ impl Runner<'_> {
 
     /// Forks `source` at `iteration` into a new run of the workspace and runs it with `message`.
     fn fork(
-        mut self,
+        self,
         ws: &Path,
         source: &RunDir,
         iteration: usize,
@@ -212,19 +212,7 @@ impl Runner<'_> {
             from: &source.run_id,
             iteration,
         });
-        let agent = self.load_agent(Path::new(&session.metadata.agent_ref))?;
-        let env = self.environment(ws, &agent)?;
-        let conn = self.connect(&agent, &env)?;
-        self.launch(Picked {
-            agent,
-            workspace: ws.to_path_buf(),
-            session,
-            env,
-            conn,
-            message,
-            recovered: None,
-            resuming: true,
-        })
+        self.pick_up(ws, session, message, None)
     }
 }
 

@@ -38,9 +38,8 @@ impl Host for Recorder {
         &mut self,
         agent: &Agent,
         env: &Env,
-        ids: &IdSource,
+        ids: IdSource,
     ) -> Result<Connection, ConnectError> {
-        let ids = IdSource::seeded(ids.next_u64());
         connect::connect(&agent.llm, env, &LlmMode::Live, None, clock(), ids)
     }
 }
