@@ -26,4 +26,5 @@ pub mod resume;
 pub mod runner;
 pub mod runs;
 pub mod session;
+pub mod templates;
 pub mod workspace;

@@ -9,7 +9,6 @@ mod list_runs;
 mod report;
 mod result;
 mod run;
-mod templates;
 mod terminal;
 mod tool_expand;
 
