@@ -23,6 +23,7 @@ pub mod pricing;
 pub mod process;
 pub mod redaction;
 pub mod resume;
+pub mod run_result;
 pub mod runner;
 pub mod runs;
 pub mod session;

@@ -13,7 +13,9 @@ use delta::runner::{Finished, Host, Launching, Notice, Options, Request, Runner,
 use store::{Clock, IdSource};
 
 use super::console::Console;
-use super::result::{self, Format, ResultContext};
+use delta::run_result::ResultContext;
+
+use super::result::{self, Format};
 use super::terminal::{self, TerminalHuman};
 use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out};
 
