@@ -55,7 +55,7 @@ pub struct NewRun {
     pub auto_resume: bool,
     /// The task.
     pub message: String,
-    /// The new run's id (validated by the caller), or `None` for a generated one.
+    /// The new run's id, or `None` for a generated one.
     pub run_id: Option<String>,
 }
 

@@ -16,6 +16,9 @@ impl Runner<'_> {
     /// `delta run`: resumes the workspace's paused or interrupted run when asked to, else creates a
     /// new run and runs it.
     pub(super) fn start(mut self, new: NewRun) -> Result<Finished, RunnerError> {
+        if let Some(id) = &new.run_id {
+            workspace::validate_run_id(id)?;
+        }
         let clock = self.options.clock;
         // With `auto_resume`, a paused or interrupted run of the workspace is resumed. The workspace
         // stays locked from this decision until the process ends.

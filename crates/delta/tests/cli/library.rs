@@ -262,3 +262,22 @@ fn a_finished_run_without_a_message_is_refused_with_a_typed_error() {
         "nothing more was asked of the model"
     );
 }
+
+#[test]
+fn a_run_id_that_is_not_a_safe_name_never_reaches_the_filesystem() {
+    let server = ScriptedServer::start([Reply::text("never asked")]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let Request::Run(mut new) = new_run(&sb, "Go") else {
+        unreachable!()
+    };
+    new.run_id = Some("../escape".into());
+    let (result, host, _) = run(&sb, &server, Request::Run(new));
+    let Err(err) = result else {
+        panic!("a run id with a path in it was accepted")
+    };
+    assert!(err.is_usage(), "{err:?}");
+    assert!(host.notices.is_empty(), "{:?}", host.notices);
+    assert!(!sb.ws().exists(), "nothing was created");
+    assert!(!sb.path("escape").exists());
+    assert!(bodies(&server).is_empty());
+}
