@@ -14,7 +14,7 @@ use serde_saphyr::Spanned;
 
 use crate::diag::Diagnostic;
 use modules::agent_tools;
-pub use modules::load_tools;
+pub use modules::{load_tools, tools_at};
 use raw::RawAgent;
 pub use sections::default_context;
 use sections::{find_prompt, load_context, load_hooks};

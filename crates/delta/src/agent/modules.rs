@@ -271,3 +271,22 @@ pub(super) fn agent_tools(
     }
     tools
 }
+
+/// The tools at `path`: an agent folder, an agent's own configuration (`agent.yaml`, `config.yaml`:
+/// the whole agent is loaded, so agent-wide settings apply), or any YAML file with `tools:`.
+pub fn tools_at(path: &Path) -> Result<Vec<Tool>, AgentError> {
+    let is_agent_file = path
+        .file_name()
+        .is_some_and(|n| n == "agent.yaml" || n == "config.yaml");
+    if path.is_dir() {
+        Ok(super::load(path)?.tools)
+    } else if is_agent_file {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Ok(super::load(dir)?.tools)
+    } else {
+        load_tools(path)
+    }
+}
