@@ -114,6 +114,47 @@ impl HookRunner {
         self.hooks.contains_key(&name)
     }
 
+    /// Writes the hook's `input/` files (context and payload, keys scrubbed) and its command.
+    fn write_inputs(
+        &self,
+        name: HookName,
+        spec: &HookSpec,
+        io: &Path,
+        step_index: u64,
+        payload: &Value,
+    ) -> std::io::Result<()> {
+        for sub in ["input", "output", "execution_meta"] {
+            std::fs::create_dir_all(io.join(sub))?;
+        }
+        let context = json!({
+            "hook_name": name.as_str(),
+            "step_index": step_index,
+            "run_id": self.run_id,
+            "timestamp": timestamp(self.clock.now()),
+        });
+        std::fs::write(io.join("input/context.json"), pretty(&context))?;
+        let payload_file = if name == HookName::PreLlmReq {
+            "proposed_payload.json"
+        } else {
+            "payload.json"
+        };
+        let scrubbed;
+        let payload = if self.redactor.is_empty() {
+            payload
+        } else {
+            let mut copy = payload.clone();
+            self.redactor.redact_json(&mut copy);
+            scrubbed = copy;
+            &scrubbed
+        };
+        std::fs::write(io.join("input").join(payload_file), pretty(payload))?;
+        std::fs::write(
+            io.join("execution_meta/command.txt"),
+            spec.command.join(" "),
+        )?;
+        Ok(())
+    }
+
     /// Runs hook `name` (if configured) with `payload`.
     pub fn run(
         &mut self,
@@ -128,38 +169,7 @@ impl HookRunner {
         let io = self.dir.join(&folder);
         let io_path_ref = format!("io/hooks/{folder}/");
         let mut problems = Vec::new();
-        let prepared = (|| -> std::io::Result<()> {
-            for sub in ["input", "output", "execution_meta"] {
-                std::fs::create_dir_all(io.join(sub))?;
-            }
-            let context = json!({
-                "hook_name": name.as_str(),
-                "step_index": step_index,
-                "run_id": self.run_id,
-                "timestamp": timestamp(self.clock.now()),
-            });
-            std::fs::write(io.join("input/context.json"), pretty(&context))?;
-            let payload_file = if name == HookName::PreLlmReq {
-                "proposed_payload.json"
-            } else {
-                "payload.json"
-            };
-            let scrubbed;
-            let payload = if self.redactor.is_empty() {
-                payload
-            } else {
-                let mut copy = payload.clone();
-                self.redactor.redact_json(&mut copy);
-                scrubbed = copy;
-                &scrubbed
-            };
-            std::fs::write(io.join("input").join(payload_file), pretty(payload))?;
-            std::fs::write(
-                io.join("execution_meta/command.txt"),
-                spec.command.join(" "),
-            )?;
-            Ok(())
-        })();
+        let prepared = self.write_inputs(name, &spec, &io, step_index, payload);
         if let Err(e) = prepared {
             problems.push(format!("cannot prepare {}: {e}", io.display()));
         }

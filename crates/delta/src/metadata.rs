@@ -33,6 +33,27 @@ impl RunStatus {
             Self::Interrupted => "INTERRUPTED",
         }
     }
+
+    /// Every status.
+    pub const ALL: [Self; 5] = [
+        Self::Running,
+        Self::WaitingForInput,
+        Self::Completed,
+        Self::Failed,
+        Self::Interrupted,
+    ];
+
+    /// The status spelled `text` (in any case).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str().eq_ignore_ascii_case(text))
+    }
+
+    /// Whether `delta continue` resumes a run with this status without a message.
+    pub fn is_resumable(self) -> bool {
+        matches!(self, Self::Interrupted | Self::WaitingForInput)
+    }
 }
 
 impl std::fmt::Display for RunStatus {

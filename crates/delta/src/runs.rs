@@ -247,22 +247,22 @@ pub fn last_workspace_file() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".delta").join("LAST_WORKSPACE"))
 }
 
-/// Records `workspace` as the last used (best effort: a read-only home must not stop a run). It is a
-/// convenience pointer, so it is not flushed to disk, and not rewritten when it already says so.
-pub fn remember_workspace(workspace: &Path) {
+/// Records `workspace` as the last used in `file` (best effort: a read-only home must not stop a run).
+/// It is a convenience pointer, so it is not flushed to disk, and not rewritten when it already says
+/// so.
+pub fn remember_workspace(file: &Path, workspace: &Path) {
     let text = workspace.display().to_string();
-    if let Some(file) = last_workspace_file()
-        && std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str())
+    if std::fs::read_to_string(file).ok().as_deref() != Some(text.as_str())
         && let Some(dir) = file.parent()
         && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = store::atomic::write_atomic_lazy(&file, text.as_bytes());
+        let _ = store::atomic::write_atomic_lazy(file, text.as_bytes());
     }
 }
 
-/// The workspace recorded by [`remember_workspace`] (it may have been removed since).
-pub fn last_workspace() -> Option<PathBuf> {
-    let text = std::fs::read_to_string(last_workspace_file()?).ok()?;
+/// The workspace recorded in `file` by [`remember_workspace`] (it may have been removed since).
+pub fn last_workspace(file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
     let text = text.trim();
     (!text.is_empty()).then(|| PathBuf::from(text))
 }

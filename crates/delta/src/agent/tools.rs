@@ -786,6 +786,43 @@ impl Tool {
         json!({"type": "object", "properties": properties, "required": required})
     }
 
+    /// The tool as `delta tool:expand` shows it: its argument vector, parameters (type, how each is
+    /// passed), timeout, and the syntax and template it was written in.
+    pub fn expansion(&self) -> Value {
+        let mut t = Map::new();
+        t.insert("name".into(), json!(self.name));
+        if let Some(d) = &self.description {
+            t.insert("description".into(), json!(d));
+        }
+        t.insert("command".into(), json!(self.display_argv()));
+        let params: Vec<Value> = self
+            .params
+            .iter()
+            .map(|p| {
+                let mut m = Map::new();
+                m.insert("name".into(), json!(p.name));
+                m.insert("type".into(), json!(p.kind.as_str()));
+                m.insert("inject_as".into(), json!(p.inject.as_str()));
+                if let Inject::Option(flag) = &p.inject {
+                    m.insert("option_name".into(), json!(flag));
+                }
+                if let Some(d) = &p.description {
+                    m.insert("description".into(), json!(d));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        t.insert("parameters".into(), Value::Array(params));
+        t.insert("timeout_seconds".into(), json!(self.timeout.as_secs_f64()));
+        let mut meta = Map::new();
+        meta.insert("syntax".into(), json!(self.syntax.as_str()));
+        if let Some(template) = &self.template {
+            meta.insert("original_template".into(), json!(template));
+        }
+        t.insert("__meta".into(), Value::Object(meta));
+        Value::Object(t)
+    }
+
     /// The argument vector with placeholders shown as `${name}`.
     pub fn display_argv(&self) -> Vec<String> {
         let name = |i: usize| format!("${{{}}}", self.params[i].name);

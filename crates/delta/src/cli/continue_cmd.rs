@@ -1,19 +1,13 @@
 //! `delta continue`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use delta::connect::LlmMode;
-use delta::metadata::RunStatus;
-use delta::resume::{self, Caller, Decision};
-use delta::runs;
+use delta::runner::{Continue, Request, WorkspaceRef};
 
+use super::report::{self, Flags, clock_and_ids};
 use super::result::Format;
-use super::run::{
-    Launch, ResumeOptions, agent_error, busy_error, clock_and_ids, connect_llm, launch,
-    launch_resumed, show_agent,
-};
-use super::{CliError, Exit, eprint_line};
+use super::{CliError, Exit};
 
 /// Continue a run: resume it, answer its question, extend it, or retry it.
 ///
@@ -93,172 +87,24 @@ pub struct ContinueArgs {
     playback: Option<PathBuf>,
 }
 
-fn compose(message: Option<String>, file: Option<&Path>) -> Result<Option<String>, CliError> {
-    let Some(file) = file else { return Ok(message) };
-    let content = std::fs::read_to_string(file)
-        .map_err(|e| CliError::new(format!("cannot read {}: {e}", file.display())))?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let block = format!("--- {name} ---\n{}", content.trim_end());
-    Ok(Some(match message {
-        Some(m) if !m.trim().is_empty() => format!("{m}\n\n{block}"),
-        _ => block,
-    }))
-}
-
-fn no_run(ws: &Path) -> CliError {
-    CliError::new(format!(
-        "No existing run found in the work directory {}",
-        ws.display()
-    ))
-    .hint("Use `delta run` to start a new run")
-}
-
 pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
-    let ws = match (&args.work_dir, args.last) {
-        (Some(dir), _) => std::env::current_dir().unwrap_or_default().join(dir),
-        (None, _) => match runs::last_workspace() {
-            None => {
-                return Err(CliError::new(
-                    "no workspace has been used yet (nothing recorded in ~/.delta/LAST_WORKSPACE)",
-                )
-                .hint("name the workspace with -w PATH"));
-            }
-            Some(ws) if !ws.is_dir() => {
-                return Err(CliError::new(format!(
-                    "the workspace used last, {}, no longer exists (recorded in ~/.delta/LAST_WORKSPACE)",
-                    ws.display()
-                ))
-                .hint("name the workspace with -w PATH"));
-            }
-            Some(ws) => ws,
+    let (clock, ids) = clock_and_ids()?;
+    let request = Request::Continue(Continue {
+        workspace: match args.work_dir {
+            Some(dir) => WorkspaceRef::Dir(dir),
+            None => WorkspaceRef::Last,
         },
-    };
-    if !ws.join(".delta").is_dir() {
-        return Err(no_run(&ws));
-    }
-    let ws = ws.canonicalize().unwrap_or(ws);
-    if args.work_dir.is_none() {
-        let record = runs::last_workspace_file()
-            .map(|f| f.display().to_string())
-            .unwrap_or_else(|| "~/.delta/LAST_WORKSPACE".into());
-        eprint_line(&format!(
-            "Using the last workspace: {} (recorded in {record})",
-            ws.display()
-        ));
-    }
-    if let Some(id) = &args.run_id {
-        delta::workspace::validate_run_id(id)
-            .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
-    }
-    let run_id = || -> Result<String, CliError> {
-        match &args.run_id {
-            Some(id) => Ok(id.clone()),
-            None => Ok(runs::latest(&ws).ok_or_else(|| no_run(&ws))?.run_id),
-        }
-    };
-    let message = compose(args.message.clone(), args.with_file.as_deref())?;
-    let mode = match (&args.record, &args.playback) {
-        (_, Some(dir)) => LlmMode::Playback(dir.clone()),
-        (Some(dir), None) => LlmMode::Record(dir.clone()),
-        (None, None) => LlmMode::Live,
-    };
-    let opts = ResumeOptions {
+        run_id: args.run_id,
+        message: args.message,
+        with_file: args.with_file,
+        fork_at: args.from_iteration,
+    });
+    let flags = Flags {
         max_iterations: args.max_iterations,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,
-        mode,
+        mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
     };
-
-    if let Some(iteration) = args.from_iteration {
-        return fork(&ws, &run_id()?, iteration, message, opts);
-    }
-
-    // The workspace is locked before its latest run is looked up, so that the run acted on is the
-    // latest one while this process works.
-    let (clock, _) = clock_and_ids()?;
-    let command = "delta continue";
-    let workspace_lock =
-        runs::lock_workspace(&ws, clock, command).map_err(|e| busy_error(e, &ws))?;
-    let opened = runs::open_locked(&ws, &run_id()?, workspace_lock, clock, command)
-        .map_err(|e| busy_error(e, &ws))?;
-    let decision = resume::decide(&opened, message.as_deref(), Caller::Continue)
-        .map_err(|refusal| CliError::new(refusal.to_string()).hint(refusal.hint(&ws)))?;
-    let message = resume::prepare(&opened, &decision)?;
-    let response = delta::engine::response_path(&opened.run);
-    match &decision {
-        Decision::Answer(_) => {
-            eprint_line(&format!("Response written to: {}", response.display()));
-        }
-        Decision::AnswerFromFile => {
-            eprint_line(&format!("Using the response in {}", response.display()));
-        }
-        Decision::Extend {
-            status: RunStatus::Failed,
-            ..
-        } => eprint_line("Retrying the FAILED run with the new message..."),
-        Decision::Extend { .. } => eprint_line("Extending the COMPLETED conversation..."),
-        Decision::Resume { .. } | Decision::StartNew => {}
-    }
-    launch_resumed(&ws, opened, message, opts)
-}
-
-fn fork(
-    ws: &Path,
-    run_id: &str,
-    iteration: usize,
-    message: Option<String>,
-    opts: ResumeOptions,
-) -> Result<Exit, CliError> {
-    let (clock, ids) = clock_and_ids()?;
-    let source = delta::workspace::RunDir::new(ws, run_id);
-    if !source.metadata().is_file() {
-        return Err(no_run(ws));
-    }
-    let now = clock.now();
-    let mut new_id = delta::workspace::new_run_id(now, &ids);
-    while delta::workspace::RunDir::new(ws, &new_id).root.exists() {
-        new_id = delta::workspace::new_run_id(now, &ids);
-    }
-    let session = delta::session::fork(&source, iteration, &new_id, clock, "delta continue")
-        .map_err(|e| match e {
-            delta::session::ForkError::Workspace(e) => busy_error(e, ws),
-            e => {
-                let hint = e.hint();
-                CliError::new(e.to_string()).maybe_hint(hint)
-            }
-        })?;
-    eprint_line(&format!(
-        "Forked run {new_id} from {run_id} at iteration {iteration}."
-    ));
-    let agent = delta::agent::load(Path::new(&session.metadata.agent_ref)).map_err(agent_error)?;
-    show_agent(&agent, opts.verbose);
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let mut env = delta::env::Env::from_process();
-    env.load_cascade(ws, &agent.dir, &cwd)
-        .map_err(|e| CliError::new(e.to_string()))?;
-    let conn = connect_llm(&agent, &env, &opts.mode, clock, &ids)?;
-    let max_iterations = opts.max_iterations.unwrap_or(agent.max_iterations);
-    launch(Launch {
-        workspace: ws.to_path_buf(),
-        run: session.run,
-        metadata: session.metadata,
-        workspace_lock: session.workspace_lock,
-        lock: session.lock,
-        env,
-        conn,
-        max_iterations,
-        interactive: opts.interactive,
-        verbose: opts.verbose,
-        format: opts.format,
-        message,
-        recovered: None,
-        clock,
-        ids,
-        resuming: true,
-        agent,
-    })
+    report::execute(request, &flags, clock, ids)
 }

@@ -1,13 +1,13 @@
 //! `delta init`.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use super::templates::{self, TEMPLATES};
 use super::{CliError, eprint_line, print_out, terminal};
+use delta::templates::{self, ScaffoldError, TEMPLATES};
 
 /// Create an agent from a template.
 ///
@@ -35,42 +35,6 @@ pub struct InitArgs {
     yes: bool,
 }
 
-fn is_empty(dir: &Path) -> Result<bool, CliError> {
-    if !dir.exists() {
-        return Ok(true);
-    }
-    if !dir.is_dir() {
-        return Err(CliError::new(format!(
-            "{} exists and is not a folder",
-            dir.display()
-        )));
-    }
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| CliError::new(format!("cannot read {}: {e}", dir.display())))?;
-    for entry in entries.flatten() {
-        if !entry.file_name().to_string_lossy().starts_with('.') {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Sets the first `name:` line of an agent.yaml to `name`.
-fn rename(agent_yaml: &str, name: &str) -> String {
-    let quoted = serde_json::to_string(name).unwrap_or_else(|_| format!("\"{name}\""));
-    let mut done = false;
-    let mut out: Vec<String> = Vec::new();
-    for line in agent_yaml.lines() {
-        if !done && line.starts_with("name:") {
-            out.push(format!("name: {quoted}"));
-            done = true;
-        } else {
-            out.push(line.to_string());
-        }
-    }
-    out.join("\n") + "\n"
-}
-
 pub fn cmd_init(args: InitArgs) -> Result<(), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
@@ -78,10 +42,13 @@ pub fn cmd_init(args: InitArgs) -> Result<(), CliError> {
         Some(name) => cwd.join(name),
         None => cwd.clone(),
     };
-    if !is_empty(&target)? {
-        return Err(CliError::new(format!("directory is not empty: {}", target.display()))
-            .hint("delta init only writes into a new or empty folder: give a new name, e.g. delta init my-agent"));
-    }
+    templates::check_target(&target).map_err(|e| {
+        let error = CliError::new(e.to_string());
+        match e {
+            ScaffoldError::NotEmpty(_) => error.hint("delta init only writes into a new or empty folder: give a new name, e.g. delta init my-agent"),
+            _ => error,
+        }
+    })?;
     let names: Vec<&str> = TEMPLATES.iter().map(|t| t.name).collect();
     let chosen = match (&args.template, args.yes) {
         (Some(t), _) => t.clone(),
@@ -107,18 +74,7 @@ pub fn cmd_init(args: InitArgs) -> Result<(), CliError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| template.name.to_string());
-    std::fs::create_dir_all(&target)
-        .map_err(|e| CliError::new(format!("cannot create {}: {e}", target.display())))?;
-    for file in &template.files {
-        let content = match file.name {
-            "agent.yaml" => rename(file.content, &agent_name),
-            "README.md" => file.content.replace("{{name}}", &agent_name),
-            _ => file.content.to_string(),
-        };
-        let path = target.join(file.name);
-        std::fs::write(&path, content)
-            .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))?;
-    }
+    templates::write(template, &target, &agent_name).map_err(|e| CliError::new(e.to_string()))?;
     eprint_line(&format!(
         "Created agent '{agent_name}' from the {} template.",
         template.name
@@ -133,38 +89,4 @@ pub fn cmd_init(args: InitArgs) -> Result<(), CliError> {
     eprint_line("  delta run -m \"your task\" -y");
     print_out(&format!("{}\n", target.display()));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rename_replaces_only_the_first_name_line() {
-        let out = rename("name: x\nllm: {}\ntools:\n  - name: t\n", "my \"agent\"");
-        assert_eq!(
-            out,
-            "name: \"my \\\"agent\\\"\"\nllm: {}\ntools:\n  - name: t\n"
-        );
-    }
-
-    #[test]
-    fn every_template_is_a_valid_agent() {
-        for t in &TEMPLATES {
-            let dir = tempfile::tempdir().unwrap();
-            for f in &t.files {
-                std::fs::write(dir.path().join(f.name), f.content).unwrap();
-            }
-            let agent =
-                delta::agent::load(dir.path()).unwrap_or_else(|e| panic!("{}: {e}", t.name));
-            assert!(!agent.tools.is_empty(), "{}", t.name);
-            assert!(
-                agent.warnings.is_empty(),
-                "{}: {:?}",
-                t.name,
-                agent.warnings
-            );
-            assert!(agent.context.file.is_some());
-        }
-    }
 }

@@ -74,33 +74,16 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
         );
     }
     let wanted = match &args.status {
-        Some(s) => Some(
-            [
-                RunStatus::Running,
-                RunStatus::WaitingForInput,
-                RunStatus::Completed,
-                RunStatus::Failed,
-                RunStatus::Interrupted,
-            ]
-            .into_iter()
-            .find(|r| r.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                CliError::usage(format!("unknown status {s:?}"))
-                    .hint("use RUNNING, WAITING_FOR_INPUT, COMPLETED, FAILED or INTERRUPTED")
-            })?,
-        ),
+        Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+            CliError::usage(format!("unknown status {s:?}"))
+                .hint("use RUNNING, WAITING_FOR_INPUT, COMPLETED, FAILED or INTERRUPTED")
+        })?),
         None => None,
     };
     let mut list: Vec<RunSummary> = runs::list(&ws)?
         .into_iter()
         .filter(|r| wanted.is_none_or(|w| r.status == w))
-        .filter(|r| {
-            !args.resumable
-                || matches!(
-                    r.status,
-                    RunStatus::Interrupted | RunStatus::WaitingForInput
-                )
-        })
+        .filter(|r| !args.resumable || r.status.is_resumable())
         .collect();
     if args.first {
         list.truncate(1);

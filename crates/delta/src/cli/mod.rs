@@ -6,9 +6,9 @@ mod console;
 mod continue_cmd;
 mod init;
 mod list_runs;
+mod report;
 mod result;
 mod run;
-mod templates;
 mod terminal;
 mod tool_expand;
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::observation::{self, Ending};
+use super::registry::Handler;
 use super::{ASK_HUMAN, Engine, EngineError, Observer, Progress, RunOutcome};
 use crate::agent::{HookName, Tool};
 use crate::events::{ActionStatus, Event, HookStatus, Level};
@@ -45,15 +46,30 @@ impl Engine<'_> {
             name: name.to_string(),
             args: Value::Object(args.clone()),
         });
-        if name == ASK_HUMAN {
-            return self.ask_human(id, &args);
+        match self.tools.get(name) {
+            None => {
+                self.tool_not_found(id, name)?;
+                Ok(None)
+            }
+            Some(Handler::AskHuman) => self.ask_human(id, &args),
+            Some(Handler::Shell(index)) => {
+                let tool = self.setup.agent.tools[index].clone();
+                self.run_shell_tool(id, name, &tool, &args)
+            }
         }
-        let Some(tool) = self.setup.agent.tool(name).cloned() else {
-            self.tool_not_found(id, name)?;
-            return Ok(None);
-        };
+    }
+
+    /// Runs call `id` of the agent's tool `tool`: `ACTION_REQUEST`, the `pre_tool_exec` hook, the
+    /// process, `ACTION_RESULT`.
+    fn run_shell_tool(
+        &mut self,
+        id: &str,
+        name: &str,
+        tool: &Tool,
+        args: &Map<String, Value>,
+    ) -> Result<Option<RunOutcome>, EngineError> {
         let home = self.setup.agent.dir.display().to_string();
-        let invocation = match tool.resolve(&args, &home) {
+        let invocation = match tool.resolve(args, &home) {
             Ok(inv) => inv,
             Err(e) => {
                 self.error_result(id, format!("Error: {name}: {e}"))?;
@@ -70,7 +86,7 @@ impl Engine<'_> {
         let call = Requested {
             id,
             name,
-            args: &args,
+            args,
             resolved: &resolved,
             exec_ref: self.execution_ref(id),
         };
@@ -98,7 +114,7 @@ impl Engine<'_> {
             env: self.tool_env.clone(),
             timeout: tool.timeout,
         };
-        self.execute(call, &tool, &spawn)
+        self.execute(call, tool, &spawn)
     }
 
     /// The call's arguments as an object; anything else becomes an error result (`None`).
@@ -133,13 +149,8 @@ impl Engine<'_> {
         self.observer
             .progress(Progress::ToolNotFound(name.to_string()));
         self.system(Level::Error, &format!("Tool not found: {name}"))?;
-        let available: Vec<&str> = self
-            .setup
-            .agent
-            .tools
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
+        // The agent's tools, then the built-in (the list starts with ", " when the agent has none).
+        let available: Vec<&str> = self.tools.names().filter(|n| *n != ASK_HUMAN).collect();
         self.append(Event::ActionResult {
             action_id: id.to_string(),
             status: ActionStatus::Error,

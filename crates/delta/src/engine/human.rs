@@ -5,43 +5,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    ASK_HUMAN, Engine, EngineError, InputType, InteractionRequest, Observer, Progress, RunOutcome,
-};
+use super::registry::AskHumanArgs;
+use super::{ASK_HUMAN, Engine, EngineError, InteractionRequest, Observer, Progress, RunOutcome};
 use crate::agent::HookName;
 use crate::events::{ActionStatus, Event, Level, timestamp};
 use crate::metadata::RunStatus;
 use store::StoreError;
-
-/// The arguments of an `ask_human` call, read one way wherever a call is asked or answered.
-struct Question {
-    /// What to ask (redacted); `None` when the call has no text prompt.
-    prompt: Option<String>,
-    input_type: InputType,
-    sensitive: bool,
-}
-
-impl Question {
-    /// Reads `args`; values of the wrong type take the defaults, and `sensitive` also accepts the text
-    /// `"true"` (models often send booleans as strings).
-    fn parse(args: &Value, redact: impl Fn(&str) -> String) -> Self {
-        let input_type = match args.get("input_type").and_then(Value::as_str) {
-            Some("password") => InputType::Password,
-            Some("confirmation") => InputType::Confirmation,
-            _ => InputType::Text,
-        };
-        let sensitive = match args.get("sensitive") {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
-            _ => false,
-        };
-        Self {
-            prompt: args.get("prompt").and_then(Value::as_str).map(redact),
-            input_type,
-            sensitive,
-        }
-    }
-}
 
 /// What the terminal gave for a question.
 enum Asked {
@@ -54,13 +23,20 @@ enum Asked {
 }
 
 impl Engine<'_> {
+    /// The arguments of an `ask_human` call, its prompt redacted.
+    fn question(&self, args: &Value) -> AskHumanArgs {
+        let mut question = AskHumanArgs::parse(args);
+        question.prompt = question.prompt.map(|p| self.redact(&p));
+        question
+    }
+
     pub(super) fn ask_human(
         &mut self,
         id: &str,
         args: &Map<String, Value>,
     ) -> Result<Option<RunOutcome>, EngineError> {
         let args = Value::Object(args.clone());
-        let question = Question::parse(&args, |p| self.redact(p));
+        let question = self.question(&args);
         let Some(prompt) = question.prompt.clone() else {
             self.error_result(
                 id,
@@ -90,7 +66,7 @@ impl Engine<'_> {
 
     /// Asks `question` on the terminal (`-i`). When the input has ended the run waits for an answer as
     /// it does without `-i`.
-    fn ask_terminal(&mut self, id: &str, question: &Question) -> Result<Asked, EngineError> {
+    fn ask_terminal(&mut self, id: &str, question: &AskHumanArgs) -> Result<Asked, EngineError> {
         let prompt = question.prompt.as_deref().unwrap_or("(no prompt)");
         self.observer
             .progress(Progress::Question(prompt.to_string()));
@@ -130,7 +106,7 @@ impl Engine<'_> {
         })
     }
 
-    fn new_request(&self, id: &str, question: &Question) -> InteractionRequest {
+    fn new_request(&self, id: &str, question: &AskHumanArgs) -> InteractionRequest {
         let now = self.setup.clock.now();
         InteractionRequest {
             request_id: self.setup.ids.uuid_v7(now).to_string(),
@@ -166,7 +142,7 @@ impl Engine<'_> {
                 .map(|text| text.trim().to_string()),
             None => None,
         };
-        let question = Question::parse(args, |p| self.redact(p));
+        let question = self.question(args);
         let answer = match from_file {
             Some(a) => a,
             None if self.setup.interactive && self.human.is_some() => {

@@ -5,11 +5,13 @@
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
 mod act;
+mod hook;
 mod human;
 pub mod io_writer;
 pub mod observation;
 mod reason;
 mod records;
+pub mod registry;
 mod settle;
 
 use std::io::Write;
@@ -18,9 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use llm::{
-    ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice, ToolDefinition,
-};
+use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{Clock, IdSource, StoreError};
@@ -31,7 +31,7 @@ use crate::env::Env;
 use crate::events::{
     EndStatus, Event, FunctionRecord, HookStatus, Level, RunJournal, ToolCallRecord, timestamp,
 };
-use crate::hooks::{HookOutcome, HookRunner};
+use crate::hooks::HookRunner;
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
 use crate::process;
 use crate::process::record::{Leftover, Recorder};
@@ -39,6 +39,7 @@ use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 use io_writer::IoWriter;
 pub use reason::EndReason;
+pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
 /// Name of the built-in tool.
 pub use crate::agent::tools::ASK_HUMAN;
@@ -232,6 +233,8 @@ pub struct Engine<'a> {
     io: IoWriter,
     llm_worker: Option<mpsc::Sender<LlmJob>>,
     programs: process::ProgramCache,
+    /// The tools offered to the model, by name.
+    tools: ToolRegistry,
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
     exec_refs: std::collections::HashSet<String>,
@@ -249,45 +252,12 @@ type LlmJob = (
     mpsc::Sender<Result<ChatResponse, LlmError>>,
 );
 
+/// A tool call of the model's answer: its id, tool name and arguments (redacted).
+type Call = (String, String, Value);
+
 enum Step {
     Continue,
     Stop(Box<RunOutcome>),
-}
-
-/// The definition of the built-in `ask_human` tool.
-pub fn ask_human_definition() -> ToolDefinition {
-    ToolDefinition {
-        name: ASK_HUMAN.into(),
-        description: "Ask the human user for input or clarification".into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "prompt": {"type": "string", "description": "The question or prompt to show the user"},
-                "input_type": {
-                    "type": "string",
-                    "enum": ["text", "password", "confirmation"],
-                    "description": "text (default), password (hidden input) or confirmation (yes/no)"
-                },
-                "sensitive": {"type": "boolean", "description": "Whether the answer is secret"}
-            },
-            "required": ["prompt"]
-        }),
-    }
-}
-
-/// The tools offered to the model: the agent's, then `ask_human`.
-pub fn tool_definitions(agent: &Agent) -> Vec<ToolDefinition> {
-    let mut defs: Vec<ToolDefinition> = agent
-        .tools
-        .iter()
-        .map(|t| ToolDefinition {
-            name: t.name.clone(),
-            description: t.llm_description(),
-            parameters: t.schema(),
-        })
-        .collect();
-    defs.push(ask_human_definition());
-    defs
 }
 
 impl<'a> Engine<'a> {
@@ -328,6 +298,7 @@ impl<'a> Engine<'a> {
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let mut metadata = metadata;
         catch_up(&mut metadata, &opened.events);
+        let tools = ToolRegistry::new(&setup.agent);
         let mut engine = Self {
             setup,
             journal: opened.journal,
@@ -342,6 +313,7 @@ impl<'a> Engine<'a> {
             io: IoWriter::start(),
             llm_worker: None,
             programs: process::ProgramCache::default(),
+            tools,
             progress_saved: Instant::now(),
             exec_refs,
             leftover: None,
@@ -440,41 +412,6 @@ impl<'a> Engine<'a> {
 
     fn redact(&self, text: &str) -> String {
         self.setup.redactor.redact(text).into_owned()
-    }
-
-    fn run_hook(
-        &mut self,
-        name: HookName,
-        payload: &Value,
-    ) -> Result<Option<HookOutcome>, EngineError> {
-        // Nothing new is started once an interrupt was asked for.
-        if !self.hooks.has(name) || self.interrupted() {
-            return Ok(None);
-        }
-        self.sync()?;
-        let step = self.metadata.iterations_completed + 1;
-        let interrupt = Arc::clone(&self.setup.interrupt);
-        let Some(outcome) = self.hooks.run(name, step, payload, &interrupt) else {
-            return Ok(None);
-        };
-        self.append(Event::HookExecutionAudit {
-            hook_name: name.as_str().into(),
-            status: outcome.status,
-            io_path_ref: outcome.io_path_ref.clone(),
-        })?;
-        if !outcome.problems.is_empty() {
-            self.log(&format!(
-                "{} hook: {}",
-                name.as_str(),
-                outcome.problems.join("; ")
-            ));
-        }
-        self.observer.progress(Progress::Hook {
-            name,
-            status: outcome.status,
-            problems: outcome.problems.clone(),
-        });
-        Ok(Some(outcome))
     }
 
     fn outcome(&self, status: RunStatus) -> RunOutcome {
@@ -609,25 +546,6 @@ impl<'a> Engine<'a> {
         Ok(self.outcome(RunStatus::Interrupted))
     }
 
-    /// Marks a resumed run as running again, by this process.
-    fn begin_resume(&mut self) -> Result<(), EngineError> {
-        // The boot recorded by the process that worked on the run last; it is replaced once the calls
-        // that process left open are settled (see `run_loop`).
-        let boot = process::group::boot_id();
-        self.records_complete = boot.is_some() && self.metadata.boot_id == boot;
-        self.metadata.status = RunStatus::Running;
-        self.metadata.end_time = None;
-        self.metadata.pid = std::process::id();
-        self.metadata.hostname = store::hostname();
-        self.metadata.process_name = crate::metadata::process_name();
-        self.save_metadata()?;
-        self.log(&format!("Resuming run {}", self.setup.run.run_id));
-        if let Some(note) = self.setup.recovered.clone() {
-            self.system(Level::Warn, &note)?;
-        }
-        self.stop_leftover()
-    }
-
     fn build_request(&mut self) -> Result<ChatRequest, String> {
         let env = self.tool_env.clone();
         let interrupt = Arc::clone(&self.setup.interrupt);
@@ -649,7 +567,7 @@ impl<'a> Engine<'a> {
         Ok(ChatRequest {
             model: llm.model.clone().unwrap_or_default(),
             messages: built.messages,
-            tools: tool_definitions(&self.setup.agent),
+            tools: self.tools.definitions().to_vec(),
             tool_choice: ToolChoice::Auto,
             temperature: llm.temperature,
             max_tokens: llm.max_tokens,
@@ -743,67 +661,75 @@ impl<'a> Engine<'a> {
         llm::openai::response_body(response, invocation_id, model, created)
     }
 
+    /// One iteration: ask the model (through the request hooks), journal its answer, run its calls.
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
-        let baseline = match self.build_request() {
+        let request = match self.build_request() {
             Ok(r) => r,
             Err(e) => return Ok(Step::Stop(Box::new(self.fail(e, iteration)?))),
         };
         self.observer.progress(Progress::Thinking);
-        let mut request = baseline;
-        if self.hooks.has(HookName::PreLlmReq) {
-            // Hooks read and write requests in the chat-completions format, whatever the provider.
-            let proposed = llm::openai::request_body(&request, false, false);
-            if let Some(outcome) = self.run_hook(HookName::PreLlmReq, &proposed)? {
-                match (outcome.status, outcome.final_payload) {
-                    (HookStatus::Success, Some(payload)) => {
-                        match llm::openai::parse_request(&payload) {
-                            Ok(modified) => {
-                                self.log("pre_llm_req hook succeeded, using modified payload");
-                                request = modified;
-                            }
-                            Err(e) => self.system(
-                                Level::Warn,
-                                &format!(
-                                    "pre_llm_req hook output ignored: not a chat-completions request ({e})"
-                                ),
-                            )?,
-                        }
-                    }
-                    (HookStatus::Failed, _) => {
-                        let problems = outcome.problems.join("; ");
-                        self.system(Level::Warn, &format!("pre_llm_req hook failed: {problems}"))?;
-                    }
-                    _ => {}
-                }
+        let request = if self.hooks.has(HookName::PreLlmReq) {
+            let request = self.pre_llm_request(request)?;
+            if self.interrupted() {
+                return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
             }
+            request
+        } else {
+            request
+        };
+        let (invocation_id, response) = match self.ask_model(request, iteration)? {
+            Ok(answer) => answer,
+            Err(stop) => return Ok(stop),
+        };
+        let (content, calls) = self.journal_answer(&invocation_id, &response)?;
+        if self.hooks.has(HookName::PostLlmResp) {
+            self.post_llm_response(&invocation_id, &response)?;
             if self.interrupted() {
                 return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
             }
         }
+        self.act_on(content, calls)
+    }
+
+    /// Sends `request` to the model and keeps the exchange in `io/invocations/`. The run stops
+    /// (`Err`) when it is interrupted meanwhile or the request fails.
+    fn ask_model(
+        &mut self,
+        request: ChatRequest,
+        iteration: u32,
+    ) -> Result<Result<(String, ChatResponse), Step>, EngineError> {
         // Shared, not copied: the LLM worker sends it and the io writer records it.
         let request = Arc::new(request);
         let invocation_id = self.setup.ids.uuid_v7(self.setup.clock.now()).to_string();
         let started = Instant::now();
         let response = match self.call_llm(&request) {
-            None => return Ok(Step::Stop(Box::new(self.interrupt_run()?))),
+            None => return Ok(Err(Step::Stop(Box::new(self.interrupt_run()?)))),
             Some(Ok(r)) => r,
             Some(Err(e)) => {
                 self.save_failed_invocation(&invocation_id, request, &e, started.elapsed());
-                return Ok(Step::Stop(Box::new(self.fail(
+                return Ok(Err(Step::Stop(Box::new(self.fail(
                     format!(
                         "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}/)"
                     ),
                     iteration,
-                )?)));
+                )?))));
             }
         };
         self.save_invocation(&invocation_id, request, &response, started.elapsed());
         self.metadata.usage.add(response.usage);
+        Ok(Ok((invocation_id, response)))
+    }
 
-        // Journal the answer before acting on it.
+    /// Journals the model's answer before anything acts on it; returns its text and its calls (id,
+    /// name, arguments).
+    fn journal_answer(
+        &mut self,
+        invocation_id: &str,
+        response: &ChatResponse,
+    ) -> Result<(String, Vec<Call>), EngineError> {
         // What the model said is journaled, shown and returned without the keys in use (it may echo one).
         let content = self.redact(&response.text());
-        let mut calls: Vec<(String, String, Value)> = Vec::new();
+        let mut calls: Vec<Call> = Vec::new();
         for (i, call) in response.tool_calls().enumerate() {
             // Ids and names are the model's text too: scrubbed here, they are scrubbed in the journal,
             // the `io/` folder names and the console alike.
@@ -830,7 +756,7 @@ impl<'a> Engine<'a> {
             .collect();
         self.append_deferred(Event::Thought {
             content: content.clone(),
-            llm_invocation_ref: invocation_id.clone(),
+            llm_invocation_ref: invocation_id.to_string(),
             tool_calls: (!records.is_empty()).then_some(records),
             usage: Some(response.usage),
         })?;
@@ -840,22 +766,11 @@ impl<'a> Engine<'a> {
         if !content.trim().is_empty() {
             self.observer.progress(Progress::Thought(content.clone()));
         }
-        if self.hooks.has(HookName::PostLlmResp) {
-            let payload = self.response_object(&invocation_id, &response);
-            if let Some(outcome) = self.run_hook(HookName::PostLlmResp, &payload)?
-                && outcome.status == HookStatus::Failed
-            {
-                let problems = outcome.problems.join("; ");
-                self.system(
-                    Level::Warn,
-                    &format!("post_llm_resp hook failed: {problems}"),
-                )?;
-            }
-            if self.interrupted() {
-                return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
-            }
-        }
+        Ok((content, calls))
+    }
 
+    /// Ends the run on an answer without calls, else runs the calls in order.
+    fn act_on(&mut self, content: String, calls: Vec<Call>) -> Result<Step, EngineError> {
         if calls.is_empty() {
             // An answer without tool calls ends the run.
             if content.trim().is_empty() {

@@ -10,12 +10,33 @@
 
 use serde_json::Value;
 
-use super::{ASK_HUMAN, Engine, EngineError, Observer, Progress, RunOutcome};
+use super::registry::Handler;
+use super::{Engine, EngineError, Observer, Progress, RunOutcome};
 use crate::events::{ActionStatus, Event, Level, ToolCallRecord};
+use crate::metadata::RunStatus;
 use crate::process::{self, record::ChildKind};
 use store::StoreError;
 
 impl Engine<'_> {
+    /// Marks a resumed run as running again, by this process.
+    pub(super) fn begin_resume(&mut self) -> Result<(), EngineError> {
+        // The boot recorded by the process that worked on the run last; it is replaced once the calls
+        // that process left open are settled (see `run_loop`).
+        let boot = process::group::boot_id();
+        self.records_complete = boot.is_some() && self.metadata.boot_id == boot;
+        self.metadata.status = RunStatus::Running;
+        self.metadata.end_time = None;
+        self.metadata.pid = std::process::id();
+        self.metadata.hostname = store::hostname();
+        self.metadata.process_name = crate::metadata::process_name();
+        self.save_metadata()?;
+        self.log(&format!("Resuming run {}", self.setup.run.run_id));
+        if let Some(note) = self.setup.recovered.clone() {
+            self.system(Level::Warn, &note)?;
+        }
+        self.stop_leftover()
+    }
+
     /// Stops what the previous process left running, as recorded in `process.json`. A hook or
     /// generator is noted in the journal; a tool is kept for its call's result (its record stays until
     /// that result is journaled).
@@ -166,12 +187,19 @@ impl Engine<'_> {
             let args =
                 serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
             let name = call.function.name.as_str();
-            if started && name == ASK_HUMAN {
-                if let Some(stop) = self.answer_pending(&call.id, &args)? {
+            if started {
+                // A started call is settled by what its name runs: a question takes its answer;
+                // anything else was cut short.
+                let stop = match self.tools.get(name) {
+                    Some(Handler::AskHuman) => self.answer_pending(&call.id, &args)?,
+                    Some(Handler::Shell(_)) | None => {
+                        self.settle_interrupted(&call.id, name)?;
+                        None
+                    }
+                };
+                if let Some(stop) = stop {
                     return Ok(Some(stop));
                 }
-            } else if started {
-                self.settle_interrupted(&call.id, name)?;
             } else {
                 self.observer.progress(Progress::Executing(1));
                 if let Some(stop) = self.act(&call.id, name, args)? {

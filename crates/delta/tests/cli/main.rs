@@ -16,6 +16,7 @@ mod human;
 mod imports;
 mod init;
 mod last;
+mod library;
 mod live;
 mod llm_errors;
 mod lost_journal;

@@ -1,0 +1,265 @@
+//! The parts of an agent folder beside its tools: lifecycle hooks, the system prompt and the context
+//! manifest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_saphyr::Spanned;
+
+use super::raw::{RawContext, RawHook};
+use super::{
+    AgentError, ContextManifest, DEFAULT_HOOK_TIMEOUT, HookName, HookSpec, OnMissing, Source,
+    positive_int, read, yaml,
+};
+use crate::diag::Diagnostic;
+
+pub(super) fn load_hooks(
+    dir: &Path,
+    config_file: &Path,
+    config_source: &str,
+    lifecycle: Option<&BTreeMap<String, Spanned<RawHook>>>,
+    warnings: &mut Vec<String>,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeMap<HookName, HookSpec> {
+    let mut hooks = BTreeMap::new();
+    let add = |file: &Path,
+               source: &str,
+               map: &BTreeMap<String, Spanned<RawHook>>,
+               prefix: &str,
+               diags: &mut Vec<Diagnostic>| {
+        let mut added = Vec::new();
+        for (name, spanned) in map {
+            let loc = &spanned.referenced;
+            let located = |message: String| {
+                Diagnostic::new(file, message)
+                    .at(source, loc.line() as usize, loc.column() as usize)
+                    .field(format!("{prefix}{name}"))
+            };
+            let Some(hook) = HookName::parse(name) else {
+                diags.push(located(format!("unknown hook '{name}'")).hint(format!(
+                    "hooks are {}",
+                    HookName::ALL.map(HookName::as_str).join(", ")
+                )));
+                continue;
+            };
+            let raw = &spanned.value;
+            if raw.command.is_empty() || raw.command[0].is_empty() {
+                diags.push(
+                    located("command must name a program".into())
+                        .hint("e.g. command: [\"${AGENT_HOME}/hooks/check.sh\"]"),
+                );
+                continue;
+            }
+            let home = dir.display().to_string();
+            added.push((
+                hook,
+                HookSpec {
+                    command: raw
+                        .command
+                        .iter()
+                        .map(|c| c.replace("${AGENT_HOME}", &home))
+                        .collect(),
+                    timeout: raw
+                        .timeout_ms
+                        .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_millis),
+                    description: raw.description.clone(),
+                },
+            ));
+        }
+        added
+    };
+    let hooks_file = dir.join("hooks.yaml");
+    let mut from_file = Vec::new();
+    if hooks_file.is_file() {
+        match std::fs::read_to_string(&hooks_file) {
+            Ok(source) => {
+                match yaml::parse::<BTreeMap<String, Spanned<RawHook>>>(&hooks_file, &source) {
+                    Ok(parsed) => from_file = add(&hooks_file, &source, &parsed.value, "", diags),
+                    Err(d) => diags.push(d),
+                }
+            }
+            Err(e) => diags.push(Diagnostic::new(&hooks_file, format!("cannot read: {e}"))),
+        }
+    }
+    let from_config = lifecycle
+        .map(|m| add(config_file, config_source, m, "lifecycle_hooks.", diags))
+        .unwrap_or_default();
+    for (hook, spec) in from_config {
+        hooks.insert(hook, spec);
+    }
+    for (hook, spec) in from_file {
+        if hooks.insert(hook, spec).is_some() {
+            warnings.push(format!(
+                "hook {} is defined in both hooks.yaml and lifecycle_hooks; using hooks.yaml",
+                hook.as_str()
+            ));
+        }
+    }
+    hooks
+}
+
+pub(super) fn find_prompt(dir: &Path) -> Result<PathBuf, AgentError> {
+    for name in ["system_prompt.md", "system_prompt.txt"] {
+        let path = dir.join(name);
+        if path.is_file() {
+            let text = read(&path)?;
+            if text.trim().is_empty() {
+                return Err(AgentError::Invalid(vec![
+                    Diagnostic::new(&path, "the system prompt is empty")
+                        .hint("write the agent's instructions in it"),
+                ]));
+            }
+            return Ok(path);
+        }
+    }
+    Err(AgentError::NoPrompt(dir.to_path_buf()))
+}
+
+/// The recipe used when the agent has no `context.yaml`: system prompt, the workspace's `DELTA.md` if
+/// present, then the whole conversation.
+pub fn default_context(system_prompt: &Path) -> Vec<Source> {
+    let prompt_name = system_prompt
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    vec![
+        Source::File {
+            id: "system_prompt".into(),
+            path: format!("${{AGENT_HOME}}/{prompt_name}"),
+            on_missing: OnMissing::Error,
+        },
+        Source::File {
+            id: "workspace_guide".into(),
+            path: "${CWD}/DELTA.md".into(),
+            on_missing: OnMissing::Skip,
+        },
+        Source::Journal {
+            id: "conversation_history".into(),
+            max_iterations: None,
+        },
+    ]
+}
+
+pub(super) fn load_context(
+    dir: &Path,
+    system_prompt: &Path,
+    warnings: &mut Vec<String>,
+    diags: &mut Vec<Diagnostic>,
+) -> ContextManifest {
+    let file = dir.join("context.yaml");
+    if !file.is_file() {
+        return ContextManifest {
+            sources: default_context(system_prompt),
+            file: None,
+        };
+    }
+    let source = match std::fs::read_to_string(&file) {
+        Ok(s) => s,
+        Err(e) => {
+            diags.push(Diagnostic::new(&file, format!("cannot read: {e}")));
+            return ContextManifest {
+                sources: Vec::new(),
+                file: Some(file),
+            };
+        }
+    };
+    let parsed = match yaml::parse::<RawContext>(&file, &source) {
+        Ok(p) => p,
+        Err(d) => {
+            diags.push(d);
+            return ContextManifest {
+                sources: Vec::new(),
+                file: Some(file),
+            };
+        }
+    };
+    for key in &parsed.unknown_keys {
+        warnings.push(format!("context.yaml: unknown key `{key}` is ignored"));
+    }
+    if parsed.value.sources.is_empty() {
+        diags.push(
+            Diagnostic::new(&file, "Context manifest must have at least one source")
+                .field("sources"),
+        );
+    }
+    let mut sources = Vec::new();
+    for (i, spanned) in parsed.value.sources.iter().enumerate() {
+        let s = &spanned.value;
+        let loc = &spanned.referenced;
+        let located = |message: String| {
+            Diagnostic::new(&file, message)
+                .at(&source, loc.line() as usize, loc.column() as usize)
+                .field(format!("sources[{i}]"))
+        };
+        let on_missing = match s.on_missing.as_deref() {
+            None | Some("error") => OnMissing::Error,
+            Some("skip") => OnMissing::Skip,
+            Some(other) => {
+                diags.push(located(format!(
+                    "on_missing must be error or skip, not {other:?}"
+                )));
+                continue;
+            }
+        };
+        let id = s.id.clone().unwrap_or_else(|| s.kind.clone());
+        match s.kind.as_str() {
+            "file" => match &s.path {
+                Some(path) => sources.push(Source::File {
+                    id,
+                    path: path.clone(),
+                    on_missing,
+                }),
+                None => diags.push(located("a file source needs path:".into())),
+            },
+            "computed_file" => {
+                let Some(generator) = &s.generator else {
+                    diags.push(located(
+                        "a computed_file source needs generator: {command: [...]}".into(),
+                    ));
+                    continue;
+                };
+                let Some(output_path) = &s.output_path else {
+                    diags.push(located("a computed_file source needs output_path:".into()));
+                    continue;
+                };
+                if generator.command.is_empty() {
+                    diags.push(located("generator.command must name a program".into()));
+                    continue;
+                }
+                sources.push(Source::ComputedFile {
+                    id,
+                    command: generator.command.clone(),
+                    timeout: generator
+                        .timeout_ms
+                        .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_millis),
+                    output_path: output_path.clone(),
+                    on_missing,
+                });
+            }
+            "journal" => {
+                let max_iterations = match s.max_iterations {
+                    None => None,
+                    Some(v) => match positive_int(v) {
+                        Some(n) => Some(n),
+                        None => {
+                            diags.push(located(
+                                "max_iterations must be a whole number greater than 0".into(),
+                            ));
+                            continue;
+                        }
+                    },
+                };
+                sources.push(Source::Journal { id, max_iterations });
+            }
+            other => diags.push(
+                located(format!("unknown source type {other:?}"))
+                    .hint("use file, computed_file or journal"),
+            ),
+        }
+    }
+    ContextManifest {
+        sources,
+        file: Some(file),
+    }
+}

@@ -1,0 +1,313 @@
+//! What `run` and `continue` share: handing a request to the runner, the model connection, and
+//! printing the runner's notices, errors and the stopped run.
+
+use std::sync::Arc;
+
+use delta::agent::{Agent, AgentError};
+use delta::connect::{self, ConnectError, Connection, LlmMode};
+use delta::engine::{HumanInput, response_path};
+use delta::env::Env;
+use delta::metadata::RunStatus;
+use delta::resume::Decision;
+use delta::runner::{Finished, Host, Launching, Notice, Options, Request, Runner, RunnerError};
+use store::{Clock, IdSource};
+
+use super::console::Console;
+use delta::run_result::ResultContext;
+
+use super::result::{self, Format};
+use super::terminal::{self, TerminalHuman};
+use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out};
+
+/// How `run` and `continue` run: the flags they share.
+pub struct Flags {
+    pub max_iterations: Option<u32>,
+    pub interactive: bool,
+    pub verbose: bool,
+    pub format: Format,
+    pub mode: LlmMode,
+}
+
+impl Flags {
+    /// The answer source of `--record DIR` / `--playback DIR`.
+    pub fn mode(record: Option<&std::path::Path>, playback: Option<&std::path::Path>) -> LlmMode {
+        match (record, playback) {
+            (_, Some(dir)) => LlmMode::Playback(dir.to_path_buf()),
+            (Some(dir), None) => LlmMode::Record(dir.to_path_buf()),
+            (None, None) => LlmMode::Live,
+        }
+    }
+}
+
+/// Turns an agent loading error into a CLI error.
+pub fn agent_error(err: AgentError) -> CliError {
+    let hint = err.hint();
+    CliError::new(err.to_string()).maybe_hint(hint)
+}
+
+/// The test hooks: pinned clock and seeded ids.
+pub fn clock_and_ids() -> Result<(Clock, IdSource), CliError> {
+    let clock = Clock::from_env(TEST_NOW_VAR).map_err(|e| CliError::new(e.to_string()))?;
+    let ids = IdSource::from_env(TEST_SEED_VAR).map_err(|e| CliError::new(e.to_string()))?;
+    Ok((clock, ids))
+}
+
+/// Prints the notices of loading an agent.
+pub fn show_agent(agent: &Agent, verbose: bool) {
+    for w in &agent.warnings {
+        eprint_line(&format!("warning: {w}"));
+    }
+    if verbose {
+        eprint_line("Loaded tools:");
+        for t in &agent.tools {
+            eprint_line(&format!("  - {}: {}", t.name, t.display_command()));
+        }
+    }
+}
+
+/// Runs `request` and reports how the run stopped.
+pub fn execute(
+    request: Request,
+    flags: &Flags,
+    clock: Clock,
+    ids: IdSource,
+) -> Result<Exit, CliError> {
+    let interrupt = terminal::install_signal_handlers()?;
+    let mut console = Console {
+        verbose: flags.verbose,
+    };
+    let mut human = TerminalHuman {
+        interrupt: Arc::clone(&interrupt),
+    };
+    let mut host = CliHost { flags, clock };
+    let runner = Runner {
+        options: Options {
+            max_iterations: flags.max_iterations,
+            interactive: flags.interactive,
+            env: Env::from_process(),
+            cwd: std::env::current_dir().unwrap_or_default(),
+            clock,
+            ids,
+            interrupt,
+            last_workspace_record: delta::runs::last_workspace_file(),
+            process_ends: true,
+        },
+        observer: &mut console,
+        human: Some(&mut human as &mut dyn HumanInput),
+        host: &mut host,
+    };
+    let finished = runner.run(request).map_err(runner_error)?;
+    let code = finish(&finished, flags.format);
+    drop(finished.locks);
+    Ok(code)
+}
+
+/// The runner's error as the user reads it.
+fn runner_error(err: RunnerError) -> CliError {
+    let hint = err.hint();
+    let error = if err.is_usage() {
+        CliError::usage(err.message())
+    } else {
+        CliError::new(err.message())
+    };
+    let error = error.maybe_hint(hint);
+    if err.is_busy() {
+        error.code(Exit::Busy)
+    } else {
+        error
+    }
+}
+
+/// Prints the notices and connects the way the flags say.
+struct CliHost<'a> {
+    flags: &'a Flags,
+    clock: Clock,
+}
+
+impl Host for CliHost<'_> {
+    fn notice(&mut self, notice: Notice<'_>) {
+        match notice {
+            Notice::UsingLastWorkspace { workspace, record } => eprint_line(&format!(
+                "Using the last workspace: {} (recorded in {record})",
+                workspace.display()
+            )),
+            Notice::ResumeFound {
+                run_id,
+                status,
+                crashed,
+                decision,
+                workspace,
+            } => announce_resume(run_id, status, crashed, decision, workspace),
+            Notice::Continuing { decision, response } => match decision {
+                Decision::Answer(_) => {
+                    eprint_line(&format!("Response written to: {}", response.display()));
+                }
+                Decision::AnswerFromFile => {
+                    eprint_line(&format!("Using the response in {}", response.display()));
+                }
+                Decision::Extend {
+                    status: RunStatus::Failed,
+                    ..
+                } => eprint_line("Retrying the FAILED run with the new message..."),
+                Decision::Extend { .. } => eprint_line("Extending the COMPLETED conversation..."),
+                Decision::Resume { .. } | Decision::StartNew => {}
+            },
+            Notice::Forked {
+                new_id,
+                from,
+                iteration,
+            } => eprint_line(&format!(
+                "Forked run {new_id} from {from} at iteration {iteration}."
+            )),
+            Notice::AgentLoaded(agent) => show_agent(agent, self.flags.verbose),
+            Notice::WorkspaceCreated {
+                name: Some(name), ..
+            } => eprint_line(&format!("Creating new workspace: {name}")),
+            Notice::WorkspaceCreated { name: None, path } => {
+                eprint_line(&format!("Created work directory: {}", path.display()));
+            }
+            Notice::Launching(launching) => banner(launching),
+        }
+    }
+
+    fn connect(
+        &mut self,
+        agent: &Agent,
+        env: &Env,
+        ids: IdSource,
+    ) -> Result<Connection, ConnectError> {
+        let conn = connect::connect(
+            &agent.llm,
+            env,
+            &self.flags.mode,
+            Some(retry_printer()),
+            self.clock,
+            ids,
+        )?;
+        for notice in &conn.notices {
+            eprint_line(&format!("note: {notice}"));
+        }
+        Ok(conn)
+    }
+}
+
+/// The retry notice printer handed to the LLM client.
+fn retry_printer() -> llm::RetryHook {
+    Arc::new(|n: &llm::RetryNotice| {
+        eprint_line(&format!(
+            "⏳ LLM request failed ({}); retrying in {:.1} s (attempt {} of {})",
+            n.error,
+            n.delay.as_secs_f64(),
+            n.attempt + 1,
+            n.max_attempts
+        ));
+    })
+}
+
+/// Says which run `delta run -w` resumes and what becomes of its message.
+fn announce_resume(
+    run_id: &str,
+    status: RunStatus,
+    crashed: bool,
+    decision: &Decision,
+    ws: &std::path::Path,
+) {
+    let died = if crashed { ", its process died" } else { "" };
+    let what = match decision {
+        Decision::Answer(_) => "the message given with -m answers its question",
+        Decision::Resume { message: Some(_) } => {
+            "resuming it; the message given with -m is added to it once its pending calls have \
+             their results"
+        }
+        _ => "resuming it",
+    };
+    eprint_line(&format!(
+        "Found a resumable run {run_id} ({status}{died}): {what}."
+    ));
+    eprint_line(&format!(
+        "note: to start a new run here instead, give it an id: delta run -w {} --run-id NEW -m \"...\"",
+        ws.display()
+    ));
+}
+
+/// The lines printed as the loop starts.
+fn banner(l: &Launching<'_>) {
+    match l.resuming {
+        Some(status) => eprint_line(&format!("Resuming run {} ({status})...", l.run_id)),
+        None => eprint_line("Starting delta..."),
+    }
+    eprint_line(&format!(
+        "  Agent:          {} {} ({})",
+        l.agent.name,
+        l.agent.version,
+        l.agent.dir.display()
+    ));
+    eprint_line(&format!("  Work directory: {}", l.workspace.display()));
+    eprint_line(&format!("  Run ID:         {}", l.run_id));
+    eprint_line(&format!(
+        "  Model:          {} via {}",
+        l.agent.llm.model.as_deref().unwrap_or("(server default)"),
+        l.endpoint
+    ));
+    eprint_line(&format!("  Tools:          {}", l.agent.tools.len()));
+    eprint_line(&format!("  Max iterations: {}", l.max_iterations));
+    for file in l.env_files {
+        eprint_line(&format!("  Environment:    {}", file.display()));
+    }
+    if let Some(note) = l.recovered {
+        eprint_line(&format!("warning: {note}; it is resumed as INTERRUPTED"));
+    }
+}
+
+/// Prints what a stopped run means and how to go on (stderr), then the result (stdout).
+fn finish(f: &Finished, format: Format) -> Exit {
+    let outcome = &f.outcome;
+    let ws = f.workspace.display().to_string();
+    match outcome.status {
+        RunStatus::Completed => match outcome.reason {
+            None => eprint_line("\n✨ Agent completed successfully."),
+            Some(reason) => eprint_line(&format!(
+                "\n⚠️  Agent completed without a final answer: {}.",
+                reason.describe()
+            )),
+        },
+        RunStatus::Failed => eprint_line(&format!(
+            "\nerror: the run failed: {}",
+            outcome.error.as_deref().unwrap_or("unknown error")
+        )),
+        RunStatus::WaitingForInput => {
+            eprint_line("\n🔔 Agent paused and is waiting for your input.");
+            if let Some(i) = &outcome.interaction {
+                eprint_line(&format!("   Prompt: {}", i.prompt));
+            }
+            eprint_line(&format!(
+                "   Answer with: delta continue -w {ws} -m \"<your answer>\""
+            ));
+            eprint_line(&format!(
+                "   (or write it to {} and run: delta continue -w {ws})",
+                response_path(&f.run).display()
+            ));
+        }
+        RunStatus::Interrupted => {
+            eprint_line("\nRun interrupted.");
+            eprint_line(&format!("   Resume with: delta continue -w {ws}"));
+        }
+        RunStatus::Running => {}
+    }
+    eprint_line(&format!("   Journal: {}", f.run.journal().display()));
+    let response_file = response_path(&f.run).display().to_string();
+    let ctx = ResultContext {
+        agent_name: &f.agent.name,
+        model: f.agent.llm.model.as_deref(),
+        workspace: &ws,
+        response_file: &response_file,
+        priced: f.priced,
+    };
+    print_out(&result::render(format, outcome, &ctx));
+    match outcome.status {
+        RunStatus::Completed => Exit::Ok,
+        RunStatus::WaitingForInput => Exit::Waiting,
+        RunStatus::Interrupted => Exit::Interrupted,
+        RunStatus::Failed | RunStatus::Running => Exit::Error,
+    }
+}

@@ -1,0 +1,159 @@
+//! The tools a run offers the model, by name: the agent's shell tools and the built-in `ask_human`.
+//!
+//! One registry answers both questions the engine asks about a tool name: what to offer the model
+//! ([`ToolRegistry::definitions`]) and what a call of that name runs ([`ToolRegistry::get`]). Every
+//! call goes through it, new or settled on resume, so an unknown name is handled in one place, and
+//! the built-in is found the way the agent's tools are.
+
+use llm::ToolDefinition;
+use serde_json::{Value, json};
+
+use super::InputType;
+use crate::agent::Agent;
+use crate::agent::tools::ASK_HUMAN;
+
+/// What a call of a registered name runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handler {
+    /// The agent's tool at this index of `Agent::tools`: a process.
+    Shell(usize),
+    /// The built-in question to the human.
+    AskHuman,
+}
+
+/// The tools of a run, by name.
+#[derive(Debug, Clone)]
+pub struct ToolRegistry {
+    /// Names in the order they are offered, with their handlers.
+    entries: Vec<(String, Handler)>,
+    definitions: Vec<ToolDefinition>,
+}
+
+impl ToolRegistry {
+    /// The agent's tools, then `ask_human` (an agent cannot name a tool `ask_human`; were one there,
+    /// the built-in would answer its calls).
+    pub fn new(agent: &Agent) -> Self {
+        let mut entries: Vec<(String, Handler)> = agent
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), Handler::Shell(i)))
+            .collect();
+        entries.push((ASK_HUMAN.into(), Handler::AskHuman));
+        let mut definitions: Vec<ToolDefinition> = agent
+            .tools
+            .iter()
+            .map(|t| ToolDefinition {
+                name: t.name.clone(),
+                description: t.llm_description(),
+                parameters: t.schema(),
+            })
+            .collect();
+        definitions.push(ask_human_definition());
+        Self {
+            entries,
+            definitions,
+        }
+    }
+
+    /// What a call of `name` runs; `None` for a name nobody registered.
+    pub fn get(&self, name: &str) -> Option<Handler> {
+        if name == ASK_HUMAN {
+            return Some(Handler::AskHuman);
+        }
+        self.entries
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, handler)| *handler)
+    }
+
+    /// The names offered, in order (for the "not found" result).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The definitions sent to the model.
+    pub fn definitions(&self) -> &[ToolDefinition] {
+        &self.definitions
+    }
+}
+
+/// The definition of the built-in `ask_human` tool.
+pub fn ask_human_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: ASK_HUMAN.into(),
+        description: "Ask the human user for input or clarification".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "The question or prompt to show the user"},
+                "input_type": {
+                    "type": "string",
+                    "enum": ["text", "password", "confirmation"],
+                    "description": "text (default), password (hidden input) or confirmation (yes/no)"
+                },
+                "sensitive": {"type": "boolean", "description": "Whether the answer is secret"}
+            },
+            "required": ["prompt"]
+        }),
+    }
+}
+
+/// The arguments of an `ask_human` call: read here only, wherever a call is asked or answered (a new
+/// call, or one pending when a run is resumed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskHumanArgs {
+    /// What to ask; `None` when the call has no text prompt.
+    pub prompt: Option<String>,
+    /// How to answer (`text` unless `password` or `confirmation`).
+    pub input_type: InputType,
+    /// Whether the answer is secret.
+    pub sensitive: bool,
+}
+
+impl AskHumanArgs {
+    /// Reads `args`. Values of the wrong type take the defaults; `sensitive` is a boolean, and the
+    /// text `"true"` (in any case) counts as true too, since models often send booleans as strings.
+    pub fn parse(args: &Value) -> Self {
+        let input_type = match args.get("input_type").and_then(Value::as_str) {
+            Some("password") => InputType::Password,
+            Some("confirmation") => InputType::Confirmation,
+            _ => InputType::Text,
+        };
+        let sensitive = match args.get("sensitive") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        };
+        Self {
+            prompt: args
+                .get("prompt")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            input_type,
+            sensitive,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ask_human_arguments_are_read_with_their_defaults() {
+        let args = AskHumanArgs::parse(&json!({"prompt": "Key?", "input_type": "password"}));
+        assert_eq!(args.prompt.as_deref(), Some("Key?"));
+        assert_eq!(args.input_type, InputType::Password);
+        assert!(!args.sensitive);
+
+        let args = AskHumanArgs::parse(&json!({"input_type": 3, "sensitive": "TRUE"}));
+        assert_eq!(args.prompt, None);
+        assert_eq!(args.input_type, InputType::Text);
+        assert!(args.sensitive, "the text \"true\" counts, in any case");
+
+        for no in [json!("yes"), json!(1), json!(false), json!(null)] {
+            assert!(!AskHumanArgs::parse(&json!({"sensitive": no})).sensitive);
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The engine as a library: `delta::runner` drives whole runs in this process (no `delta` binary).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use delta::agent::Agent;
+use delta::connect::{self, ConnectError, Connection, LlmMode};
+use delta::engine::{Observer, Progress};
+use delta::env::Env;
+use delta::metadata::RunStatus;
+use delta::runner::{
+    Continue, Finished, Host, NewRun, Notice, Options, Request, Runner, RunnerError, WorkspaceRef,
+};
+use serde_json::json;
+use store::{Clock, IdSource};
+use testkit::{Reply, ScriptedServer, ToolCallSpec};
+
+use crate::support::{ECHO_AND_WRITE, KEY, NOW, Sandbox, agent_yaml, assert_well_formed, bodies};
+
+/// Connects to the scripted server and keeps what the runner says.
+#[derive(Default)]
+struct Recorder {
+    notices: Vec<String>,
+}
+
+impl Host for Recorder {
+    fn notice(&mut self, notice: Notice<'_>) {
+        let line = match notice {
+            Notice::Launching(l) => format!("launching {} resuming={:?}", l.run_id, l.resuming),
+            Notice::Continuing { decision, .. } => format!("continuing {decision:?}"),
+            other => format!("{other:?}"),
+        };
+        self.notices.push(line);
+    }
+
+    fn connect(
+        &mut self,
+        agent: &Agent,
+        env: &Env,
+        ids: IdSource,
+    ) -> Result<Connection, ConnectError> {
+        connect::connect(&agent.llm, env, &LlmMode::Live, None, clock(), ids)
+    }
+}
+
+/// Keeps the engine's progress.
+#[derive(Default)]
+struct Steps(Vec<Progress>);
+
+impl Observer for Steps {
+    fn progress(&mut self, event: Progress) {
+        self.0.push(event);
+    }
+}
+
+fn clock() -> Clock {
+    Clock::Fixed(NOW.parse().unwrap())
+}
+
+/// A process environment of exactly what a run needs: the server, its key, and `PATH` for the tools.
+fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
+    let env = Env::from_pairs([
+        ("DELTA_API_KEY".to_string(), KEY.to_string()),
+        ("DELTA_BASE_URL".to_string(), server.openai_base()),
+        ("PATH".to_string(), std::env::var("PATH").unwrap()),
+    ]);
+    Options {
+        max_iterations: None,
+        interactive: false,
+        env,
+        cwd: sb.root.path().to_path_buf(),
+        clock: clock(),
+        ids: IdSource::seeded(7),
+        interrupt: Arc::new(AtomicBool::new(false)),
+        last_workspace_record: Some(sb.path("home/.delta/LAST_WORKSPACE")),
+        process_ends: false,
+    }
+}
+
+fn run(
+    sb: &Sandbox,
+    server: &ScriptedServer,
+    request: Request,
+) -> (Result<Finished, RunnerError>, Recorder, Steps) {
+    let mut host = Recorder::default();
+    let mut steps = Steps::default();
+    let runner = Runner {
+        options: options(sb, server),
+        observer: &mut steps,
+        human: None,
+        host: &mut host,
+    };
+    let result = runner.run(request);
+    (result, host, steps)
+}
+
+fn new_run(sb: &Sandbox, message: &str) -> Request {
+    Request::Run(Box::new(NewRun {
+        agent: delta::agent::load(&sb.agent()).unwrap(),
+        workspace: sb.ws(),
+        workspace_name: None,
+        next_workspace: false,
+        auto_resume: true,
+        message: message.into(),
+        run_id: None,
+    }))
+}
+
+fn answer(sb: &Sandbox, message: &str) -> Request {
+    Request::Continue(Continue {
+        workspace: WorkspaceRef::Dir(sb.ws()),
+        run_id: None,
+        message: Some(message.into()),
+        with_file: None,
+        fork_at: None,
+    })
+}
+
+fn file(ws: &Path, name: &str) -> String {
+    std::fs::read_to_string(ws.join(name)).unwrap()
+}
+
+#[test]
+fn a_whole_run_is_driven_through_the_library() {
+    let server = ScriptedServer::start([
+        Reply::tool_call(
+            "c1",
+            "write_to_file",
+            json!({"filename": "hello.txt", "content": "hi there"}),
+        ),
+        Reply::text("Wrote hello.txt."),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let (result, host, steps) = run(&sb, &server, new_run(&sb, "Create hello.txt"));
+    let finished = result.unwrap();
+
+    assert_eq!(finished.outcome.status, RunStatus::Completed);
+    assert_eq!(
+        finished.outcome.final_response.as_deref(),
+        Some("Wrote hello.txt.")
+    );
+    assert_eq!(file(&sb.ws(), "hello.txt"), "hi there");
+    assert_eq!(sb.metadata()["status"], "COMPLETED");
+    assert_eq!(bodies(&server).len(), 2);
+    assert_well_formed(&server);
+    // A new run: the folder was made, then the loop started on a run that was not resumed.
+    assert!(
+        host.notices[0].starts_with("WorkspaceCreated"),
+        "{:?}",
+        host.notices
+    );
+    assert!(
+        host.notices[1].ends_with("resuming=None"),
+        "{:?}",
+        host.notices
+    );
+    assert!(
+        steps
+            .0
+            .iter()
+            .any(|p| matches!(p, Progress::ToolDone { success: true, .. })),
+        "{:?}",
+        steps.0
+    );
+    // The run was recorded as the last workspace used, in the file the options name.
+    assert_eq!(
+        file(&sb.path("home/.delta"), "LAST_WORKSPACE"),
+        finished.workspace.display().to_string()
+    );
+}
+
+#[test]
+fn a_paused_run_is_answered_and_resumed_through_the_library() {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ToolCallSpec::new("c1", "ask_human", json!({"prompt": "Which colour?"})),
+            ToolCallSpec::new("c2", "echo", json!({"message": "after"})),
+        ]),
+        Reply::text("Blue it is."),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let (result, _, _) = run(&sb, &server, new_run(&sb, "Ask me"));
+    let paused = result.unwrap();
+    assert_eq!(paused.outcome.status, RunStatus::WaitingForInput);
+    assert_eq!(
+        paused
+            .outcome
+            .interaction
+            .as_ref()
+            .map(|i| i.prompt.as_str()),
+        Some("Which colour?")
+    );
+    let run_id = paused.run.run_id.clone();
+    // The locks of the first run are given back before another runner works in the workspace.
+    drop(paused);
+
+    let (result, host, _) = run(&sb, &server, answer(&sb, "Blue"));
+    let resumed = result.unwrap();
+    assert_eq!(resumed.run.run_id, run_id, "the same run goes on");
+    assert_eq!(resumed.outcome.status, RunStatus::Completed);
+    assert_eq!(
+        resumed.outcome.final_response.as_deref(),
+        Some("Blue it is.")
+    );
+    assert!(
+        host.notices
+            .iter()
+            .any(|n| n == "continuing Answer(\"Blue\")"),
+        "{:?}",
+        host.notices
+    );
+    assert!(
+        host.notices
+            .iter()
+            .any(|n| n.ends_with("resuming=Some(WaitingForInput)")),
+        "{:?}",
+        host.notices
+    );
+    // The answer is the question's result, and the call after it ran on resume.
+    let results: Vec<String> = sb
+        .events("ACTION_RESULT")
+        .iter()
+        .map(|e| {
+            e["payload"]["observation_content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(results[0], "Blue");
+    assert!(results[1].contains("after"), "{results:?}");
+    assert_well_formed(&server);
+}
+
+#[test]
+fn a_finished_run_without_a_message_is_refused_with_a_typed_error() {
+    let server = ScriptedServer::start([Reply::text("Done.")]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let (result, _, _) = run(&sb, &server, new_run(&sb, "Finish"));
+    drop(result.unwrap());
+    let request = Request::Continue(Continue {
+        workspace: WorkspaceRef::Dir(sb.ws()),
+        run_id: None,
+        message: None,
+        with_file: None,
+        fork_at: None,
+    });
+    let (result, _, _) = run(&sb, &server, request);
+    let Err(err) = result else {
+        panic!("a COMPLETED run was continued without a message")
+    };
+    assert!(matches!(err, RunnerError::Refused { .. }), "{err:?}");
+    assert_eq!(
+        err.message(),
+        "Run is COMPLETED. To continue, provide a message using -m/--message"
+    );
+    assert!(!err.is_busy());
+    assert_eq!(
+        bodies(&server).len(),
+        1,
+        "nothing more was asked of the model"
+    );
+}
+
+#[test]
+fn a_run_id_that_is_not_a_safe_name_never_reaches_the_filesystem() {
+    let server = ScriptedServer::start([Reply::text("never asked")]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let Request::Run(mut new) = new_run(&sb, "Go") else {
+        unreachable!()
+    };
+    new.run_id = Some("../escape".into());
+    let (result, host, _) = run(&sb, &server, Request::Run(new));
+    let Err(err) = result else {
+        panic!("a run id with a path in it was accepted")
+    };
+    assert!(err.is_usage(), "{err:?}");
+    assert!(host.notices.is_empty(), "{:?}", host.notices);
+    assert!(!sb.ws().exists(), "nothing was created");
+    assert!(!sb.path("escape").exists());
+    assert!(bodies(&server).is_empty());
+}
