@@ -50,6 +50,26 @@ impl Out {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
     }
+
+    /// stdout as exactly one JSON value on one line.
+    pub fn json_line(&self) -> Value {
+        assert_eq!(
+            self.stdout.trim_end().lines().count(),
+            1,
+            "one JSON object, one line: {self:?}"
+        );
+        self.json()
+    }
+
+    /// The id after `Starting interactive execution: ` on stderr.
+    pub fn started_id(&self) -> String {
+        let line = self
+            .stderr
+            .lines()
+            .find_map(|l| l.split("Starting interactive execution: ").nth(1))
+            .unwrap_or_else(|| panic!("no start line: {self:?}"));
+        line.trim().to_string()
+    }
 }
 
 /// A temporary working folder.
