@@ -38,7 +38,7 @@ fn an_execution_in_use_is_neither_removed_nor_cleaned() {
     respond(&d, &request, &answer.to_string());
     let out = ended(wait_output(call, Duration::from_secs(20)));
     assert_eq!(out.code, 0, "{out:?}");
-    let shown = d.run(&["exec", "show", "q", "--format", "json"]).json();
+    let shown = d.show_json("q");
     assert_eq!(shown["contextState"]["order"]["total"], 5);
 
     // Once no call holds it, it can be removed.

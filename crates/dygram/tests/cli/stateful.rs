@@ -130,18 +130,6 @@ impl Sandbox {
         std::fs::read_to_string(self.exec_dir(id).join(file)).unwrap()
     }
 
-    fn status_json(&self, id: &str) -> Value {
-        let out = self.run(&["exec", "status", id, "--json"]);
-        assert_eq!(out.code, 0, "{out:?}");
-        out.json_line()
-    }
-
-    fn show_json(&self, id: &str) -> Value {
-        let out = self.run(&["exec", "show", id, "--format", "json"]);
-        assert_eq!(out.code, 0, "{out:?}");
-        out.json()
-    }
-
     /// Calls `e -i m.dy --id ID` until it stops returning 0; returns the last exit code and the
     /// number of calls.
     fn drive(&self, id: &str) -> (i32, usize) {
