@@ -121,8 +121,11 @@ impl Executions {
         let target = self.root.join(name);
         match std::fs::rename(&tmp, &target) {
             Ok(()) => {
-                let synced = store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e));
+                // The claim goes first: a process killed while the folder's rename is flushed
+                // leaves no claim behind (the next call on the execution does not sweep), and the
+                // flush makes the rename and the removal durable together.
                 let _ = std::fs::remove_file(&claim_path);
+                let synced = store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e));
                 drop(claim);
                 synced?;
                 Ok(Built::Created(lock))
