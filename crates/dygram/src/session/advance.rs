@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::call::{CallError, Host, Notice, Refusal, Session, Unit};
 use super::manual::ManualInput;
-use super::open::{check_answer, now, refused_without_request, rfc3339};
+use super::open::{check_answer, now, refused_without_request, rfc3339, turn_node};
 use super::sources::{Sources, recorder};
 use super::{Commit, ExecutionRecorder, HistoryEntry, Metadata};
 use crate::answer::{Given, request_json};
@@ -232,12 +232,7 @@ impl Session {
             Ok(NextUnit::Stepped | NextUnit::Idle) => return Ok(None),
             Err(e) => return Err(CallError::Runtime(e)),
         };
-        let node = executor
-            .state()
-            .turn_state
-            .as_ref()
-            .map(|t| t.node_name.clone())
-            .unwrap_or_default();
+        let node = turn_node(executor);
         if let Some(c) = client {
             // Nothing is saved on failure: the next call asks again from the saved state.
             let response = c

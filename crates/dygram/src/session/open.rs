@@ -284,15 +284,19 @@ pub(super) fn check_answer<E>(
     let Some(error) = executor.answer_would_fail(answer) else {
         return Ok(());
     };
-    let node = executor
+    Err(CallError::WouldFail {
+        node: turn_node(executor),
+        error,
+        example: executor.example_answer(),
+    })
+}
+
+/// The node of the open conversation (empty when none is open).
+pub(super) fn turn_node(executor: &Executor<'_>) -> String {
+    executor
         .state()
         .turn_state
         .as_ref()
         .map(|t| t.node_name.clone())
-        .unwrap_or_default();
-    Err(CallError::WouldFail {
-        node,
-        error,
-        example: executor.example_answer(),
-    })
+        .unwrap_or_default()
 }
