@@ -8,6 +8,8 @@ mod errors;
 mod report;
 
 use std::io::IsTerminal;
+
+use clap::ValueEnum;
 use std::path::Path;
 
 use dygram::session::{
@@ -86,7 +88,9 @@ fn call_request(args: &ExecuteArgs, input: &Input) -> CallRequest {
             record: args.llm.record.clone(),
             model: args.llm.model.clone(),
             max_tokens: args.llm.max_tokens,
-            provider: (args.llm.provider != Provider::Anthropic).then(|| "openai".to_string()),
+            // The default provider does not replace the execution's.
+            provider: (args.llm.provider != Provider::Anthropic)
+                .then(|| provider_name(args.llm.provider)),
         },
         queue_timeout: std::time::Duration::from_secs(args.queue_timeout),
         machine_text: input.text.clone(),
@@ -95,11 +99,20 @@ fn call_request(args: &ExecuteArgs, input: &Input) -> CallRequest {
     }
 }
 
+/// The provider an execution's answer source names (Anthropic when it names none it knows).
 pub(super) fn provider_of(config: &ClientConfig) -> Provider {
-    match config.provider.as_deref() {
-        Some("openai") => Provider::Openai,
-        _ => Provider::Anthropic,
-    }
+    config
+        .provider
+        .as_deref()
+        .and_then(|name| Provider::from_str(name, true).ok())
+        .unwrap_or(Provider::Anthropic)
+}
+
+/// How an execution's answer source names a provider (its `--provider` value).
+fn provider_name(provider: Provider) -> String {
+    provider
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
 /// What the library gets from the binary: compiling with diagnostics on stderr, the API clients
