@@ -201,6 +201,36 @@ impl Executions {
             .unwrap_or(base)
     }
 
+    /// Removes the claim files that creations of `id` left when they were killed after their
+    /// rename (the execution exists, complete): a call on the execution clears them, and only
+    /// them (other leftovers wait for the next creation or `exec clean`).
+    pub(super) fn sweep_claims_of(&self, id: &str) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        let prefix = format!("{NEW}{id}-");
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(token) = name.strip_suffix(".lock")
+                && name.starts_with(&prefix)
+            {
+                self.sweep_claim(token);
+            }
+        }
+    }
+
+    /// Removes a claim file and its hidden folder when no creator holds the claim (held: its
+    /// creator is at work; free: its creator died).
+    fn sweep_claim(&self, token: &str) {
+        let path = self.root.join(format!("{token}.lock"));
+        let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some("sweep"));
+        if let Ok(claim) = store::lock::RunLock::acquire(&path, &holder) {
+            let _ = std::fs::remove_dir_all(self.root.join(token));
+            let _ = std::fs::remove_file(&path);
+            drop(claim);
+        }
+    }
+
     /// Removes what creations killed midway left (hidden folders and claim files whose creator no
     /// longer holds the claim), and what removals killed midway left (`.rm-…` folders).
     pub fn sweep(&self) {
@@ -220,16 +250,7 @@ impl Executions {
                 continue;
             }
             match name.strip_suffix(".lock") {
-                Some(token) => {
-                    let holder =
-                        store::lock::LockHolder::current(jiff::Timestamp::now(), Some("sweep"));
-                    // Held: its creator is at work. Free: its creator died.
-                    if let Ok(claim) = store::lock::RunLock::acquire(&path, &holder) {
-                        let _ = std::fs::remove_dir_all(self.root.join(token));
-                        let _ = std::fs::remove_file(&path);
-                        drop(claim);
-                    }
-                }
+                Some(token) => self.sweep_claim(token),
                 // A folder whose claim is gone (a sweep was interrupted between the two removals).
                 None if !self.root.join(format!("{name}.lock")).exists() => {
                     let _ = std::fs::remove_dir_all(&path);
