@@ -160,39 +160,7 @@ fn not_a_file(path: &Path) -> String {
 
 pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
     let formats = formats(&args.format)?;
-    let paths = glob::glob(&args.pattern)
-        .map_err(|e| CliError::usage(format!("bad pattern `{}`: {e}", args.pattern)))?;
-    let is_machine = |p: &Path| {
-        p.extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| SOURCE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
-    };
-    let mut files: Vec<PathBuf> = Vec::new();
-    for entry in paths {
-        match entry {
-            Ok(p) if is_machine(&p) && p.is_file() => files.push(p),
-            // A match with a machine's name that is not a file is said, never dropped silently.
-            Ok(p) if is_machine(&p) && !args.verbosity.quiet => {
-                eprint_line(&format!(
-                    "warning: skipped {}: {}",
-                    p.display(),
-                    not_a_file(&p)
-                ));
-            }
-            Ok(_) => {}
-            Err(e) if !args.verbosity.quiet => eprint_line(&format!(
-                "warning: skipped {}: {}",
-                e.path().display(),
-                e.error()
-            )),
-            Err(_) => {}
-        }
-    }
-    files.sort();
-    if files.is_empty() {
-        return Err(CliError::new(format!("no machine files match `{}`", args.pattern))
-            .hint("quote the pattern, e.g. 'machines/**/*.dy'; files must end in .dy, .dygram or .mach"));
-    }
+    let files = matching_files(&args)?;
     if !args.json && args.verbosity.verbose {
         eprint_line(&format!(
             "Found {} file(s) matching {}",
@@ -200,89 +168,15 @@ pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
             args.pattern
         ));
     }
-    let write = args.destination.is_some();
-    let color = color();
-    let next = AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map(usize::from)
-        .unwrap_or(1)
-        .min(files.len());
-    let mut results: Vec<Option<Outcome>> = (0..files.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::SeqCst);
-                        let Some(path) = files.get(i) else { break };
-                        done.push((
-                            i,
-                            process_isolated(path, &formats, write, args.no_imports, color),
-                        ));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for h in handles {
-            if let Ok(done) = h.join() {
-                for (i, outcome) in done {
-                    results[i] = Some(outcome);
-                }
-            }
-        }
-    });
+    let results = process_all(&files, &formats, &args);
     let prefix = fixed_prefix(&args.pattern);
     let mut processed = 0;
     let mut failed = 0;
     let mut report = Vec::new();
     for outcome in results.into_iter().flatten() {
         processed += 1;
-        for (is_error, message) in &outcome.messages {
-            if *is_error || !args.verbosity.quiet {
-                eprint_line(message.trim_end());
-            }
-        }
-        if args.verbosity.verbose {
-            eprint_line(&format!("Processed: {}", outcome.path.display()));
-        }
-        let mut written = Vec::new();
-        let mut failure = outcome.failure.clone();
-        if failure.is_none()
-            && outcome.errors == 0
-            && let Some(dir) = &args.destination
-        {
-            let relative = outcome
-                .path
-                .parent()
-                .and_then(|p| p.strip_prefix(&prefix).ok())
-                .unwrap_or(Path::new(""));
-            let stem = outcome.path.file_stem().map_or_else(
-                || "machine".to_string(),
-                |s| s.to_string_lossy().into_owned(),
-            );
-            match write_all(
-                &dir.join(relative),
-                &stem,
-                Some(&outcome.path),
-                &outcome.outputs,
-            ) {
-                Ok(paths) => written = paths,
-                Err(e) => failure = Some(e.message),
-            }
-        }
-        let ok = outcome.errors == 0 && failure.is_none();
-        if let Some(f) = &failure {
-            eprint_line(&format!("error: {}: {f}", outcome.path.display()));
-        }
-        report.push(json!({
-            "path": outcome.path.display().to_string(),
-            "ok": ok,
-            "errors": outcome.errors,
-            "outputs": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "failure": failure,
-        }));
+        let (ok, row) = settle(&outcome, &prefix, &args);
+        report.push(row);
         if !ok {
             failed += 1;
             if !args.continue_on_error {
@@ -304,4 +198,130 @@ pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
         ));
     }
     Ok(if failed > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+/// The machine files the pattern matches, sorted; a match with a machine's name that is not a
+/// file is said, never dropped silently.
+fn matching_files(args: &BatchArgs) -> Result<Vec<PathBuf>, CliError> {
+    let paths = glob::glob(&args.pattern)
+        .map_err(|e| CliError::usage(format!("bad pattern `{}`: {e}", args.pattern)))?;
+    let is_machine = |p: &Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| SOURCE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+    };
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in paths {
+        match entry {
+            Ok(p) if is_machine(&p) && p.is_file() => files.push(p),
+            Ok(p) if is_machine(&p) && !args.verbosity.quiet => {
+                eprint_line(&format!(
+                    "warning: skipped {}: {}",
+                    p.display(),
+                    not_a_file(&p)
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if !args.verbosity.quiet => eprint_line(&format!(
+                "warning: skipped {}: {}",
+                e.path().display(),
+                e.error()
+            )),
+            Err(_) => {}
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(CliError::new(format!("no machine files match `{}`", args.pattern))
+            .hint("quote the pattern, e.g. 'machines/**/*.dy'; files must end in .dy, .dygram or .mach"));
+    }
+    Ok(files)
+}
+
+/// Processes the files on as many threads as there are cores; the outcomes in the files' order.
+fn process_all(files: &[PathBuf], formats: &[Format], args: &BatchArgs) -> Vec<Option<Outcome>> {
+    let write = args.destination.is_some();
+    let color = color();
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .min(files.len());
+    let mut results: Vec<Option<Outcome>> = (0..files.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(path) = files.get(i) else { break };
+                        done.push((
+                            i,
+                            process_isolated(path, formats, write, args.no_imports, color),
+                        ));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for h in handles {
+            if let Ok(done) = h.join() {
+                for (i, outcome) in done {
+                    results[i] = Some(outcome);
+                }
+            }
+        }
+    });
+    results
+}
+
+/// Shows one file's diagnostics, writes its outputs, and returns whether it is fine and its row
+/// of the JSON summary.
+fn settle(outcome: &Outcome, prefix: &Path, args: &BatchArgs) -> (bool, serde_json::Value) {
+    for (is_error, message) in &outcome.messages {
+        if *is_error || !args.verbosity.quiet {
+            eprint_line(message.trim_end());
+        }
+    }
+    if args.verbosity.verbose {
+        eprint_line(&format!("Processed: {}", outcome.path.display()));
+    }
+    let mut written = Vec::new();
+    let mut failure = outcome.failure.clone();
+    if failure.is_none()
+        && outcome.errors == 0
+        && let Some(dir) = &args.destination
+    {
+        let relative = outcome
+            .path
+            .parent()
+            .and_then(|p| p.strip_prefix(prefix).ok())
+            .unwrap_or(Path::new(""));
+        let stem = outcome.path.file_stem().map_or_else(
+            || "machine".to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        match write_all(
+            &dir.join(relative),
+            &stem,
+            Some(&outcome.path),
+            &outcome.outputs,
+        ) {
+            Ok(paths) => written = paths,
+            Err(e) => failure = Some(e.message),
+        }
+    }
+    let ok = outcome.errors == 0 && failure.is_none();
+    if let Some(f) = &failure {
+        eprint_line(&format!("error: {}: {f}", outcome.path.display()));
+    }
+    let row = json!({
+        "path": outcome.path.display().to_string(),
+        "ok": ok,
+        "errors": outcome.errors,
+        "outputs": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "failure": failure,
+    });
+    (ok, row)
 }

@@ -2,8 +2,9 @@
 
 use serde_json::{Value, json};
 
-use dygram::runtime::executor::{Executor, Options};
-use dygram::session::{Executions, Metadata, SessionError, SetAside};
+use dygram::runtime::state::ExecutionState;
+use dygram::session::result::result_json;
+use dygram::session::{Cleaned, Executions, Metadata, SessionError, SetAside, Summary};
 
 use super::execute::ExecFormat;
 use super::{CliError, Exit, Verbosity, print_out};
@@ -93,24 +94,10 @@ fn error(e: SessionError) -> CliError {
         }
         SessionError::Busy { .. } => CliError::new(e.to_string())
             .hint("a call is working on it: remove it once that call has ended (or stop it)"),
-        other => CliError::new(other.to_string()),
-    }
-}
-
-fn resolve(store: &Executions, id: Option<String>) -> Result<String, CliError> {
-    match id {
-        // The link names the most recent execution; read as such.
-        Some(id) if id == "last" => resolve(store, None),
-        Some(id) => {
-            store.dir(&id).map_err(error)?;
-            if !store.exists(&id) {
-                return Err(error(SessionError::NotFound(id)));
-            }
-            Ok(id)
+        SessionError::NoExecutions => {
+            CliError::new(e.to_string()).hint("start one with `dygram execute -i FILE`")
         }
-        None => store.latest().ok_or_else(|| {
-            CliError::new("No executions found").hint("start one with `dygram execute -i FILE`")
-        }),
+        other => CliError::new(other.to_string()),
     }
 }
 
@@ -163,123 +150,24 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
     let store = store()?;
     match args.action {
         Action::List { json, .. } => {
-            let all = store.list();
-            if json {
-                let rows: Vec<Value> = all
-                    .iter()
-                    .map(|s| match &s.metadata {
-                        Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside),
-                        None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
-                    })
-                    .collect();
-                print_out(&format!("{}\n", Value::Array(rows)));
-                return Ok(Exit::Ok);
-            }
-            if all.is_empty() {
-                print_out("No executions found\n");
-                return Ok(Exit::Ok);
-            }
-            let mut s = String::from("Executions:\n");
-            for e in &all {
-                if e.set_aside.is_some() && !s.contains("Set aside") {
-                    s.push_str(
-                        "Set aside (kept; remove with `dygram exec rm NAME` or `dygram exec clean --all`):\n",
-                    );
-                }
-                match &e.metadata {
-                    Some(m) => {
-                        let machine = m
-                            .machine_file
-                            .as_deref()
-                            .and_then(|f| std::path::Path::new(f).file_name())
-                            .map_or_else(
-                                || "(stdin)".to_string(),
-                                |f| f.to_string_lossy().into_owned(),
-                            );
-                        let at = if e.current_nodes.is_empty() {
-                            String::new()
-                        } else {
-                            format!("at {}", e.current_nodes.join(","))
-                        };
-                        let status = match e.set_aside {
-                            Some(why) => why.as_str().to_string(),
-                            None => m.status.to_string(),
-                        };
-                        s.push_str(&format!(
-                            "  {:<24} {:<20} turn {:<4} {:<12} {:<20} {}\n",
-                            e.id,
-                            machine,
-                            m.turn_count,
-                            status,
-                            at,
-                            ago(&m.last_executed_at)
-                        ));
-                    }
-                    None => s.push_str(&format!("  {:<24} (metadata unreadable)\n", e.id)),
-                }
-            }
-            print_out(&s);
+            print_out(&list(&store.list(), json));
             Ok(Exit::Ok)
         }
         Action::Status { id, json, .. } => {
-            let id = resolve(&store, id)?;
+            let id = store.resolve(id.as_deref()).map_err(error)?;
             let m = store.metadata(&id).map_err(error)?;
             let nodes = store.current_nodes(&id);
             if json {
                 print_out(&format!("{}\n", status_json(&id, &m, &nodes, None)));
-                return Ok(Exit::Ok);
+            } else {
+                print_out(&status_text(&id, &m, &nodes));
             }
-            let mut s = format!("Execution: {id}\n");
-            s.push_str(&format!(
-                "  Machine: {}\n",
-                m.machine_file.as_deref().unwrap_or("(stdin)")
-            ));
-            s.push_str(&format!("  Status: {}\n", m.status));
-            if m.pending_request.is_some() {
-                s.push_str("  Waiting for: an LLM response on stdin (manual mode)\n");
-            }
-            // For a finished execution: where its paths ended.
-            s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
-            s.push_str(&format!("  Turns: {}\n", m.turn_count));
-            s.push_str(&format!("  Steps: {}\n", m.step_count));
-            s.push_str(&format!("  Started: {}\n", m.started_at));
-            s.push_str(&format!(
-                "  Last Updated: {} ({})\n",
-                m.last_executed_at,
-                ago(&m.last_executed_at)
-            ));
-            s.push_str(&format!("  Mode: {}\n", mode_text(&m)));
-            print_out(&s);
             Ok(Exit::Ok)
         }
         Action::Show { id, format, .. } => {
-            let id = resolve(&store, id)?;
-            let (sf, meta, machine) = store.load(&id).map_err(error)?;
-            let state = sf.restore(&id, machine).map_err(error)?;
-            let executor = Executor::resume(state, None, Options::default());
-            let state = executor.state();
-            match format {
-                ExecFormat::Json => {
-                    let mut v = super::execute::result_json(state);
-                    v["id"] = json!(id);
-                    v["turns"] = json!(meta.turn_count);
-                    print_out(&format!(
-                        "{}\n",
-                        serde_json::to_string_pretty(&v).unwrap_or_default()
-                    ));
-                }
-                ExecFormat::Text => {
-                    let mut s = format!("Runtime Snapshot: {id}\n");
-                    s.push_str(&format!(
-                        "Machine: {}\nStatus: {}\n",
-                        meta.machine_file.as_deref().unwrap_or("(stdin)"),
-                        meta.status
-                    ));
-                    s.push_str(&super::execute::text_report(state));
-                    print_out(&s);
-                }
-                other => print_out(&super::execute::diagram(other, state)),
-            }
+            let id = store.resolve(id.as_deref()).map_err(error)?;
+            let (state, meta) = store.view(&id).map_err(error)?;
+            print_out(&show(&id, &state, &meta, format));
             Ok(Exit::Ok)
         }
         Action::Clean { all, .. } => {
@@ -287,23 +175,7 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             for (id, busy) in &cleaned.busy {
                 super::eprint_line(&format!("Kept {id}: {busy}"));
             }
-            if cleaned.removed == 0 {
-                print_out("No executions to clean\n");
-            } else {
-                print_out(&format!("Cleaned {} execution(s)\n", cleaned.removed));
-            }
-            if !cleaned.busy.is_empty() {
-                print_out(&format!(
-                    "Kept {} execution(s) in use by a call; clean again once it has ended.\n",
-                    cleaned.busy.len()
-                ));
-            }
-            if cleaned.running + cleaned.failed + cleaned.set_aside > 0 {
-                print_out(&format!(
-                    "Remaining: {} in progress/paused, {} with errors, {} set aside. Use --all to remove them too.\n",
-                    cleaned.running, cleaned.failed, cleaned.set_aside
-                ));
-            }
+            print_out(&cleaned_text(&cleaned));
             Ok(Exit::Ok)
         }
         Action::Rm { id, .. } => {
@@ -315,4 +187,134 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             }
         }
     }
+}
+
+/// `exec list`: a JSON array, or a table.
+fn list(all: &[Summary], json: bool) -> String {
+    if json {
+        let rows: Vec<Value> = all
+            .iter()
+            .map(|s| match &s.metadata {
+                Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside),
+                None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
+            })
+            .collect();
+        return format!("{}\n", Value::Array(rows));
+    }
+    if all.is_empty() {
+        return "No executions found\n".into();
+    }
+    let mut s = String::from("Executions:\n");
+    for e in all {
+        if e.set_aside.is_some() && !s.contains("Set aside") {
+            s.push_str(
+                "Set aside (kept; remove with `dygram exec rm NAME` or `dygram exec clean --all`):\n",
+            );
+        }
+        match &e.metadata {
+            Some(m) => s.push_str(&list_row(e, m)),
+            None => s.push_str(&format!("  {:<24} (metadata unreadable)\n", e.id)),
+        }
+    }
+    s
+}
+
+/// One row of the `exec list` table.
+fn list_row(e: &Summary, m: &Metadata) -> String {
+    let machine = m
+        .machine_file
+        .as_deref()
+        .and_then(|f| std::path::Path::new(f).file_name())
+        .map_or_else(
+            || "(stdin)".to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
+    let at = if e.current_nodes.is_empty() {
+        String::new()
+    } else {
+        format!("at {}", e.current_nodes.join(","))
+    };
+    let status = match e.set_aside {
+        Some(why) => why.as_str().to_string(),
+        None => m.status.to_string(),
+    };
+    format!(
+        "  {:<24} {:<20} turn {:<4} {:<12} {:<20} {}\n",
+        e.id,
+        machine,
+        m.turn_count,
+        status,
+        at,
+        ago(&m.last_executed_at)
+    )
+}
+
+/// `exec status` as text.
+fn status_text(id: &str, m: &Metadata, nodes: &[String]) -> String {
+    let mut s = format!("Execution: {id}\n");
+    s.push_str(&format!(
+        "  Machine: {}\n",
+        m.machine_file.as_deref().unwrap_or("(stdin)")
+    ));
+    s.push_str(&format!("  Status: {}\n", m.status));
+    if m.pending_request.is_some() {
+        s.push_str("  Waiting for: an LLM response on stdin (manual mode)\n");
+    }
+    // For a finished execution: where its paths ended.
+    s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
+    s.push_str(&format!("  Turns: {}\n", m.turn_count));
+    s.push_str(&format!("  Steps: {}\n", m.step_count));
+    s.push_str(&format!("  Started: {}\n", m.started_at));
+    s.push_str(&format!(
+        "  Last Updated: {} ({})\n",
+        m.last_executed_at,
+        ago(&m.last_executed_at)
+    ));
+    s.push_str(&format!("  Mode: {}\n", mode_text(m)));
+    s
+}
+
+/// `exec show`: the execution's position, without advancing it.
+fn show(id: &str, state: &ExecutionState, meta: &Metadata, format: ExecFormat) -> String {
+    match format {
+        ExecFormat::Json => {
+            let mut v = result_json(state);
+            v["id"] = json!(id);
+            v["turns"] = json!(meta.turn_count);
+            format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+        }
+        ExecFormat::Text => {
+            let mut s = format!("Runtime Snapshot: {id}\n");
+            s.push_str(&format!(
+                "Machine: {}\nStatus: {}\n",
+                meta.machine_file.as_deref().unwrap_or("(stdin)"),
+                meta.status
+            ));
+            s.push_str(&super::execute::text_report(state));
+            s
+        }
+        other => super::execute::diagram(other, state),
+    }
+}
+
+/// What `exec clean` says on stdout.
+fn cleaned_text(cleaned: &Cleaned) -> String {
+    let mut s = if cleaned.removed == 0 {
+        "No executions to clean\n".to_string()
+    } else {
+        format!("Cleaned {} execution(s)\n", cleaned.removed)
+    };
+    if !cleaned.busy.is_empty() {
+        s.push_str(&format!(
+            "Kept {} execution(s) in use by a call; clean again once it has ended.\n",
+            cleaned.busy.len()
+        ));
+    }
+    if cleaned.running + cleaned.failed + cleaned.set_aside > 0 {
+        s.push_str(&format!(
+            "Remaining: {} in progress/paused, {} with errors, {} set aside. Use --all to remove them too.\n",
+            cleaned.running, cleaned.failed, cleaned.set_aside
+        ));
+    }
+    s
 }

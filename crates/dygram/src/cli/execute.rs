@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use dygram::runtime::executor::{Event, Executor, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, PathStatus, Status};
+use dygram::session::result::{run_to_end, write_result};
 
 use super::client::{self, LlmArgs};
 use super::generate::machine_json;
@@ -87,21 +88,6 @@ pub struct ExecuteArgs {
     pub queue_timeout: u64,
     #[command(flatten)]
     pub verbosity: Verbosity,
-}
-
-/// The result object: the reference's shape plus status, context state and paths.
-pub fn result_json(state: &ExecutionState) -> Value {
-    let main = state.main_path();
-    json!({
-        "currentNode": main.map(|p| p.current_node.clone()),
-        "visitedNodes": state.visited_nodes(),
-        "attributes": {},
-        "history": main.map(|p| p.history.clone()).unwrap_or_default(),
-        "errorCount": state.metadata.error_count,
-        "status": state.status().as_str(),
-        "contextState": state.context_state,
-        "paths": state.paths,
-    })
 }
 
 /// One line for an event (stderr progress).
@@ -282,39 +268,12 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     if !quiet {
         eprint_line(&format!("executing {}", input.name()));
     }
-    let mut failure: Option<RuntimeError> = None;
-    // Every path ends (limits fail paths), so this loop ends; the bound is a second guard.
-    for _ in 0..1_000_000 {
-        let result = executor.step();
-        for event in executor.take_events() {
-            if !quiet {
-                eprint_line(&describe(&event));
-            }
+    let failure = run_to_end(&mut executor, |event| {
+        if !quiet {
+            eprint_line(&describe(&event));
         }
-        match result {
-            Ok(true) => continue,
-            Ok(false) => break,
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    if let Some(e) = &failure {
-        // The run stopped on an error outside the machine (the model could not be asked): the path
-        // that needed it fails, so every report says the same.
-        executor.abort(e);
-        for event in executor.take_events() {
-            if !quiet {
-                eprint_line(&describe(&event));
-            }
-        }
-    }
+    });
     let state = executor.into_state();
-    let mut result = result_json(&state);
-    if let Some(e) = &failure {
-        result["error"] = json!(e.to_string());
-    }
     let dest = args.destination.clone().unwrap_or_else(|| {
         input
             .path
@@ -323,20 +282,19 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
             .map(|p| p.join("generated"))
             .unwrap_or_else(|| PathBuf::from("generated"))
     });
-    let file = dest.join(format!("{}-result.json", input.stem()));
-    super::secrets().redact_json(&mut result);
-    let mut text = serde_json::to_string_pretty(&result)
-        .map_err(|e| CliError::new(format!("cannot write the result: {e}")))?;
-    text.push('\n');
-    store::atomic::create_dir_all_durable(&dest)
-        .map_err(|e| CliError::new(format!("cannot create {}: {e}", dest.display())))?;
-    store::atomic::write_atomic(&file, text.as_bytes())
-        .map_err(|e| CliError::new(format!("cannot write {}: {e}", file.display())))?;
+    let written = write_result(
+        &dest,
+        &input.stem(),
+        &state,
+        failure.as_ref(),
+        &super::secrets(),
+    )
+    .map_err(|e| CliError::new(e.to_string()))?;
     match args.format {
-        ExecFormat::Json => print_out(&text),
+        ExecFormat::Json => print_out(&written.text),
         ExecFormat::Text => {
             print_out(&text_report(&state));
-            print_out(&format!("Result: {}\n", file.display()));
+            print_out(&format!("Result: {}\n", written.file.display()));
         }
         other => print_out(&diagram(other, &state)),
     }
@@ -351,22 +309,20 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         }
         return Err(err);
     }
-    match state.status() {
-        Status::Complete => Ok(Exit::Ok),
-        _ => {
-            for p in state
-                .paths
-                .iter()
-                .filter(|p| p.status == PathStatus::Failed)
-            {
-                eprint_line(&format!(
-                    "error: {} failed at node {}: {}",
-                    p.id,
-                    p.current_node,
-                    p.error.as_deref().unwrap_or("unknown error")
-                ));
-            }
-            Ok(Exit::Failed)
-        }
+    if state.status() == Status::Complete {
+        return Ok(Exit::Ok);
     }
+    for p in state
+        .paths
+        .iter()
+        .filter(|p| p.status == PathStatus::Failed)
+    {
+        eprint_line(&format!(
+            "error: {} failed at node {}: {}",
+            p.id,
+            p.current_node,
+            p.error.as_deref().unwrap_or("unknown error")
+        ));
+    }
+    Ok(Exit::Failed)
 }

@@ -109,6 +109,14 @@ impl CliError {
     }
 }
 
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
 /// Verbosity shared by the commands.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct Verbosity {

@@ -185,8 +185,9 @@ pub(super) fn read(dir: &Path, id: &str) -> Result<(StateFile, Metadata, Value),
 }
 
 impl Executions {
-    /// Opens an execution for a call: takes its lock, removes temporary files a killed call left,
-    /// reads the commit point and repairs the other files from it. When the commit point cannot
+    /// Opens an execution for a call: takes its lock, removes temporary files a killed call left
+    /// (and the claim files killed creations of it left), reads the commit point and repairs the
+    /// other files from it. When the commit point cannot
     /// be read, the folder is set aside (`ID.corrupted-<time>`, at `now`) before the lock is
     /// released, so the read that failed and the set-aside see the same folder: a call racing
     /// this one either waits its turn (busy), or finds the id free, or finds the fresh execution

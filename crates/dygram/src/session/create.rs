@@ -121,8 +121,11 @@ impl Executions {
         let target = self.root.join(name);
         match std::fs::rename(&tmp, &target) {
             Ok(()) => {
-                let synced = store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e));
+                // The claim goes first: a process killed while the folder's rename is flushed
+                // leaves no claim behind (the next call on the execution does not sweep), and the
+                // flush makes the rename and the removal durable together.
                 let _ = std::fs::remove_file(&claim_path);
+                let synced = store::atomic::sync_dir(&self.root).map_err(|e| io(&self.root, e));
                 drop(claim);
                 synced?;
                 Ok(Built::Created(lock))
@@ -198,14 +201,27 @@ impl Executions {
             .unwrap_or(base)
     }
 
+    /// Removes a claim file and its hidden folder when no creator holds the claim (held: its
+    /// creator is at work; free: its creator died).
+    fn sweep_claim(&self, token: &str) {
+        let path = self.root.join(format!("{token}.lock"));
+        let holder = store::lock::LockHolder::current(jiff::Timestamp::now(), Some("sweep"));
+        if let Ok(claim) = store::lock::RunLock::acquire(&path, &holder) {
+            let _ = std::fs::remove_dir_all(self.root.join(token));
+            let _ = std::fs::remove_file(&path);
+            drop(claim);
+        }
+    }
+
     /// Removes what creations killed midway left (hidden folders and claim files whose creator no
     /// longer holds the claim), and what removals killed midway left (`.rm-…` folders).
     pub fn sweep(&self) {
         self.sweep_where(|n| n.starts_with(NEW) || n.starts_with(super::REMOVING));
     }
 
-    /// Removes what killed creations of `id` left: a creation killed after its rename leaves its
-    /// claim file behind, next to the execution the next call opens.
+    /// Removes what killed creations of `id` left (a creation killed after its rename leaves its
+    /// claim file next to the execution the next call opens), and only that: other leftovers wait
+    /// for the next creation or `exec clean`.
     pub(super) fn sweep_creations_of(&self, id: &str) {
         self.sweep_where(|n| creation_of(n) == Some(id));
     }
@@ -227,16 +243,7 @@ impl Executions {
                 continue;
             }
             match name.strip_suffix(".lock") {
-                Some(token) => {
-                    let holder =
-                        store::lock::LockHolder::current(jiff::Timestamp::now(), Some("sweep"));
-                    // Held: its creator is at work. Free: its creator died.
-                    if let Ok(claim) = store::lock::RunLock::acquire(&path, &holder) {
-                        let _ = std::fs::remove_dir_all(self.root.join(token));
-                        let _ = std::fs::remove_file(&path);
-                        drop(claim);
-                    }
-                }
+                Some(token) => self.sweep_claim(token),
                 // A folder whose claim is gone (a sweep was interrupted between the two removals).
                 None if !self.root.join(format!("{name}.lock")).exists() => {
                     let _ = std::fs::remove_dir_all(&path);

@@ -9,6 +9,11 @@
 //! exists whole or not at all ([`create`]). A state file that cannot be read is never deleted: its
 //! folder is set aside under a unique name ([`aside`]). A lock per execution keeps a second
 //! process out while one works on it.
+//!
+//! A call on an execution is a [`Session`]: opened (or created) and locked by [`Session::open`],
+//! advanced by one unit of work and committed by [`Session::advance`] ([`call`], [`open`],
+//! [`advance`]); its answers come from the sources of [`sources`] or, by hand, from a
+//! [`ManualInput`] ([`manual`]).
 
 use std::path::{Path, PathBuf};
 
@@ -18,14 +23,26 @@ use sha2::{Digest, Sha256};
 
 use crate::runtime::state::{ExecutionState, Status, TurnState};
 
+mod advance;
 mod aside;
+mod call;
 mod commit;
 mod create;
+mod manual;
+mod open;
 mod record;
+pub mod result;
+mod sources;
 
+pub use advance::{Advance, Report, Waiting};
 pub use aside::SetAside;
+pub use call::{
+    CallError, CallRequest, CompiledMachine, Host, Notice, Opening, Refusal, Session, SourceFlags,
+    Unit,
+};
 pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
+pub use manual::{GRACE, ManualInput, Unread};
 pub use record::{ExecutionRecorder, RecordPosition};
 
 /// Layout version of `state.json`.
@@ -48,6 +65,9 @@ pub enum SessionError {
     /// No such execution.
     #[error("Execution not found: {0}")]
     NotFound(String),
+    /// No execution at all.
+    #[error("No executions found")]
+    NoExecutions,
     /// The state file is unreadable.
     #[error("state of execution {id} is corrupted ({reason})")]
     Corrupted {
@@ -380,6 +400,33 @@ impl Executions {
     /// The folder.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The secrets scrubbed from everything written.
+    pub fn redactor(&self) -> &llm::Redactor {
+        &self.redactor
+    }
+
+    /// The execution a reading command names: `id` (`last` and none mean the most recent one,
+    /// see [`Executions::latest`]). [`SessionError::NoExecutions`] when there is none at all.
+    pub fn resolve(&self, id: Option<&str>) -> Result<String, SessionError> {
+        match id {
+            Some(id) if id != "last" => {
+                self.dir(id)?;
+                if !self.exists(id) {
+                    return Err(SessionError::NotFound(id.to_string()));
+                }
+                Ok(id.to_string())
+            }
+            // The link names the most recent execution; read as such.
+            _ => self.latest().ok_or(SessionError::NoExecutions),
+        }
+    }
+
+    /// The state and metadata of an execution, for viewing (nothing is changed).
+    pub fn view(&self, id: &str) -> Result<(ExecutionState, Metadata), SessionError> {
+        let (state, meta, machine) = self.load(id)?;
+        Ok((state.restore(id, machine)?, meta))
     }
 
     /// The folder of an execution (the id is validated first).

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::support::{Dir, wait_output};
 
@@ -105,7 +105,7 @@ fn the_queue_takes_the_reference_responders_answer_format() {
     let out = wait_output(call, Duration::from_secs(20));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let shown = d.run(&["exec", "show", "q", "--format", "json"]).json();
+    let shown = d.show_json("q");
     assert_eq!(shown["contextState"]["order"]["total"], 3);
 }
 
@@ -148,10 +148,6 @@ fn request_file_name(request: &Path) -> String {
     request.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-fn status(d: &Dir, id: &str) -> Value {
-    d.run(&["exec", "status", id, "--json"]).json()
-}
-
 fn call_with(d: &Dir, stdin: &str) -> super::support::Out {
     d.run_with_stdin(&["e", "-i", "order.dy", "--id", "s"], stdin)
 }
@@ -166,10 +162,10 @@ fn input_on_the_call_that_reaches_a_request_is_its_answer() {
     let out = call_with(&d, WRITE_42);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("Tools: write_order"), "{out:?}");
-    let shown = d.run(&["exec", "show", "s", "--format", "json"]).json();
+    let shown = d.show_json("s");
     assert_eq!(shown["contextState"]["order"]["total"], 42);
     assert!(!d.exec_dir("s").join("pending-request.json").exists());
-    assert_eq!(status(&d, "s")["turns"], 1);
+    assert_eq!(d.status_json("s")["turns"], 1);
 }
 
 #[test]
@@ -309,7 +305,7 @@ fn an_answer_that_starts_within_the_grace_is_read_to_its_end() {
     drop(input);
     let out = ended(wait_output(child, Duration::from_secs(20)));
     assert_eq!(out.code, 0, "{out:?}");
-    let shown = d.run(&["exec", "show", "s", "--format", "json"]).json();
+    let shown = d.show_json("s");
     assert_eq!(shown["contextState"]["order"]["total"], 42);
 }
 
@@ -532,7 +528,7 @@ fn a_text_answer_that_would_end_the_execution_with_an_error_is_refused() {
         std::fs::read(d.exec_dir("s").join("state.json")).unwrap(),
         before
     );
-    assert_eq!(status(&d, "s")["status"], "in_progress");
+    assert_eq!(d.status_json("s")["status"], "in_progress");
     // The person answers again, with a tool call this time.
     let out = call_with(&d, WRITE_42);
     assert_eq!(out.code, 0, "{out:?}");
@@ -586,7 +582,7 @@ fn a_request_answered_by_another_source_is_no_longer_pending() {
     assert_eq!(call_with(&d, "").code, 0);
     let out = call_with(&d, "");
     assert_eq!(out.code, 3, "{out:?}");
-    assert_eq!(status(&d, "s")["waitingForAnswer"], true);
+    assert_eq!(d.status_json("s")["waitingForAnswer"], true);
     assert!(d.exec_dir("s").join("pending-request.json").exists());
 
     let playback = [
@@ -601,7 +597,7 @@ fn a_request_answered_by_another_source_is_no_longer_pending() {
     let out = d.run(&playback);
     assert_eq!(out.code, 0, "{out:?}");
     // Answered (by the recording): nothing waits for a manual answer any more.
-    assert_eq!(status(&d, "s")["waitingForAnswer"], false);
+    assert_eq!(d.status_json("s")["waitingForAnswer"], false);
     assert!(!d.exec_dir("s").join("pending-request.json").exists());
     let mut last = out;
     for _ in 0..5 {
@@ -611,7 +607,7 @@ fn a_request_answered_by_another_source_is_no_longer_pending() {
         last = d.run(&playback);
     }
     assert_eq!(last.code, 2, "{last:?}");
-    let s = status(&d, "s");
+    let s = d.status_json("s");
     assert_eq!(s["status"], "complete");
     assert_eq!(s["waitingForAnswer"], false);
     assert!(!d.exec_dir("s").join("pending-request.json").exists());

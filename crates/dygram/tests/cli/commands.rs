@@ -1,44 +1,14 @@
 //! The commands, driven as a user would: real files in temporary folders, the real binary.
 
-use std::path::Path;
-
-use assert_cmd::Command;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn dygram(dir: &Path, args: &[&str], stdin: Option<&str>) -> Out {
-    let mut cmd = Command::cargo_bin("dygram").unwrap();
-    cmd.current_dir(dir).args(args).env("NO_COLOR", "1");
-    if let Some(input) = stdin {
-        cmd.write_stdin(input);
-    }
-    let out = cmd.output().unwrap();
-    Out {
-        code: out.status.code().unwrap(),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-fn write(dir: &Path, name: &str, text: &str) {
-    let path = dir.join(name);
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
-}
+use super::support::Dir;
 
 const GOOD: &str = "machine \"Demo\"\nTask start \"Begin\" { prompt: \"go\"; }\nstart -> done;\n";
 
 #[test]
 fn pv_reports_success_on_stdout() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "m.dy", GOOD);
-    let out = dygram(dir.path(), &["pv", "m.dy"], None);
+    let dir = Dir::new();
+    dir.write("m.dy", GOOD);
+    let out = dir.run(&["pv", "m.dy"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "✓ Parsed and validated m.dy successfully!\n");
     assert_eq!(out.stderr, "");
@@ -46,13 +16,12 @@ fn pv_reports_success_on_stdout() {
 
 #[test]
 fn every_syntax_error_is_reported_with_position_line_and_caret() {
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
+    let dir = Dir::new();
+    dir.write(
         "bad.dy",
         "machine \"x\"\nx: -3;\nTask a { y: 1 }\na -> b -> ;\nc -@weight(5)-> d;\n",
     );
-    let out = dygram(dir.path(), &["parseAndValidate", "bad.dy"], None);
+    let out = dir.run(&["parseAndValidate", "bad.dy"]);
     assert_eq!(out.code, 1);
     assert_eq!(out.stdout, "");
     insta::assert_snapshot!(out.stderr);
@@ -60,13 +29,11 @@ fn every_syntax_error_is_reported_with_position_line_and_caret() {
 
 #[test]
 fn validation_errors_and_warnings() {
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "m.dy",
+    let dir = Dir::new();
+    dir.write("m.dy",
         "machine \"v\"\nA { Task Step; }\nB { Task Step; }\nt<Integer>: 1.5;\nx \"1\" -> \"0..many\" y;\n",
     );
-    let out = dygram(dir.path(), &["pv", "m.dy"], None);
+    let out = dir.run(&["pv", "m.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("error: Duplicate state name: Step"),
@@ -88,8 +55,8 @@ fn validation_errors_and_warnings() {
     );
     assert!(out.stderr.contains("3 errors"), "{}", out.stderr);
     // Warnings alone do not fail.
-    write(dir.path(), "w.dy", "a -> b;\nlonely;\n");
-    let out = dygram(dir.path(), &["pv", "w.dy"], None);
+    dir.write("w.dy", "a -> b;\nlonely;\n");
+    let out = dir.run(&["pv", "w.dy"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stderr
@@ -97,15 +64,15 @@ fn validation_errors_and_warnings() {
         "{}",
         out.stderr
     );
-    let quiet = dygram(dir.path(), &["pv", "w.dy", "-q"], None);
+    let quiet = dir.run(&["pv", "w.dy", "-q"]);
     assert_eq!(quiet.stderr, "");
 }
 
 #[test]
 fn pv_json_lists_diagnostics_for_scripts() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "m.dy", "a -> b;\nx<number>: \"no\";\n");
-    let out = dygram(dir.path(), &["pv", "m.dy", "--json"], None);
+    let dir = Dir::new();
+    dir.write("m.dy", "a -> b;\nx<number>: \"no\";\n");
+    let out = dir.run(&["pv", "m.dy", "--json"]);
     assert_eq!(out.code, 1);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["valid"], false);
@@ -123,30 +90,26 @@ fn pv_json_lists_diagnostics_for_scripts() {
 
 #[test]
 fn generate_writes_one_format_to_stdout_and_several_to_a_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "m.dy", GOOD);
-    let out = dygram(dir.path(), &["generate", "m.dy"], None);
+    let dir = Dir::new();
+    dir.write("m.dy", GOOD);
+    let out = dir.run(&["generate", "m.dy"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(json["title"], "Demo");
     assert_eq!(json["edges"][0]["target"], "done");
-    let dot = dygram(dir.path(), &["g", "m.dy", "-f", "graphviz"], None);
+    let dot = dir.run(&["g", "m.dy", "-f", "graphviz"]);
     assert!(dot.stdout.starts_with("digraph"), "{}", dot.stdout);
-    let out = dygram(
-        dir.path(),
-        &["g", "m.dy", "-f", "json,dot,mermaid,dsl", "-d", "out"],
-        None,
-    );
+    let out = dir.run(&["g", "m.dy", "-f", "json,dot,mermaid,dsl", "-d", "out"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, "out/m.json\nout/m.dot\nout/m.mmd\nout/m.dy\n");
     for f in ["m.json", "m.dot", "m.mmd", "m.dy"] {
         assert!(dir.path().join("out").join(f).is_file(), "{f}");
     }
     // Several formats need a folder; an unknown format is a usage error.
-    let out = dygram(dir.path(), &["g", "m.dy", "-f", "json,dot"], None);
+    let out = dir.run(&["g", "m.dy", "-f", "json,dot"]);
     assert_eq!(out.code, 64);
     assert!(out.stderr.contains("-d DIR"), "{}", out.stderr);
-    let out = dygram(dir.path(), &["g", "m.dy", "-f", "html"], None);
+    let out = dir.run(&["g", "m.dy", "-f", "html"]);
     assert_eq!(out.code, 64);
     assert!(
         out.stderr.contains("unknown format `html`"),
@@ -157,9 +120,9 @@ fn generate_writes_one_format_to_stdout_and_several_to_a_folder() {
 
 #[test]
 fn generate_never_overwrites_its_input() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "m.dy", GOOD);
-    let out = dygram(dir.path(), &["g", "m.dy", "-f", "dsl", "-d", "."], None);
+    let dir = Dir::new();
+    dir.write("m.dy", GOOD);
+    let out = dir.run(&["g", "m.dy", "-f", "dsl", "-d", "."]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("refusing to overwrite the input"),
@@ -174,57 +137,54 @@ fn generate_never_overwrites_its_input() {
 
 #[test]
 fn generate_reads_standard_input_and_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dygram(dir.path(), &["g", "-", "-f", "mermaid"], Some(GOOD));
+    let dir = Dir::new();
+    let out = dir.run_with_stdin(&["g", "-", "-f", "mermaid"], GOOD);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.starts_with("stateDiagram-v2"), "{}", out.stdout);
-    let json = dygram(dir.path(), &["g", "-"], Some(GOOD)).stdout;
-    write(dir.path(), "m.json", &json);
-    let back = dygram(dir.path(), &["g", "m.json", "-f", "dsl"], None);
+    let json = dir.run_with_stdin(&["g", "-"], GOOD).stdout;
+    dir.write("m.json", &json);
+    let back = dir.run(&["g", "m.json", "-f", "dsl"]);
     assert_eq!(back.code, 0, "{}", back.stderr);
-    write(dir.path(), "again.dy", &back.stdout);
-    let again = dygram(dir.path(), &["g", "again.dy"], None);
+    dir.write("again.dy", &back.stdout);
+    let again = dir.run(&["g", "again.dy"]);
     assert_eq!(again.stdout, json, "JSON → .dy → JSON gives the same JSON");
     // Errors in a machine from stdin name <stdin>.
-    let out = dygram(dir.path(), &["pv", "-"], Some("a -> ;\n"));
+    let out = dir.run_with_stdin(&["pv", "-"], "a -> ;\n");
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("<stdin>:1:6"), "{}", out.stderr);
 }
 
 #[test]
 fn files_of_other_kinds_and_missing_files_are_refused_clearly() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "m.txt", GOOD);
-    let out = dygram(dir.path(), &["pv", "m.txt"], None);
+    let dir = Dir::new();
+    dir.write("m.txt", GOOD);
+    let out = dir.run(&["pv", "m.txt"]);
     assert_eq!(out.code, 64);
     assert!(out.stderr.contains("not a machine file"), "{}", out.stderr);
-    let out = dygram(dir.path(), &["pv", "missing.dy"], None);
+    let out = dir.run(&["pv", "missing.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("cannot read missing.dy"),
         "{}",
         out.stderr
     );
-    write(dir.path(), "bad.json", "{}");
-    let out = dygram(dir.path(), &["g", "bad.json", "-f", "dsl"], None);
+    dir.write("bad.json", "{}");
+    let out = dir.run(&["g", "bad.json", "-f", "dsl"]);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("no \"nodes\" array"), "{}", out.stderr);
 }
 
 #[test]
 fn imports_bring_nodes_and_check_imports_shows_the_order() {
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
+    let dir = Dir::new();
+    dir.write(
         "lib/auth.dy",
         "Auth { Task Login \"Log in\"; Task Session; Login -> Session; }\nTask Helper;\n",
     );
-    write(
-        dir.path(),
-        "app.dy",
+    dir.write("app.dy",
         "import { Auth, Helper as Util } from \"./lib/auth\"\nmachine \"App\"\nstart -> Login;\nSession -> Util;\n",
     );
-    let out = dygram(dir.path(), &["g", "app.dy"], None);
+    let out = dir.run(&["g", "app.dy"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     // `Helper` has no edges in its library; that is for the importer to wire, not a warning.
     assert!(!out.stderr.contains("warning"), "{}", out.stderr);
@@ -243,7 +203,7 @@ fn imports_bring_nodes_and_check_imports_shows_the_order() {
         .map(|e| (e["source"].to_string(), e["target"].to_string()))
         .collect();
     assert!(edges.contains(&("\"Login\"".into(), "\"Session\"".into())));
-    let out = dygram(dir.path(), &["check-imports", "app.dy"], None);
+    let out = dir.run(&["check-imports", "app.dy"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains("1. lib/auth.dy\n  2. app.dy"),
@@ -252,22 +212,22 @@ fn imports_bring_nodes_and_check_imports_shows_the_order() {
     );
     assert!(out.stdout.contains("Total files: 2"), "{}", out.stdout);
     // A bundle is one self-contained file with the same machine.
-    let out = dygram(dir.path(), &["bundle", "app.dy", "-o", "dist/app.dy"], None);
+    let out = dir.run(&["bundle", "app.dy", "-o", "dist/app.dy"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("Merged 2 file(s)"), "{}", out.stdout);
     let bundled = std::fs::read_to_string(dir.path().join("dist/app.dy")).unwrap();
     assert!(!bundled.contains("import"), "{bundled}");
-    let again = dygram(dir.path(), &["g", "dist/app.dy"], None);
+    let again = dir.run(&["g", "dist/app.dy"]);
     let v: serde_json::Value = serde_json::from_str(&again.stdout).unwrap();
     assert_eq!(v["nodes"], json["nodes"]);
 }
 
 #[test]
 fn import_errors_missing_cycles_collisions_unknown_names() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.dy", "import { B } from \"./b.dy\"\nA;\n");
-    write(dir.path(), "b.dy", "import { A } from \"./a.dy\"\nB;\n");
-    let out = dygram(dir.path(), &["ci", "a.dy"], None);
+    let dir = Dir::new();
+    dir.write("a.dy", "import { B } from \"./b.dy\"\nA;\n");
+    dir.write("b.dy", "import { A } from \"./a.dy\"\nB;\n");
+    let out = dir.run(&["ci", "a.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr
@@ -275,21 +235,20 @@ fn import_errors_missing_cycles_collisions_unknown_names() {
         "{}",
         out.stderr
     );
-    write(dir.path(), "c.dy", "import { X } from \"./nowhere.dy\"\n");
-    let out = dygram(dir.path(), &["pv", "c.dy"], None);
+    dir.write("c.dy", "import { X } from \"./nowhere.dy\"\n");
+    let out = dir.run(&["pv", "c.dy"]);
     assert!(
         out.stderr.contains("Cannot find module \"./nowhere.dy\""),
         "{}",
         out.stderr
     );
     // The right stem with another machine extension: the hint names the file that exists.
-    write(dir.path(), "flows/lib2.dygram", "Step;\n");
-    write(
-        dir.path(),
+    dir.write("flows/lib2.dygram", "Step;\n");
+    dir.write(
         "e.dy",
         "import { Step } from \"./flows/lib2.dy\"\nStep -> x;\n",
     );
-    let out = dygram(dir.path(), &["pv", "e.dy"], None);
+    let out = dir.run(&["pv", "e.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("(looked for flows/lib2.dy)")
@@ -297,13 +256,12 @@ fn import_errors_missing_cycles_collisions_unknown_names() {
         "{}",
         out.stderr
     );
-    write(dir.path(), "lib.dy", "Shared;\nOther;\n");
-    write(
-        dir.path(),
+    dir.write("lib.dy", "Shared;\nOther;\n");
+    dir.write(
         "d.dy",
         "import { Shared, Missing } from \"./lib.dy\"\nShared;\n",
     );
-    let out = dygram(dir.path(), &["pv", "d.dy"], None);
+    let out = dir.run(&["pv", "d.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr
@@ -317,41 +275,33 @@ fn import_errors_missing_cycles_collisions_unknown_names() {
         "{}",
         out.stderr
     );
-    write(
-        dir.path(),
-        "e.dy",
-        "import { X } from \"https://example.com/x.dy\"\n",
-    );
-    let out = dygram(dir.path(), &["pv", "e.dy"], None);
+    dir.write("e.dy", "import { X } from \"https://example.com/x.dy\"\n");
+    let out = dir.run(&["pv", "e.dy"]);
     assert!(
         out.stderr.contains("Remote imports are not supported"),
         "{}",
         out.stderr
     );
     // Without imports, names are placeholders and the file checks alone.
-    let out = dygram(dir.path(), &["pv", "c.dy", "--no-imports"], None);
+    let out = dir.run(&["pv", "c.dy", "--no-imports"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 #[test]
 fn batch_checks_many_files_and_mirrors_folders() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "src/a.dy", GOOD);
-    write(dir.path(), "src/sub/b.dygram", "x -> y;\n");
-    write(dir.path(), "src/sub/bad.dy", "x -> ;\n");
-    write(dir.path(), "src/notes.txt", "not a machine");
-    let out = dygram(
-        dir.path(),
-        &[
-            "batch",
-            "src/**/*",
-            "-d",
-            "out",
-            "--continue-on-error",
-            "--json",
-        ],
-        None,
-    );
+    let dir = Dir::new();
+    dir.write("src/a.dy", GOOD);
+    dir.write("src/sub/b.dygram", "x -> y;\n");
+    dir.write("src/sub/bad.dy", "x -> ;\n");
+    dir.write("src/notes.txt", "not a machine");
+    let out = dir.run(&[
+        "batch",
+        "src/**/*",
+        "-d",
+        "out",
+        "--continue-on-error",
+        "--json",
+    ]);
     assert_eq!(out.code, 1);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["processed"], 3);
@@ -360,8 +310,8 @@ fn batch_checks_many_files_and_mirrors_folders() {
     assert!(dir.path().join("out/sub/b.json").is_file());
     assert!(out.stderr.contains("sub/bad.dy:1:6"), "{}", out.stderr);
     // Without --continue-on-error the batch stops at the first failure (in path order).
-    write(dir.path(), "src/sub/zz.dy", "z -> w;\n");
-    let out = dygram(dir.path(), &["b", "src/**/*.dy"], None);
+    dir.write("src/sub/zz.dy", "z -> w;\n");
+    let out = dir.run(&["b", "src/**/*.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stdout
@@ -370,7 +320,7 @@ fn batch_checks_many_files_and_mirrors_folders() {
         out.stdout
     );
     assert!(out.stderr.contains("--continue-on-error"), "{}", out.stderr);
-    let out = dygram(dir.path(), &["b", "nothing/*.dy"], None);
+    let out = dir.run(&["b", "nothing/*.dy"]);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("no machine files match"),
@@ -381,12 +331,12 @@ fn batch_checks_many_files_and_mirrors_folders() {
 
 #[test]
 fn batch_says_which_matches_it_skips_that_are_not_files() {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "src/a.dy", GOOD);
+    let dir = Dir::new();
+    dir.write("src/a.dy", GOOD);
     std::fs::create_dir_all(dir.path().join("src/folder.dy")).unwrap();
     std::os::unix::fs::symlink("nowhere.dy", dir.path().join("src/gone.dy")).unwrap();
-    write(dir.path(), "src/notes.txt", "not a machine");
-    let out = dygram(dir.path(), &["batch", "src/*"], None);
+    dir.write("src/notes.txt", "not a machine");
+    let out = dir.run(&["batch", "src/*"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains("Processed: 1 file(s)"),

@@ -7,6 +7,8 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
+use super::support::Dir;
+
 use dygram::runtime::executor::{Executor, Options};
 use dygram::runtime::state::{PathStatus, Status};
 use dygram::source::SourceFile;
@@ -178,22 +180,25 @@ fn every_execution_oracle_reaches_the_reference_outcome() {
 #[test]
 fn execute_replays_a_recorded_machine_and_writes_the_result() {
     let Some(corpus) = corpus() else { return };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Dir::new();
     let machine = corpus.join("examples/execution-features/context-basic.dy");
     let recordings = corpus.join("execution/context-basic/recordings");
-    let out = assert_cmd::Command::cargo_bin("dygram")
-        .unwrap()
-        .args(["execute"])
-        .arg(&machine)
-        .arg("--playback")
-        .arg(&recordings)
-        .args(["--format", "json", "-d"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (machine, recordings) = (
+        machine.display().to_string(),
+        recordings.display().to_string(),
+    );
+    let out = dir.run(&[
+        "execute",
+        &machine,
+        "--playback",
+        &recordings,
+        "--format",
+        "json",
+        "-d",
+        ".",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let printed = out.json();
     let file: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("context-basic-result.json")).unwrap(),
     )
@@ -207,77 +212,47 @@ fn execute_replays_a_recorded_machine_and_writes_the_result() {
     );
     assert_eq!(printed["contextState"]["SessionData"]["activityCount"], 1);
     assert_eq!(printed["history"][0]["transition"], "agent_decision");
-    assert!(stderr.contains("asking"), "{stderr}");
+    assert!(out.stderr.contains("asking"), "{out:?}");
 }
 
 #[test]
 fn execute_without_any_llm_source_fails_clearly_only_when_one_is_needed() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = |file: &Path| {
-        assert_cmd::Command::cargo_bin("dygram")
-            .unwrap()
-            .arg("e")
-            .arg(file)
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .output()
-            .unwrap()
-    };
     // No decision needed: runs without a key.
-    let simple = dir.path().join("simple.dy");
-    std::fs::write(&simple, "state a;\nstate b;\na -> b;\n").unwrap();
-    let out = run(&simple);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = Dir::with_file("simple.dy", "state a;\nstate b;\na -> b;\n");
+    let out = dir.run(&["e", "simple.dy"]);
+    assert_eq!(out.code, 0, "{out:?}");
     assert!(dir.path().join("generated/simple-result.json").is_file());
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("a --(Single edge from state node)--> b"),
-        "{stdout}"
+        out.stdout
+            .contains("a --(Single edge from state node)--> b"),
+        "{out:?}"
     );
     // A decision needed: exit 1 naming the node, with a hint.
-    let agent = dir.path().join("agent.dy");
-    std::fs::write(
-        &agent,
+    dir.write(
+        "agent.dy",
         "context Notes { text: \"\" }\ntask write { prompt: \"Write a note\" }\nwrite -writes-> Notes;\nwrite -> done;\n",
-    )
-    .unwrap();
-    let out = run(&agent);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("node 'write' needs an LLM decision"),
-        "{stderr}"
     );
-    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+    let out = dir.run(&["e", "agent.dy"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("node 'write' needs an LLM decision"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("ANTHROPIC_API_KEY"), "{out:?}");
 }
 
 #[test]
 fn stateful_execution_writes_its_result_with_a_destination_when_it_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("m.dy"), "state a;\nstate b;\na -> b;\n").unwrap();
-    let call = || {
-        assert_cmd::Command::cargo_bin("dygram")
-            .unwrap()
-            .current_dir(dir.path())
-            .args(["e", "-i", "m.dy", "-d", "out", "-q"])
-            .env_remove("ANTHROPIC_API_KEY")
-            .output()
-            .unwrap()
-    };
+    let dir = Dir::with_file("m.dy", "state a;\nstate b;\na -> b;\n");
+    let call = || dir.run(&["e", "-i", "m.dy", "-d", "out", "-q"]);
     let first = call();
-    assert_eq!(first.status.code(), Some(0));
+    assert_eq!(first.code, 0, "{first:?}");
     assert!(
         !dir.path().join("out/m-result.json").exists(),
         "not before the end"
     );
     let second = call();
-    assert_eq!(second.status.code(), Some(2), "{second:?}");
+    assert_eq!(second.code, 2, "{second:?}");
     let result: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("out/m-result.json")).unwrap(),
     )

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::support::{Dir, Out, repo_root};
+use super::support::{Dir, Out, copy_dir, repo_root};
 
 fn example(name: &str) -> String {
     std::fs::read_to_string(repo_root().join("examples/dygram").join(name)).unwrap()
@@ -130,7 +130,7 @@ fn check_consistent(d: &Dir, id: &str) -> Final {
         .filter(|n| n.ends_with(".tmp") || n == "pending-request.json")
         .collect();
     assert!(leftovers.is_empty(), "{id}: left {leftovers:?}");
-    let shown = d.run(&["exec", "show", id, "--format", "json"]).json();
+    let shown = d.show_json(id);
     Final {
         nodes: history.iter().map(|h| h["node"].clone()).collect(),
         context: shown["contextState"].clone(),
@@ -463,7 +463,7 @@ fn a_restart_after_corrupted_state_keeps_the_answer_source() {
     let out = d.run(&["e", "-i", "order.dy", "--id", "o"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stderr.contains("State file corrupted"), "{out:?}");
-    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    let status = d.status_json("o");
     assert_eq!(status["client"]["type"], "playback", "{status}");
     assert_eq!(status["client"]["playbackDir"], json!(rec));
     // It goes on with the recordings, to the end, without asking anyone.
@@ -488,7 +488,7 @@ fn repeating_the_same_playback_folder_on_every_call_goes_on_where_it_was() {
             0 => continue,
             2 => {
                 assert_eq!(n + 1, 8, "{out:?}");
-                let shown = d.run(&["exec", "show", "p", "--format", "json"]).json();
+                let shown = d.show_json("p");
                 assert_eq!(shown["contextState"]["draft"]["score"], 8);
                 return;
             }
@@ -496,19 +496,6 @@ fn repeating_the_same_playback_folder_on_every_call_goes_on_where_it_was() {
         }
     }
     panic!("the recordings started over at every call");
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 /// The `turn-<n>.json` files of a recordings folder, in order.
@@ -608,7 +595,7 @@ fn an_answer_source_lost_with_the_state_is_announced_with_the_way_to_give_it_aga
     );
     assert!(out.stderr.contains("manual mode"), "{out:?}");
     assert!(out.stderr.contains("--playback DIR"), "{out:?}");
-    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    let status = d.status_json("o");
     assert_eq!(status["client"]["type"], "manual", "{status}");
 
     // Given again on the call that starts over, the source is kept and nothing is said about it.
@@ -618,7 +605,7 @@ fn an_answer_source_lost_with_the_state_is_announced_with_the_way_to_give_it_aga
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stderr.contains("State file corrupted"), "{out:?}");
     assert!(!out.stderr.contains("is lost"), "{out:?}");
-    let status = d.run(&["exec", "status", "o", "--json"]).json();
+    let status = d.status_json("o");
     assert_eq!(status["client"]["type"], "playback", "{status}");
 }
 

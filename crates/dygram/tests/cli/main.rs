@@ -18,6 +18,7 @@ mod readme;
 mod robustness;
 mod runtime;
 mod secrets;
+mod session;
 mod stateful;
 mod status;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them

@@ -38,7 +38,7 @@ fn an_execution_in_use_is_neither_removed_nor_cleaned() {
     respond(&d, &request, &answer.to_string());
     let out = ended(wait_output(call, Duration::from_secs(20)));
     assert_eq!(out.code, 0, "{out:?}");
-    let shown = d.run(&["exec", "show", "q", "--format", "json"]).json();
+    let shown = d.show_json("q");
     assert_eq!(shown["contextState"]["order"]["total"], 5);
 
     // Once no call holds it, it can be removed.
@@ -73,6 +73,21 @@ fn a_call_on_an_existing_execution_leaves_the_leftovers_of_others_to_exec_clean(
     let out = d.run(&["exec", "clean"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(d.folders(), ["q"]);
+}
+
+/// A creation killed after it renamed the execution into place, before it removed its claim file:
+/// the next call on that execution removes the claim (no process holds it); a claim of another
+/// execution is left to the next creation or `exec clean`.
+#[test]
+fn a_call_removes_the_claim_a_killed_creation_of_its_execution_left() {
+    let d = at_charge();
+    let root = d.path().join(".dygram/executions");
+    std::fs::write(root.join(".new-q-4242-0.lock"), "").unwrap();
+    std::fs::write(root.join(".new-other-4242-0.lock"), "").unwrap();
+    let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(!root.join(".new-q-4242-0.lock").exists());
+    assert!(root.join(".new-other-4242-0.lock").exists());
 }
 
 #[test]

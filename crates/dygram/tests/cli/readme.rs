@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::{Dir, repo_root};
+use super::support::{Dir, copy_dir, repo_root};
 
 /// The `### dygram` section of the README.
 pub fn dygram_section() -> String {
@@ -95,7 +95,7 @@ fn readme_order_flow_reaches_shipped_turn_by_turn() {
     );
     let out = call("");
     assert_eq!(out.code, 2, "{out:?}");
-    let shown = d.run(&["exec", "show", "o", "--format", "json"]).json();
+    let shown = d.show_json("o");
     assert_eq!(shown["status"], "complete");
     assert_eq!(shown["visitedNodes"], json!(["start", "charge", "shipped"]));
     assert_eq!(shown["contextState"]["order"]["total"], 42);
@@ -162,19 +162,6 @@ fn documented_exit(command: &str) -> i32 {
         .and_then(|(_, comment)| comment.split_once("(exit "))
         .and_then(|(_, rest)| rest.split_once(')'))
         .map_or(0, |(n, _)| n.trim().parse().unwrap())
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

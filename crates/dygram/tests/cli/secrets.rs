@@ -139,7 +139,7 @@ fn a_key_the_model_echoes_is_written_and_printed_nowhere_turn_by_turn() {
     }
     assert!(d.path().join("rec/turn-2.json").is_file());
     assert!(d.path().join("out/order-result.json").is_file());
-    let shown = d.run(&["exec", "show", "k", "--format", "json"]).json();
+    let shown = d.show_json("k");
     assert_eq!(
         shown["contextState"]["order"]["note"],
         "charged with [REDACTED]"

@@ -15,10 +15,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-/// Variables that would give the binary a live API: removed from every call.
-const LLM_ENV: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+use super::support::{Dir, LLM_ENV, Out, bin, graphviz_available, wait_output};
 
 /// The conformance corpus: its `context-basic.dy` and `meta-construct-tool` machines, their recordings
 /// and expected results are what these tests run. Every test first checks that it is there
@@ -56,51 +54,18 @@ fn expected(oracle: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("dygram")
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-impl Out {
-    /// The id after `Starting interactive execution: `.
-    fn started_id(&self) -> String {
-        let line = self
-            .stderr
-            .lines()
-            .find_map(|l| l.split("Starting interactive execution: ").nth(1))
-            .unwrap_or_else(|| panic!("no start line: {self:?}"));
-        line.trim().to_string()
-    }
-
-    /// stdout as exactly one JSON value.
-    fn json(&self) -> Value {
-        assert_eq!(
-            self.stdout.trim_end().lines().count(),
-            1,
-            "one JSON object, one line: {self:?}"
-        );
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-}
-
-/// A temporary working folder with the machine `m.dy`.
+/// A temporary working folder with the machine `m.dy` (the helpers of [`Dir`], and those of the
+/// examples of the design).
 struct Sandbox {
-    dir: TempDir,
+    dir: Dir,
+}
+
+impl std::ops::Deref for Sandbox {
+    type Target = Dir;
+
+    fn deref(&self) -> &Dir {
+        &self.dir
+    }
 }
 
 impl Sandbox {
@@ -111,7 +76,7 @@ impl Sandbox {
 
     /// With `examples/execution-features/<name>` as `m.dy`.
     fn with(name: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = Dir::new();
         std::fs::copy(
             corpus().join("examples/execution-features").join(name),
             dir.path().join("m.dy"),
@@ -120,52 +85,8 @@ impl Sandbox {
         Self { dir }
     }
 
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn command(&self) -> assert_cmd::Command {
-        let mut cmd = assert_cmd::Command::cargo_bin("dygram").unwrap();
-        cmd.current_dir(self.path());
-        for var in LLM_ENV {
-            cmd.env_remove(var);
-        }
-        cmd
-    }
-
-    /// Runs `dygram ARGS` with an empty, closed stdin.
-    fn run(&self, args: &[&str]) -> Out {
-        self.run_with_stdin(args, "")
-    }
-
-    /// Runs `dygram ARGS` with `stdin` piped in.
-    fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Out {
-        let out = self
-            .command()
-            .args(args)
-            .write_stdin(stdin)
-            .output()
-            .unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
-    }
-
-    /// A `std::process::Command` for `dygram` (for spawning and killing).
-    fn std_command(&self, args: &[&str]) -> std::process::Command {
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(args).current_dir(self.path());
-        for var in LLM_ENV {
-            cmd.env_remove(var);
-        }
-        cmd
-    }
-
     fn spawn(&self, args: &[&str]) -> Child {
-        self.std_command(args)
-            .stdin(Stdio::null())
+        self.spawn_command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -205,41 +126,8 @@ impl Sandbox {
         self.path().join(".dygram/executions")
     }
 
-    fn exec_dir(&self, id: &str) -> PathBuf {
-        self.executions().join(id)
-    }
-
-    /// Names in `.dygram/executions/` (without `last`), sorted.
-    fn folders(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.executions()) else {
-            return Vec::new();
-        };
-        let mut names: Vec<String> = entries
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n != "last")
-            .collect();
-        names.sort();
-        names
-    }
-
     fn read(&self, id: &str, file: &str) -> String {
         std::fs::read_to_string(self.exec_dir(id).join(file)).unwrap()
-    }
-
-    fn read_json(&self, id: &str, file: &str) -> Value {
-        serde_json::from_str(&self.read(id, file)).unwrap()
-    }
-
-    fn status_json(&self, id: &str) -> Value {
-        let out = self.run(&["exec", "status", id, "--json"]);
-        assert_eq!(out.code, 0, "{out:?}");
-        out.json()
-    }
-
-    fn show_json(&self, id: &str) -> Value {
-        let out = self.run(&["exec", "show", id, "--format", "json"]);
-        assert_eq!(out.code, 0, "{out:?}");
-        serde_json::from_str(&out.stdout).unwrap()
     }
 
     /// Calls `e -i m.dy --id ID` until it stops returning 0; returns the last exit code and the
@@ -253,24 +141,6 @@ impl Sandbox {
         }
         panic!("execution {id} did not stop within 30 calls");
     }
-}
-
-/// Waits for a child with a deadline (killed and reported when it does not end).
-fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "still running after {limit:?}\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// Polls `cond` every 10 ms for at most `limit`.
@@ -306,15 +176,6 @@ fn is_generated_id(id: &str) -> bool {
         [d, t, n] => digits(d, 8) && digits(t, 6) && n.parse::<u32>().is_ok(),
         _ => false,
     }
-}
-
-fn graphviz_available() -> bool {
-    std::process::Command::new("dot")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Final context and visited nodes of the reference run of context-basic.
@@ -445,7 +306,7 @@ fn bash_loop_runs_to_completion() {
     assert_eq!(out.code, 0, "a while loop that ended: {out:?}");
     let status = sb.run(&["exec", "status", "--json"]);
     assert_eq!(status.code, 0, "{status:?}");
-    let status = status.json();
+    let status = status.json_line();
     assert_eq!(status["status"], "complete");
     assert_eq!(status["turns"], 3);
     assert_eq!(status["currentNodes"], json!(["end"]));
@@ -566,7 +427,7 @@ fn managing_executions() {
     assert!(done_line.contains("complete"), "{done_line}");
     let ls = sb.run(&["exec", "ls", "--json"]);
     assert_eq!(ls.code, 0, "{ls:?}");
-    let rows = ls.json();
+    let rows = ls.json_line();
     let ids: Vec<&str> = rows
         .as_array()
         .unwrap()
@@ -923,7 +784,7 @@ fn json_format_gives_one_object_per_call() {
     let sb = Sandbox::new();
     let call = |stdin: &str| {
         let out = sb.run_with_stdin(&["e", "-i", "m.dy", "--format", "json"], stdin);
-        (out.code, out.json())
+        (out.code, out.json_line())
     };
     let (code, v) = call("");
     assert_eq!(code, 3);
@@ -1011,7 +872,7 @@ fn stdin_examples_of_the_design() {
 EOF"#,
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let status = sb.run(&["exec", "status", "--json"]).json();
+    let status = sb.run(&["exec", "status", "--json"]).json_line();
     assert_eq!(status["currentNodes"], json!(["displaySummary"]));
     let id = status["id"].as_str().unwrap().to_string();
     assert_eq!(
@@ -2009,8 +1870,7 @@ fn kill_at_delays(delays_us: &[u64], resumed: bool) {
             args.extend(["--playback", &rec]);
         }
         let mut child = sb
-            .std_command(&args)
-            .stdin(Stdio::null())
+            .spawn_command(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -2152,14 +2012,14 @@ fn exec_is_an_alias_of_execute() {
     );
     let out = sb.run(&["exec", "m.dy", "--interactive", "--format", "json"]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json()["currentNodes"], json!(["end"]));
+    assert_eq!(out.json_line()["currentNodes"], json!(["end"]));
     let out = sb.run(&["exec", "./m.dy", "-i"]);
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stdout.contains("Execution complete"), "{out:?}");
     // `exec`'s own actions still work.
     let list = sb.run(&["exec", "list", "--json"]);
     assert_eq!(list.code, 0, "{list:?}");
-    assert_eq!(list.json()[0]["id"], id.as_str());
+    assert_eq!(list.json_line()[0]["id"], id.as_str());
 }
 
 #[test]
@@ -2189,7 +2049,7 @@ fn step_units() {
         "json",
     ]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json()["unit"], "step");
+    assert_eq!(out.json_line()["unit"], "step");
     let mut codes = vec![0];
     for _ in 0..5 {
         let out = sb.run(&["e", "--step", "m.dy", "--id", "s"]);
@@ -2216,5 +2076,5 @@ fn step_units() {
         "json",
     ]);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_eq!(out.json()["unit"], "path step");
+    assert_eq!(out.json_line()["unit"], "path step");
 }

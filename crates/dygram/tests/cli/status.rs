@@ -71,7 +71,7 @@ fn the_turn_by_turn_summary_exit_code_and_result_file_agree_when_a_path_fails() 
     let result = result(&d);
     assert_eq!(result["status"], "error");
     assert_eq!(result["errorCount"], 1);
-    let status = d.run(&["exec", "status", "x", "--json"]).json();
+    let status = d.status_json("x");
     assert_eq!(status["status"], "error");
     let again = call();
     assert_eq!(again.code, 1, "{again:?}");

@@ -50,6 +50,26 @@ impl Out {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
     }
+
+    /// stdout as exactly one JSON value on one line.
+    pub fn json_line(&self) -> Value {
+        assert_eq!(
+            self.stdout.trim_end().lines().count(),
+            1,
+            "one JSON object, one line: {self:?}"
+        );
+        self.json()
+    }
+
+    /// The id after `Starting interactive execution: ` on stderr.
+    pub fn started_id(&self) -> String {
+        let line = self
+            .stderr
+            .lines()
+            .find_map(|l| l.split("Starting interactive execution: ").nth(1))
+            .unwrap_or_else(|| panic!("no start line: {self:?}"));
+        line.trim().to_string()
+    }
 }
 
 /// A temporary working folder.
@@ -172,6 +192,20 @@ impl Dir {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
+    /// `dygram exec status ID --json` (which must succeed), as one JSON object.
+    pub fn status_json(&self, id: &str) -> Value {
+        let out = self.run(&["exec", "status", id, "--json"]);
+        assert_eq!(out.code, 0, "{out:?}");
+        out.json_line()
+    }
+
+    /// `dygram exec show ID --format json` (which must succeed), as JSON.
+    pub fn show_json(&self, id: &str) -> Value {
+        let out = self.run(&["exec", "show", id, "--format", "json"]);
+        assert_eq!(out.code, 0, "{out:?}");
+        out.json()
+    }
+
     /// The lines of `history.jsonl` (none when it does not exist).
     pub fn history(&self, id: &str) -> Vec<Value> {
         std::fs::read_to_string(self.exec_dir(id).join("history.jsonl"))
@@ -198,6 +232,20 @@ pub fn wait_output(mut child: std::process::Child, limit: Duration) -> std::proc
         std::thread::sleep(Duration::from_millis(5));
     }
     child.wait_with_output().unwrap()
+}
+
+/// Copies a folder with everything in it.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }
 
 /// Whether Graphviz's `dot` is installed.

@@ -2,45 +2,48 @@
 
 use serde_json::{Value, json};
 
-use dygram::runtime::executor::{Event, Executor};
-use dygram::runtime::state::{PathStatus, Status};
-use dygram::session::Metadata;
+use dygram::runtime::executor::Event;
+use dygram::runtime::state::{ExecutionState, PathStatus, Status};
+use dygram::session::{Metadata, Report, Session};
 
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
 use super::super::{Exit, print_out};
 
-/// Output of one call.
-pub struct Report {
-    pub id: String,
-    pub started: bool,
-    pub events: Vec<Event>,
-    pub status: Status,
-    pub unit: &'static str,
-    pub waiting: Option<(Value, String)>,
+/// What an opened session shows: its id, metadata and state.
+pub struct Shown<'a> {
+    pub id: &'a str,
+    pub meta: &'a Metadata,
+    pub state: &'a ExecutionState,
 }
 
-pub fn finish_already(
-    args: &ExecuteArgs,
-    id: &str,
-    executor: &Executor<'_>,
-    meta: &Metadata,
-) -> Exit {
-    let state = executor.state();
+impl<'a> Shown<'a> {
+    /// `None` only for a session whose unit of work failed (never shown).
+    pub fn of(session: &'a Session) -> Option<Self> {
+        Some(Self {
+            id: session.id(),
+            meta: session.metadata(),
+            state: session.state()?,
+        })
+    }
+}
+
+pub fn finish_already(args: &ExecuteArgs, shown: &Shown<'_>) -> Exit {
+    let Shown { id, meta, state } = *shown;
     let status = state.status();
     if args.format == ExecFormat::Json {
         print_out(&format!(
             "{}\n",
             json!({"id": id, "status": status.as_str(), "alreadyFinished": true,
                 "turns": meta.turn_count, "steps": meta.step_count,
-                "currentNodes": current_nodes(executor), "visitedNodes": state.visited_nodes(),
+                "currentNodes": current_nodes(state), "visitedNodes": state.visited_nodes(),
                 "contextState": state.context_state})
         ));
     } else if status == Status::Complete {
         print_out("✅ Execution already complete!\n");
-        print_out(&final_results(id, executor, meta));
+        print_out(&final_results(id, state, meta));
     } else {
         print_out(&format!("❌ Execution {id} ended with an error.\n"));
-        print_out(&final_results(id, executor, meta));
+        print_out(&final_results(id, state, meta));
     }
     exit_for(status, false)
 }
@@ -58,9 +61,8 @@ pub fn exit_for(status: Status, waiting: bool) -> Exit {
     }
 }
 
-pub fn current_nodes(executor: &Executor<'_>) -> Vec<String> {
-    let mut v: Vec<String> = executor
-        .state()
+pub fn current_nodes(state: &ExecutionState) -> Vec<String> {
+    let mut v: Vec<String> = state
         .paths
         .iter()
         .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
@@ -70,8 +72,7 @@ pub fn current_nodes(executor: &Executor<'_>) -> Vec<String> {
     v
 }
 
-fn final_results(id: &str, executor: &Executor<'_>, meta: &Metadata) -> String {
-    let state = executor.state();
+fn final_results(id: &str, state: &ExecutionState, meta: &Metadata) -> String {
     let mut s = String::from("📊 Final Results:\n");
     s.push_str(&format!("  Execution: {id}\n"));
     s.push_str(&format!("  Total turns: {}\n", meta.turn_count));
@@ -97,24 +98,24 @@ fn final_results(id: &str, executor: &Executor<'_>, meta: &Metadata) -> String {
     s
 }
 
-pub fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, meta: &Metadata) {
-    let state = executor.state();
+pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
+    let Shown { id, meta, state } = *shown;
     if args.format == ExecFormat::Json {
         let events: Vec<Value> = r.events.iter().filter_map(event_json).collect();
         let mut out = json!({
-            "id": r.id,
+            "id": id,
             "started": r.started,
-            "unit": r.unit,
+            "unit": r.unit.name(),
             "status": if r.waiting.is_some() { "waiting" } else { r.status.as_str() },
             "turns": meta.turn_count,
             "steps": meta.step_count,
-            "currentNodes": current_nodes(executor),
+            "currentNodes": current_nodes(state),
             "events": events,
             "contextState": state.context_state,
         });
-        if let Some((req, file)) = &r.waiting {
-            out["request"] = req.clone();
-            out["requestFile"] = json!(file);
+        if let Some(waiting) = &r.waiting {
+            out["request"] = waiting.request.clone();
+            out["requestFile"] = json!(waiting.file);
         }
         print_out(&format!("{out}\n"));
         return;
@@ -170,7 +171,8 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, met
         };
         s.push_str(&format!("  Output: {}{more}\n", short.replace('\n', " ")));
     }
-    if let Some((req, file)) = &r.waiting {
+    if let Some(waiting) = &r.waiting {
+        let (req, file) = (&waiting.request, &waiting.file);
         let node = req.get("node").and_then(Value::as_str).unwrap_or("?");
         let tools: Vec<&str> = req
             .get("tools")
@@ -185,23 +187,21 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, executor: &Executor<'_>, met
         s.push_str(&format!("LLM REQUEST saved to {file}\n"));
         s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
         s.push_str("EXAMPLE RESPONSE:\n");
-        s.push_str(&format!("  {}\n", executor.example_answer()));
+        s.push_str(&format!("  {}\n", waiting.example));
         let file_arg = args.file.display();
         s.push_str(&format!(
-            "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {}\n",
-            r.id
+            "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {id}\n"
         ));
     } else if r.status == Status::Complete {
         s.push_str("✅ Execution complete!\n");
-        s.push_str(&final_results(&r.id, executor, meta));
+        s.push_str(&final_results(id, state, meta));
     } else if r.status == Status::Error {
         s.push_str("❌ Execution ended with an error.\n");
-        s.push_str(&final_results(&r.id, executor, meta));
+        s.push_str(&final_results(id, state, meta));
     } else {
-        let at = current_nodes(executor).join(", ");
+        let at = current_nodes(state).join(", ");
         s.push_str(&format!(
-            "💾 State saved (.dygram/executions/{}); now at {at}. Run again to continue.\n",
-            r.id
+            "💾 State saved (.dygram/executions/{id}); now at {at}. Run again to continue.\n"
         ));
     }
     print_out(&s);

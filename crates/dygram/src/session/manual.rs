@@ -1,8 +1,8 @@
-//! Input on stdin: the answer to the request a call reaches (manual mode), or refused with a
-//! message; never dropped silently.
+//! Manual answers: input given to a call (in the `dygram` binary, its standard input) is the answer
+//! to the request the call reaches, or refused with a message; never dropped silently.
 //!
-//! Standard input is read on a thread from the start of the call, and the call decides by a fixed
-//! rule whether input was given:
+//! The input is read on a thread from the start of the call, and the call decides by a fixed rule
+//! whether input was given:
 //!
 //! - input is given when its first byte arrives within [`GRACE`] of the call's start (or before the
 //!   call first looks, when that is later); given input is then read to its end;
@@ -14,17 +14,14 @@
 //!
 //! So an open pipe nobody writes to costs a call at most [`GRACE`] of waiting.
 
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use llm::ChatResponse;
 
-use dygram::answer::parse_answer;
-use dygram::runtime::executor::{Event, Executor};
-use dygram::session::ClientConfig;
-
-use super::super::CliError;
+use super::call::CallError;
+use crate::answer::parse_answer;
 
 /// How long after its start a call waits for input that may be on its way.
 pub const GRACE: Duration = Duration::from_millis(150);
@@ -45,8 +42,8 @@ enum Chunk {
     Failed(String),
 }
 
-/// Standard input, as read so far.
-pub struct Stdin {
+/// The input of a call, as read so far.
+pub struct ManualInput {
     rx: Option<Receiver<Chunk>>,
     /// When the call started: the grace counts from here.
     started: Instant,
@@ -59,10 +56,10 @@ pub struct Stdin {
     found_none: bool,
 }
 
-impl Stdin {
-    /// Starts reading standard input, unless it is a terminal or already the machine (`-`).
-    pub fn start(is_machine: bool) -> Self {
-        let mut s = Self {
+impl ManualInput {
+    /// A call without input (a terminal, or standard input already taken by the machine).
+    pub fn none() -> Self {
+        Self {
             rx: None,
             started: Instant::now(),
             bytes: Vec::new(),
@@ -70,16 +67,17 @@ impl Stdin {
             error: None,
             used: false,
             found_none: false,
-        };
-        if is_machine || std::io::stdin().is_terminal() {
-            return s;
         }
+    }
+
+    /// Starts reading `reader` (e.g. standard input) on a thread; the grace counts from now.
+    pub fn start(mut reader: impl Read + Send + 'static) -> Self {
+        let mut s = Self::none();
         let (tx, rx) = sync_channel(AHEAD);
         std::thread::spawn(move || {
-            let mut stdin = std::io::stdin().lock();
             let mut buf = vec![0u8; CHUNK];
             loop {
-                match stdin.read(&mut buf) {
+                match reader.read(&mut buf) {
                     Ok(0) => {
                         let _ = tx.send(Chunk::End);
                         return;
@@ -181,22 +179,18 @@ impl Stdin {
         given
     }
 
-    /// The answer given on stdin, parsed; `None` when none was given (see [`Stdin::given`]). Once
+    /// The answer given, parsed; `None` when none was given (see [`ManualInput::given`]). Once
     /// taken, the input counts as used.
-    pub fn answer(&mut self) -> Result<Option<ChatResponse>, CliError> {
+    pub fn answer<E>(&mut self) -> Result<Option<ChatResponse>, CallError<E>> {
         let given = self.given();
         if let Some(e) = &self.error {
-            return Err(CliError::new(format!("cannot read standard input: {e}")));
+            return Err(CallError::InputUnreadable(e.clone()));
         }
         if !given {
             return Ok(None);
         }
         let text = String::from_utf8_lossy(&self.bytes).into_owned();
-        let answer = parse_answer(&text).map_err(|e| {
-            CliError::new(format!("Failed to parse response: {e}")).hint(
-                "answer with plain text, {\"response\": \"…\", \"tools\": [{\"name\": \"…\", \"input\": {…}}]}, or {\"type\": \"llm_response\", \"response\": {\"content\": […]}}; nothing was changed",
-            )
-        })?;
+        let answer = parse_answer(&text).map_err(CallError::BadAnswer)?;
         self.used = true;
         Ok(Some(answer))
     }
@@ -259,91 +253,4 @@ impl Unread {
             Self::ArrivedAfterCommit => "Warning: input arrived on stdin after this call had saved its work; it was not read (give the answer to the call that shows the request, or to the next one)".to_string(),
         }
     }
-}
-
-/// The error for input a call cannot use: `why` says what the call does instead.
-pub fn refused(why: &str, hint: &str) -> CliError {
-    CliError::new(format!(
-        "input was given on stdin, but {why}; it was not used, and nothing was changed"
-    ))
-    .hint(hint.to_string())
-}
-
-/// Input on stdin for an execution whose answers come from elsewhere.
-pub fn refused_for_source(config: &ClientConfig) -> CliError {
-    let source = match config.kind.as_str() {
-        "playback" => format!(
-            "this execution replays the recordings in {}",
-            config.playback_dir.as_deref().unwrap_or("?")
-        ),
-        "queue" => "this execution takes its answers from the file queue".to_string(),
-        _ => format!(
-            "this execution asks the {} API",
-            config.provider.as_deref().unwrap_or("anthropic")
-        ),
-    };
-    refused(
-        &source,
-        "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)",
-    )
-}
-
-/// Input on stdin that arrived after the call had looked for it and found none.
-pub fn refused_late(config: &ClientConfig) -> CliError {
-    let why = format!(
-        "input arrived on stdin while this call was working, after it had looked for input (input counts when it starts within {} ms of the call's start); it was not used, and nothing was changed",
-        GRACE.as_millis()
-    );
-    let hint = if config.kind == "manual" {
-        "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string()
-    } else {
-        format!(
-            "answers on stdin are for executions in manual mode; run the call again without input{}",
-            if config.kind == "queue" {
-                " (the queue's answer was not used either: the next call asks the queue again)"
-            } else {
-                ""
-            }
-        )
-    };
-    CliError::new(why).hint(hint)
-}
-
-/// Input on stdin for a call that does not reach a request for an answer.
-pub fn refused_without_request(events: &[Event]) -> CliError {
-    let did = events
-        .iter()
-        .find_map(|e| match e {
-            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
-            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
-            _ => None,
-        })
-        .unwrap_or_default();
-    refused(
-        &format!(
-            "this call does not reach a request for an answer: it takes an automatic step{did}"
-        ),
-        "run this call without input, and answer when a call shows a request (exit code 3)",
-    )
-}
-
-/// Refuses a manual answer that would fail the execution for good (no tool call while every
-/// transition is closed): the person can answer again, with the example's kind of answer.
-pub fn check_answer(executor: &Executor<'_>, answer: &llm::ChatResponse) -> Result<(), CliError> {
-    let Some(error) = executor.answer_would_fail(answer) else {
-        return Ok(());
-    };
-    let node = executor
-        .state()
-        .turn_state
-        .as_ref()
-        .map(|t| t.node_name.clone())
-        .unwrap_or_default();
-    Err(CliError::new(format!(
-        "this answer calls no tool, and no transition of {node} is open, so it would end the execution with an error ({error}); it was not used, and nothing was changed"
-    ))
-    .hint(format!(
-        "answer with a tool call, e.g. {}",
-        executor.example_answer()
-    )))
 }
