@@ -105,9 +105,10 @@ fn io(path: &Path, e: impl std::fmt::Display) -> SessionError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientConfig {
-    /// `playback`, `api` or `manual`.
-    #[serde(rename = "type")]
-    pub kind: String,
+    /// `playback`, `api`, `queue` or `manual` (a kind this version does not know reads as
+    /// `manual`: nobody inside the process answers).
+    #[serde(rename = "type", deserialize_with = "kind_or_manual")]
+    pub kind: llm::SourceKind,
     /// Recordings replayed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playback_dir: Option<String>,
@@ -117,9 +118,13 @@ pub struct ClientConfig {
     /// Where the execution stands in `recordings_dir` (see [`RecordPosition`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<RecordPosition>,
-    /// Provider for `api`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    /// Provider for `api` (an unknown name reads as none: Anthropic).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_provider"
+    )]
+    pub provider: Option<llm::Provider>,
     /// Model given with `-m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -129,6 +134,26 @@ pub struct ClientConfig {
     /// Which recordings were served so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playback_state: Option<llm::PlaybackState>,
+}
+
+impl ClientConfig {
+    /// The provider asked for `api` (Anthropic unless one is named).
+    pub fn provider(&self) -> llm::Provider {
+        self.provider.unwrap_or(llm::Provider::Anthropic)
+    }
+}
+
+/// `type` of a [`ClientConfig`]: a kind this version does not know is `manual`.
+fn kind_or_manual<'de, D: serde::Deserializer<'de>>(d: D) -> Result<llm::SourceKind, D::Error> {
+    let name = String::deserialize(d)?;
+    Ok(llm::SourceKind::from_name(&name).unwrap_or_default())
+}
+
+/// `provider` of a [`ClientConfig`]: a name this version does not know is none.
+fn known_provider<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<llm::Provider>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.and_then(|name| name.parse().ok()))
 }
 
 /// `metadata.json`.

@@ -235,7 +235,7 @@ impl<C: LlmClient> LlmClient for ExecutionRecorder<C> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::answer::Given;
+    use llm::answer::Given;
     use llm::{ContentBlock, Message, StopReason};
 
     fn answer(text: &str) -> Given {

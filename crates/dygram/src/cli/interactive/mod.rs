@@ -10,17 +10,16 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use dygram::answer::{Given, request_json};
-use dygram::queue::QueueClient;
 use dygram::runtime::executor::{Event, Executor, NextUnit, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{
     self, ClientConfig, Commit, ExecutionRecorder, Executions, Found, HistoryEntry, Metadata,
     NewId, SessionError,
 };
-use llm::LlmClient;
+use llm::answer::{Given, request_json};
+use llm::{LlmClient, Provider, SourceKind};
 
-use super::client::{self, Provider};
+use super::client;
 use super::execute::ExecuteArgs;
 use super::input::Input;
 use super::{CliError, Exit, eprint_line, input};
@@ -72,17 +71,19 @@ fn session_error(e: SessionError) -> CliError {
 fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientConfig {
     let mut config = previous.cloned().unwrap_or_default();
     if args.queue {
-        config.kind = "queue".into();
+        config.kind = SourceKind::Queue;
         config.playback_dir = None;
         config.playback_state = None;
     }
     if let Some(dir) = &args.llm.playback {
         let dir = dir.display().to_string();
         // The same recordings again go on where they were; other ones start from their beginning.
-        if config.kind != "playback" || config.playback_dir.as_deref() != Some(dir.as_str()) {
+        if config.kind != SourceKind::Playback
+            || config.playback_dir.as_deref() != Some(dir.as_str())
+        {
             config.playback_state = None;
         }
-        config.kind = "playback".into();
+        config.kind = SourceKind::Playback;
         config.playback_dir = Some(dir);
     }
     if let Some(dir) = &args.llm.record {
@@ -100,37 +101,23 @@ fn client_config(args: &ExecuteArgs, previous: Option<&ClientConfig>) -> ClientC
         config.max_tokens = Some(n);
     }
     if previous.is_none() || args.llm.provider != Provider::Anthropic {
-        config.provider = Some(
-            match args.llm.provider {
-                Provider::Anthropic => "anthropic",
-                Provider::Openai => "openai",
-            }
-            .into(),
-        );
+        config.provider = Some(args.llm.provider);
     }
-    if config.kind.is_empty()
-        || (!matches!(config.kind.as_str(), "playback" | "queue") && args.llm.playback.is_none())
+    if !matches!(config.kind, SourceKind::Playback | SourceKind::Queue)
+        && args.llm.playback.is_none()
     {
-        let provider = provider_of(&config);
-        config.kind = if client::api_configured(provider) {
-            "api".into()
+        config.kind = if client::api_configured(config.provider()) {
+            SourceKind::Api
         } else {
-            "manual".into()
+            SourceKind::Manual
         };
     }
     config
 }
 
-fn provider_of(config: &ClientConfig) -> Provider {
-    match config.provider.as_deref() {
-        Some("openai") => Provider::Openai,
-        _ => Provider::Anthropic,
-    }
-}
-
 fn mode_of(config: &ClientConfig) -> &'static str {
-    match config.kind.as_str() {
-        "playback" => "playback",
+    match config.kind {
+        SourceKind::Playback => "playback",
         _ => "interactive",
     }
 }
@@ -288,11 +275,8 @@ fn open_or_create(
 /// The warning for an execution restarted after corruption whose answer source could not be read
 /// from any of its files: what the fresh execution does instead, and how to give the source again.
 fn source_lost(id: &str, now: &ClientConfig) -> String {
-    let instead = match now.kind.as_str() {
-        "api" => format!(
-            "asks the {} API",
-            now.provider.as_deref().unwrap_or("anthropic")
-        ),
+    let instead = match now.kind {
+        SourceKind::Api => format!("asks the {} API", now.provider()),
         _ => "takes its answers on stdin (manual mode)".to_string(),
     };
     format!(
@@ -380,7 +364,7 @@ fn create(
     // Input on stdin must be the answer to the request the first call reaches: checked (and the
     // answer read) before anything is created.
     if stdin.given() {
-        if config.kind != "manual" {
+        if config.kind != SourceKind::Manual {
             return Err(refused_for_source(&config));
         }
         let mut dry = Executor::resume(state.clone(), None, Options::default());
@@ -434,55 +418,6 @@ fn create(
     }))
 }
 
-/// The answer sources of a call.
-struct Sources {
-    playback: Option<llm::PlaybackClient>,
-    queue: Option<QueueClient>,
-    api: Option<Box<dyn LlmClient>>,
-}
-
-impl Sources {
-    fn open(meta: &Metadata, cwd: &Path, args: &ExecuteArgs, id: &str) -> Result<Self, CliError> {
-        let mut s = Sources {
-            playback: None,
-            queue: None,
-            api: None,
-        };
-        match meta.client_config.kind.as_str() {
-            "playback" => {
-                let dir = meta.client_config.playback_dir.clone().unwrap_or_default();
-                let p = client::open_playback(Path::new(&dir))?;
-                s.playback = Some(match &meta.client_config.playback_state {
-                    Some(state) => p.with_state(state.clone()),
-                    None => p,
-                });
-            }
-            "queue" => {
-                let dir = cwd.join(".dygram").join("interactive-queue");
-                let timeout = std::time::Duration::from_secs(args.queue_timeout);
-                s.queue = Some(
-                    QueueClient::new(&dir, timeout, id)
-                        .map_err(|e| CliError::new(e.to_string()))?
-                        .with_redactor(super::secrets()),
-                );
-            }
-            "api" => s.api = client::api_client(provider_of(&meta.client_config)),
-            _ => {}
-        }
-        Ok(s)
-    }
-
-    fn client(&self) -> Option<&dyn LlmClient> {
-        if let Some(p) = &self.playback {
-            return Some(p);
-        }
-        if let Some(q) = &self.queue {
-            return Some(q);
-        }
-        self.api.as_deref()
-    }
-}
-
 /// Performs the call's unit of work on the execution, commits it and reports.
 fn work(
     args: &ExecuteArgs,
@@ -493,21 +428,27 @@ fn work(
     mut session: Session,
     stdin: &mut Stdin,
 ) -> Result<Exit, CliError> {
-    if session.meta.client_config.kind != "manual" && stdin.given() {
+    if session.meta.client_config.kind != SourceKind::Manual && stdin.given() {
         return Err(refused_for_source(&session.meta.client_config));
     }
-    let sources = Sources::open(&session.meta, cwd, args, &session.id)?;
-    let recorder = match sources.client() {
+    let source = client::for_execution(
+        &session.meta.client_config,
+        cwd,
+        std::time::Duration::from_secs(args.queue_timeout),
+        &session.id,
+    )?;
+    let answering = source.as_ref().map(|c| c.client.as_ref());
+    let recorder = match answering {
         Some(inner) => recorder(&session, inner)?,
         None => None,
     };
     let client: Option<&dyn LlmClient> = match &recorder {
         Some(r) => Some(r),
-        None => sources.client(),
+        None => answering,
     };
     let options = Options {
         model: session.meta.client_config.model.clone(),
-        default_model: client::default_model(provider_of(&session.meta.client_config)),
+        default_model: client::default_model(session.meta.client_config.provider()),
         max_tokens: session.meta.client_config.max_tokens.unwrap_or(4096),
         ..Options::default()
     };
@@ -564,7 +505,7 @@ fn work(
     // The commit: this call happened.
     let t = now();
     let status = executor.status();
-    if let Some(p) = &sources.playback {
+    if let Some(p) = source.as_ref().and_then(|c| c.playback.as_ref()) {
         session.meta.client_config.playback_state = Some(p.state());
     }
     if let Some(r) = &recorder {
@@ -752,7 +693,7 @@ fn short(hash: &str) -> String {
 
 fn runtime_error(e: RuntimeError, meta: &Metadata) -> CliError {
     let hint = matches!(e, RuntimeError::NoClient { .. })
-        .then(|| client::missing_client_hint(provider_of(&meta.client_config)));
+        .then(|| client::missing_client_hint(meta.client_config.provider()));
     let err = CliError::new(e.to_string());
     match hint {
         Some(h) => err.hint(h),

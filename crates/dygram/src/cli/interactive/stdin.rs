@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 
 use llm::ChatResponse;
 
-use dygram::answer::parse_answer;
 use dygram::runtime::executor::{Event, Executor};
 use dygram::session::ClientConfig;
+use llm::SourceKind;
+use llm::answer::parse_answer;
 
 use super::super::CliError;
 
@@ -271,16 +272,13 @@ pub fn refused(why: &str, hint: &str) -> CliError {
 
 /// Input on stdin for an execution whose answers come from elsewhere.
 pub fn refused_for_source(config: &ClientConfig) -> CliError {
-    let source = match config.kind.as_str() {
-        "playback" => format!(
+    let source = match config.kind {
+        SourceKind::Playback => format!(
             "this execution replays the recordings in {}",
             config.playback_dir.as_deref().unwrap_or("?")
         ),
-        "queue" => "this execution takes its answers from the file queue".to_string(),
-        _ => format!(
-            "this execution asks the {} API",
-            config.provider.as_deref().unwrap_or("anthropic")
-        ),
+        SourceKind::Queue => "this execution takes its answers from the file queue".to_string(),
+        _ => format!("this execution asks the {} API", config.provider()),
     };
     refused(
         &source,
@@ -294,12 +292,12 @@ pub fn refused_late(config: &ClientConfig) -> CliError {
         "input arrived on stdin while this call was working, after it had looked for input (input counts when it starts within {} ms of the call's start); it was not used, and nothing was changed",
         GRACE.as_millis()
     );
-    let hint = if config.kind == "manual" {
+    let hint = if config.kind == SourceKind::Manual {
         "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string()
     } else {
         format!(
             "answers on stdin are for executions in manual mode; run the call again without input{}",
-            if config.kind == "queue" {
+            if config.kind == SourceKind::Queue {
                 " (the queue's answer was not used either: the next call asks the queue again)"
             } else {
                 ""

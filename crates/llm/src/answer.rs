@@ -1,11 +1,13 @@
-//! Answers given from outside the process: a person on stdin (manual mode) or a responder through
-//! the file queue. Three forms are read: the reference's `{"type": "llm_response" |
+//! Answers given from outside the process: a person (dygram's manual mode, on stdin) or a
+//! responder through the file queue ([`crate::queue`]). Three forms are read: the reference's `{"type": "llm_response" |
 //! "llm_invocation_response", "response": {"content": […]}}`, the design's `{"response": "…",
 //! "tools": [{"name", "input" | "params"}]}`, and plain text (the model's text answer).
 
 use serde_json::{Value, json};
 
-use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, StopReason};
+use crate::LlmClient;
+use crate::error::LlmError;
+use crate::types::{ChatRequest, ChatResponse, ContentBlock, StopReason};
 
 /// Why an answer cannot be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -161,7 +163,7 @@ fn text_answer(text: &str) -> ChatResponse {
 
 /// The pending request as shown to a person or written to the queue (`timestamp`: RFC 3339).
 pub fn request_json(request: &ChatRequest, id: &str, node: &str, timestamp: &str) -> Value {
-    let body = llm::anthropic::request_body(request, false);
+    let body = crate::anthropic::request_body(request, false);
     json!({
         "type": "llm_request",
         "requestId": id,
