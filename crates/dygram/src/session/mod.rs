@@ -680,3 +680,34 @@ fn current_nodes_of(state: StateFile) -> Vec<String> {
     nodes.dedup();
     nodes
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::ClientConfig;
+
+    /// `clientConfig` of `metadata.json` reads and writes back byte for byte.
+    #[test]
+    fn the_saved_source_keeps_its_json() {
+        for json in [
+            r#"{"type":"api","provider":"openai","model":"m","maxTokens":100}"#,
+            r#"{"type":"playback","playbackDir":"rec","playbackState":{"used":["turn-1.json"],"next_sequential":1}}"#,
+            r#"{"type":"queue","recordingsDir":"out","provider":"anthropic"}"#,
+            r#"{"type":"manual"}"#,
+        ] {
+            let config: ClientConfig = serde_json::from_str(json).unwrap();
+            assert_eq!(serde_json::to_string(&config).unwrap(), json);
+        }
+    }
+
+    /// A kind or provider this version does not know reads as manual / Anthropic, as it did when
+    /// they were strings.
+    #[test]
+    fn unknown_names_read_as_the_defaults() {
+        let config: ClientConfig =
+            serde_json::from_str(r#"{"type":"carrier-pigeon","provider":"gemini"}"#).unwrap();
+        assert_eq!(config.kind, llm::SourceKind::Manual);
+        assert_eq!(config.provider, None);
+        assert_eq!(config.provider(), llm::Provider::Anthropic);
+    }
+}
