@@ -58,7 +58,7 @@ pub fn default_model(provider: Provider) -> String {
 /// Says that `dir` holds no recordings, listing the recording directories beside it.
 fn no_playback_dir(dir: &Path) -> CliError {
     let err = CliError::new(format!("Playback directory not found: {}", dir.display()));
-    let siblings = recording_dirs_beside(dir);
+    let siblings = llm::recording::dirs_beside(dir);
     if siblings.is_empty() {
         err.hint("no recordings directory next to it; record one first with --record DIR")
     } else {
@@ -96,34 +96,6 @@ pub fn open_playback(dir: &Path) -> Result<PlaybackClient, CliError> {
     }
     llm::connect::open_playback(dir)
         .map_err(|e| connect_error(ConnectError::Playback(e), None, Some(dir)))
-}
-
-/// Directories next to `dir` (in its parent) that hold `turn-*.json` files.
-pub fn recording_dirs_beside(dir: &Path) -> Vec<PathBuf> {
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let Ok(entries) = std::fs::read_dir(&parent) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .filter(|p| {
-            std::fs::read_dir(p).is_ok_and(|mut files| {
-                files.any(|f| {
-                    f.ok().is_some_and(|f| {
-                        let name = f.file_name().to_string_lossy().into_owned();
-                        name.starts_with("turn-") && name.ends_with(".json")
-                    })
-                })
-            })
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 /// The secrets of this process: the API keys dygram's clients read (`ANTHROPIC_API_KEY`,
