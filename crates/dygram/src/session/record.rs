@@ -236,17 +236,10 @@ impl<C: LlmClient> LlmClient for ExecutionRecorder<C> {
 mod tests {
     use super::*;
     use llm::answer::Given;
-    use llm::{ContentBlock, Message, StopReason};
+    use llm::{ContentBlock, Message};
 
     fn answer(text: &str) -> Given {
-        Given(ChatResponse {
-            content: vec![ContentBlock::text(text)],
-            stop_reason: StopReason::EndTurn,
-            usage: Default::default(),
-            model: None,
-            id: None,
-            raw: Default::default(),
-        })
+        Given(ChatResponse::given(vec![ContentBlock::text(text)]))
     }
 
     fn request() -> ChatRequest {
