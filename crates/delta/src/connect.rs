@@ -1,4 +1,6 @@
-//! Choosing and configuring the model client for a run.
+//! delta's side of connecting to the model: its environment variables, its `--record` /
+//! `--playback` modes and the run binding of playback. The LLM layer (`llm::connect`) builds the
+//! client.
 //!
 //! OpenAI-compatible (default): `DELTA_API_KEY` and `DELTA_BASE_URL`, falling back to
 //! `OPENAI_API_KEY` / `OPENAI_BASE_URL` (or `OPENAI_API_URL`) with a notice. A local server on a
@@ -12,17 +14,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llm::anthropic::{AnthropicClient, AnthropicConfig};
-use llm::openai::{OpenAiClient, OpenAiConfig};
-use llm::{ApiKey, HttpOptions, LlmClient, Recorder, Redactor, RetryHook};
+pub use llm::ConnectError;
+use llm::connect::{Environment, Keyless, Options, ProviderVars};
+use llm::{Answers, HttpOptions, LlmClient, Provider, Redactor, RetryHook, Source};
 use store::{Clock, IdSource};
 
-use crate::agent::{LlmSettings, Provider};
+use crate::agent::LlmSettings;
 use crate::env::{Env, SECRET_VARS};
 use crate::playback::RunPlayback;
 use crate::workspace::RunDir;
 
-/// Where answers come from.
+/// Where answers come from (`--record DIR`, `--playback DIR`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LlmMode {
     /// The configured endpoint.
@@ -31,6 +33,23 @@ pub enum LlmMode {
     Record(PathBuf),
     /// Recorded answers from this folder; no network.
     Playback(PathBuf),
+}
+
+impl LlmMode {
+    /// The source the LLM layer builds for this mode.
+    fn source(&self) -> Source {
+        match self {
+            Self::Live => Source::api(),
+            Self::Record(dir) => Source {
+                answers: Answers::Api,
+                record: Some(dir.clone()),
+            },
+            Self::Playback(dir) => Source {
+                answers: Answers::Playback(dir.clone()),
+                record: None,
+            },
+        }
+    }
 }
 
 /// A ready client.
@@ -53,38 +72,10 @@ impl Connection {
     /// recordings it used is loaded and kept up to date.
     pub fn bind_run(&self, run: &RunDir) -> Result<(), ConnectError> {
         match &self.playback {
-            Some(p) => p.bind(run).map_err(|e| {
-                ConnectError::Recordings(format!("cannot read the playback state: {e}"))
-            }),
+            Some(p) => p.bind(run).map_err(ConnectError::PlaybackState),
             None => Ok(()),
         }
     }
-}
-
-/// Why no client could be made.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// No API key.
-    #[error("API key not found: set {var} (in the environment or a .env file)")]
-    MissingKey {
-        /// The variable to set.
-        var: &'static str,
-        /// Alternatives.
-        hint: String,
-    },
-    /// Recordings could not be used.
-    #[error("{0}")]
-    Recordings(String),
-    /// A setting from the environment is not valid.
-    #[error("{var}={value:?} is not valid: {expected}")]
-    BadSetting {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-        /// What it should be.
-        expected: &'static str,
-    },
 }
 
 /// Variable overriding the agent's `llm.idle_timeout_seconds`.
@@ -103,28 +94,45 @@ fn idle_timeout(settings: &LlmSettings, env: &Env) -> Result<Duration, ConnectEr
                 var: IDLE_TIMEOUT_VAR,
                 value: text.to_string(),
                 expected: crate::agent::SECONDS_EXPECTED,
+                hint: format!(
+                    "set {IDLE_TIMEOUT_VAR} to a number of seconds (such as 300), or unset it"
+                ),
             }),
         None => Ok(settings.idle_timeout.unwrap_or(llm::DEFAULT_IDLE_TIMEOUT)),
     }
 }
 
-impl ConnectError {
-    /// What to do about it.
-    pub fn hint(&self) -> Option<String> {
-        match self {
-            Self::MissingKey { hint, .. } => Some(hint.clone()),
-            Self::Recordings(_) => None,
-            Self::BadSetting { var, .. } => Some(format!(
-                "set {var} to a number of seconds (such as 300), or unset it"
-            )),
-        }
+/// Where delta looks for each provider's key and endpoint. delta names no model of its own: without
+/// `llm.model` the server's default answers.
+pub fn vars(provider: Provider) -> ProviderVars {
+    const PLACE: &str = "in the environment or a .env file";
+    match provider {
+        Provider::OpenAi => ProviderVars {
+            key: vec!["DELTA_API_KEY", "OPENAI_API_KEY"],
+            base_url: vec!["DELTA_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_URL"],
+            model: Vec::new(),
+            default_model: None,
+            keyless: Keyless::Loopback,
+            key_place: PLACE,
+            missing_key_hint:
+                "export DELTA_API_KEY=... (any OpenAI-compatible key); set DELTA_BASE_URL for \
+                               another endpoint; or replay recorded answers with --playback DIR"
+                    .into(),
+        },
+        Provider::Anthropic => ProviderVars {
+            model: Vec::new(),
+            key_place: PLACE,
+            missing_key_hint:
+                "export ANTHROPIC_API_KEY=...; or replay recorded answers with --playback DIR"
+                    .into(),
+            ..ProviderVars::standard(provider)
+        },
+        other => ProviderVars {
+            model: Vec::new(),
+            key_place: PLACE,
+            ..ProviderVars::standard(other)
+        },
     }
-}
-
-fn is_loopback(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let host = rest.split(['/', ':']).next().unwrap_or("");
-    host == "localhost" || host.starts_with("127.") || rest.starts_with("[::1]")
 }
 
 /// Builds the client for `settings` from `env`.
@@ -136,126 +144,48 @@ pub fn connect(
     clock: Clock,
     ids: IdSource,
 ) -> Result<Connection, ConnectError> {
-    let mut redactor = key_redactor(env);
-    if let LlmMode::Playback(dir) = mode {
-        let playback =
-            Arc::new(RunPlayback::open(dir).map_err(|e| ConnectError::Recordings(e.to_string()))?);
-        let endpoint = playback.describe();
-        return Ok(Connection {
-            client: Arc::clone(&playback) as Arc<dyn LlmClient>,
-            notices: Vec::new(),
-            redactor,
-            endpoint,
-            playback: Some(playback),
-        });
-    }
-    let http = HttpOptions {
-        on_retry,
-        idle_timeout: idle_timeout(settings, env)?,
-        ..HttpOptions::default()
+    let lookup = |var: &str| env.get(var).map(str::to_string);
+    let environment = Environment::new(&lookup, &SECRET_VARS);
+    let http = match mode {
+        // Replayed answers need no server: the idle timeout is not even read.
+        LlmMode::Playback(_) => HttpOptions::default(),
+        _ => HttpOptions {
+            on_retry,
+            idle_timeout: idle_timeout(settings, env)?,
+            ..HttpOptions::default()
+        },
     };
-    let mut notices = Vec::new();
-    let (client, secret): (Box<dyn LlmClient>, Option<String>) = match settings.provider {
-        Provider::OpenAi => {
-            let key = match (env.get("DELTA_API_KEY"), env.get("OPENAI_API_KEY")) {
-                (Some(k), _) => Some(k.to_string()),
-                (None, Some(k)) => {
-                    notices.push(
-                        "using OPENAI_API_KEY (consider renaming it to DELTA_API_KEY)".into(),
-                    );
-                    Some(k.to_string())
-                }
-                (None, None) => None,
-            };
-            let base = match (
-                env.get("DELTA_BASE_URL"),
-                env.get("OPENAI_BASE_URL"),
-                env.get("OPENAI_API_URL"),
-            ) {
-                (Some(u), _, _) => u.to_string(),
-                (None, Some(u), _) => {
-                    notices.push(
-                        "using OPENAI_BASE_URL (consider renaming it to DELTA_BASE_URL)".into(),
-                    );
-                    u.to_string()
-                }
-                (None, None, Some(u)) => {
-                    notices.push(
-                        "using OPENAI_API_URL (consider renaming it to DELTA_BASE_URL)".into(),
-                    );
-                    u.to_string()
-                }
-                (None, None, None) => llm::openai::DEFAULT_BASE_URL.to_string(),
-            };
-            if key.is_none() {
-                if is_loopback(&base) {
-                    notices.push(format!(
-                        "no API key set; talking to the local server at {base} without one"
-                    ));
-                } else {
-                    return Err(ConnectError::MissingKey {
-                        var: "DELTA_API_KEY",
-                        hint: "export DELTA_API_KEY=... (any OpenAI-compatible key); set DELTA_BASE_URL for \
-                               another endpoint; or replay recorded answers with --playback DIR"
-                            .into(),
-                    });
-                }
-            }
-            let mut config = OpenAiConfig::new(base, key.clone().map(ApiKey::new));
-            config.http = http;
-            (Box::new(OpenAiClient::new(config)), key)
-        }
-        Provider::Anthropic => {
-            let Some(key) = env.get("ANTHROPIC_API_KEY").map(str::to_string) else {
-                return Err(ConnectError::MissingKey {
-                    var: "ANTHROPIC_API_KEY",
-                    hint: "export ANTHROPIC_API_KEY=...; or replay recorded answers with --playback DIR".into(),
-                });
-            };
-            let base = env
-                .get("ANTHROPIC_BASE_URL")
-                .unwrap_or(llm::anthropic::DEFAULT_BASE_URL)
-                .to_string();
-            let mut config = AnthropicConfig::new(base, ApiKey::new(key.clone()));
-            config.http = http;
-            (Box::new(AnthropicClient::new(config)), Some(key))
-        }
+    let options = Options {
+        http,
+        clock,
+        ids: Some(ids),
     };
-    if let Some(key) = secret {
-        redactor.add(key);
-    }
-    let (client, endpoint): (Arc<dyn LlmClient>, String) = match mode {
-        LlmMode::Record(dir) => {
-            let recorder = Recorder::new(client, dir)
-                .map_err(|e| ConnectError::Recordings(e.to_string()))?
-                .with_clock(clock)
-                .with_ids(ids)
-                .with_redactor(redactor.clone());
-            let endpoint = recorder.describe();
-            (Arc::new(recorder), endpoint)
-        }
-        _ => {
-            let endpoint = client.describe();
-            (Arc::from(client), endpoint)
-        }
+    let provider = settings.provider;
+    let conn = llm::connect(
+        provider,
+        &vars(provider),
+        &environment,
+        &mode.source(),
+        options,
+    )?;
+    let playback = conn.playback.map(|p| Arc::new(RunPlayback::new(p)));
+    let client = match &playback {
+        Some(p) => Arc::clone(p) as Arc<dyn LlmClient>,
+        None => conn.client,
     };
     Ok(Connection {
         client,
-        notices,
-        redactor,
-        endpoint,
-        playback: None,
+        notices: conn.notices,
+        redactor: conn.redactor,
+        endpoint: conn.endpoint,
+        playback,
     })
-}
-
-/// A redactor for the values of every API-key variable set in `env`.
-pub fn key_redactor(env: &Env) -> Redactor {
-    Redactor::new(SECRET_VARS.iter().filter_map(|var| env.get(var)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use llm::Provider;
 
     fn settings(provider: Provider) -> LlmSettings {
         LlmSettings {

@@ -12,12 +12,10 @@
 //! recording was; a later process that finds fewer answers journaled goes back to that state.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use llm::{
-    ChatRequest, ChatResponse, LlmClient, LlmError, PlaybackClient, PlaybackMode, PlaybackState,
-};
+use llm::{ChatRequest, ChatResponse, LlmClient, LlmError, PlaybackClient, PlaybackState};
 use store::StoreError;
 
 use crate::workspace::RunDir;
@@ -50,7 +48,7 @@ struct Bound {
 
 /// A playback client that remembers, per run, which recordings it served.
 pub struct RunPlayback {
-    client: PlaybackClient,
+    client: Arc<PlaybackClient>,
     /// The recordings folder as a key of `playback.json`.
     key: String,
     /// `playback.json` of the bound run and its contents.
@@ -66,19 +64,19 @@ impl std::fmt::Debug for RunPlayback {
 }
 
 impl RunPlayback {
-    /// Loads the recordings of `dir`.
-    pub fn open(dir: &Path) -> Result<Self, LlmError> {
-        let client = PlaybackClient::open(dir, PlaybackMode::Hybrid)?.require_offered_tools();
+    /// Serves the recordings `client` replays (opened by the LLM layer), not yet bound to a run.
+    pub fn new(client: Arc<PlaybackClient>) -> Self {
+        let dir = client.dir();
         let key = dir
             .canonicalize()
             .unwrap_or_else(|_| dir.to_path_buf())
             .display()
             .to_string();
-        Ok(Self {
+        Self {
             client,
             key,
             bound: Mutex::new(None),
-        })
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Bound>> {

@@ -9,7 +9,7 @@
 //! assert_eq!(json["edges"][0]["source"], "a");
 //! ```
 
-pub mod answer;
+pub mod connect;
 pub mod diagnostic;
 pub mod dot;
 pub mod dsl;
@@ -17,7 +17,6 @@ pub mod imports;
 pub mod json;
 pub mod mermaid;
 pub mod model;
-pub mod queue;
 pub mod runtime;
 pub mod session;
 pub mod source;

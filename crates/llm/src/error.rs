@@ -158,9 +158,15 @@ pub enum LlmError {
     #[error("recordings: {0}")]
     Recording(String),
 
-    /// Another source of answers (a file queue, a person) failed; the text says how.
-    #[error("{0}")]
-    Source(String),
+    /// The file queue could not ask or did not get an answer.
+    #[error(transparent)]
+    Queue(Box<crate::queue::QueueError>),
+}
+
+impl From<crate::queue::QueueError> for LlmError {
+    fn from(e: crate::queue::QueueError) -> Self {
+        Self::Queue(Box::new(e))
+    }
 }
 
 impl LlmError {
@@ -212,7 +218,7 @@ impl LlmError {
             Self::IncompleteStream { .. } => "incomplete_stream",
             Self::PlaybackMiss(_) => "playback_miss",
             Self::Recording(_) => "recording",
-            Self::Source(_) => "source",
+            Self::Queue(_) => "source",
         }
     }
 
@@ -275,7 +281,7 @@ impl LlmError {
                 message: r(message),
             },
             Self::Recording(message) => Self::Recording(r(message)),
-            Self::Source(message) => Self::Source(r(message)),
+            Self::Queue(e) => Self::Queue(e),
             other @ (Self::Timeout { .. } | Self::Idle { .. } | Self::PlaybackMiss(_)) => other,
         }
     }

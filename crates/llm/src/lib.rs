@@ -7,17 +7,24 @@
 //!   retries ([`RetryPolicy`]) and timeouts ([`HttpOptions`]).
 //! * [`Recorder`] and [`PlaybackClient`]: record exchanges to `turn-<n>.json` files and serve them back
 //!   without a network, in DyGram's recording format.
+//! * [`queue`] and [`answer`]: answers given from outside the process, through files or by a person.
+//! * [`Provider`] and [`connect()`]: the one way both tools reach a model, from an answer [`Source`]
+//!   and a tool's table of environment variables ([`connect::ProviderVars`]).
 //!
 //! The crate never prints. API keys live in [`ApiKey`], whose `Debug` is redacted, and are scrubbed
 //! from every error message a server sends back.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod answer;
 pub mod anthropic;
+pub mod connect;
 mod error;
 mod http;
 pub mod openai;
 mod playback;
 mod printable;
+mod provider;
+pub mod queue;
 mod recorder;
 pub mod recording;
 mod retry;
@@ -25,10 +32,12 @@ mod secret;
 pub mod sse;
 pub mod types;
 
+pub use connect::{Answers, ConnectError, Connection, Source, SourceKind, connect};
 pub use error::{LlmError, ResponseBody};
 pub use http::{DEFAULT_IDLE_TIMEOUT, HttpOptions, RetryHook};
 pub use playback::{PlaybackClient, PlaybackMiss, PlaybackMode, PlaybackState};
 pub use printable::{printable, printable_bytes, terminal_safe};
+pub use provider::{Provider, UnknownProvider};
 pub use recorder::{Recorder, next_turn_number};
 pub use recording::{Recording, Signature};
 pub use retry::{RetryNotice, RetryPolicy};
@@ -81,39 +90,10 @@ pub trait LlmClient: Send + Sync {
     fn describe(&self) -> String;
 }
 
-impl<T: LlmClient + ?Sized> LlmClient for Box<T> {
-    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        (**self).complete(request)
-    }
-    fn complete_streaming(
-        &self,
-        request: &ChatRequest,
-        on_event: &mut dyn FnMut(StreamEvent),
-    ) -> Result<ChatResponse, LlmError> {
-        (**self).complete_streaming(request, on_event)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-}
-
+/// A borrowed client answers like the client: code that takes `impl LlmClient` accepts `&client`
+/// and `&dyn LlmClient`. (Owned clients are shared as `Arc<dyn LlmClient>`, which calls through
+/// `Deref` and needs no impl of its own.)
 impl<T: LlmClient + ?Sized> LlmClient for &T {
-    fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        (**self).complete(request)
-    }
-    fn complete_streaming(
-        &self,
-        request: &ChatRequest,
-        on_event: &mut dyn FnMut(StreamEvent),
-    ) -> Result<ChatResponse, LlmError> {
-        (**self).complete_streaming(request, on_event)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-}
-
-impl<T: LlmClient + ?Sized> LlmClient for std::sync::Arc<T> {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         (**self).complete(request)
     }

@@ -1,7 +1,7 @@
 //! Recording: wrap any client and keep every exchange as `turn-<n>.json`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use store::{Clock, IdSource};
 
@@ -18,8 +18,8 @@ use crate::types::{ChatRequest, ChatResponse, StreamEvent};
 /// and response are written: no headers, so no API key reaches a recording that way; and every text in
 /// a recording passes through the [`Redactor`] given with [`Recorder::with_redactor`], so a key the
 /// model or a tool echoes is not written either.
-pub struct Recorder<C> {
-    inner: C,
+pub struct Recorder {
+    inner: Arc<dyn LlmClient>,
     dir: PathBuf,
     clock: Clock,
     ids: IdSource,
@@ -27,14 +27,17 @@ pub struct Recorder<C> {
     lock: Mutex<()>,
 }
 
-impl<C: LlmClient> Recorder<C> {
-    /// Records into `dir`, creating it if needed.
-    pub fn new(inner: C, dir: impl Into<PathBuf>) -> Result<Self, LlmError> {
+impl Recorder {
+    /// Records the answers of `inner` into `dir`, creating it if needed.
+    pub fn new(
+        inner: impl Into<Arc<dyn LlmClient>>,
+        dir: impl Into<PathBuf>,
+    ) -> Result<Self, LlmError> {
         let dir = dir.into();
         store::atomic::create_dir_all_durable(&dir)
             .map_err(|e| LlmError::Recording(e.to_string()))?;
         Ok(Self {
-            inner,
+            inner: inner.into(),
             dir,
             clock: Clock::System,
             ids: IdSource::random(),
@@ -67,8 +70,8 @@ impl<C: LlmClient> Recorder<C> {
     }
 
     /// The wrapped client.
-    pub fn inner(&self) -> &C {
-        &self.inner
+    pub fn inner(&self) -> &dyn LlmClient {
+        &*self.inner
     }
 
     fn record(
@@ -123,7 +126,7 @@ pub fn next_turn_number(dir: &Path) -> Result<u64, LlmError> {
     Ok(highest + 1)
 }
 
-impl<C: LlmClient> LlmClient for Recorder<C> {
+impl LlmClient for Recorder {
     fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let requested_at = self.clock.now();
         let response = self.inner.complete(request)?;

@@ -346,6 +346,35 @@ pub fn recording_files(dir: &Path) -> Result<Vec<PathBuf>, LlmError> {
     Ok(files)
 }
 
+/// Folders next to `dir` (in its parent) that hold recordings (`turn-*.json` files), sorted: what to
+/// offer when `dir` is not one.
+pub fn dirs_beside(dir: &Path) -> Vec<PathBuf> {
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return Vec::new();
+    };
+    let holds_turns = |folder: &Path| {
+        std::fs::read_dir(folder).is_ok_and(|mut files| {
+            files.any(|f| {
+                f.ok().is_some_and(|f| {
+                    let name = f.file_name().to_string_lossy().into_owned();
+                    name.starts_with("turn-") && name.ends_with(".json")
+                })
+            })
+        })
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && holds_turns(p))
+        .collect();
+    out.sort();
+    out
+}
+
 pub(crate) fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -438,6 +438,26 @@ impl PartialEq for ChatResponse {
 }
 
 impl ChatResponse {
+    /// An answer made of `content` that did not come from a server (given by a person, read from a
+    /// file): it stops for tool use when it calls a tool, else it ends the turn; no usage, model or id.
+    pub fn given(content: Vec<ContentBlock>) -> Self {
+        let calls = content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
+        Self {
+            content,
+            stop_reason: if calls {
+                StopReason::ToolUse
+            } else {
+                StopReason::EndTurn
+            },
+            usage: Usage::default(),
+            model: None,
+            id: None,
+            raw: RawExchange::default(),
+        }
+    }
+
     /// All text joined with newlines.
     pub fn text(&self) -> String {
         join_text(&self.content)

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use llm::Provider;
 use serde_saphyr::Spanned;
 
 use crate::diag::Diagnostic;
@@ -40,19 +41,11 @@ pub fn seconds(value: f64) -> Option<Duration> {
 pub const SECONDS_EXPECTED: &str =
     "a number of seconds greater than 0 and at most 31536000 (a year)";
 
-/// Which wire protocol the agent's model speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    /// OpenAI-compatible Chat Completions (the default).
-    OpenAi,
-    /// Anthropic Messages.
-    Anthropic,
-}
-
 /// The `llm:` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmSettings {
-    /// Provider.
+    /// `llm.provider`: which wire protocol the model speaks (`openai`, the default, or
+    /// `anthropic`).
     pub provider: Provider,
     /// Model name; omitted from requests when unset.
     pub model: Option<String>,
@@ -456,17 +449,19 @@ fn validate_llm(raw: &raw::RawLlm, at: &At<'_>, diags: &mut Vec<Diagnostic>) -> 
         }
         limit
     });
-    let provider = match raw.provider.as_ref().map(|p| (p.value.as_str(), p)) {
-        None | Some(("openai", _)) => Provider::OpenAi,
-        Some(("anthropic", _)) => Provider::Anthropic,
-        Some((other, span)) => {
-            diags.push(
-                at(&span.referenced, format!("unknown provider {other:?}"))
-                    .field("llm.provider")
-                    .hint("use openai (any OpenAI-compatible endpoint) or anthropic"),
-            );
-            Provider::OpenAi
-        }
+    let provider = match &raw.provider {
+        None => Provider::OpenAi,
+        Some(span) => span
+            .value
+            .parse()
+            .unwrap_or_else(|e: llm::UnknownProvider| {
+                diags.push(
+                    at(&span.referenced, e.to_string())
+                        .field("llm.provider")
+                        .hint("use openai (any OpenAI-compatible endpoint) or anthropic"),
+                );
+                Provider::OpenAi
+            }),
     };
     LlmSettings {
         provider,

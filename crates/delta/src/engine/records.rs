@@ -17,7 +17,7 @@ use llm::{ChatRequest, ChatResponse, LlmError, Redactor};
 use serde_json::{Value, json};
 
 use super::io_writer::Content;
-use crate::agent::Provider;
+use llm::Provider;
 
 /// Files for one folder.
 pub(super) type Files = Vec<(&'static str, Content)>;
@@ -36,13 +36,7 @@ pub(super) struct CallInfo {
 
 /// A request body in `provider`'s wire format (for records of requests whose bytes were not kept).
 fn wire_request(provider: Provider, request: &ChatRequest) -> Vec<u8> {
-    match provider {
-        Provider::OpenAi => {
-            serde_json::to_vec(&llm::openai::WireRequest::new(request, false, false))
-        }
-        Provider::Anthropic => serde_json::to_vec(&llm::anthropic::request_body(request, false)),
-    }
-    .unwrap_or_default()
+    provider.wire_request(request).unwrap_or_default()
 }
 
 /// Bytes as received, for a record: shared as they are, or scrubbed on the writer thread when there

@@ -118,10 +118,12 @@ fn ago(rfc3339: &str) -> String {
 
 fn mode_text(m: &Metadata) -> String {
     let c = &m.client_config;
-    let mut s = match c.kind.as_str() {
-        "playback" => format!("playback ({})", c.playback_dir.as_deref().unwrap_or("?")),
-        "api" => format!("api ({})", c.provider.as_deref().unwrap_or("anthropic")),
-        other => other.to_string(),
+    let mut s = match c.kind {
+        llm::SourceKind::Playback => {
+            format!("playback ({})", c.playback_dir.as_deref().unwrap_or("?"))
+        }
+        llm::SourceKind::Api => format!("api ({})", c.provider()),
+        other => other.name().to_string(),
     };
     if let Some(r) = &c.recordings_dir {
         s.push_str(&format!(", recording to {r}"));

@@ -7,10 +7,10 @@ use super::manual::ManualInput;
 use super::open::{check_answer, now, refused_without_request, rfc3339, turn_node};
 use super::sources::{Sources, recorder};
 use super::{Commit, ExecutionRecorder, HistoryEntry, Metadata};
-use crate::answer::{Given, request_json};
 use crate::runtime::executor::{Event, Executor, NextUnit, Options};
 use crate::runtime::state::{ExecutionState, Status};
 use llm::LlmClient;
+use llm::answer::{Given, request_json};
 
 /// A request that waits for a manual answer.
 #[derive(Debug, Clone)]
@@ -67,7 +67,7 @@ impl Session {
         store: &super::Executions,
         input: &mut ManualInput,
     ) -> Result<Advance, CallError<H::Error>> {
-        if self.meta.client_config.kind != "manual" && input.given() {
+        if self.meta.client_config.kind != llm::SourceKind::Manual && input.given() {
             return Err(CallError::Refused(Refusal::Source(Box::new(
                 self.meta.client_config.clone(),
             ))));
@@ -83,7 +83,6 @@ impl Session {
             &*host,
             &queue_dir,
             self.request.queue_timeout,
-            redactor,
         )?;
         let recorder = match sources.client() {
             Some(inner) => recorder(&self.meta, inner, redactor)?,
@@ -158,7 +157,7 @@ impl Session {
                 .count() as u64;
         }
         let status = executor.status();
-        if let Some(p) = &answers.sources.playback {
+        if let Some(p) = answers.sources.playback() {
             self.meta.client_config.playback_state = Some(p.state());
         }
         if let Some(r) = answers.recorder {

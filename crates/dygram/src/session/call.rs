@@ -13,10 +13,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{ClientConfig, HistoryEntry, Metadata, SessionError};
-use crate::answer::AnswerError;
-use crate::queue::QueueError;
 use crate::runtime::executor::RuntimeError;
 use crate::runtime::state::ExecutionState;
+use llm::answer::AnswerError;
+use llm::queue::QueueError;
 
 /// Which unit of work one call performs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct SourceFlags {
     pub max_tokens: Option<u32>,
     /// The API provider named by the call when it is not the default (`anthropic`): it replaces
     /// the execution's.
-    pub provider: Option<String>,
+    pub provider: Option<llm::Provider>,
 }
 
 /// What one call asks for.
@@ -134,12 +134,18 @@ pub trait Host {
     type Error;
     /// The machine compiled; `None` when it has errors (the host has shown them).
     fn compile(&mut self) -> Option<CompiledMachine>;
-    /// Opens recordings to replay.
-    fn open_playback(&self, dir: &Path) -> Result<llm::PlaybackClient, Self::Error>;
+    /// Connects to the answer source `config` names (the file queue of execution `id` in
+    /// `queue.0`, answers waited for `queue.1`); `None` when nobody inside the process answers
+    /// (manual mode, or an API without a key). Replayed recordings go on from the state `config`
+    /// saved. The binary uses [`crate::connect::for_execution`]; a program may connect its own way.
+    fn connect(
+        &self,
+        config: &ClientConfig,
+        queue: (&Path, Duration),
+        id: &str,
+    ) -> Result<Option<llm::Connection>, Self::Error>;
     /// Whether an API client can be built for the provider of `config`.
     fn api_configured(&self, config: &ClientConfig) -> bool;
-    /// The API client for the provider of `config` (`None`: not configured).
-    fn api_client(&self, config: &ClientConfig) -> Option<Box<dyn llm::LlmClient>>;
     /// The model when neither the call nor the machine names one.
     fn default_model(&self, config: &ClientConfig) -> String;
     /// Hears of progress and warnings.
@@ -163,18 +169,16 @@ pub enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Source(config) => match config.kind.as_str() {
-                "playback" => write!(
+            Self::Source(config) => match config.kind {
+                llm::SourceKind::Playback => write!(
                     f,
                     "this execution replays the recordings in {}",
                     config.playback_dir.as_deref().unwrap_or("?")
                 ),
-                "queue" => f.write_str("this execution takes its answers from the file queue"),
-                _ => write!(
-                    f,
-                    "this execution asks the {} API",
-                    config.provider.as_deref().unwrap_or("anthropic")
-                ),
+                llm::SourceKind::Queue => {
+                    f.write_str("this execution takes its answers from the file queue")
+                }
+                _ => write!(f, "this execution asks the {} API", config.provider()),
             },
             Self::NoRequest { did } => write!(
                 f,

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use llm::ChatResponse;
 
 use super::call::CallError;
-use crate::answer::parse_answer;
+use llm::answer::parse_answer;
 
 /// How long after its start a call waits for input that may be on its way.
 pub const GRACE: Duration = Duration::from_millis(150);

@@ -125,9 +125,10 @@ fn io(path: &Path, e: impl std::fmt::Display) -> SessionError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientConfig {
-    /// `playback`, `api` or `manual`.
-    #[serde(rename = "type")]
-    pub kind: String,
+    /// `playback`, `api`, `queue` or `manual` (a kind this version does not know reads as
+    /// `manual`: nobody inside the process answers).
+    #[serde(rename = "type", deserialize_with = "kind_or_manual")]
+    pub kind: llm::SourceKind,
     /// Recordings replayed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playback_dir: Option<String>,
@@ -137,9 +138,13 @@ pub struct ClientConfig {
     /// Where the execution stands in `recordings_dir` (see [`RecordPosition`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<RecordPosition>,
-    /// Provider for `api`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    /// Provider for `api` (an unknown name reads as none: Anthropic).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_provider"
+    )]
+    pub provider: Option<llm::Provider>,
     /// Model given with `-m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -149,6 +154,26 @@ pub struct ClientConfig {
     /// Which recordings were served so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub playback_state: Option<llm::PlaybackState>,
+}
+
+impl ClientConfig {
+    /// The provider asked for `api` (Anthropic unless one is named).
+    pub fn provider(&self) -> llm::Provider {
+        self.provider.unwrap_or(llm::Provider::Anthropic)
+    }
+}
+
+/// `type` of a [`ClientConfig`]: a kind this version does not know is `manual`.
+fn kind_or_manual<'de, D: serde::Deserializer<'de>>(d: D) -> Result<llm::SourceKind, D::Error> {
+    let name = String::deserialize(d)?;
+    Ok(llm::SourceKind::from_name(&name).unwrap_or_default())
+}
+
+/// `provider` of a [`ClientConfig`]: a name this version does not know is none.
+fn known_provider<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<llm::Provider>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.and_then(|name| name.parse().ok()))
 }
 
 /// `metadata.json`.
@@ -701,4 +726,35 @@ fn current_nodes_of(state: StateFile) -> Vec<String> {
     }
     nodes.dedup();
     nodes
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::ClientConfig;
+
+    /// `clientConfig` of `metadata.json` reads and writes back byte for byte.
+    #[test]
+    fn the_saved_source_keeps_its_json() {
+        for json in [
+            r#"{"type":"api","provider":"openai","model":"m","maxTokens":100}"#,
+            r#"{"type":"playback","playbackDir":"rec","playbackState":{"used":["turn-1.json"],"next_sequential":1}}"#,
+            r#"{"type":"queue","recordingsDir":"out","provider":"anthropic"}"#,
+            r#"{"type":"manual"}"#,
+        ] {
+            let config: ClientConfig = serde_json::from_str(json).unwrap();
+            assert_eq!(serde_json::to_string(&config).unwrap(), json);
+        }
+    }
+
+    /// A kind or provider this version does not know reads as manual / Anthropic, as it did when
+    /// they were strings.
+    #[test]
+    fn unknown_names_read_as_the_defaults() {
+        let config: ClientConfig =
+            serde_json::from_str(r#"{"type":"carrier-pigeon","provider":"gemini"}"#).unwrap();
+        assert_eq!(config.kind, llm::SourceKind::Manual);
+        assert_eq!(config.provider, None);
+        assert_eq!(config.provider(), llm::Provider::Anthropic);
+    }
 }

@@ -205,7 +205,7 @@ impl<H: Host> Opener<'_, H> {
         // Input must be the answer to the request the first call reaches: checked (and the answer
         // read) before anything is created.
         if self.input.given() {
-            if config.kind != "manual" {
+            if config.kind != llm::SourceKind::Manual {
                 return Err(CallError::Refused(Refusal::Source(Box::new(config))));
             }
             let mut dry = Executor::resume(state.clone(), None, Options::default());

@@ -235,18 +235,11 @@ impl<C: LlmClient> LlmClient for ExecutionRecorder<C> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::answer::Given;
-    use llm::{ContentBlock, Message, StopReason};
+    use llm::answer::Given;
+    use llm::{ContentBlock, Message};
 
     fn answer(text: &str) -> Given {
-        Given(ChatResponse {
-            content: vec![ContentBlock::text(text)],
-            stop_reason: StopReason::EndTurn,
-            usage: Default::default(),
-            model: None,
-            id: None,
-            raw: Default::default(),
-        })
+        Given(ChatResponse::given(vec![ContentBlock::text(text)]))
     }
 
     fn request() -> ChatRequest {

@@ -3,11 +3,10 @@
 
 use std::path::Path;
 
-use llm::LlmClient;
+use llm::{LlmClient, SourceKind};
 
 use super::call::{CallError, Host, SourceFlags};
 use super::{ClientConfig, ExecutionRecorder, Metadata};
-use crate::queue::QueueClient;
 
 /// Where answers come from for this call: the execution's source (`previous`), changed by the
 /// flags of this call.
@@ -18,17 +17,19 @@ pub(super) fn client_config<H: Host + ?Sized>(
 ) -> ClientConfig {
     let mut config = previous.cloned().unwrap_or_default();
     if flags.queue {
-        config.kind = "queue".into();
+        config.kind = SourceKind::Queue;
         config.playback_dir = None;
         config.playback_state = None;
     }
     if let Some(dir) = &flags.playback {
         let dir = dir.display().to_string();
         // The same recordings again go on where they were; other ones start from their beginning.
-        if config.kind != "playback" || config.playback_dir.as_deref() != Some(dir.as_str()) {
+        if config.kind != SourceKind::Playback
+            || config.playback_dir.as_deref() != Some(dir.as_str())
+        {
             config.playback_state = None;
         }
-        config.kind = "playback".into();
+        config.kind = SourceKind::Playback;
         config.playback_dir = Some(dir);
     }
     if let Some(dir) = &flags.record {
@@ -46,15 +47,14 @@ pub(super) fn client_config<H: Host + ?Sized>(
         config.max_tokens = Some(n);
     }
     if previous.is_none() || flags.provider.is_some() {
-        config.provider = Some(flags.provider.clone().unwrap_or_else(|| "anthropic".into()));
+        config.provider = Some(flags.provider.unwrap_or(llm::Provider::Anthropic));
     }
-    if config.kind.is_empty()
-        || (!matches!(config.kind.as_str(), "playback" | "queue") && flags.playback.is_none())
+    if !matches!(config.kind, SourceKind::Playback | SourceKind::Queue) && flags.playback.is_none()
     {
         config.kind = if host.api_configured(&config) {
-            "api".into()
+            SourceKind::Api
         } else {
-            "manual".into()
+            SourceKind::Manual
         };
     }
     config
@@ -62,67 +62,40 @@ pub(super) fn client_config<H: Host + ?Sized>(
 
 /// The execution's mode for its answer source.
 pub(super) fn mode_of(config: &ClientConfig) -> &'static str {
-    match config.kind.as_str() {
-        "playback" => "playback",
+    match config.kind {
+        SourceKind::Playback => "playback",
         _ => "interactive",
     }
 }
 
-/// The answer sources of a call.
+/// The answer source of a call, connected.
 pub(super) struct Sources {
-    pub playback: Option<llm::PlaybackClient>,
-    queue: Option<QueueClient>,
-    api: Option<Box<dyn LlmClient>>,
+    connection: Option<llm::Connection>,
 }
 
 impl Sources {
-    /// Opens the source `meta` names for execution `id` (the file queue in `queue_dir`).
+    /// Connects to the source `meta` names for execution `id` (the file queue in `queue_dir`).
     pub fn open<H: Host>(
         meta: &Metadata,
         id: &str,
         host: &H,
         queue_dir: &Path,
         queue_timeout: std::time::Duration,
-        redactor: &llm::Redactor,
     ) -> Result<Self, CallError<H::Error>> {
-        let mut s = Sources {
-            playback: None,
-            queue: None,
-            api: None,
-        };
-        match meta.client_config.kind.as_str() {
-            "playback" => {
-                let dir = meta.client_config.playback_dir.clone().unwrap_or_default();
-                let p = host
-                    .open_playback(Path::new(&dir))
-                    .map_err(CallError::Host)?;
-                s.playback = Some(match &meta.client_config.playback_state {
-                    Some(state) => p.with_state(state.clone()),
-                    None => p,
-                });
-            }
-            "queue" => {
-                s.queue = Some(
-                    QueueClient::new(queue_dir, queue_timeout, id)
-                        .map_err(CallError::Queue)?
-                        .with_redactor(redactor.clone()),
-                );
-            }
-            "api" => s.api = host.api_client(&meta.client_config),
-            _ => {}
-        }
-        Ok(s)
+        let connection = host
+            .connect(&meta.client_config, (queue_dir, queue_timeout), id)
+            .map_err(CallError::Host)?;
+        Ok(Self { connection })
     }
 
     /// The client that answers (`None`: manual answers).
     pub fn client(&self) -> Option<&dyn LlmClient> {
-        if let Some(p) = &self.playback {
-            return Some(p);
-        }
-        if let Some(q) = &self.queue {
-            return Some(q);
-        }
-        self.api.as_deref()
+        self.connection.as_ref().map(|c| c.client.as_ref())
+    }
+
+    /// The recordings replayed, if any (their state is the execution's to keep).
+    pub fn playback(&self) -> Option<&llm::PlaybackClient> {
+        self.connection.as_ref()?.playback.as_deref()
     }
 }
 

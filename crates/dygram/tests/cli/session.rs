@@ -56,17 +56,31 @@ impl Host for TestHost {
         })
     }
 
-    fn open_playback(&self, dir: &Path) -> Result<llm::PlaybackClient, llm::LlmError> {
-        llm::PlaybackClient::open(dir, llm::PlaybackMode::Hybrid)
+    fn connect(
+        &self,
+        config: &ClientConfig,
+        _: (&Path, std::time::Duration),
+        _: &str,
+    ) -> Result<Option<llm::Connection>, llm::LlmError> {
+        // The scripted server stands in for the provider's API.
+        let Some(base) = self
+            .api
+            .clone()
+            .filter(|_| config.kind == llm::SourceKind::Api)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(llm::Connection {
+            client: std::sync::Arc::new(OpenAiClient::new(OpenAiConfig::new(base.clone(), None))),
+            notices: Vec::new(),
+            redactor: llm::Redactor::default(),
+            endpoint: base,
+            playback: None,
+        }))
     }
 
     fn api_configured(&self, _: &ClientConfig) -> bool {
         self.api.is_some()
-    }
-
-    fn api_client(&self, _: &ClientConfig) -> Option<Box<dyn llm::LlmClient>> {
-        let base = self.api.clone()?;
-        Some(Box::new(OpenAiClient::new(OpenAiConfig::new(base, None))))
     }
 
     fn default_model(&self, _: &ClientConfig) -> String {

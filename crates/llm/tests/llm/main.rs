@@ -2,6 +2,7 @@
 //! 127.0.0.1; the `live` module talks to a real OpenAI-compatible server when `LLM_E2E_URL` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod connect;
 mod live;
 mod properties;
 mod protocols;

@@ -5,7 +5,6 @@ use dygram::session::{CallError, ClientConfig, Metadata, Refusal, SessionError};
 
 use super::super::CliError;
 use super::super::client;
-use super::provider_of;
 
 /// An error of the execution store.
 pub fn session_error(e: SessionError) -> CliError {
@@ -41,7 +40,7 @@ pub fn call_error(e: CallError<CliError>, meta: Option<&Metadata>) -> CliError {
         CallError::NoStart(_) => "name a node `start`, or annotate one @start".into(),
         CallError::Runtime(RuntimeError::NoClient { .. }) => {
             let config = meta.map(|m| &m.client_config).cloned().unwrap_or_default();
-            client::missing_client_hint(provider_of(&config)).into()
+            client::missing_client_hint(config.provider()).into()
         }
         CallError::Llm { .. } => "the execution is unchanged; run the call again".into(),
         CallError::Recorder(_) => "the execution is unchanged; check the --record folder".into(),
@@ -73,12 +72,12 @@ fn refusal_hint(refusal: &Refusal) -> &'static str {
 
 /// The hint for input that arrived after the call had looked for it.
 fn late_hint(config: &ClientConfig) -> String {
-    if config.kind == "manual" {
+    if config.kind == llm::SourceKind::Manual {
         return "run the call again with the input ready at its start (e.g. write the answer to a file and use `< answer.json`)".to_string();
     }
     format!(
         "answers on stdin are for executions in manual mode; run the call again without input{}",
-        if config.kind == "queue" {
+        if config.kind == llm::SourceKind::Queue {
             " (the queue's answer was not used either: the next call asks the queue again)"
         } else {
             ""
@@ -89,11 +88,8 @@ fn late_hint(config: &ClientConfig) -> String {
 /// The warning for an execution restarted after corruption whose answer source could not be read
 /// from any of its files: what the fresh execution does instead, and how to give the source again.
 pub fn source_lost(id: &str, now: &ClientConfig) -> String {
-    let instead = match now.kind.as_str() {
-        "api" => format!(
-            "asks the {} API",
-            now.provider.as_deref().unwrap_or("anthropic")
-        ),
+    let instead = match now.kind {
+        llm::SourceKind::Api => format!("asks the {} API", now.provider()),
         _ => "takes its answers on stdin (manual mode)".to_string(),
     };
     format!(

@@ -9,7 +9,6 @@ mod report;
 
 use std::io::IsTerminal;
 
-use clap::ValueEnum;
 use std::path::Path;
 
 use dygram::session::{
@@ -17,7 +16,7 @@ use dygram::session::{
     Opening, Session, SourceFlags, Unit,
 };
 
-use super::client::{self, Provider};
+use super::client;
 use super::execute::ExecuteArgs;
 use super::input::Input;
 use super::{CliError, Exit, eprint_line, input};
@@ -89,30 +88,13 @@ fn call_request(args: &ExecuteArgs, input: &Input) -> CallRequest {
             model: args.llm.model.clone(),
             max_tokens: args.llm.max_tokens,
             // The default provider does not replace the execution's.
-            provider: (args.llm.provider != Provider::Anthropic)
-                .then(|| provider_name(args.llm.provider)),
+            provider: (args.llm.provider != llm::Provider::Anthropic).then_some(args.llm.provider),
         },
         queue_timeout: std::time::Duration::from_secs(args.queue_timeout),
         machine_text: input.text.clone(),
         machine_file: input.path.as_ref().map(|p| p.display().to_string()),
         result: args.destination.clone().map(|dir| (dir, input.stem())),
     }
-}
-
-/// The provider an execution's answer source names (Anthropic when it names none it knows).
-pub(super) fn provider_of(config: &ClientConfig) -> Provider {
-    config
-        .provider
-        .as_deref()
-        .and_then(|name| Provider::from_str(name, true).ok())
-        .unwrap_or(Provider::Anthropic)
-}
-
-/// How an execution's answer source names a provider (its `--provider` value).
-fn provider_name(provider: Provider) -> String {
-    provider
-        .to_possible_value()
-        .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
 /// What the library gets from the binary: compiling with diagnostics on stderr, the API clients
@@ -151,20 +133,21 @@ impl Host for CliHost<'_> {
         })
     }
 
-    fn open_playback(&self, dir: &Path) -> Result<llm::PlaybackClient, CliError> {
-        client::open_playback(dir)
+    fn connect(
+        &self,
+        config: &ClientConfig,
+        (queue_dir, queue_timeout): (&Path, std::time::Duration),
+        id: &str,
+    ) -> Result<Option<llm::Connection>, CliError> {
+        client::for_execution(config, queue_dir, queue_timeout, id)
     }
 
     fn api_configured(&self, config: &ClientConfig) -> bool {
-        client::api_configured(provider_of(config))
-    }
-
-    fn api_client(&self, config: &ClientConfig) -> Option<Box<dyn llm::LlmClient>> {
-        client::api_client(provider_of(config))
+        client::api_configured(config.provider())
     }
 
     fn default_model(&self, config: &ClientConfig) -> String {
-        client::default_model(provider_of(config))
+        client::default_model(config.provider())
     }
 
     fn notice(&mut self, notice: Notice<'_>) {

@@ -1,11 +1,13 @@
-//! Answers given from outside the process: a person on stdin (manual mode) or a responder through
-//! the file queue. Three forms are read: the reference's `{"type": "llm_response" |
+//! Answers given from outside the process: a person (dygram's manual mode, on stdin) or a
+//! responder through the file queue ([`crate::queue`]). Three forms are read: the reference's `{"type": "llm_response" |
 //! "llm_invocation_response", "response": {"content": […]}}`, the design's `{"response": "…",
 //! "tools": [{"name", "input" | "params"}]}`, and plain text (the model's text answer).
 
 use serde_json::{Value, json};
 
-use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, StopReason};
+use crate::LlmClient;
+use crate::error::LlmError;
+use crate::types::{ChatRequest, ChatResponse, ContentBlock};
 
 /// Why an answer cannot be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -45,7 +47,9 @@ pub fn parse_answer(text: &str) -> Result<ChatResponse, AnswerError> {
     }
     let value: Value = match serde_json::from_str(trimmed) {
         Ok(v @ Value::Object(_)) => v,
-        Ok(_) | Err(_) if !trimmed.starts_with('{') => return Ok(text_answer(trimmed)),
+        Ok(_) | Err(_) if !trimmed.starts_with('{') => {
+            return Ok(ChatResponse::given(vec![ContentBlock::text(trimmed)]));
+        }
         Ok(_) => return Err(shape("a JSON answer must be an object")),
         Err(e) => return Err(AnswerError::NotJson(e.to_string())),
     };
@@ -131,37 +135,12 @@ pub fn parse_answer(text: &str) -> Result<ChatResponse, AnswerError> {
             "a JSON answer needs `response`/`tools`, or `type: \"llm_response\"` (or \"llm_invocation_response\") with `response.content`",
         ));
     }
-    let has_calls = content
-        .iter()
-        .any(|b| matches!(b, ContentBlock::ToolCall { .. }));
-    Ok(ChatResponse {
-        content,
-        stop_reason: if has_calls {
-            StopReason::ToolUse
-        } else {
-            StopReason::EndTurn
-        },
-        usage: Default::default(),
-        model: None,
-        id: None,
-        raw: Default::default(),
-    })
-}
-
-fn text_answer(text: &str) -> ChatResponse {
-    ChatResponse {
-        content: vec![ContentBlock::text(text)],
-        stop_reason: StopReason::EndTurn,
-        usage: Default::default(),
-        model: None,
-        id: None,
-        raw: Default::default(),
-    }
+    Ok(ChatResponse::given(content))
 }
 
 /// The pending request as shown to a person or written to the queue (`timestamp`: RFC 3339).
 pub fn request_json(request: &ChatRequest, id: &str, node: &str, timestamp: &str) -> Value {
-    let body = llm::anthropic::request_body(request, false);
+    let body = crate::anthropic::request_body(request, false);
     json!({
         "type": "llm_request",
         "requestId": id,

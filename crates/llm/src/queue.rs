@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use llm::{ChatRequest, ChatResponse, LlmClient, LlmError};
-
+use crate::LlmClient;
 use crate::answer::{AnswerError, parse_answer, request_json};
+use crate::error::LlmError;
+use crate::secret::Redactor;
+use crate::types::{ChatRequest, ChatResponse};
 
 /// How often the response folder is looked at.
 const POLL: Duration = Duration::from_millis(100);
@@ -33,6 +35,37 @@ pub enum QueueError {
         /// Why.
         source: std::io::Error,
     },
+    /// A request file could not be written.
+    #[error("recordings: cannot write {}: {source}", path.display())]
+    Write {
+        /// The request file.
+        path: PathBuf,
+        /// Why.
+        source: Box<store::StoreError>,
+    },
+    /// The response file holds no answer that can be read.
+    #[error(
+        "the response to request {id} ({}) cannot be read: {source}; answer with text, {{\"response\", \"tools\"}} or {{\"type\": \"llm_invocation_response\", \"response\": {{\"content\": […]}}}}",
+        path.display()
+    )]
+    Unreadable {
+        /// The request.
+        id: String,
+        /// The response file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: AnswerError,
+    },
+    /// Nobody answered in time.
+    #[error(
+        "Timeout waiting for response to request {id} ({seconds} s); run the call again to ask again"
+    )]
+    Timeout {
+        /// The request.
+        id: String,
+        /// The time waited.
+        seconds: u64,
+    },
 }
 
 /// A client that asks through files.
@@ -44,7 +77,9 @@ pub struct QueueClient {
     /// Requests made by this client (numbering within the call).
     counter: std::sync::atomic::AtomicU64,
     /// Secrets scrubbed from the request files.
-    redactor: llm::Redactor,
+    redactor: Redactor,
+    /// Names what a request is for (the `node` of a request file).
+    label: fn(&ChatRequest) -> String,
 }
 
 impl QueueClient {
@@ -59,13 +94,21 @@ impl QueueClient {
             timeout,
             prefix: prefix.to_string(),
             counter: Default::default(),
-            redactor: llm::Redactor::default(),
+            redactor: Redactor::default(),
+            label: |_| String::new(),
         })
     }
 
     /// Scrubs the secrets of `redactor` (the API keys in use) from the request files.
-    pub fn with_redactor(mut self, redactor: llm::Redactor) -> Self {
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = redactor;
+        self
+    }
+
+    /// Names each request's purpose with `label` (the `node` field of a request file; empty
+    /// without one).
+    pub fn with_label(mut self, label: fn(&ChatRequest) -> String) -> Self {
+        self.label = label;
         self
     }
 }
@@ -75,16 +118,7 @@ impl LlmClient for QueueClient {
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
         let millis = jiff::Timestamp::now().as_millisecond();
         let id = format!("{}-{millis}-{n}", self.prefix);
-        // The node, as the system prompt names it.
-        let node = request
-            .messages
-            .first()
-            .map(|m| m.text())
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("- **Node**: ").map(str::to_string))
-            })
-            .unwrap_or_default();
+        let node = (self.label)(request);
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
             .to_string();
@@ -92,8 +126,11 @@ impl LlmClient for QueueClient {
         self.redactor.redact_json(&mut body);
         let req_path = self.dir.join("requests").join(format!("{id}.json"));
         let resp_path = self.dir.join("responses").join(format!("{id}.json"));
-        store::atomic::write_json_atomic(&req_path, &body, true).map_err(|e| {
-            LlmError::Recording(format!("cannot write {}: {e}", req_path.display()))
+        store::atomic::write_json_atomic(&req_path, &body, true).map_err(|source| {
+            QueueError::Write {
+                path: req_path.clone(),
+                source: Box::new(source),
+            }
         })?;
         // The heartbeat runs beside the wait.
         let stop = Arc::new(AtomicBool::new(false));
@@ -113,11 +150,10 @@ impl LlmClient for QueueClient {
         let started = Instant::now();
         // A response that is not valid JSON yet, and since when it has been exactly that.
         let mut unsettled: Option<(String, Instant)> = None;
-        let unreadable = |e: AnswerError| {
-            LlmError::Source(format!(
-                "the response to request {id} ({}) cannot be read: {e}; answer with text, {{\"response\", \"tools\"}} or {{\"type\": \"llm_invocation_response\", \"response\": {{\"content\": […]}}}}",
-                resp_path.display()
-            ))
+        let unreadable = |source: AnswerError| QueueError::Unreadable {
+            id: id.clone(),
+            path: resp_path.clone(),
+            source,
         };
         let result = loop {
             if let Ok(text) = std::fs::read_to_string(&resp_path) {
@@ -137,10 +173,10 @@ impl LlmClient for QueueClient {
                 }
             }
             if started.elapsed() > self.timeout {
-                break Err(LlmError::Source(format!(
-                    "Timeout waiting for response to request {id} ({} s); run the call again to ask again",
-                    self.timeout.as_secs()
-                )));
+                break Err(QueueError::Timeout {
+                    id: id.clone(),
+                    seconds: self.timeout.as_secs(),
+                });
             }
             std::thread::sleep(POLL);
         };
@@ -150,7 +186,7 @@ impl LlmClient for QueueClient {
         // Answered or given up: the request is no longer open (the next call asks anew).
         let _ = std::fs::remove_file(&req_path);
         let _ = std::fs::remove_file(&resp_path);
-        result
+        Ok(result?)
     }
 
     fn describe(&self) -> String {
