@@ -80,7 +80,8 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
         })?),
         None => None,
     };
-    let mut list: Vec<RunSummary> = runs::list(&ws)?
+    let mut list: Vec<RunSummary> = runs::list(&ws)
+        .map_err(super::store_error)?
         .into_iter()
         .filter(|r| wanted.is_none_or(|w| r.status == w))
         .filter(|r| !args.resumable || r.status.is_resumable())

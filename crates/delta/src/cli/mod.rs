@@ -12,7 +12,6 @@ mod run;
 mod terminal;
 mod tool_expand;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -80,85 +79,46 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// An error for the user: what happened, what to do, which exit code.
-#[derive(Debug)]
-pub struct CliError {
-    /// What happened.
-    pub message: String,
-    /// What to do about it.
-    pub hint: Option<String>,
-    /// Exit code.
-    pub code: Exit,
-}
-
-impl CliError {
-    /// An error (exit 1).
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            hint: None,
-            code: Exit::Error,
-        }
-    }
-
-    /// A usage error (exit 2).
-    pub fn usage(message: impl Into<String>) -> Self {
-        Self {
-            code: Exit::Usage,
-            ..Self::new(message)
-        }
-    }
-
-    /// Adds a hint.
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-
-    /// Adds a hint if there is one.
-    pub fn maybe_hint(mut self, hint: Option<String>) -> Self {
-        self.hint = hint;
-        self
-    }
-
-    /// Changes the exit code.
-    pub fn code(mut self, code: Exit) -> Self {
-        self.code = code;
-        self
+impl cli_edge::ExitStatus for Exit {
+    const FAILED: Self = Exit::Error;
+    const USAGE: Self = Exit::Usage;
+    fn code(self) -> u8 {
+        self as u8
     }
 }
 
-impl From<store::StoreError> for CliError {
-    fn from(e: store::StoreError) -> Self {
-        match &e {
-            store::StoreError::Busy { .. } => Self::new(e.to_string())
-                .hint("wait for that process to finish, or stop it; a run has one writer at a time")
-                .code(Exit::Busy),
-            _ => Self::new(e.to_string()),
-        }
+/// An error for the user: what happened, why, what to do, which exit code (shared with dygram).
+pub type CliError = cli_edge::CliError<Exit>;
+
+/// A store error for the user: a run another process holds is `Busy` (exit 75), with what to do.
+pub fn store_error(e: store::StoreError) -> CliError {
+    match &e {
+        store::StoreError::Busy { .. } => CliError::from_error(e)
+            .hint("wait for that process to finish, or stop it; a run has one writer at a time")
+            .code(Exit::Busy),
+        _ => CliError::from_error(e),
     }
 }
 
-/// Writes one line on stderr, ignoring failures (a closed stderr must not crash a run). Control
-/// characters other than line breaks and tabs are shown escaped: progress carries the model's and the
-/// tools' text, which must never drive the terminal.
+/// How delta prints: progress carries the model's and the tools' text, whose control characters
+/// (other than line breaks and tabs) are shown escaped so it never drives the terminal.
+fn printer() -> cli_edge::Printer {
+    cli_edge::Printer::default().escaping_controls()
+}
+
+/// Writes one line on stderr, ignoring failures (a closed stderr must not crash a run), its control
+/// characters escaped.
 pub fn eprint_line(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{}", llm::terminal_safe(text));
+    printer().eprint_line(text);
 }
 
 /// Writes text on stdout; a closed pipe (`delta run … | head`) is not an error worth reporting.
 pub fn print_out(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    printer().print_out(text);
 }
 
-fn report(err: &CliError) {
-    eprint_line(&format!("error: {}", err.message));
-    if let Some(hint) = &err.hint {
-        eprint_line(&format!("  hint: {hint}"));
-    }
+fn report(err: &CliError) -> ExitCode {
+    printer().report(err)
 }
 
 /// Entry point of the binary.
@@ -171,8 +131,7 @@ pub fn main() -> ExitCode {
     if matches!(cli.command, Command::Run(_) | Command::Continue(_))
         && let Err(err) = terminal::install_signal_handlers()
     {
-        report(&err);
-        return err.code.into();
+        return report(&err);
     }
     // A panic is a bug: its message is printed by the default hook, and the exit code says "internal
     // error" rather than the 101 Rust gives panics, which means "waiting for an answer" here.
@@ -191,9 +150,6 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code.into(),
-        Err(err) => {
-            report(&err);
-            err.code.into()
-        }
+        Err(err) => report(&err),
     }
 }

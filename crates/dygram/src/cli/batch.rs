@@ -83,7 +83,7 @@ fn process(path: &Path, formats: &[Format], write: bool, no_imports: bool, color
     let input = match input::read(path, false) {
         Ok(i) => i,
         Err(e) => {
-            outcome.failure = Some(e.message);
+            outcome.failure = Some(e.message().to_string());
             return outcome;
         }
     };
@@ -108,7 +108,7 @@ fn process(path: &Path, formats: &[Format], write: bool, no_imports: bool, color
             match render(*f, &machine) {
                 Ok(text) => outcome.outputs.push((*f, text)),
                 Err(e) => {
-                    outcome.failure = Some(e.message);
+                    outcome.failure = Some(e.message().to_string());
                     break;
                 }
             }
@@ -309,7 +309,7 @@ fn settle(outcome: &Outcome, prefix: &Path, args: &BatchArgs) -> (bool, serde_js
             &outcome.outputs,
         ) {
             Ok(paths) => written = paths,
-            Err(e) => failure = Some(e.message),
+            Err(e) => failure = Some(e.message().to_string()),
         }
     }
     let ok = outcome.errors == 0 && failure.is_none();

@@ -10,7 +10,7 @@ mod interactive;
 mod modules;
 mod validate;
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -76,46 +76,16 @@ pub enum Exit {
     Usage = 64,
 }
 
-/// An error shown at the edge: message, optional hint, exit code.
-#[derive(Debug)]
-pub struct CliError {
-    message: String,
-    hint: Option<String>,
-    exit: Exit,
-}
-
-impl CliError {
-    /// A failure (exit 1).
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            hint: None,
-            exit: Exit::Failed,
-        }
-    }
-
-    /// A usage error (exit 64).
-    pub fn usage(message: impl Into<String>) -> Self {
-        Self {
-            exit: Exit::Usage,
-            ..Self::new(message)
-        }
-    }
-
-    /// Adds a hint.
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
+impl cli_edge::ExitStatus for Exit {
+    const FAILED: Self = Exit::Failed;
+    const USAGE: Self = Exit::Usage;
+    fn code(self) -> u8 {
+        self as u8
     }
 }
 
-impl std::fmt::Display for CliError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CliError {}
+/// An error shown at the edge: message, causes, hints, exit code (shared with delta).
+pub type CliError = cli_edge::CliError<Exit>;
 
 /// Verbosity shared by the commands.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -133,33 +103,28 @@ pub fn color() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// The secrets of this process (see [`client::redactor`]), set once by [`main`].
-static SECRETS: std::sync::OnceLock<llm::Redactor> = std::sync::OnceLock::new();
+/// How this process prints: the API keys in use scrubbed (see [`client::redactor`]); set once by
+/// [`main`].
+static PRINTER: std::sync::OnceLock<cli_edge::Printer> = std::sync::OnceLock::new();
+
+fn printer() -> &'static cli_edge::Printer {
+    PRINTER.get_or_init(cli_edge::Printer::default)
+}
 
 /// The process's redactor (empty before [`main`] sets it).
 pub fn secrets() -> llm::Redactor {
-    SECRETS.get().cloned().unwrap_or_default()
-}
-
-fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
-    match SECRETS.get() {
-        Some(r) => r.redact(text),
-        None => std::borrow::Cow::Borrowed(text),
-    }
+    printer().secrets().clone()
 }
 
 /// Writes a line to stderr (with the API keys in use redacted).
 pub fn eprint_line(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{}", redacted(text));
+    printer().eprint_line(text);
 }
 
 /// Writes text to stdout (with the API keys in use redacted); a closed pipe is not an error worth
 /// a panic.
 pub fn print_out(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(redacted(text).as_bytes());
-    let _ = out.flush();
+    printer().print_out(text);
 }
 
 /// `dygram exec FILE …` means `dygram execute FILE …` when FILE is not one of `exec`'s actions.
@@ -179,7 +144,7 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 }
 
 pub fn main() -> ExitCode {
-    let _ = SECRETS.set(client::redactor());
+    let _ = PRINTER.set(cli_edge::Printer::new(client::redactor()));
     let cli = match Cli::try_parse_from(execute_alias(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
@@ -200,12 +165,6 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
-        Err(e) => {
-            eprint_line(&format!("error: {}", e.message));
-            if let Some(hint) = &e.hint {
-                eprint_line(&format!("  hint: {hint}"));
-            }
-            ExitCode::from(e.exit as u8)
-        }
+        Err(e) => printer().report(&e),
     }
 }
