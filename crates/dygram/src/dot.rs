@@ -21,7 +21,8 @@
 //!
 //! Titles, `desc` and prompts go through `{{ node.attribute }}` template resolution against every
 //! node's attributes (one that cannot be resolved stays as written; a list value is written as
-//! JSON, where the reference writes its CEL library's internal `{"_array":[…]}`), and through a
+//! JSON, where the reference writes its CEL library's internal `{"_array":[…]}`, and a map as JSON
+//! with its keys sorted), and through a
 //! small inline Markdown converter (`**bold**`, `*italic*`, `~~strike~~`, `` `code` ``, links,
 //! bare URLs and e-mail addresses) to Graphviz's HTML subset; all other text is HTML-escaped. The
 //! text has no final line break, like the reference's.
@@ -36,14 +37,12 @@
 //!
 //! An edge whose attributes hold `when:`, `unless:` (negated) or `if:` gets `style=solid,
 //! color="#4CAF50", penwidth=2` when its condition holds and `style=dashed, color="#9E9E9E",
-//! penwidth=1` when it does not. Conditions are evaluated statically against the machine-level
-//! attributes (plus `errorCount`/`errors` = 0 and `activeState` = `""`) by a small evaluator for the
-//! common part of CEL: literals (numbers, strings, booleans, `null`, lists), dotted names,
-//! `[index]`, `! - * / % + -`, comparisons, `in`, `&&`, `||` and `?:`.
+//! penwidth=1` when it does not. Conditions, and the `{{ … }}` templates of labels, are evaluated
+//! by the runtime's CEL evaluator ([`crate::runtime::condition`]); [`expressions`] says against
+//! what, and how an outcome is drawn:
 //!
-//! * A condition the evaluator cannot parse (a function call, say) is **inactive**: in the
-//!   reference a CEL syntax error is thrown and the evaluation is false.
-//! * A condition that parses but fails while evaluating (an unknown name such as `Data.priority`
+//! * a condition that cannot be parsed is **inactive**;
+//! * a condition that parses but fails while evaluating (an unknown name such as `Data.priority`
 //!   when `Data` is not a machine attribute, a missing key, mismatched types) is **active**: the
 //!   reference's CEL library returns an error *object* there, which JavaScript counts as true.
 //!   The reference corpus relies on this (e.g. `when: "Data.priority == 'high'"` is drawn
@@ -931,8 +930,8 @@ struct Generator<'a> {
     children: HashMap<&'a str, Vec<&'a Json>>,
     /// Notes by the name of their parent (`None`: top level), with their DOT ids.
     notes: HashMap<Option<&'a str>, Vec<(&'a Json, String)>>,
-    /// Template values: every node's attributes (`None` when one cannot be read).
-    globals: Option<cel::Value>,
+    /// Conditions and templates, with their contexts.
+    expressions: expressions::Expressions,
 }
 
 impl<'a> Generator<'a> {
@@ -982,7 +981,7 @@ impl<'a> Generator<'a> {
             by_name,
             children,
             notes,
-            globals: cel::globals(&all),
+            expressions: expressions::Expressions::new(machine, &all),
             nodes,
         }
     }
@@ -993,10 +992,7 @@ impl<'a> Generator<'a> {
 
     /// `{{ … }}` templates resolved against every node's attributes.
     fn interpolate(&self, text: &str) -> String {
-        match &self.globals {
-            Some(globals) => cel::resolve_templates(text, globals),
-            None => text.to_string(),
-        }
+        self.expressions.resolve_templates(text)
     }
 
     fn render(&self) -> String {
@@ -1528,15 +1524,14 @@ impl<'a> Generator<'a> {
     }
 
     fn edges(&self) -> Vec<String> {
-        let globals = cel::condition_context(self.machine);
         self.edges
             .iter()
             .filter(|e| e.is_object())
-            .map(|e| self.edge(e, &globals))
+            .map(|e| self.edge(e))
             .collect()
     }
 
-    fn edge(&self, edge: &Json, condition_context: &cel::Value) -> String {
+    fn edge(&self, edge: &Json) -> String {
         let empty = Map::new();
         let values = edge
             .get("attributes")
@@ -1594,7 +1589,7 @@ impl<'a> Generator<'a> {
                 custom.push_str(&style_attributes(&style_node_style(s)));
             }
         }
-        let condition = match condition(values).map(|c| cel::evaluate(&c, condition_context)) {
+        let condition = match condition(values).map(|c| self.expressions.condition_holds(&c)) {
             Some(true) => ", style=solid, color=\"#4CAF50\", penwidth=2",
             Some(false) => ", style=dashed, color=\"#9E9E9E\", penwidth=1",
             None => "",
@@ -2117,85 +2112,120 @@ pub(crate) mod markdown {
 
 // ---- conditions and templates ---------------------------------------------------------------------
 
-/// A small evaluator for the common part of CEL, used for static edge-condition styling and for
-/// `{{ … }}` templates in labels.
-pub(crate) mod cel {
-    use super::{Json, get_str, json_compact};
-    use crate::values::{js_number_to_string, strip_quotes};
+/// Edge conditions and `{{ … }}` templates in labels, evaluated by the runtime's CEL evaluator
+/// ([`crate::runtime::condition`]): one language, one evaluator.
+///
+/// What the diagram adds is the context and the reading of the outcome:
+///
+/// * a condition is evaluated against the machine-level attributes (quotes removed; not
+///   `description`, `desc`, `prompt`, `style`, `version`) plus `errorCount`/`errors` (0 unless
+///   the machine sets `errorCount`) and `activeState` (`""`). One that cannot be parsed is
+///   **inactive**; one that fails while evaluating (an unknown name, a missing key, mismatched
+///   types) is **active**, as the reference draws it (its CEL library returns an error object,
+///   which JavaScript counts as true, and the reference corpus relies on it); otherwise the
+///   value's JavaScript truthiness decides;
+/// * a template is evaluated against every node's attributes by node name (string values read
+///   as JSON when they are JSON, typed values converted); one that cannot be evaluated stays as
+///   written, and all stay as written when a `json`-typed value is not JSON.
+pub(crate) mod expressions {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
 
-    /// A value.
-    #[derive(Debug, Clone, PartialEq)]
-    pub(crate) enum Value {
-        Null,
-        Bool(bool),
-        Num(f64),
-        Str(String),
-        List(Vec<Value>),
-        Map(Vec<(String, Value)>),
+    use serde_json::{Map, Value as Json};
+
+    use super::{attributes, get_str, js_string, js_truthy, json_compact, node_name};
+    use crate::runtime::condition::{CompiledCondition, ConditionError};
+    use crate::values::strip_quotes;
+
+    /// The contexts of one machine, and the expressions compiled so far (a machine repeats them).
+    pub(crate) struct Expressions {
+        /// What conditions see.
+        conditions: Map<String, Json>,
+        /// What templates see (`None`: templates are left as written).
+        templates: Option<Map<String, Json>>,
+        /// Compiled expressions by text (`None`: the text does not parse).
+        compiled: RefCell<HashMap<String, Option<CompiledCondition>>>,
     }
 
-    impl Value {
-        fn from_json(v: &Json) -> Value {
-            match v {
-                Json::Null => Value::Null,
-                Json::Bool(b) => Value::Bool(*b),
-                Json::Number(n) => Value::Num(n.as_f64().unwrap_or(f64::NAN)),
-                Json::String(s) => Value::Str(s.clone()),
-                Json::Array(items) => Value::List(items.iter().map(Value::from_json).collect()),
-                Json::Object(m) => Value::Map(
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), Value::from_json(v)))
-                        .collect(),
-                ),
+    impl Expressions {
+        /// The contexts of `machine`, whose nodes are `nodes`.
+        pub(crate) fn new(machine: &Json, nodes: &[&Json]) -> Self {
+            Expressions {
+                conditions: condition_context(machine),
+                templates: template_context(nodes),
+                compiled: RefCell::new(HashMap::new()),
             }
         }
 
-        fn to_json(&self) -> Json {
-            match self {
-                Value::Null => Json::Null,
-                Value::Bool(b) => Json::Bool(*b),
-                Value::Num(n) => crate::values::number(*n),
-                Value::Str(s) => Json::String(s.clone()),
-                Value::List(items) => Json::Array(items.iter().map(Value::to_json).collect()),
-                Value::Map(m) => {
-                    Json::Object(m.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+        /// Whether an edge's condition is drawn as holding.
+        pub(crate) fn condition_holds(&self, condition: &str) -> bool {
+            match self.compiled(condition) {
+                None => false,
+                Some(compiled) => {
+                    evaluate(&compiled, &self.conditions).map_or(true, |value| js_truthy(&value))
                 }
             }
         }
 
-        fn field(&self, name: &str) -> Option<&Value> {
-            match self {
-                Value::Map(m) => m.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v),
-                _ => None,
-            }
-        }
-
-        fn set(&mut self, name: &str, value: Value) {
-            if let Value::Map(m) = self {
-                match m.iter_mut().find(|(k, _)| k == name) {
-                    Some(entry) => entry.1 = value,
-                    None => m.push((name.to_string(), value)),
+        /// `text` with each `{{ expression }}` replaced by its value; one that cannot be evaluated
+        /// stays as it is.
+        pub(crate) fn resolve_templates(&self, text: &str) -> String {
+            let Some(context) = &self.templates else {
+                return text.to_string();
+            };
+            let mut out = String::new();
+            let mut rest = text;
+            while let Some(open) = rest.find("{{") {
+                let after = &rest[open + 2..];
+                // The expression: no `}` inside, then `}}`.
+                let Some(end) = after.find('}') else { break };
+                if !after[end..].starts_with("}}") || after[..end].trim().is_empty() {
+                    out.push_str(&rest[..open + 2]);
+                    rest = after;
+                    continue;
                 }
+                out.push_str(&rest[..open]);
+                let value = self
+                    .compiled(after[..end].trim())
+                    .and_then(|compiled| evaluate(&compiled, context).ok());
+                match value {
+                    Some(value) => out.push_str(&display(&value)),
+                    None => out.push_str(&rest[open..open + 2 + end + 2]),
+                }
+                rest = &after[end + 2..];
             }
+            out.push_str(rest);
+            out
         }
 
-        /// JavaScript's `Boolean(result)`.
-        fn truthy(&self) -> bool {
-            match self {
-                Value::Null => false,
-                Value::Bool(b) => *b,
-                Value::Num(n) => *n != 0.0 && !n.is_nan(),
-                Value::Str(s) => !s.is_empty(),
-                Value::List(_) | Value::Map(_) => true,
-            }
+        /// The compiled expression of a text (compiled once per machine).
+        fn compiled(&self, text: &str) -> Option<CompiledCondition> {
+            let mut cache = self.compiled.borrow_mut();
+            cache
+                .entry(text.to_string())
+                .or_insert_with(|| CompiledCondition::compile(text).ok())
+                .clone()
         }
     }
 
-    /// The context of static condition evaluation: the machine attributes (quotes removed) and the
-    /// built-ins `errorCount`, `errors` and `activeState`.
-    pub(crate) fn condition_context(machine: &Json) -> Value {
-        let mut ctx = Value::Map(Vec::new());
-        for a in super::attributes(machine) {
+    /// The value of an expression in a context. Only the names it refers to are looked up: a
+    /// context holds every node of the machine.
+    fn evaluate(
+        compiled: &CompiledCondition,
+        context: &Map<String, Json>,
+    ) -> Result<Json, ConditionError> {
+        let variables: Map<String, Json> = compiled
+            .references()
+            .iter()
+            .filter_map(|name| Some((name.clone(), context.get(name)?.clone())))
+            .collect();
+        compiled.value(&variables)
+    }
+
+    /// The machine attributes and the built-ins conditions see.
+    fn condition_context(machine: &Json) -> Map<String, Json> {
+        let mut context = Map::new();
+        for a in attributes(machine) {
             let name = get_str(a, "name").unwrap_or("");
             if matches!(
                 name,
@@ -2210,528 +2240,66 @@ pub(crate) mod cel {
                 other => other,
             };
             let value = match value {
-                Some(Json::String(s)) => Value::Str(strip_quotes(s).to_string()),
-                Some(v) => Value::from_json(v),
-                None => Value::Null,
+                Some(Json::String(s)) => Json::String(strip_quotes(s).to_string()),
+                Some(v) => v.clone(),
+                None => Json::Null,
             };
-            ctx.set(name, value);
+            context.insert(name.to_string(), value);
         }
-        let errors = ctx.field("errorCount").cloned().unwrap_or(Value::Num(0.0));
-        ctx.set("errorCount", errors.clone());
-        ctx.set("errors", errors);
-        ctx.set("activeState", Value::Str(String::new()));
-        ctx
+        let errors = context
+            .get("errorCount")
+            .cloned()
+            .unwrap_or_else(|| Json::from(0));
+        context.insert("errorCount".into(), errors.clone());
+        context.insert("errors".into(), errors);
+        context.insert("activeState".into(), Json::String(String::new()));
+        context
     }
 
-    /// Whether a condition holds. A condition that cannot be parsed is false; one that fails while
-    /// evaluating is true (see the module documentation of [`crate::dot`]).
-    pub(crate) fn evaluate(condition: &str, ctx: &Value) -> bool {
-        let text = normalise(condition);
-        match parse(&text) {
-            None => false,
-            Some(expr) => match eval(&expr, ctx) {
-                Ok(v) => v.truthy(),
-                Err(Failure) => true,
-            },
-        }
-    }
-
-    /// `===`/`!==` as `==`/`!=`, and `{{ x }}` as `x`.
-    fn normalise(condition: &str) -> String {
-        let text = condition.replace("===", "==").replace("!==", "!=");
-        let mut out = String::new();
-        let mut rest = text.as_str();
-        while let Some(open) = rest.find("{{") {
-            let after = &rest[open + 2..];
-            match after.find("}}") {
-                Some(close) => {
-                    out.push_str(&rest[..open]);
-                    out.push_str(after[..close].trim());
-                    rest = &after[close + 2..];
-                }
-                None => break,
-            }
-        }
-        out.push_str(rest);
-        out
-    }
-
-    /// Every node's attributes by node name (string values read as JSON when they are JSON, typed
-    /// values converted), for templates. `None` when a `json`-typed value is not JSON (the
-    /// reference then leaves all templates alone).
-    pub(crate) fn globals(nodes: &[&Json]) -> Option<Value> {
-        let mut ctx = Value::Map(Vec::new());
+    /// Every node's attributes by node name, for templates; `None` when a `json`-typed value is not
+    /// JSON (the reference then leaves all templates alone).
+    fn template_context(nodes: &[&Json]) -> Option<Map<String, Json>> {
+        let mut context = Map::new();
         for n in nodes {
-            let attrs: Vec<&Json> = super::attributes(n).collect();
-            if attrs.is_empty() {
-                continue;
-            }
-            let mut m = Value::Map(Vec::new());
-            for a in attrs {
+            let mut values = Map::new();
+            for a in attributes(n) {
                 let value = match a.get("value") {
-                    None => Value::Null,
+                    None => Json::Null,
                     Some(Json::String(s)) => typed(s, get_str(a, "type"))?,
-                    Some(v) => Value::from_json(v),
+                    Some(v) => v.clone(),
                 };
-                m.set(get_str(a, "name").unwrap_or(""), value);
+                values.insert(get_str(a, "name").unwrap_or("").to_string(), value);
             }
-            ctx.set(super::node_name(n), m);
+            if !values.is_empty() {
+                context.insert(node_name(n).to_string(), Json::Object(values));
+            }
         }
-        Some(ctx)
+        Some(context)
     }
 
-    fn typed(s: &str, ty: Option<&str>) -> Option<Value> {
+    /// A string attribute value as its type reads it (`None`: `json` that is not JSON).
+    fn typed(s: &str, ty: Option<&str>) -> Option<Json> {
         let clean = strip_quotes(s);
         Some(match ty {
-            None | Some("") => match serde_json::from_str::<Json>(s) {
-                Ok(v) => Value::from_json(&v),
-                Err(_) => Value::Str(clean.to_string()),
-            },
-            Some("number") => Value::Num(crate::values::js_number(clean).unwrap_or(f64::NAN)),
-            Some("boolean") => Value::Bool(clean.eq_ignore_ascii_case("true")),
-            Some("json") => Value::from_json(&serde_json::from_str::<Json>(clean).ok()?),
-            Some(_) => Value::Str(clean.to_string()),
+            None | Some("") => {
+                serde_json::from_str::<Json>(s).unwrap_or_else(|_| Json::String(clean.to_string()))
+            }
+            Some("number") => {
+                crate::values::number(crate::values::js_number(clean).unwrap_or(f64::NAN))
+            }
+            Some("boolean") => Json::Bool(clean.eq_ignore_ascii_case("true")),
+            Some("json") => serde_json::from_str::<Json>(clean).ok()?,
+            Some(_) => Json::String(clean.to_string()),
         })
     }
 
-    /// Replaces each `{{ expression }}` by its value; one that cannot be evaluated stays as it is.
-    pub(crate) fn resolve_templates(text: &str, ctx: &Value) -> String {
-        let mut out = String::new();
-        let mut rest = text;
-        while let Some(open) = rest.find("{{") {
-            let after = &rest[open + 2..];
-            // The expression: no `}` inside, then `}}`.
-            let Some(end) = after.find('}') else { break };
-            if !after[end..].starts_with("}}") || after[..end].trim().is_empty() {
-                out.push_str(&rest[..open + 2]);
-                rest = after;
-                continue;
-            }
-            out.push_str(&rest[..open]);
-            let whole = &rest[open..open + 2 + end + 2];
-            let expression = after[..end].trim();
-            match parse(expression).map(|e| eval(&e, ctx)) {
-                Some(Ok(v)) => out.push_str(&display(&v)),
-                _ => out.push_str(whole),
-            }
-            rest = &after[end + 2..];
-        }
-        out.push_str(rest);
-        out
-    }
-
-    fn display(v: &Value) -> String {
-        match v {
-            Value::Null => String::new(),
-            Value::Num(n) => js_number_to_string(*n),
-            Value::Str(s) => s.clone(),
-            Value::Bool(b) => b.to_string(),
-            Value::List(_) | Value::Map(_) => json_compact(&v.to_json()),
-        }
-    }
-
-    // ---- syntax ----
-
-    #[derive(Debug, Clone, PartialEq)]
-    enum Token {
-        Num(f64),
-        Str(String),
-        Ident(String),
-        Op(&'static str),
-    }
-
-    const OPS: [&str; 22] = [
-        "==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "+", "-", "*", "/", "%", "(", ")", ".",
-        "[", "]", ",", "?", ":",
-    ];
-
-    fn tokens(text: &str) -> Option<Vec<Token>> {
-        let chars: Vec<char> = text.chars().collect();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
-            if c.is_whitespace() {
-                i += 1;
-            } else if c.is_ascii_digit()
-                || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
-            {
-                let start = i;
-                while i < chars.len()
-                    && (chars[i].is_ascii_alphanumeric()
-                        || chars[i] == '.'
-                        || ((chars[i] == '+' || chars[i] == '-')
-                            && matches!(chars[i - 1], 'e' | 'E')))
-                {
-                    i += 1;
-                }
-                let mut lit: String = chars[start..i].iter().collect();
-                if lit.ends_with(['u', 'U']) {
-                    lit.pop();
-                }
-                let n = if let Some(hex) = lit.strip_prefix("0x").or(lit.strip_prefix("0X")) {
-                    i64::from_str_radix(hex, 16).ok()? as f64
-                } else {
-                    lit.parse::<f64>().ok()?
-                };
-                out.push(Token::Num(n));
-            } else if c == '"' || c == '\'' {
-                let mut s = String::new();
-                i += 1;
-                loop {
-                    let ch = *chars.get(i)?;
-                    i += 1;
-                    if ch == c {
-                        break;
-                    }
-                    if ch == '\\' {
-                        let e = *chars.get(i)?;
-                        i += 1;
-                        s.push(match e {
-                            'n' => '\n',
-                            't' => '\t',
-                            'r' => '\r',
-                            other => other,
-                        });
-                    } else {
-                        s.push(ch);
-                    }
-                }
-                out.push(Token::Str(s));
-            } else if c.is_alphabetic() || c == '_' {
-                let start = i;
-                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
-                    i += 1;
-                }
-                out.push(Token::Ident(chars[start..i].iter().collect()));
-            } else {
-                let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
-                let op = OPS.iter().find(|op| rest.starts_with(**op))?;
-                i += op.chars().count();
-                out.push(Token::Op(op));
-            }
-        }
-        Some(out)
-    }
-
-    #[derive(Debug, Clone)]
-    enum Expr {
-        Lit(Value),
-        Var(String),
-        Field(Box<Expr>, String),
-        Index(Box<Expr>, Box<Expr>),
-        List(Vec<Expr>),
-        Not(Box<Expr>),
-        Neg(Box<Expr>),
-        Binary(&'static str, Box<Expr>, Box<Expr>),
-        Cond(Box<Expr>, Box<Expr>, Box<Expr>),
-    }
-
-    struct Parser {
-        tokens: Vec<Token>,
-        at: usize,
-        depth: usize,
-    }
-
-    fn parse(text: &str) -> Option<Expr> {
-        let mut p = Parser {
-            tokens: tokens(text)?,
-            at: 0,
-            depth: 0,
-        };
-        let e = p.expr()?;
-        (p.at == p.tokens.len()).then_some(e)
-    }
-
-    impl Parser {
-        fn peek(&self) -> Option<&Token> {
-            self.tokens.get(self.at)
-        }
-
-        fn eat(&mut self, op: &str) -> bool {
-            if matches!(self.peek(), Some(Token::Op(o)) if *o == op) {
-                self.at += 1;
-                true
-            } else {
-                false
-            }
-        }
-
-        fn expr(&mut self) -> Option<Expr> {
-            self.depth += 1;
-            if self.depth > 64 {
-                return None;
-            }
-            let c = self.or()?;
-            let out = if self.eat("?") {
-                let a = self.expr()?;
-                if !self.eat(":") {
-                    return None;
-                }
-                let b = self.expr()?;
-                Expr::Cond(Box::new(c), Box::new(a), Box::new(b))
-            } else {
-                c
-            };
-            self.depth -= 1;
-            Some(out)
-        }
-
-        fn binary(
-            &mut self,
-            ops: &[&'static str],
-            next: fn(&mut Parser) -> Option<Expr>,
-        ) -> Option<Expr> {
-            let mut left = next(self)?;
-            'outer: loop {
-                for op in ops {
-                    if self.eat(op) {
-                        let right = next(self)?;
-                        left = Expr::Binary(op, Box::new(left), Box::new(right));
-                        continue 'outer;
-                    }
-                }
-                // `in` is an identifier token.
-                if ops.contains(&"<") && matches!(self.peek(), Some(Token::Ident(w)) if w == "in") {
-                    self.at += 1;
-                    let right = next(self)?;
-                    left = Expr::Binary("in", Box::new(left), Box::new(right));
-                    continue;
-                }
-                return Some(left);
-            }
-        }
-
-        fn or(&mut self) -> Option<Expr> {
-            self.binary(&["||"], Parser::and)
-        }
-
-        fn and(&mut self) -> Option<Expr> {
-            self.binary(&["&&"], Parser::relation)
-        }
-
-        fn relation(&mut self) -> Option<Expr> {
-            self.binary(&["==", "!=", "<=", ">=", "<", ">"], Parser::sum)
-        }
-
-        fn sum(&mut self) -> Option<Expr> {
-            self.binary(&["+", "-"], Parser::product)
-        }
-
-        fn product(&mut self) -> Option<Expr> {
-            self.binary(&["*", "/", "%"], Parser::unary)
-        }
-
-        fn unary(&mut self) -> Option<Expr> {
-            self.depth += 1;
-            if self.depth > 64 {
-                return None;
-            }
-            let out = if self.eat("!") {
-                Expr::Not(Box::new(self.unary()?))
-            } else if self.eat("-") {
-                Expr::Neg(Box::new(self.unary()?))
-            } else {
-                self.member()?
-            };
-            self.depth -= 1;
-            Some(out)
-        }
-
-        fn member(&mut self) -> Option<Expr> {
-            let mut e = self.primary()?;
-            loop {
-                if self.eat(".") {
-                    match self.tokens.get(self.at) {
-                        Some(Token::Ident(name)) => {
-                            e = Expr::Field(Box::new(e), name.clone());
-                            self.at += 1;
-                        }
-                        _ => return None,
-                    }
-                } else if self.eat("[") {
-                    let index = self.expr()?;
-                    if !self.eat("]") {
-                        return None;
-                    }
-                    e = Expr::Index(Box::new(e), Box::new(index));
-                } else {
-                    return Some(e);
-                }
-            }
-        }
-
-        fn primary(&mut self) -> Option<Expr> {
-            let token = self.tokens.get(self.at)?.clone();
-            self.at += 1;
-            match token {
-                Token::Num(n) => Some(Expr::Lit(Value::Num(n))),
-                Token::Str(s) => Some(Expr::Lit(Value::Str(s))),
-                Token::Ident(word) => {
-                    if self.eat("(") {
-                        // Function calls are not supported.
-                        return None;
-                    }
-                    Some(match word.as_str() {
-                        "true" => Expr::Lit(Value::Bool(true)),
-                        "false" => Expr::Lit(Value::Bool(false)),
-                        "null" => Expr::Lit(Value::Null),
-                        _ => Expr::Var(word),
-                    })
-                }
-                Token::Op("(") => {
-                    let e = self.expr()?;
-                    self.eat(")").then_some(e)
-                }
-                Token::Op("[") => {
-                    let mut items = Vec::new();
-                    if !self.eat("]") {
-                        loop {
-                            items.push(self.expr()?);
-                            if self.eat("]") {
-                                break;
-                            }
-                            if !self.eat(",") {
-                                return None;
-                            }
-                        }
-                    }
-                    Some(Expr::List(items))
-                }
-                Token::Op(_) => None,
-            }
-        }
-    }
-
-    // ---- evaluation ----
-
-    /// An evaluation error (unknown name, missing key, mismatched types, …).
-    #[derive(Debug)]
-    struct Failure;
-
-    fn eval(e: &Expr, ctx: &Value) -> Result<Value, Failure> {
-        match e {
-            Expr::Lit(v) => Ok(v.clone()),
-            Expr::Var(name) => ctx.field(name).cloned().ok_or(Failure),
-            Expr::Field(target, name) => eval(target, ctx)?.field(name).cloned().ok_or(Failure),
-            Expr::Index(target, index) => {
-                let target = eval(target, ctx)?;
-                match (target, eval(index, ctx)?) {
-                    (Value::List(items), Value::Num(n)) if n >= 0.0 && n.fract() == 0.0 => {
-                        items.get(n as usize).cloned().ok_or(Failure)
-                    }
-                    (m @ Value::Map(_), Value::Str(k)) => m.field(&k).cloned().ok_or(Failure),
-                    _ => Err(Failure),
-                }
-            }
-            Expr::List(items) => Ok(Value::List(
-                items
-                    .iter()
-                    .map(|i| eval(i, ctx))
-                    .collect::<Result<_, _>>()?,
-            )),
-            Expr::Not(inner) => match eval(inner, ctx)? {
-                Value::Bool(b) => Ok(Value::Bool(!b)),
-                _ => Err(Failure),
-            },
-            Expr::Neg(inner) => match eval(inner, ctx)? {
-                Value::Num(n) => Ok(Value::Num(-n)),
-                _ => Err(Failure),
-            },
-            Expr::Cond(c, a, b) => match eval(c, ctx)? {
-                Value::Bool(true) => eval(a, ctx),
-                Value::Bool(false) => eval(b, ctx),
-                _ => Err(Failure),
-            },
-            Expr::Binary(op, l, r) => binary(op, l, r, ctx),
-        }
-    }
-
-    fn binary(op: &str, l: &Expr, r: &Expr, ctx: &Value) -> Result<Value, Failure> {
-        if op == "&&" || op == "||" {
-            // CEL's logic is commutative: a decisive side wins over an error on the other side.
-            let decisive = op == "||";
-            let left = eval(l, ctx);
-            let right = eval(r, ctx);
-            let as_bool = |v: &Result<Value, Failure>| match v {
-                Ok(Value::Bool(b)) => Some(*b),
-                _ => None,
-            };
-            return match (as_bool(&left), as_bool(&right)) {
-                (Some(a), _) if a == decisive => Ok(Value::Bool(decisive)),
-                (_, Some(b)) if b == decisive => Ok(Value::Bool(decisive)),
-                (Some(_), Some(_)) => Ok(Value::Bool(!decisive)),
-                _ => Err(Failure),
-            };
-        }
-        let a = eval(l, ctx)?;
-        let b = eval(r, ctx)?;
-        let num = |x: &Value| match x {
-            Value::Num(n) => Some(*n),
-            _ => None,
-        };
-        match op {
-            "==" => Ok(Value::Bool(equal(&a, &b))),
-            "!=" => Ok(Value::Bool(!equal(&a, &b))),
-            "<" | ">" | "<=" | ">=" => {
-                let ord = match (&a, &b) {
-                    (Value::Num(x), Value::Num(y)) => x.partial_cmp(y),
-                    (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
-                    (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
-                    _ => None,
-                }
-                .ok_or(Failure)?;
-                Ok(Value::Bool(match op {
-                    "<" => ord.is_lt(),
-                    ">" => ord.is_gt(),
-                    "<=" => ord.is_le(),
-                    _ => ord.is_ge(),
-                }))
-            }
-            "in" => match &b {
-                Value::List(items) => Ok(Value::Bool(items.iter().any(|i| equal(i, &a)))),
-                Value::Map(m) => match &a {
-                    Value::Str(k) => Ok(Value::Bool(m.iter().any(|(key, _)| key == k))),
-                    _ => Err(Failure),
-                },
-                _ => Err(Failure),
-            },
-            "+" => match (&a, &b) {
-                (Value::Num(x), Value::Num(y)) => Ok(Value::Num(x + y)),
-                (Value::Str(x), Value::Str(y)) => Ok(Value::Str(format!("{x}{y}"))),
-                (Value::List(x), Value::List(y)) => {
-                    Ok(Value::List(x.iter().chain(y).cloned().collect()))
-                }
-                _ => Err(Failure),
-            },
-            "-" | "*" | "/" | "%" => {
-                let (x, y) = (num(&a).ok_or(Failure)?, num(&b).ok_or(Failure)?);
-                if (op == "/" || op == "%") && y == 0.0 {
-                    return Err(Failure);
-                }
-                Ok(Value::Num(match op {
-                    "-" => x - y,
-                    "*" => x * y,
-                    "/" => x / y,
-                    _ => x % y,
-                }))
-            }
-            _ => Err(Failure),
-        }
-    }
-
-    fn equal(a: &Value, b: &Value) -> bool {
-        match (a, b) {
-            (Value::List(x), Value::List(y)) => {
-                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equal(p, q))
-            }
-            (Value::Map(x), Value::Map(y)) => {
-                x.len() == y.len()
-                    && x.iter()
-                        .all(|(k, v)| b.field(k).is_some_and(|w| equal(v, w)))
-                    && y.iter().all(|(k, _)| a.field(k).is_some())
-            }
-            _ => a == b,
+    /// A template's value as text.
+    fn display(value: &Json) -> String {
+        match value {
+            Json::Null => String::new(),
+            Json::String(s) => s.clone(),
+            Json::Array(_) | Json::Object(_) => json_compact(value),
+            other => js_string(other),
         }
     }
 
@@ -2740,49 +2308,72 @@ pub(crate) mod cel {
         use super::*;
         use serde_json::json;
 
-        fn ctx() -> Value {
-            condition_context(&json!({"attributes": [
+        fn machine() -> Expressions {
+            let machine = json!({"attributes": [
                 {"name": "status", "value": "valid"},
                 {"name": "retryCount", "value": 0},
                 {"name": "maxRetries", "value": 3},
                 {"name": "limits", "value": {"max": 5}},
                 {"name": "tags", "value": ["a", "b"]},
-            ]}))
+            ]});
+            Expressions::new(&machine, &[])
         }
 
         #[test]
         fn conditions_evaluate_against_machine_attributes() {
-            let c = ctx();
-            assert!(evaluate("status == \"valid\"", &c));
-            assert!(!evaluate("status == 'invalid'", &c));
-            assert!(evaluate("retryCount < maxRetries", &c));
-            assert!(!evaluate("errorCount > 0", &c));
-            assert!(evaluate("!(errorCount > 0)", &c));
-            assert!(evaluate("limits.max >= 5 && (1 + 2) * 2 == 6", &c));
-            assert!(evaluate("'a' in tags || false", &c));
-            assert!(evaluate("{{ status }} === 'valid'", &c));
-            assert!(!evaluate("retryCount > 0 ? true : false", &c));
+            let e = machine();
+            assert!(e.condition_holds("status == \"valid\""));
+            assert!(!e.condition_holds("status == 'invalid'"));
+            assert!(e.condition_holds("retryCount < maxRetries"));
+            assert!(!e.condition_holds("errorCount > 0"));
+            assert!(e.condition_holds("!(errorCount > 0)"));
+            assert!(e.condition_holds("limits.max >= 5 && (1 + 2) * 2 == 6"));
+            assert!(e.condition_holds("'a' in tags || false"));
+            assert!(e.condition_holds("{{ status }} === 'valid'"));
+            assert!(!e.condition_holds("retryCount > 0 ? true : false"));
+            assert!(e.condition_holds("size(tags) > 1"));
         }
 
         #[test]
         fn unknown_names_are_active_and_syntax_errors_inactive() {
-            let c = ctx();
-            assert!(evaluate("Data.priority == 'high'", &c));
-            assert!(evaluate("circuitOpen", &c));
-            assert!(!evaluate("false && unknown", &c));
-            assert!(!evaluate("size(tags) > 1", &c));
-            assert!(!evaluate("status == 'unterminated", &c));
-            assert!(!evaluate("((((", &c));
+            let e = machine();
+            assert!(e.condition_holds("Data.priority == 'high'"));
+            assert!(e.condition_holds("circuitOpen"));
+            assert!(!e.condition_holds("false && unknown"));
+            assert!(!e.condition_holds("status == 'unterminated"));
+            assert!(!e.condition_holds("(((("));
+        }
+
+        #[test]
+        fn values_other_than_booleans_count_by_truthiness() {
+            let e = machine();
+            assert!(e.condition_holds("status"));
+            assert!(!e.condition_holds("retryCount"));
+            assert!(!e.condition_holds("''"));
         }
 
         #[test]
         fn templates_resolve_or_stay() {
-            let a = json!({"name": "a", "attributes": [{"name": "p", "value": "x"}, {"name": "n", "value": "42"}]});
-            let g = globals(&[&a]).unwrap_or(Value::Null);
+            let a = json!({"name": "a", "attributes": [
+                {"name": "p", "value": "x"},
+                {"name": "n", "value": "42"},
+                {"name": "f", "value": 2.5},
+            ]});
+            let e = Expressions::new(&json!({}), &[&a]);
             assert_eq!(
-                resolve_templates("{{ a.p }}-{{a.n}}-{{ b.q }}-{{ }}", &g),
-                "x-42-{{ b.q }}-{{ }}"
+                e.resolve_templates("{{ a.p }}-{{a.n}}-{{ b.q }}-{{ }}-{{ a.f * 2 }}"),
+                "x-42-{{ b.q }}-{{ }}-5"
             );
+        }
+
+        #[test]
+        fn templates_stay_when_a_json_value_is_not_json() {
+            let a = json!({"name": "a", "attributes": [
+                {"name": "p", "value": "x"},
+                {"name": "j", "type": "json", "value": "{not json"},
+            ]});
+            let e = Expressions::new(&json!({}), &[&a]);
+            assert_eq!(e.resolve_templates("{{ a.p }}"), "{{ a.p }}");
         }
     }
 }
