@@ -11,13 +11,11 @@
 
 pub mod answer;
 pub mod diagnostic;
-pub mod dot;
-pub mod dsl;
 pub mod imports;
 pub mod json;
-pub mod mermaid;
 pub mod model;
 pub mod queue;
+pub mod render;
 pub mod runtime;
 pub mod session;
 pub mod source;
