@@ -221,6 +221,53 @@ mod tests {
         ));
     }
 
+    fn machine() -> Json {
+        let source = "Task a \"A\" { n: 3; }\na -when: 'n > 1'-> b;";
+        crate::compile(crate::source::SourceFile::new("m.dy", source)).json(Default::default())
+    }
+
+    #[test]
+    fn every_format_but_svg_renders_in_process() {
+        let machine = machine();
+        let json = render(Format::Json, &machine).unwrap();
+        assert_eq!(serde_json::from_str::<Json>(&json).unwrap(), machine);
+        assert!(json.ends_with("}\n"));
+        let dot = render(Format::Dot, &machine).unwrap();
+        assert!(
+            dot.starts_with("digraph {") && dot.ends_with("}\n"),
+            "{dot}"
+        );
+        assert!(dot.contains("\"a\" -> \"b\""), "{dot}");
+        let mermaid = render(Format::Mermaid, &machine).unwrap();
+        assert!(mermaid.starts_with("stateDiagram-v2"), "{mermaid}");
+        let dsl = render(Format::Dsl, &machine).unwrap();
+        let again = crate::compile(crate::source::SourceFile::new("m.dy", dsl.as_str()));
+        assert_eq!(again.json(Default::default()), machine);
+    }
+
+    #[test]
+    fn outputs_are_written_by_extension_and_never_over_their_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let outputs = [
+            (Format::Json, "{}\n".to_string()),
+            (Format::Mermaid, "stateDiagram-v2\n".to_string()),
+        ];
+        let written = write_all(&out, "m", None, &outputs).unwrap();
+        assert_eq!(written, [out.join("m.json"), out.join("m.mmd")]);
+        assert_eq!(std::fs::read_to_string(&written[1]).unwrap(), outputs[1].1);
+        let input = out.join("m.json");
+        let refused = write_all(&out, "m", Some(&input), &outputs).unwrap_err();
+        assert!(matches!(
+            refused,
+            WriteError::WouldOverwriteInput {
+                extension: "json",
+                ..
+            }
+        ));
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), "{}\n");
+    }
+
     #[test]
     fn every_format_is_named_once_with_its_aliases() {
         assert_eq!(

@@ -180,8 +180,22 @@ pub struct CompiledCondition {
 impl CompiledCondition {
     /// Prepares (see [`prepare`]) and parses a condition.
     pub fn compile(text: &str) -> Result<Self, ConditionError> {
+        Self::compile_prepared(text, prepare(text))
+    }
+
+    /// Parses an expression that is not a whole condition, such as the inside of a `{{ template }}`
+    /// in a label: prepared like a condition, except that a text quoted as a whole stays a string
+    /// literal (`'draft'` is the string `draft`, not the variable `draft`).
+    pub fn compile_expression(text: &str) -> Result<Self, ConditionError> {
+        let prepared = rewrite_operators_and_templates(text.trim())
+            .trim()
+            .to_owned();
+        Self::compile_prepared(text, prepared)
+    }
+
+    /// Parses `prepared`, the prepared form of `text`.
+    fn compile_prepared(text: &str, prepared: String) -> Result<Self, ConditionError> {
         let shown = one_line(text);
-        let prepared = prepare(text);
         if prepared.is_empty() {
             return Ok(Self {
                 text: shown,
@@ -1213,6 +1227,30 @@ mod tests {
         );
         let blank = CompiledCondition::compile("  ").unwrap();
         assert!(blank.evaluate(&Map::new()).unwrap());
+    }
+
+    #[test]
+    fn expressions_keep_a_quoted_text_a_string_and_give_any_value() {
+        let vars = vars(json!({"n": 7, "cfg": {"b": 1, "a": [2.5]}}));
+        let value = |text: &str| {
+            CompiledCondition::compile_expression(text)
+                .unwrap()
+                .value(&vars)
+        };
+        assert_eq!(value("'draft'").unwrap(), json!("draft"));
+        assert_eq!(value("n / 2").unwrap(), json!(3));
+        assert_eq!(value("n / 2.0").unwrap(), json!(3.5));
+        assert_eq!(value("cfg").unwrap(), json!({"a": [2.5], "b": 1}));
+        assert_eq!(value("1.0 / 0.0").unwrap(), json!(null));
+        assert_eq!(value("size(cfg.a) == 1").unwrap(), json!(true));
+        assert!(matches!(
+            value("missing"),
+            Err(ConditionError::Evaluate { .. })
+        ));
+        // As a condition, a text quoted as a whole is unquoted first.
+        let condition = CompiledCondition::compile("'n > 1'").unwrap();
+        assert_eq!(condition.value(&vars).unwrap(), json!(true));
+        assert_eq!(condition.references(), ["n".to_string()]);
     }
 
     #[test]

@@ -23,6 +23,13 @@ use crate::render::access::{attributes, get_str, js_string, js_truthy, json_comp
 use crate::runtime::condition::{CompiledCondition, ConditionError};
 use crate::values::strip_quotes;
 
+/// What an expression is: a whole condition, or the inside of a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Condition,
+    Template,
+}
+
 /// The contexts of one machine, and the expressions compiled so far (a machine repeats them).
 pub(super) struct Expressions {
     /// What conditions see.
@@ -30,7 +37,7 @@ pub(super) struct Expressions {
     /// What templates see (`None`: templates are left as written).
     templates: Option<Map<String, Json>>,
     /// Compiled expressions by text (`None`: the text does not parse).
-    compiled: RefCell<HashMap<String, Option<CompiledCondition>>>,
+    compiled: RefCell<HashMap<(String, Kind), Option<CompiledCondition>>>,
 }
 
 impl Expressions {
@@ -45,7 +52,7 @@ impl Expressions {
 
     /// Whether an edge's condition is drawn as holding.
     pub(super) fn condition_holds(&self, condition: &str) -> bool {
-        match self.compiled(condition) {
+        match self.compiled(condition, Kind::Condition) {
             None => false,
             Some(compiled) => {
                 evaluate(&compiled, &self.conditions).map_or(true, |value| js_truthy(&value))
@@ -72,7 +79,7 @@ impl Expressions {
             }
             out.push_str(&rest[..open]);
             let value = self
-                .compiled(after[..end].trim())
+                .compiled(after[..end].trim(), Kind::Template)
                 .and_then(|compiled| evaluate(&compiled, context).ok());
             match value {
                 Some(value) => out.push_str(&display(&value)),
@@ -85,11 +92,14 @@ impl Expressions {
     }
 
     /// The compiled expression of a text (compiled once per machine).
-    fn compiled(&self, text: &str) -> Option<CompiledCondition> {
+    fn compiled(&self, text: &str, kind: Kind) -> Option<CompiledCondition> {
         let mut cache = self.compiled.borrow_mut();
         cache
-            .entry(text.to_string())
-            .or_insert_with(|| CompiledCondition::compile(text).ok())
+            .entry((text.to_string(), kind))
+            .or_insert_with(|| match kind {
+                Kind::Condition => CompiledCondition::compile(text).ok(),
+                Kind::Template => CompiledCondition::compile_expression(text).ok(),
+            })
             .clone()
     }
 }

@@ -1,4 +1,4 @@
-//! Graphviz DOT output, and SVG through the external `dot` program.
+//! Graphviz DOT output.
 //!
 //! [`to_dot`] turns the canonical machine JSON (see [`crate::json`], with or without
 //! `$sourceRange`) into a `digraph`. The layout follows the reference implementation's generator,
@@ -22,10 +22,9 @@
 //! Titles, `desc` and prompts go through `{{ node.attribute }}` template resolution against every
 //! node's attributes (one that cannot be resolved stays as written; a list value is written as
 //! JSON, where the reference writes its CEL library's internal `{"_array":[…]}`, and a map as JSON
-//! with its keys sorted), and through a
-//! small inline Markdown converter (`**bold**`, `*italic*`, `~~strike~~`, `` `code` ``, links,
-//! bare URLs and e-mail addresses) to Graphviz's HTML subset; all other text is HTML-escaped. The
-//! text has no final line break, like the reference's.
+//! with its keys sorted), and through a small inline Markdown converter (`**bold**`, `*italic*`,
+//! `~~strike~~`, `` `code` ``, links, bare URLs and e-mail addresses) to Graphviz's HTML subset;
+//! all other text is HTML-escaped. The text has no final line break, like the reference's.
 //!
 //! Where the reference would write DOT that Graphviz rejects, we deviate: an HTML table without
 //! rows is left out (the graph label becomes `""`, an edge gets no label), text right after a tag
@@ -38,7 +37,7 @@
 //! An edge whose attributes hold `when:`, `unless:` (negated) or `if:` gets `style=solid,
 //! color="#4CAF50", penwidth=2` when its condition holds and `style=dashed, color="#9E9E9E",
 //! penwidth=1` when it does not. Conditions, and the `{{ … }}` templates of labels, are evaluated
-//! by the runtime's CEL evaluator ([`crate::runtime::condition`]); [`expressions`] says against
+//! by the runtime's CEL evaluator ([`crate::runtime::condition`]); `expressions.rs` says against
 //! what, and how an outcome is drawn:
 //!
 //! * a condition that cannot be parsed is **inactive**;
@@ -52,10 +51,10 @@
 //!
 //! # Modules
 //!
-//! [`graph`] holds the generator and draws the graph, its label and the hierarchy of clusters;
-//! [`nodes`] and [`edges`] draw the elements; [`labels`] builds the HTML-like labels (through the
-//! Markdown converter of [`crate::render::markdown`]), [`styles`] the shapes, colours and grids,
-//! [`syntax`] the DOT text; [`expressions`] evaluates conditions and templates.
+//! `graph.rs` holds the generator and draws the graph, its label and the hierarchy of clusters;
+//! `nodes.rs` and `edges.rs` draw the elements; `labels.rs` builds the HTML-like labels (through
+//! the Markdown converter, `render/markdown.rs`), `styles.rs` the shapes, colours and grids,
+//! `syntax.rs` the DOT text; `expressions.rs` evaluates conditions and templates.
 
 mod edges;
 mod expressions;
