@@ -659,7 +659,7 @@ fn group_span(group: &[LabelItem]) -> Option<Span> {
 
 /// The first `when:` (else `unless:`, else `if:`) condition of a label: the text after the opening
 /// quote up to the next quote of either kind.
-fn find_condition(label: &str) -> Option<String> {
+pub(crate) fn find_condition(label: &str) -> Option<String> {
     let lower = label.to_ascii_lowercase();
     for keyword in ["when", "unless", "if"] {
         let pattern = format!("{keyword}:");
@@ -684,7 +684,7 @@ fn find_condition(label: &str) -> Option<String> {
 
 /// Identifiers in a condition (`[A-Za-z_][A-Za-z0-9_]*` at word boundaries), minus literals and
 /// built-in variables, in order of first appearance.
-fn condition_variables(condition: &str) -> Vec<String> {
+pub(crate) fn condition_variables(condition: &str) -> Vec<String> {
     const RESERVED: [&str; 6] = [
         "true",
         "false",

@@ -11,12 +11,10 @@
 
 pub mod connect;
 pub mod diagnostic;
-pub mod dot;
-pub mod dsl;
 pub mod imports;
 pub mod json;
-pub mod mermaid;
 pub mod model;
+pub mod render;
 pub mod runtime;
 pub mod session;
 pub mod source;

@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use clap::Args;
 use serde_json::json;
 
-use super::generate::{Format, formats, render, write_all};
+use super::generate::{formats, render, write_all};
 use super::input::{self, SOURCE_EXTENSIONS};
 use super::{CliError, Exit, Verbosity, color, eprint_line, print_out};
+use dygram::render::Format;
 
 /// Check (and, with -d, generate outputs for) every machine a glob pattern matches.
 ///

@@ -218,11 +218,13 @@ pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
         .map(|p| p.current_node.clone())
         .collect();
     match format {
-        ExecFormat::Mermaid => {
-            dygram::mermaid::to_mermaid_highlighted(&state.machine_snapshot, &all_visited, &current)
-        }
+        ExecFormat::Mermaid => dygram::render::mermaid::to_mermaid_highlighted(
+            &state.machine_snapshot,
+            &all_visited,
+            &current,
+        ),
         _ => {
-            let mut dot = dygram::dot::to_dot_highlighted(
+            let mut dot = dygram::render::dot::to_dot_highlighted(
                 &state.machine_snapshot,
                 &all_visited,
                 &current,

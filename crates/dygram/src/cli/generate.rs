@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use dygram::json::JsonOptions;
+use dygram::render::json::ReadError;
+use dygram::render::{self, Format, FormatError, RenderError, WriteError};
 
 use super::input::{self, Input};
 use super::{CliError, Exit, Verbosity, eprint_line, print_out};
@@ -42,54 +44,15 @@ pub struct GenerateArgs {
     verbosity: Verbosity,
 }
 
-/// An output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Json,
-    Dot,
-    Svg,
-    Mermaid,
-    Dsl,
-}
-
-impl Format {
-    pub fn parse(s: &str) -> Result<Self, CliError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "json" => Ok(Self::Json),
-            "dot" | "graphviz" => Ok(Self::Dot),
-            "svg" => Ok(Self::Svg),
-            "mermaid" | "mmd" => Ok(Self::Mermaid),
-            "dsl" | "dy" => Ok(Self::Dsl),
-            other => Err(CliError::usage(format!("unknown format `{other}`"))
-                .hint("formats: json, dot (or graphviz), svg, mermaid, dsl")),
-        }
-    }
-
-    /// File extension of the output.
-    pub fn extension(self) -> &'static str {
-        match self {
-            Self::Json => "json",
-            Self::Dot => "dot",
-            Self::Svg => "svg",
-            Self::Mermaid => "mmd",
-            Self::Dsl => "dy",
-        }
-    }
-}
-
-/// Parses a list of formats (duplicates removed, order kept).
+/// The formats a `-f` list names.
 pub fn formats(list: &[String]) -> Result<Vec<Format>, CliError> {
-    let mut out = Vec::new();
-    for f in list.iter().filter(|f| !f.trim().is_empty()) {
-        let f = Format::parse(f)?;
-        if !out.contains(&f) {
-            out.push(f);
-        }
-    }
-    if out.is_empty() {
-        return Err(CliError::usage("no format given").hint("e.g. -f json or -f dot,svg"));
-    }
-    Ok(out)
+    Format::parse_list(list).map_err(|e| {
+        let hint = match e {
+            FormatError::Unknown(_) => format!("formats: {}", Format::names()),
+            FormatError::Empty => "e.g. -f json or -f dot,svg".to_string(),
+        };
+        CliError::usage(e.to_string()).hint(hint)
+    })
 }
 
 /// The machine JSON of an input: compiled (diagnostics shown), or read as JSON.
@@ -101,27 +64,15 @@ pub fn machine_json(
     verbosity: Verbosity,
 ) -> Result<Option<serde_json::Value>, CliError> {
     if input.is_json() {
-        let value: serde_json::Value = serde_json::from_str(&input.text).map_err(|e| {
-            CliError::new(format!("{}: not valid JSON: {e}", input.name()))
-                .hint("a .json input must be canonical machine JSON (dygram generate -f json)")
-        })?;
-        if !value.get("nodes").is_some_and(serde_json::Value::is_array) {
-            return Err(CliError::new(format!(
-                "{}: not a machine (no \"nodes\" array)",
-                input.name()
-            ))
-            .hint("a .json input must be canonical machine JSON (dygram generate -f json)"));
-        }
-        let depth = dygram::dsl::nesting_depth(&value);
-        if depth > dygram::syntax::parser::MAX_NESTING {
-            return Err(CliError::new(format!(
-                "{}: nodes nested {depth} levels deep; at most {} levels are accepted",
-                input.name(),
-                dygram::syntax::parser::MAX_NESTING
-            ))
-            .hint("flatten the machine: fewer nodes inside nodes"));
-        }
-        return Ok(Some(value));
+        return render::json::read(&input.text).map(Some).map_err(|e| {
+            let hint = match e {
+                ReadError::TooDeep { .. } => "flatten the machine: fewer nodes inside nodes",
+                ReadError::NotJson(_) | ReadError::NotMachine => {
+                    "a .json input must be canonical machine JSON (dygram generate -f json)"
+                }
+            };
+            CliError::new(format!("{}: {e}", input.name())).hint(hint)
+        });
     }
     let project = input::compile(input, no_imports);
     if input::show_diagnostics(&project, verbosity) > 0 {
@@ -132,27 +83,10 @@ pub fn machine_json(
 
 /// One output.
 pub fn render(format: Format, machine: &serde_json::Value) -> Result<String, CliError> {
-    Ok(match format {
-        Format::Json => {
-            let mut text = serde_json::to_string_pretty(machine)
-                .map_err(|e| CliError::new(format!("cannot write JSON: {e}")))?;
-            text.push('\n');
-            text
-        }
-        Format::Dot => {
-            let mut text = dygram::dot::to_dot(machine);
-            text.push('\n');
-            text
-        }
-        Format::Svg => {
-            let dot = dygram::dot::to_dot(machine);
-            dygram::dot::to_svg(&dot).map_err(|e| {
-                CliError::new(e.to_string())
-                    .hint("install Graphviz (e.g. apt-get install graphviz), or use -f dot")
-            })?
-        }
-        Format::Mermaid => dygram::mermaid::to_mermaid(machine),
-        Format::Dsl => dygram::dsl::to_dsl(machine),
+    render::render(format, machine).map_err(|e| match e {
+        RenderError::Svg(_) => CliError::new(e.to_string())
+            .hint("install Graphviz (e.g. apt-get install graphviz), or use -f dot"),
+        RenderError::Json(_) => CliError::new(e.to_string()),
     })
 }
 
@@ -163,33 +97,15 @@ pub fn write_all(
     source: Option<&Path>,
     outputs: &[(Format, String)],
 ) -> Result<Vec<PathBuf>, CliError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::new(format!("cannot create {}: {e}", dir.display())))?;
-    let mut written = Vec::new();
-    for (format, text) in outputs {
-        let path = dir.join(format!("{stem}.{}", format.extension()));
-        if let Some(source) = source
-            && same_file(source, &path)
-        {
-            return Err(CliError::new(format!(
-                "refusing to overwrite the input {} with the {} output",
-                source.display(),
-                format.extension()
-            ))
-            .hint("choose another destination folder with -d"));
+    render::write_all(dir, stem, source, outputs).map_err(|e| {
+        let refused = matches!(e, WriteError::WouldOverwriteInput { .. });
+        let error = CliError::new(e.to_string());
+        if refused {
+            error.hint("choose another destination folder with -d")
+        } else {
+            error
         }
-        std::fs::write(&path, text)
-            .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
+    })
 }
 
 pub fn run(args: GenerateArgs) -> Result<Exit, CliError> {

@@ -83,7 +83,7 @@ pub fn bundle(args: BundleArgs) -> Result<Exit, CliError> {
         return Ok(Exit::Failed);
     }
     let machine = project.entry().json(JsonOptions::default());
-    let text = dygram::dsl::to_dsl(&machine);
+    let text = dygram::render::dsl::to_dsl(&machine);
     let output = args.output.unwrap_or_else(|| {
         let dir = args.file.parent().unwrap_or(Path::new("."));
         dir.join(format!("{}.bundled.dy", input.stem()))

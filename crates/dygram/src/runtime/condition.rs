@@ -180,8 +180,22 @@ pub struct CompiledCondition {
 impl CompiledCondition {
     /// Prepares (see [`prepare`]) and parses a condition.
     pub fn compile(text: &str) -> Result<Self, ConditionError> {
+        Self::compile_prepared(text, prepare(text))
+    }
+
+    /// Parses an expression that is not a whole condition, such as the inside of a `{{ template }}`
+    /// in a label: prepared like a condition, except that a text quoted as a whole stays a string
+    /// literal (`'draft'` is the string `draft`, not the variable `draft`).
+    pub fn compile_expression(text: &str) -> Result<Self, ConditionError> {
+        let prepared = rewrite_operators_and_templates(text.trim())
+            .trim()
+            .to_owned();
+        Self::compile_prepared(text, prepared)
+    }
+
+    /// Parses `prepared`, the prepared form of `text`.
+    fn compile_prepared(text: &str, prepared: String) -> Result<Self, ConditionError> {
         let shown = one_line(text);
-        let prepared = prepare(text);
         if prepared.is_empty() {
             return Ok(Self {
                 text: shown,
@@ -227,10 +241,41 @@ impl CompiledCondition {
         &self.text
     }
 
+    /// The names the expression refers to as variables (the first segment of a dotted name):
+    /// the only keys of a context it reads.
+    pub fn references(&self) -> &[String] {
+        &self.references
+    }
+
     /// Evaluates the condition against `variables`, each top-level key being a CEL variable.
     pub fn evaluate(&self, variables: &Map<String, JsonValue>) -> Result<bool, ConditionError> {
+        match self.resolve(variables)? {
+            None => Ok(true),
+            Some(Value::Bool(holds)) => Ok(holds),
+            Some(other) => Err(ConditionError::NotBoolean {
+                condition: self.text.clone(),
+                got: describe_value(&other),
+            }),
+        }
+    }
+
+    /// Evaluates the expression against `variables` for its value, whatever its type: what a
+    /// `{{ template }}` in a diagram label shows. A blank expression is `null`.
+    ///
+    /// The value comes back as JSON: integers as integers, doubles as numbers (an infinite or
+    /// NaN double as `null`), bytes as a string (lossily), maps with their keys sorted (CEL maps
+    /// have no order), and durations, timestamps and other CEL-only values as the name of their
+    /// type.
+    pub fn value(&self, variables: &Map<String, JsonValue>) -> Result<JsonValue, ConditionError> {
+        Ok(self
+            .resolve(variables)?
+            .map_or(JsonValue::Null, |value| val_to_json(&value)))
+    }
+
+    /// The expression's value (`None` for a blank condition).
+    fn resolve(&self, variables: &Map<String, JsonValue>) -> Result<Option<Value>, ConditionError> {
         let Some(expression) = &self.expression else {
-            return Ok(true);
+            return Ok(None);
         };
         let outcome = quietly(|| {
             let mut context = Context::with_env(Arc::clone(&CEL.env));
@@ -243,21 +288,13 @@ impl CompiledCondition {
             // `resolve`, not the `#[inline(always)]` `resolve_val`: that one would be compiled
             // into this crate, with this crate's optimisation level, and its recursive frames
             // are then far larger (about 30 KiB each in a debug build).
-            match Value::resolve(expression, &context) {
-                Ok(Value::Bool(holds)) => Ok(holds),
-                Ok(other) => Err(Failure::NotBoolean(describe_value(&other))),
-                Err(error) => Err(Failure::Evaluate(describe_execution_error(&error))),
-            }
+            Value::resolve(expression, &context).map_err(|error| describe_execution_error(&error))
         });
         match outcome {
-            Ok(Ok(holds)) => Ok(holds),
-            Ok(Err(Failure::Evaluate(message))) => Err(ConditionError::Evaluate {
+            Ok(Ok(value)) => Ok(Some(value)),
+            Ok(Err(message)) => Err(ConditionError::Evaluate {
                 condition: self.text.clone(),
                 message,
-            }),
-            Ok(Err(Failure::NotBoolean(got))) => Err(ConditionError::NotBoolean {
-                condition: self.text.clone(),
-                got,
             }),
             Err(panic) => Err(ConditionError::Evaluate {
                 condition: self.text.clone(),
@@ -265,12 +302,6 @@ impl CompiledCondition {
             }),
         }
     }
-}
-
-/// How an evaluation failed, before the condition's text is attached.
-enum Failure {
-    Evaluate(String),
-    NotBoolean(String),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -687,6 +718,42 @@ fn json_to_val(value: &JsonValue) -> Box<dyn Val + '_> {
                 .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
                 .collect::<HashMap<_, _>>(),
         )),
+    }
+}
+
+/// A CEL value as JSON (see [`CompiledCondition::value`]).
+fn val_to_json(value: &Value) -> JsonValue {
+    match value {
+        Value::Null => JsonValue::Null,
+        Value::Bool(b) => JsonValue::Bool(*b),
+        Value::Int(i) => JsonValue::from(*i),
+        Value::UInt(u) => JsonValue::from(*u),
+        Value::Float(f) => {
+            serde_json::Number::from_f64(*f).map_or(JsonValue::Null, JsonValue::Number)
+        }
+        Value::String(s) => JsonValue::String(s.as_str().to_owned()),
+        Value::Bytes(bytes) => JsonValue::String(String::from_utf8_lossy(bytes).into_owned()),
+        Value::List(items) => JsonValue::Array(items.iter().map(val_to_json).collect()),
+        Value::Map(map) => {
+            let mut entries: Vec<(String, JsonValue)> = map
+                .map
+                .iter()
+                .map(|(key, value)| (key_text(key), val_to_json(value)))
+                .collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            JsonValue::Object(entries.into_iter().collect())
+        }
+        other => JsonValue::String(describe_value(other)),
+    }
+}
+
+/// A CEL map key as a JSON object key.
+fn key_text(key: &cel::objects::Key) -> String {
+    match key {
+        cel::objects::Key::Int(i) => i.to_string(),
+        cel::objects::Key::Uint(u) => u.to_string(),
+        cel::objects::Key::Bool(b) => b.to_string(),
+        cel::objects::Key::String(s) => s.as_str().to_owned(),
     }
 }
 
@@ -1160,6 +1227,30 @@ mod tests {
         );
         let blank = CompiledCondition::compile("  ").unwrap();
         assert!(blank.evaluate(&Map::new()).unwrap());
+    }
+
+    #[test]
+    fn expressions_keep_a_quoted_text_a_string_and_give_any_value() {
+        let vars = vars(json!({"n": 7, "cfg": {"b": 1, "a": [2.5]}}));
+        let value = |text: &str| {
+            CompiledCondition::compile_expression(text)
+                .unwrap()
+                .value(&vars)
+        };
+        assert_eq!(value("'draft'").unwrap(), json!("draft"));
+        assert_eq!(value("n / 2").unwrap(), json!(3));
+        assert_eq!(value("n / 2.0").unwrap(), json!(3.5));
+        assert_eq!(value("cfg").unwrap(), json!({"a": [2.5], "b": 1}));
+        assert_eq!(value("1.0 / 0.0").unwrap(), json!(null));
+        assert_eq!(value("size(cfg.a) == 1").unwrap(), json!(true));
+        assert!(matches!(
+            value("missing"),
+            Err(ConditionError::Evaluate { .. })
+        ));
+        // As a condition, a text quoted as a whole is unquoted first.
+        let condition = CompiledCondition::compile("'n > 1'").unwrap();
+        assert_eq!(condition.value(&vars).unwrap(), json!(true));
+        assert_eq!(condition.references(), ["n".to_string()]);
     }
 
     #[test]

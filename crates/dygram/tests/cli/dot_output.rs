@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use dygram::dot::{SvgError, to_dot, to_svg, to_svg_with};
-use dygram::mermaid::to_mermaid;
+use dygram::render::dot::to_dot;
+use dygram::render::mermaid::to_mermaid;
+use dygram::render::svg::{SvgError, to_svg, to_svg_with};
 use dygram::source::SourceFile;
 
 /// The corpus, or `None` (the test says SKIPPED) without it.

@@ -189,10 +189,10 @@ fn exercise(text: &str) -> bool {
     });
     let machine = compiled.json(JsonOptions::default());
     let _ = serde_json::to_string_pretty(&machine).unwrap();
-    let _ = dygram::dot::to_dot(&machine);
-    let _ = dygram::mermaid::to_mermaid(&machine);
+    let _ = dygram::render::dot::to_dot(&machine);
+    let _ = dygram::render::mermaid::to_mermaid(&machine);
     // The back-compiled text is read again (it need not be free of errors, only of panics).
-    let dsl = dygram::dsl::to_dsl(&machine);
+    let dsl = dygram::render::dsl::to_dsl(&machine);
     let again = dygram::compile(SourceFile::new("robust-dsl.dy", dsl));
     for d in &again.diagnostics {
         let _ = d.render(&again.file, false);

@@ -297,7 +297,7 @@ impl Executor<'_> {
 
     pub(super) fn get_definition(&self, args: &Value) -> Value {
         let format = args.get("format").and_then(Value::as_str).unwrap_or("both");
-        let dsl = || crate::dsl::to_dsl(&self.state.machine_snapshot);
+        let dsl = || crate::render::dsl::to_dsl(&self.state.machine_snapshot);
         match format {
             "json" => json!({"json": self.state.machine_snapshot}),
             "dsl" => json!({"dsl": dsl()}),
@@ -329,7 +329,7 @@ impl Executor<'_> {
         self.machine_changed = true;
         Ok(
             json!({"success": true, "message": "Machine definition updated",
-            "reason": args.get("reason"), "dsl": crate::dsl::to_dsl(&self.state.machine_snapshot)}),
+            "reason": args.get("reason"), "dsl": crate::render::dsl::to_dsl(&self.state.machine_snapshot)}),
         )
     }
 
@@ -394,7 +394,7 @@ impl Executor<'_> {
         self.register(tool)?;
         Ok(
             json!({"success": true, "message": format!("Tool '{name}' constructed and registered"),
-            "tool": summary, "dsl": crate::dsl::to_dsl(&self.state.machine_snapshot)}),
+            "tool": summary, "dsl": crate::render::dsl::to_dsl(&self.state.machine_snapshot)}),
         )
     }
 

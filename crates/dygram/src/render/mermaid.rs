@@ -33,7 +33,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value as Json;
 
-use crate::dot::{attribute, is_note, js_string, node_kind, node_name};
+use super::access::{attribute, is_note, js_string, node_kind, node_name};
 
 /// Mermaid `stateDiagram-v2` text for a canonical machine JSON. Never fails: missing or ill-typed
 /// keys are skipped.
