@@ -354,6 +354,84 @@ struct StreamAssembler {
 }
 
 impl StreamAssembler {
+    /// `message_start`: the message's id, model and first token counts.
+    fn start_message(&mut self, message: &Value) {
+        self.id = message
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.model = message
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.usage.input_tokens = message["usage"]["input_tokens"].as_u64().unwrap_or(0);
+        self.usage.output_tokens = message["usage"]["output_tokens"].as_u64().unwrap_or(0);
+    }
+
+    /// `content_block_start`: a text or tool-use block begins at `index`.
+    fn start_block(&mut self, index: usize, block: &Value, on_event: &mut dyn FnMut(StreamEvent)) {
+        let text_of = |key: &str| {
+            block
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let partial = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = text_of("text");
+                if !text.is_empty() {
+                    on_event(StreamEvent::TextDelta(text.clone()));
+                }
+                PartialBlock::Text(text)
+            }
+            Some("tool_use") => {
+                let name = text_of("name");
+                on_event(StreamEvent::ToolCallStarted {
+                    index: self.tool_position(),
+                    name: name.clone(),
+                });
+                PartialBlock::ToolUse {
+                    id: text_of("id"),
+                    name,
+                    initial: block.get("input").cloned().unwrap_or_else(|| json!({})),
+                    json: String::new(),
+                }
+            }
+            _ => PartialBlock::Skipped,
+        };
+        self.blocks.push((index, partial));
+    }
+
+    /// `content_block_delta`: more text, or more of a tool call's JSON, for the block at `index`.
+    fn block_delta(&mut self, index: usize, delta: &Value, on_event: &mut dyn FnMut(StreamEvent)) {
+        let position = self.tool_position_of(index);
+        let Some((_, block)) = self.blocks.iter_mut().rev().find(|(i, _)| *i == index) else {
+            return;
+        };
+        let piece = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or("");
+        match (block, delta.get("type").and_then(Value::as_str)) {
+            (PartialBlock::Text(text), Some("text_delta")) => {
+                let piece = piece("text");
+                text.push_str(piece);
+                if !piece.is_empty() {
+                    on_event(StreamEvent::TextDelta(piece.to_string()));
+                }
+            }
+            (PartialBlock::ToolUse { json, .. }, Some("input_json_delta")) => {
+                let piece = piece("partial_json");
+                json.push_str(piece);
+                if !piece.is_empty() {
+                    on_event(StreamEvent::ToolCallDelta {
+                        index: position,
+                        fragment: piece.to_string(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn tool_position(&self) -> usize {
         self.blocks
             .iter()
@@ -401,88 +479,9 @@ impl StreamAssembly for StreamAssembler {
             .unwrap_or_default();
         let index = data.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
         match kind.as_str() {
-            "message_start" => {
-                let message = &data["message"];
-                self.id = message
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                self.model = message
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                self.usage.input_tokens = message["usage"]["input_tokens"].as_u64().unwrap_or(0);
-                self.usage.output_tokens = message["usage"]["output_tokens"].as_u64().unwrap_or(0);
-            }
-            "content_block_start" => {
-                let block = &data["content_block"];
-                let partial = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = block
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        if !text.is_empty() {
-                            on_event(StreamEvent::TextDelta(text.clone()));
-                        }
-                        PartialBlock::Text(text)
-                    }
-                    Some("tool_use") => {
-                        let name = block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        let position = self.tool_position();
-                        on_event(StreamEvent::ToolCallStarted {
-                            index: position,
-                            name: name.clone(),
-                        });
-                        PartialBlock::ToolUse {
-                            id: block
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string(),
-                            name,
-                            initial: block.get("input").cloned().unwrap_or_else(|| json!({})),
-                            json: String::new(),
-                        }
-                    }
-                    _ => PartialBlock::Skipped,
-                };
-                self.blocks.push((index, partial));
-            }
-            "content_block_delta" => {
-                let delta = &data["delta"];
-                let position = self.tool_position_of(index);
-                if let Some((_, block)) = self.blocks.iter_mut().rev().find(|(i, _)| *i == index) {
-                    match (block, delta.get("type").and_then(Value::as_str)) {
-                        (PartialBlock::Text(text), Some("text_delta")) => {
-                            let piece = delta.get("text").and_then(Value::as_str).unwrap_or("");
-                            text.push_str(piece);
-                            if !piece.is_empty() {
-                                on_event(StreamEvent::TextDelta(piece.to_string()));
-                            }
-                        }
-                        (PartialBlock::ToolUse { json, .. }, Some("input_json_delta")) => {
-                            let piece = delta
-                                .get("partial_json")
-                                .and_then(Value::as_str)
-                                .unwrap_or("");
-                            json.push_str(piece);
-                            if !piece.is_empty() {
-                                on_event(StreamEvent::ToolCallDelta {
-                                    index: position,
-                                    fragment: piece.to_string(),
-                                });
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            "message_start" => self.start_message(&data["message"]),
+            "content_block_start" => self.start_block(index, &data["content_block"], on_event),
+            "content_block_delta" => self.block_delta(index, &data["delta"], on_event),
             "message_delta" => {
                 if let Some(reason) = data["delta"].get("stop_reason").and_then(Value::as_str) {
                     self.stop_reason = Some(reason.to_string());

@@ -439,6 +439,15 @@ fn expand_exec(template: &str) -> Result<Tool, ToolError> {
     if let Some(w) = word.take() {
         words.push(w);
     }
+    exec_tool(template, words, params)
+}
+
+/// The tool of an `exec:` template cut into `words`: the program must be a fixed word.
+fn exec_tool(
+    template: &str,
+    words: Vec<Vec<Piece>>,
+    params: Vec<Param>,
+) -> Result<Tool, ToolError> {
     let Some(first) = words.first() else {
         return Err(ToolError::new("exec: template is empty"));
     };
