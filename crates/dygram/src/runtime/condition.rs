@@ -215,7 +215,7 @@ impl CompiledCondition {
                 message,
             }
         };
-        check_limits(&prepared).map_err(parse_error)?;
+        check_limits(&prepared).map_err(|e| parse_error(e.to_string()))?;
         let parsed = quietly(|| CEL.env.parser().parse(&prepared))
             .map_err(|panic| parse_error(format!("the CEL parser failed ({panic})")))?;
         let mut expression =
@@ -441,13 +441,21 @@ fn one_line(text: &str) -> String {
         .join(" ")
 }
 
+/// Why a condition is refused before it is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum TooLarge {
+    #[error("it is longer than {MAX_LENGTH} bytes ({0} bytes)")]
+    Length(usize),
+    #[error("brackets are nested more than {MAX_NESTING} levels deep")]
+    Nesting,
+    #[error("it has more than {MAX_OPERATORS} operators (not counting `&&`, `||`, `!` and `?:`)")]
+    Operators,
+}
+
 /// Refuses a text whose parsing or evaluation could overflow the stack (see the module docs).
-fn check_limits(text: &str) -> Result<(), String> {
+fn check_limits(text: &str) -> Result<(), TooLarge> {
     if text.len() > MAX_LENGTH {
-        return Err(format!(
-            "it is longer than {MAX_LENGTH} bytes ({} bytes)",
-            text.len()
-        ));
+        return Err(TooLarge::Length(text.len()));
     }
     let bytes = text.as_bytes();
     let is_symbol = |b: &u8| b"+-*/%<>=!".contains(b);
@@ -481,9 +489,7 @@ fn check_limits(text: &str) -> Result<(), String> {
                     _ => {}
                 }
                 if depth > MAX_NESTING {
-                    return Err(format!(
-                        "brackets are nested more than {MAX_NESTING} levels deep"
-                    ));
+                    return Err(TooLarge::Nesting);
                 }
                 i += 1;
                 b == b'.' || b == b'['
@@ -492,9 +498,7 @@ fn check_limits(text: &str) -> Result<(), String> {
         if operator {
             operators += 1;
             if operators > MAX_OPERATORS {
-                return Err(format!(
-                    "it has more than {MAX_OPERATORS} operators (not counting `&&`, `||`, `!` and `?:`)"
-                ));
+                return Err(TooLarge::Operators);
             }
         }
     }
@@ -840,8 +844,13 @@ fn install_quiet_hook() {
     });
 }
 
+/// A panic caught by [`quietly`]: its message, on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("internal panic: {0}")]
+struct Panicked(String);
+
 /// Runs `f`, turning a panic into an error carrying its message, without printing it.
-fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     install_quiet_hook();
     let was_quiet = QUIET.with(|q| q.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
@@ -852,7 +861,7 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
             .map(|s| (*s).to_owned())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown cause".to_owned());
-        format!("internal panic: {}", one_line(&message))
+        Panicked(one_line(&message))
     })
 }
 
@@ -1386,8 +1395,11 @@ mod tests {
 
     #[test]
     fn panics_are_caught_without_printing() {
-        let result: Result<(), String> = quietly(|| panic!("boom\nsecond line"));
-        assert_eq!(result.unwrap_err(), "internal panic: boom second line");
+        let result: Result<(), Panicked> = quietly(|| panic!("boom\nsecond line"));
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "internal panic: boom second line"
+        );
         assert_eq!(quietly(|| 42).unwrap(), 42);
         assert!(!QUIET.with(Cell::get), "restored");
     }

@@ -46,16 +46,17 @@ impl Executor<'_> {
         &self,
         edge: &Edge,
         vars: &Map<String, Value>,
-    ) -> Result<Option<bool>, String> {
+    ) -> Result<Option<bool>, EdgeConditionError> {
         let Some(c) = edge.condition() else {
             return Ok(None);
         };
-        condition::evaluate(&c, vars).map(Some).map_err(|e| {
-            format!(
-                "Condition of edge {} -> {} cannot be evaluated: {e}",
-                edge.source, edge.target
-            )
-        })
+        condition::evaluate(&c, vars)
+            .map(Some)
+            .map_err(|error| EdgeConditionError {
+                from: edge.source.clone(),
+                target: edge.target.clone(),
+                error,
+            })
     }
 
     /// The edges the model chooses between at `node` (its transition tools): its own control
@@ -100,7 +101,7 @@ impl Executor<'_> {
         };
         let out = match self.classify(path, node) {
             Ok(out) => out,
-            Err(err) => return fail(err),
+            Err(err) => return fail(err.to_string()),
         };
         let ty = node.effective_type();
         let agent_task = ty == Some("task") && node.attribute("prompt").is_some();
@@ -113,7 +114,11 @@ impl Executor<'_> {
     }
 
     /// A node's control edges, sorted by kind, with their conditions evaluated once.
-    fn classify<'m>(&'m self, path: &Path, node: &Node) -> Result<Outgoing<'m>, String> {
+    fn classify<'m>(
+        &'m self,
+        path: &Path,
+        node: &Node,
+    ) -> Result<Outgoing<'m>, EdgeConditionError> {
         let control: Vec<&Edge> = self
             .machine
             .outgoing(&node.name)
@@ -329,6 +334,18 @@ impl Executor<'_> {
         }
         out
     }
+}
+
+/// An edge whose condition cannot be evaluated: the path fails.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("Condition of edge {from} -> {target} cannot be evaluated: {error}")]
+pub struct EdgeConditionError {
+    /// The edge's source node.
+    pub from: String,
+    /// Its target.
+    pub target: String,
+    /// Why.
+    pub error: condition::ConditionError,
 }
 
 /// A node's control edges, sorted by kind ([`Executor::classify`]).
