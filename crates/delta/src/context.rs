@@ -60,8 +60,69 @@ fn block(id: &str, content: &str) -> Message {
     Message::system(format!("# Context Block: {id}\n\n{content}"))
 }
 
+/// Why a context source gave nothing (the run fails, unless the source says `on_missing: skip`).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// A file source that does not exist.
+    #[error("File not found: {path} (source: {id})")]
+    NotFound {
+        /// The source.
+        id: String,
+        /// The file.
+        path: String,
+    },
+    /// A file source that cannot be read.
+    #[error("cannot read {path} (source: {id}): {error}")]
+    Unreadable {
+        /// The source.
+        id: String,
+        /// The file.
+        path: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A generator that could not start.
+    #[error("Generator failed for source '{id}': cannot start {program}: {error}")]
+    NoStart {
+        /// The source.
+        id: String,
+        /// The program.
+        program: String,
+        /// Why.
+        error: Box<crate::process::RunError>,
+    },
+    /// A generator that ran past its timeout.
+    #[error("Generator failed for source '{id}': timed out after {millis} ms")]
+    TimedOut {
+        /// The source.
+        id: String,
+        /// Its timeout.
+        millis: u128,
+    },
+    /// A generator that failed.
+    #[error("Generator failed for source '{id}': exit code {code}: {stderr}")]
+    Failed {
+        /// The source.
+        id: String,
+        /// Its exit code.
+        code: i32,
+        /// The beginning of its stderr.
+        stderr: String,
+    },
+    /// A generator whose output file is not there.
+    #[error("Generator output file not found: {path} (source: {id}): {error}")]
+    NoOutput {
+        /// The source.
+        id: String,
+        /// The file it should have written.
+        path: String,
+        /// Why it cannot be read.
+        error: std::io::Error,
+    },
+}
+
 /// Evaluates the recipe against the journal so far (its events of known types, in order).
-pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, String> {
+pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, SourceError> {
     let mut built = Built::default();
     for source in &ctx.agent.context.sources {
         match source {
@@ -79,9 +140,18 @@ pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, String> {
                             .push(format!("context source '{id}' skipped: {path}: {e}"));
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Err(format!("File not found: {path} (source: {id})"));
+                        return Err(SourceError::NotFound {
+                            id: id.clone(),
+                            path,
+                        });
                     }
-                    Err(e) => return Err(format!("cannot read {path} (source: {id}): {e}")),
+                    Err(error) => {
+                        return Err(SourceError::Unreadable {
+                            id: id.clone(),
+                            path,
+                            error,
+                        });
+                    }
                 }
             }
             Source::ComputedFile {
@@ -113,7 +183,7 @@ fn generate(
     command: &[String],
     timeout: std::time::Duration,
     output_path: &str,
-) -> Result<String, String> {
+) -> Result<String, SourceError> {
     let mut env = ctx.env.to_vec();
     env.push(("DELTA_RUN_ID".into(), ctx.run_id.to_string()));
     env.push((
@@ -139,17 +209,16 @@ fn generate(
         }
         None => process::run(&spawn, ctx.interrupt),
     };
-    let out = out.map_err(|e| {
-        format!(
-            "Generator failed for source '{id}': cannot start {}: {e}",
-            command[0]
-        )
+    let out = out.map_err(|error| SourceError::NoStart {
+        id: id.to_string(),
+        program: command[0].clone(),
+        error: Box::new(error),
     })?;
     if out.timed_out {
-        return Err(format!(
-            "Generator failed for source '{id}': timed out after {} ms",
-            timeout.as_millis()
-        ));
+        return Err(SourceError::TimedOut {
+            id: id.to_string(),
+            millis: timeout.as_millis(),
+        });
     }
     if !out.success() {
         let stderr = String::from_utf8_lossy(&out.stderr)
@@ -157,14 +226,18 @@ fn generate(
             .chars()
             .take(500)
             .collect::<String>();
-        return Err(format!(
-            "Generator failed for source '{id}': exit code {}: {stderr}",
-            out.exit_code
-        ));
+        return Err(SourceError::Failed {
+            id: id.to_string(),
+            code: out.exit_code,
+            stderr,
+        });
     }
     let path = source_path(output_path, ctx);
-    std::fs::read_to_string(&path)
-        .map_err(|e| format!("Generator output file not found: {path} (source: {id}): {e}"))
+    std::fs::read_to_string(&path).map_err(|error| SourceError::NoOutput {
+        id: id.to_string(),
+        path,
+        error,
+    })
 }
 
 /// Turns a journaled tool call back into a content block.

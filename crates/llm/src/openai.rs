@@ -341,10 +341,21 @@ pub(crate) fn parse_arguments(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 
+/// Why a body is not a chat-completions request.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Its shape is not a request's.
+    #[error("{0}")]
+    Shape(#[from] serde_json::Error),
+    /// A message with a role the protocol does not have.
+    #[error("unknown message role `{0}`")]
+    Role(String),
+}
+
 /// Reads a chat-completions request body (for instance one a hook rewrote) back into a request.
 /// Consecutive `tool` messages become one tool-results message, as the engine builds them.
-pub fn parse_request(body: &Value) -> Result<ChatRequest, String> {
-    let wire = WireRequestIn::deserialize(body).map_err(|e| e.to_string())?;
+pub fn parse_request(body: &Value) -> Result<ChatRequest, RequestError> {
+    let wire = WireRequestIn::deserialize(body)?;
     let mut messages: Vec<Message> = Vec::with_capacity(wire.messages.len());
     for m in wire.messages {
         let text = m.content.as_ref().map(content_text).unwrap_or_default();
@@ -379,7 +390,7 @@ pub fn parse_request(body: &Value) -> Result<ChatRequest, String> {
                     _ => messages.push(Message::tool_results(vec![result])),
                 }
             }
-            other => return Err(format!("unknown message role `{other}`")),
+            other => return Err(RequestError::Role(other.to_string())),
         }
     }
     let tools = wire
@@ -879,7 +890,7 @@ mod tests {
         assert_eq!(back, req);
         assert_eq!(request_body(&back, false, false), body);
         let err = parse_request(&json!({"messages": [{"role": "robot", "content": "x"}]}));
-        assert_eq!(err.unwrap_err(), "unknown message role `robot`");
+        assert_eq!(err.unwrap_err().to_string(), "unknown message role `robot`");
         assert!(parse_request(&json!({"model": "m"})).is_err());
     }
 

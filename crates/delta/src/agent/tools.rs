@@ -707,6 +707,11 @@ pub fn value_text(value: &Value) -> Option<String> {
     }
 }
 
+/// A call that leaves out parameters an `exec:`/`shell:` tool needs (every one is required).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("missing argument(s): {}", .0.join(", "))]
+pub struct MissingArguments(pub Vec<String>);
+
 impl Tool {
     /// Builds the argument vector and stdin for a call with `args`.
     ///
@@ -716,7 +721,7 @@ impl Tool {
         &self,
         args: &Map<String, Value>,
         agent_home: &str,
-    ) -> Result<Invocation, String> {
+    ) -> Result<Invocation, MissingArguments> {
         let home = |s: &str| s.replace("${AGENT_HOME}", agent_home);
         let values: Vec<Option<String>> = self
             .params
@@ -732,7 +737,9 @@ impl Tool {
                 .map(|(p, _)| p.name.as_str())
                 .collect();
             if !missing.is_empty() {
-                return Err(format!("missing argument(s): {}", missing.join(", ")));
+                return Err(MissingArguments(
+                    missing.into_iter().map(str::to_string).collect(),
+                ));
             }
         }
         let value = |i: usize| values[i].clone().unwrap_or_default();
@@ -1161,7 +1168,7 @@ mod tests {
     fn exec_and_shell_require_every_value() {
         let tool = exec("cp ${a} ${b}").unwrap();
         let err = tool.resolve(&args(&[("a", json!("x"))]), "/h").unwrap_err();
-        assert_eq!(err, "missing argument(s): b");
+        assert_eq!(err.to_string(), "missing argument(s): b");
         let tool = exec("echo ${n}").unwrap();
         let inv = tool.resolve(&args(&[("n", json!(true))]), "/h").unwrap();
         assert_eq!(inv.argv, vec!["echo", "true"]);

@@ -546,7 +546,7 @@ impl<'a> Engine<'a> {
         Ok(self.outcome(RunStatus::Interrupted))
     }
 
-    fn build_request(&mut self) -> Result<ChatRequest, String> {
+    fn build_request(&mut self) -> Result<ChatRequest, context::SourceError> {
         let env = self.tool_env.clone();
         let interrupt = Arc::clone(&self.setup.interrupt);
         let recorder = self.recorder();
@@ -665,7 +665,7 @@ impl<'a> Engine<'a> {
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
         let request = match self.build_request() {
             Ok(r) => r,
-            Err(e) => return Ok(Step::Stop(Box::new(self.fail(e, iteration)?))),
+            Err(e) => return Ok(Step::Stop(Box::new(self.fail(e.to_string(), iteration)?))),
         };
         self.observer.progress(Progress::Thinking);
         let request = if self.hooks.has(HookName::PreLlmReq) {
