@@ -119,20 +119,7 @@ impl Journal {
 
     /// Appends an already-serialized JSON value. `json` must be one line (no newline inside).
     pub fn append_raw(&mut self, json: &str) -> StoreResult<()> {
-        if json.contains('\n') {
-            return Err(StoreError::io(
-                "append to",
-                &self.path,
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "a journal record must be a single line",
-                ),
-            ));
-        }
-        let mut line = Vec::with_capacity(json.len() + 1);
-        line.extend_from_slice(json.as_bytes());
-        line.push(b'\n');
-        self.write_line(&line, true)
+        self.append_raw_lines(&[json])
     }
 
     /// Appends already-serialized JSON values, one line each, in one write and one flush: after a
