@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use dygram::runtime::executor::{Event, Executor, Options, RuntimeError};
+use dygram::runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, PathStatus, Status};
 use dygram::session::result::{run_to_end, write_result};
 
@@ -91,15 +91,15 @@ pub struct ExecuteArgs {
 }
 
 /// One line for an event (stderr progress).
-pub fn describe(event: &Event) -> String {
+pub fn describe(event: &ExecutionEvent) -> String {
     match event {
-        Event::Transition {
+        ExecutionEvent::Transition {
             path,
             from,
             to,
             reason,
         } => format!("[{path}] {from} --({reason})--> {to}"),
-        Event::LlmCall {
+        ExecutionEvent::LlmCall {
             path,
             node,
             tools,
@@ -111,7 +111,7 @@ pub fn describe(event: &Event) -> String {
             if *messages == 1 { "" } else { "s" },
             tools.join(", ")
         ),
-        Event::ToolCall {
+        ExecutionEvent::ToolCall {
             path,
             name,
             is_error,
@@ -123,7 +123,7 @@ pub fn describe(event: &Event) -> String {
                 format!("[{path}]   tool {name}")
             }
         }
-        Event::Output { path, text } => {
+        ExecutionEvent::Output { path, text } => {
             let short: String = text.chars().take(100).collect();
             let more = if text.chars().count() > 100 {
                 "…"
@@ -132,12 +132,16 @@ pub fn describe(event: &Event) -> String {
             };
             format!("[{path}]   model: {}{more}", short.replace('\n', " "))
         }
-        Event::Spawned { path, node, parent } => {
+        ExecutionEvent::Spawned { path, node, parent } => {
             format!("[{parent}] started {path} at {node}")
         }
-        Event::Completed { path, node } => format!("[{path}] completed at {node}"),
-        Event::Failed { path, node, error } => format!("[{path}] failed at {node}: {error}"),
-        Event::Waiting { path, node, reason } => format!("[{path}] waiting at {node}: {reason}"),
+        ExecutionEvent::Completed { path, node } => format!("[{path}] completed at {node}"),
+        ExecutionEvent::Failed { path, node, error } => {
+            format!("[{path}] failed at {node}: {error}")
+        }
+        ExecutionEvent::Waiting { path, node, reason } => {
+            format!("[{path}] waiting at {node}: {reason}")
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use super::manual::ManualInput;
 use super::open::{check_answer, now, refused_without_request, rfc3339, turn_node};
 use super::sources::{Sources, recorder};
 use super::{Commit, ExecutionRecorder, HistoryEntry, Metadata};
-use crate::runtime::executor::{Event, Executor, NextUnit, Options};
+use crate::runtime::executor::{ExecutionEvent, Executor, NextUnit, Options};
 use crate::runtime::state::{ExecutionState, Status};
 use llm::LlmClient;
 use llm::answer::{Given, request_json};
@@ -31,7 +31,7 @@ pub struct Report {
     /// The unit performed.
     pub unit: Unit,
     /// What happened, in order.
-    pub events: Vec<Event>,
+    pub events: Vec<ExecutionEvent>,
     /// The execution's status after the unit.
     pub status: Status,
     /// Set when the unit ends waiting for a manual answer.
@@ -153,7 +153,7 @@ impl Session {
         if unit != Unit::Turn {
             self.meta.turn_count += events
                 .iter()
-                .filter(|e| matches!(e, Event::LlmCall { .. }))
+                .filter(|e| matches!(e, ExecutionEvent::LlmCall { .. }))
                 .count() as u64;
         }
         let status = executor.status();
@@ -191,7 +191,7 @@ impl Session {
         host: &mut H,
         store: &super::Executions,
         executor: &Executor<'_>,
-        events: &[Event],
+        events: &[ExecutionEvent],
         waiting: Option<&Value>,
     ) -> Result<(), CallError<H::Error>> {
         let t = now();
@@ -283,7 +283,7 @@ impl Session {
 
 /// The history line of a call that advanced the execution.
 fn history_entry(
-    events: &[Event],
+    events: &[ExecutionEvent],
     state: &ExecutionState,
     meta: &Metadata,
     t: jiff::Timestamp,
@@ -291,9 +291,11 @@ fn history_entry(
     let node = events
         .iter()
         .find_map(|e| match e {
-            Event::LlmCall { node, .. } => Some(node.clone()),
-            Event::Transition { from, .. } => Some(from.clone()),
-            Event::Completed { node, .. } | Event::Failed { node, .. } => Some(node.clone()),
+            ExecutionEvent::LlmCall { node, .. } => Some(node.clone()),
+            ExecutionEvent::Transition { from, .. } => Some(from.clone()),
+            ExecutionEvent::Completed { node, .. } | ExecutionEvent::Failed { node, .. } => {
+                Some(node.clone())
+            }
             _ => None,
         })
         .or_else(|| state.main_path().map(|p| p.current_node.clone()))
@@ -301,12 +303,12 @@ fn history_entry(
     let tools: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            Event::ToolCall { name, .. } => Some(name.clone()),
+            ExecutionEvent::ToolCall { name, .. } => Some(name.clone()),
             _ => None,
         })
         .collect();
     let output: Option<String> = events.iter().find_map(|e| match e {
-        Event::Output { text, .. } => Some(text.chars().take(100).collect()),
+        ExecutionEvent::Output { text, .. } => Some(text.chars().take(100).collect()),
         _ => None,
     });
     HistoryEntry {

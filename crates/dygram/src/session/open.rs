@@ -5,7 +5,7 @@ use super::call::{
 };
 use super::manual::ManualInput;
 use super::{ClientConfig, Executions, Found, Metadata, NewId, Opened, sources};
-use crate::runtime::executor::{Event, Executor, NextUnit, Options};
+use crate::runtime::executor::{ExecutionEvent, Executor, NextUnit, Options};
 use crate::runtime::state::Status;
 
 /// The command the locks and set-aside folders name.
@@ -263,12 +263,12 @@ impl<H: Host> Opener<'_, H> {
 }
 
 /// Input for a call that does not reach a request for an answer.
-pub(super) fn refused_without_request<E>(events: &[Event]) -> CallError<E> {
+pub(super) fn refused_without_request<E>(events: &[ExecutionEvent]) -> CallError<E> {
     let did = events
         .iter()
         .find_map(|e| match e {
-            Event::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
-            Event::Completed { node, .. } => Some(format!(" (completing at {node})")),
+            ExecutionEvent::Transition { from, to, .. } => Some(format!(" ({from} -> {to})")),
+            ExecutionEvent::Completed { node, .. } => Some(format!(" (completing at {node})")),
             _ => None,
         })
         .unwrap_or_default();

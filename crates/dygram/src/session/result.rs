@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::runtime::executor::{Event, Executor, RuntimeError};
+use crate::runtime::executor::{ExecutionEvent, Executor, RuntimeError};
 use crate::runtime::state::ExecutionState;
 
 /// Why the result file cannot be written.
@@ -89,7 +89,7 @@ pub fn write_result(
 /// fails, so every report says the same, and the error is returned.
 pub fn run_to_end(
     executor: &mut Executor<'_>,
-    mut on_event: impl FnMut(Event),
+    mut on_event: impl FnMut(ExecutionEvent),
 ) -> Option<RuntimeError> {
     let mut failure = None;
     // Every path ends (limits fail paths), so this loop ends; the bound is a second guard.

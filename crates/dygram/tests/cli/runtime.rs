@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use dygram::runtime::executor::{Event, Executor, Options, RuntimeError, TurnOutcome};
+use dygram::runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError, TurnOutcome};
 use dygram::runtime::state::{ExecutionState, Limits, Path, PathStatus, Status};
 use dygram::source::SourceFile;
 use llm::openai::{OpenAiClient, OpenAiConfig};
@@ -103,11 +103,11 @@ fn schema(body: &Value, name: &str) -> Value {
 }
 
 /// `(name, is_error, result)` of every tool call event.
-fn tool_events(events: &[Event]) -> Vec<(String, bool, Value)> {
+fn tool_events(events: &[ExecutionEvent]) -> Vec<(String, bool, Value)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::ToolCall {
+            ExecutionEvent::ToolCall {
                 name,
                 is_error,
                 result,
@@ -122,11 +122,11 @@ fn tool_events(events: &[Event]) -> Vec<(String, bool, Value)> {
         .collect()
 }
 
-fn failures(events: &[Event]) -> Vec<(String, String)> {
+fn failures(events: &[ExecutionEvent]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Failed { path, error, .. } => Some((path.clone(), error.clone())),
+            ExecutionEvent::Failed { path, error, .. } => Some((path.clone(), error.clone())),
             _ => None,
         })
         .collect()
@@ -194,14 +194,14 @@ fn single_edges_from_init_state_and_task_without_prompt_are_taken() {
     let events = ex.take_events();
     assert_eq!(
         events.last(),
-        Some(&Event::Completed {
+        Some(&ExecutionEvent::Completed {
             path: "path_0".into(),
             node: "d".into()
         })
     );
     assert_eq!(
         events[0],
-        Event::Transition {
+        ExecutionEvent::Transition {
             path: "path_0".into(),
             from: "a".into(),
             to: "b".into(),
@@ -399,7 +399,7 @@ fn task_with_prompt_and_one_edge_moves_without_the_model() {
     assert!(
         !ex.take_events()
             .iter()
-            .any(|e| matches!(e, Event::LlmCall { .. }))
+            .any(|e| matches!(e, ExecutionEvent::LlmCall { .. }))
     );
 }
 
@@ -411,7 +411,7 @@ fn terminal_node_completes_the_path() {
     assert_eq!(ex.status(), Status::Complete);
     assert_eq!(
         ex.take_events(),
-        [Event::Completed {
+        [ExecutionEvent::Completed {
             path: "path_0".into(),
             node: "only".into()
         }]
@@ -505,7 +505,7 @@ fn false_conditions_wait_while_other_paths_run_then_fail() {
     let events = ex.take_events();
     assert_eq!(
         events[0],
-        Event::Waiting {
+        ExecutionEvent::Waiting {
             path: "path_0".into(),
             node: "gate".into(),
             reason: "every outgoing edge of gate has a false condition; waiting for other paths"
@@ -811,7 +811,7 @@ fn agent_node_is_offered_transitions_then_context_tools_with_exact_schemas() {
     // The LlmCall event reports the same tool list.
     let events = ex.take_events();
     let offered = events.iter().find_map(|e| match e {
-        Event::LlmCall {
+        ExecutionEvent::LlmCall {
             tools, messages, ..
         } => Some((tools.clone(), *messages)),
         _ => None,
@@ -1031,7 +1031,7 @@ fn context_tools_unknown_tools_and_the_transition_in_a_conversation() {
     let p = path(&ex, "path_0");
     assert_eq!(history(p), [h("t", "done", "agent_decision")]);
     assert_eq!(p.history[0].output.as_deref(), Some("All done"));
-    assert!(events.contains(&Event::Output {
+    assert!(events.contains(&ExecutionEvent::Output {
         path: "path_0".into(),
         text: "All done".into()
     }));
@@ -1094,11 +1094,15 @@ fn answer_without_tool_calls_ends_the_turn_without_moving() {
     assert!(ex.state().turn_state.is_none());
     assert_eq!(ex.status(), Status::InProgress);
     let events = ex.take_events();
-    assert!(events.contains(&Event::Output {
+    assert!(events.contains(&ExecutionEvent::Output {
         path: "path_0".into(),
         text: "Let me think.".into()
     }));
-    assert!(!events.iter().any(|e| matches!(e, Event::Transition { .. })));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ExecutionEvent::Transition { .. }))
+    );
 }
 
 #[test]
@@ -1490,7 +1494,7 @@ fn barrier_holds_the_first_arrival_and_releases_both() {
     let events = ex.take_events();
     assert_eq!(
         events[0],
-        Event::Waiting {
+        ExecutionEvent::Waiting {
             path: "path_0".into(),
             node: "a".into(),
             reason: "at barrier sync".into()
@@ -1528,7 +1532,7 @@ fn barrier_first_arrival_waits_when_stepping_path_by_path() {
     );
     assert_eq!(
         ex.take_events(),
-        [Event::Waiting {
+        [ExecutionEvent::Waiting {
             path: "path_0".into(),
             node: "a".into(),
             reason: "at barrier sync".into()
@@ -1630,15 +1634,15 @@ fn map_edge_fans_out_one_path_per_item() {
         assert_eq!(m.map_source, "Data.items");
         assert_eq!(m.source_path_id, "path_0");
     }
-    let spawned: Vec<Event> = ex
+    let spawned: Vec<ExecutionEvent> = ex
         .take_events()
         .into_iter()
-        .filter(|e| matches!(e, Event::Spawned { .. }))
+        .filter(|e| matches!(e, ExecutionEvent::Spawned { .. }))
         .collect();
     assert_eq!(
         spawned,
         (1..=3)
-            .map(|i| Event::Spawned {
+            .map(|i| ExecutionEvent::Spawned {
                 path: format!("path_{i}"),
                 node: "work".into(),
                 parent: "path_0".into()
@@ -1814,17 +1818,17 @@ fn all_async_edges_fork_one_path_per_target() {
     assert_eq!(
         events,
         [
-            Event::Spawned {
+            ExecutionEvent::Spawned {
                 path: "path_1".into(),
                 node: "x".into(),
                 parent: "path_0".into()
             },
-            Event::Spawned {
+            ExecutionEvent::Spawned {
                 path: "path_2".into(),
                 node: "y".into(),
                 parent: "path_0".into()
             },
-            Event::Completed {
+            ExecutionEvent::Completed {
                 path: "path_0".into(),
                 node: "fork".into()
             }
@@ -2146,7 +2150,7 @@ fn model_sent(text: &str, options: Options) -> String {
         .unwrap()
         .to_string();
     let event_model = ex.take_events().into_iter().find_map(|e| match e {
-        Event::LlmCall { model, .. } => Some(model),
+        ExecutionEvent::LlmCall { model, .. } => Some(model),
         _ => None,
     });
     assert_eq!(event_model.as_deref(), Some(model.as_str()));

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use dygram::runtime::executor::Event;
+use dygram::runtime::executor::ExecutionEvent;
 use dygram::runtime::state::{ExecutionState, PathStatus, Status};
 use dygram::session::{Metadata, Report, Session};
 
@@ -127,10 +127,10 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
     let mut s = String::new();
     for e in &r.events {
         match e {
-            Event::LlmCall { node, .. } => {
+            ExecutionEvent::LlmCall { node, .. } => {
                 s.push_str(&format!("📍 Turn {} - Node: {node}\n", meta.turn_count));
             }
-            Event::ToolCall { .. } | Event::Output { .. } => {}
+            ExecutionEvent::ToolCall { .. } | ExecutionEvent::Output { .. } => {}
             other => {
                 s.push_str(&format!("{}\n", describe(other)));
             }
@@ -140,8 +140,10 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::ToolCall { name, is_error, .. } if *is_error => Some(format!("{name} (failed)")),
-            Event::ToolCall { name, .. } => Some(name.clone()),
+            ExecutionEvent::ToolCall { name, is_error, .. } if *is_error => {
+                Some(format!("{name} (failed)"))
+            }
+            ExecutionEvent::ToolCall { name, .. } => Some(name.clone()),
             _ => None,
         })
         .collect();
@@ -149,7 +151,7 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
     }
     for e in &r.events {
-        if let Event::ToolCall {
+        if let ExecutionEvent::ToolCall {
             name,
             is_error: true,
             result,
@@ -160,7 +162,7 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         }
     }
     if let Some(text) = r.events.iter().find_map(|e| match e {
-        Event::Output { text, .. } => Some(text),
+        ExecutionEvent::Output { text, .. } => Some(text),
         _ => None,
     }) {
         let short: String = text.chars().take(100).collect();
@@ -207,9 +209,9 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
     print_out(&s);
 }
 
-fn event_json(e: &Event) -> Option<Value> {
+fn event_json(e: &ExecutionEvent) -> Option<Value> {
     Some(match e {
-        Event::Transition {
+        ExecutionEvent::Transition {
             path,
             from,
             to,
@@ -217,7 +219,7 @@ fn event_json(e: &Event) -> Option<Value> {
         } => {
             json!({"type": "transition", "path": path, "from": from, "to": to, "transition": reason})
         }
-        Event::LlmCall {
+        ExecutionEvent::LlmCall {
             path,
             node,
             tools,
@@ -225,7 +227,7 @@ fn event_json(e: &Event) -> Option<Value> {
             model,
         } => json!({"type": "llm_call", "path": path, "node": node, "tools": tools,
             "messages": messages, "model": model}),
-        Event::ToolCall {
+        ExecutionEvent::ToolCall {
             path,
             name,
             is_error,
@@ -233,15 +235,19 @@ fn event_json(e: &Event) -> Option<Value> {
         } => {
             json!({"type": "tool", "path": path, "name": name, "isError": is_error, "result": result})
         }
-        Event::Output { path, text } => json!({"type": "output", "path": path, "text": text}),
-        Event::Spawned { path, node, parent } => {
+        ExecutionEvent::Output { path, text } => {
+            json!({"type": "output", "path": path, "text": text})
+        }
+        ExecutionEvent::Spawned { path, node, parent } => {
             json!({"type": "spawned", "path": path, "node": node, "parent": parent})
         }
-        Event::Completed { path, node } => json!({"type": "completed", "path": path, "node": node}),
-        Event::Failed { path, node, error } => {
+        ExecutionEvent::Completed { path, node } => {
+            json!({"type": "completed", "path": path, "node": node})
+        }
+        ExecutionEvent::Failed { path, node, error } => {
             json!({"type": "failed", "path": path, "node": node, "error": error})
         }
-        Event::Waiting { path, node, reason } => {
+        ExecutionEvent::Waiting { path, node, reason } => {
             json!({"type": "waiting", "path": path, "node": node, "reason": reason})
         }
     })

@@ -233,7 +233,7 @@ impl Executor<'_> {
         let Some(request) = self.pending_request() else {
             return Ok(TurnOutcome::Idle);
         };
-        self.events.push(Event::LlmCall {
+        self.events.push(ExecutionEvent::LlmCall {
             path: turn.path_id.clone(),
             node: turn.node_name.clone(),
             tools: turn.tools.iter().map(|t| t.name.clone()).collect(),
@@ -263,7 +263,7 @@ impl Executor<'_> {
                 turn.accumulated_text.push('\n');
             }
             turn.accumulated_text.push_str(&text);
-            self.events.push(Event::Output {
+            self.events.push(ExecutionEvent::Output {
                 path: id.clone(),
                 text: text.clone(),
             });
@@ -287,7 +287,7 @@ impl Executor<'_> {
                 Ok(v) => (v.to_string(), false),
                 Err(e) => (json!({"error": e.to_string()}).to_string(), true),
             };
-            self.events.push(Event::ToolCall {
+            self.events.push(ExecutionEvent::ToolCall {
                 path: id.clone(),
                 name: name.clone(),
                 is_error,
@@ -340,7 +340,7 @@ impl Executor<'_> {
             } else {
                 match self.all_closed(&id, &turn.node_name) {
                     Some(Action::Fail(error)) => self.fail(&id, error),
-                    Some(Action::Wait(reason)) => self.events.push(Event::Waiting {
+                    Some(Action::Wait(reason)) => self.events.push(ExecutionEvent::Waiting {
                         path: id.clone(),
                         node: turn.node_name.clone(),
                         reason,

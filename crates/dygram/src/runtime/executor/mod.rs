@@ -88,7 +88,7 @@ pub fn now_ms() -> i64 {
 
 /// What happened, for the caller to report.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub enum ExecutionEvent {
     /// A path took a transition.
     Transition {
         /// Path.
@@ -221,7 +221,7 @@ pub struct Executor<'c> {
     machine: MachineIndex,
     client: Option<&'c dyn LlmClient>,
     options: Options,
-    events: Vec<Event>,
+    events: Vec<ExecutionEvent>,
     machine_changed: bool,
 }
 
@@ -311,7 +311,7 @@ impl<'c> Executor<'c> {
     }
 
     /// Events since the last call, taken.
-    pub fn take_events(&mut self) -> Vec<Event> {
+    pub fn take_events(&mut self) -> Vec<ExecutionEvent> {
         std::mem::take(&mut self.events)
     }
 
@@ -453,7 +453,7 @@ impl<'c> Executor<'c> {
             return TurnOutcome::Idle;
         };
         let model = self.model_for(&turn);
-        self.events.push(Event::LlmCall {
+        self.events.push(ExecutionEvent::LlmCall {
             path: turn.path_id.clone(),
             node: turn.node_name.clone(),
             tools: turn.tools.iter().map(|t| t.name.clone()).collect(),
@@ -529,7 +529,7 @@ impl<'c> Executor<'c> {
                         p.state_transitions = entries;
                     }
                 }
-                self.events.push(Event::Waiting {
+                self.events.push(ExecutionEvent::Waiting {
                     path: id.clone(),
                     node,
                     reason,
@@ -686,7 +686,7 @@ impl<'c> Executor<'c> {
             timestamp: now,
             output,
         });
-        self.events.push(Event::Transition {
+        self.events.push(ExecutionEvent::Transition {
             path: id.to_string(),
             from,
             to: entry,
@@ -729,7 +729,7 @@ impl<'c> Executor<'c> {
             if let Some(p) = self.state.path_mut(id) {
                 p.status = PathStatus::Waiting;
             }
-            self.events.push(Event::Waiting {
+            self.events.push(ExecutionEvent::Waiting {
                 path: id.to_string(),
                 node,
                 reason: format!("at barrier {barrier}"),
@@ -760,7 +760,7 @@ impl<'c> Executor<'c> {
         if let Some(p) = self.state.path_mut(id) {
             p.status = PathStatus::Completed;
             let node = p.current_node.clone();
-            self.events.push(Event::Completed {
+            self.events.push(ExecutionEvent::Completed {
                 path: id.to_string(),
                 node,
             });
@@ -773,7 +773,7 @@ impl<'c> Executor<'c> {
             p.status = PathStatus::Failed;
             p.error = Some(error.clone());
             let node = p.current_node.clone();
-            self.events.push(Event::Failed {
+            self.events.push(ExecutionEvent::Failed {
                 path: id.to_string(),
                 node,
                 error,
@@ -796,7 +796,7 @@ impl<'c> Executor<'c> {
         let mut path = Path::new(id.clone(), node.clone(), (self.options.clock)());
         path.map_context = map;
         self.state.paths.push(path);
-        self.events.push(Event::Spawned {
+        self.events.push(ExecutionEvent::Spawned {
             path: id.clone(),
             node,
             parent: parent.to_string(),
