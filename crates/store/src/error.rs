@@ -145,6 +145,16 @@ pub enum StoreError {
         key: String,
     },
 
+    /// A storage backend other than files failed (a database call).
+    #[error("cannot {action}: {source}")]
+    Backend {
+        /// What we were doing.
+        action: &'static str,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// An environment variable meant for tests holds a value we cannot use.
     #[error("{var}={value:?} is not valid: {reason}")]
     BadEnv {

@@ -184,8 +184,22 @@ pub trait RunStore: Send + Sync {
     fn remove(&self, lease: Lease) -> StoreResult<()>;
 }
 
+/// Checks a journal record: one JSON value on one line.
+pub fn check_record(run: &str, record: &str) -> StoreResult<()> {
+    let bad = |reason: String| StoreError::BadRecord {
+        run: run.to_string(),
+        reason,
+    };
+    if record.contains('\n') {
+        return Err(bad("it holds a line break".into()));
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(record)
+        .map(|_| ())
+        .map_err(|e| bad(e.to_string()))
+}
+
 /// Checks a document key: `/`-separated segments, each a valid id, none reserved by the store.
-pub(crate) fn validate_key(key: &str) -> StoreResult<&str> {
+pub fn validate_key(key: &str) -> StoreResult<&str> {
     let bad = |reason| StoreError::InvalidId {
         id: key.to_string(),
         reason,

@@ -9,6 +9,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod needs;
+pub mod postgres;
 mod server;
 
 pub use server::{Protocol, ReceivedRequest, Reply, ScriptedServer, ToolCallSpec};

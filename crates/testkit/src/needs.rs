@@ -98,6 +98,12 @@ pub fn graphviz() -> Option<()> {
     )
 }
 
+/// Says that the current test is skipped for want of `what`, or fails it when `required` is set
+/// (for the other modules of the kit).
+pub(crate) fn skip_for<T>(required: &str, what: &str) -> Option<T> {
+    skip(required, what)
+}
+
 /// Says that the current test is skipped for want of `what`, or fails it when `required` is set.
 fn skip<T>(required: &str, what: &str) -> Option<T> {
     let test = std::thread::current()

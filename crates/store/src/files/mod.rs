@@ -23,7 +23,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::ids::validate_id;
 use crate::journal::{self, Journal};
 use crate::lock::{LockHolder, RunLock};
-use crate::runs::{Entry, Flush, JournalRead, Lease, LeaseState, RunStore, Seq, validate_key};
+use crate::runs::{
+    Entry, Flush, JournalRead, Lease, LeaseState, RunStore, Seq, check_record, validate_key,
+};
 
 /// The names of a run's own files, which differ between the tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,16 +249,8 @@ impl RunStore for FileStore {
     }
 
     fn append(&self, lease: &mut Lease, records: &[&str]) -> StoreResult<Seq> {
-        let run = lease.run().to_string();
         for record in records {
-            let bad = |reason: String| StoreError::BadRecord {
-                run: run.clone(),
-                reason,
-            };
-            if record.contains('\n') {
-                return Err(bad("it holds a line break".into()));
-            }
-            json_line(record.as_bytes()).map_err(|e| bad(e.to_string()))?;
+            check_record(lease.run(), record)?;
         }
         let guard = self.guard(lease)?;
         guard.journal.append_raw_lines(records)?;

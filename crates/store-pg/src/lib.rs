@@ -1,0 +1,492 @@
+//! [`store::RunStore`] on PostgreSQL: the runs of many processes on many machines in one database.
+//!
+//! ```text
+//! store_schema(version)                                  migrations applied (embedded, in order)
+//! runs(namespace, run, epoch, holder, lease_until)       one row a run: its lease
+//! journal(namespace, run, seq, record)                   the journal, keyed by (run, seq)
+//! documents(namespace, run, key, bytes)                  state, metadata, io/ records
+//! ```
+//!
+//! A *namespace* plays the part of the file store's root folder (a delta workspace, a dygram
+//! executions folder): runs of different namespaces never meet.
+//!
+//! **Leases** are rows, not OS locks: taking one bumps the run's epoch and sets `lease_until` to now
+//! plus the lease's time to live; a writer renews it ([`PgStore::renew`]) while it works, and gives it
+//! up by dropping the [`Lease`]. A lease whose time ran out can be taken by another writer (its
+//! previous holder is then reported as stale). **Fencing:** every append and document write runs in a
+//! transaction that locks the run's row and compares its epoch with the lease's, so a writer whose
+//! lease was taken over gets [`StoreError::Fenced`] and can never write after its successor; the row
+//! lock also orders appenders, so sequence numbers have no gap and are never given twice.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Transaction};
+use store::runs::{check_record, validate_key};
+use store::{
+    Entry, Flush, JournalRead, Lease, LeaseState, LockHolder, RunStore, Seq, StoreError,
+    StoreResult, validate_id,
+};
+
+/// The migrations, in order; `store_schema` records how many were applied.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE runs (
+        namespace   text        NOT NULL,
+        run         text        NOT NULL,
+        epoch       bigint      NOT NULL DEFAULT 0,
+        holder      text,
+        lease_until timestamptz,
+        created_at  timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (namespace, run)
+    );
+    CREATE TABLE journal (
+        namespace text   NOT NULL,
+        run       text   NOT NULL,
+        seq       bigint NOT NULL,
+        record    text   NOT NULL,
+        PRIMARY KEY (namespace, run, seq),
+        FOREIGN KEY (namespace, run) REFERENCES runs ON DELETE CASCADE
+    );
+    CREATE TABLE documents (
+        namespace text  NOT NULL,
+        run       text  NOT NULL,
+        key       text  NOT NULL,
+        bytes     bytea NOT NULL,
+        PRIMARY KEY (namespace, run, key),
+        FOREIGN KEY (namespace, run) REFERENCES runs ON DELETE CASCADE
+    );
+"];
+
+/// An advisory-lock key that serialises migrations between processes.
+const MIGRATION_LOCK: i64 = 0x6465_6c74_6173_746f;
+
+/// How long a lease holds without renewal, unless the store is told otherwise.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Runs in a PostgreSQL database.
+#[derive(Clone)]
+pub struct PgStore {
+    client: Arc<Mutex<Client>>,
+    namespace: String,
+    lease: Duration,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("namespace", &self.namespace)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a PostgreSQL lease holds: the way back to the row, to give the lease up when dropped.
+struct PgGuard {
+    client: Arc<Mutex<Client>>,
+    namespace: String,
+    run: String,
+    epoch: i64,
+}
+
+impl Drop for PgGuard {
+    fn drop(&mut self) {
+        if let Ok(mut client) = self.client.lock() {
+            let _ = client.execute(
+                "UPDATE runs SET holder = NULL, lease_until = NULL
+                 WHERE namespace = $1 AND run = $2 AND epoch = $3",
+                &[&self.namespace, &self.run, &self.epoch],
+            );
+        }
+    }
+}
+
+fn backend(action: &'static str) -> impl FnOnce(postgres::Error) -> StoreError {
+    move |e| StoreError::Backend {
+        action,
+        source: Box::new(e),
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://…` or `host=… user=…`) and applies the migrations this
+    /// version has and the database does not; the runs are those of `namespace`.
+    pub fn connect(url: &str, namespace: &str) -> StoreResult<Self> {
+        let mut client = Client::connect(url, NoTls).map_err(backend("connect to PostgreSQL"))?;
+        migrate(&mut client)?;
+        Ok(Self {
+            client: Arc::new(Mutex::new(client)),
+            namespace: namespace.to_string(),
+            lease: DEFAULT_LEASE,
+        })
+    }
+
+    /// The same database, the runs of another namespace.
+    pub fn with_namespace(&self, namespace: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// Leases last `lease` without renewal.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    fn client(&self) -> StoreResult<MutexGuard<'_, Client>> {
+        self.client.lock().map_err(|_| StoreError::Backend {
+            action: "use the database connection",
+            source: "a thread panicked while using it".into(),
+        })
+    }
+
+    fn lease_millis(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Extends `lease` by the store's lease time; fails with [`StoreError::Fenced`] when another
+    /// writer took the run over.
+    pub fn renew(&self, lease: &Lease) -> StoreResult<()> {
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        fence(&mut tx, &self.namespace, lease)?;
+        tx.execute(
+            "UPDATE runs SET lease_until = now() + $3::bigint * interval '1 millisecond'
+             WHERE namespace = $1 AND run = $2",
+            &[&self.namespace, &lease.run(), &self.lease_millis()],
+        )
+        .map_err(backend("renew a lease"))?;
+        tx.commit().map_err(backend("commit"))
+    }
+
+    fn take(&self, client: &mut Client, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
+        let holder_json = serde_json::to_string(holder).map_err(|e| StoreError::Backend {
+            action: "describe the lease holder",
+            source: Box::new(e),
+        })?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        let row = tx
+            .query_opt(
+                "SELECT epoch, holder, lease_until > now() FROM runs
+                 WHERE namespace = $1 AND run = $2 FOR UPDATE",
+                &[&self.namespace, &run],
+            )
+            .map_err(backend("read a run's lease"))?;
+        let Some(row) = row else {
+            return Err(StoreError::NoRun {
+                run: run.to_string(),
+            });
+        };
+        let previous: Option<LockHolder> = row
+            .get::<_, Option<String>>(1)
+            .and_then(|h| serde_json::from_str(&h).ok());
+        if row.get::<_, Option<bool>>(2) == Some(true) {
+            return Err(StoreError::Busy {
+                path: format!("{}/{run}", self.namespace).into(),
+                holder: previous,
+            });
+        }
+        let epoch = row.get::<_, i64>(0) + 1;
+        tx.execute(
+            "UPDATE runs SET epoch = $3, holder = $4,
+                    lease_until = now() + $5::bigint * interval '1 millisecond'
+             WHERE namespace = $1 AND run = $2",
+            &[
+                &self.namespace,
+                &run,
+                &epoch,
+                &holder_json,
+                &self.lease_millis(),
+            ],
+        )
+        .map_err(backend("take a lease"))?;
+        tx.commit().map_err(backend("commit"))?;
+        let guard = PgGuard {
+            client: Arc::clone(&self.client),
+            namespace: self.namespace.clone(),
+            run: run.to_string(),
+            epoch,
+        };
+        Ok(Lease::new(
+            run,
+            u64::try_from(epoch).unwrap_or(0),
+            None,
+            previous,
+            Box::new(guard),
+        ))
+    }
+
+    fn entries(&self, run: &str, sql: &str, bound: i64) -> StoreResult<JournalRead> {
+        validate_id(run)?;
+        let mut client = self.client()?;
+        let exists = client
+            .query_opt(
+                "SELECT count(*) FROM journal WHERE namespace = $1 AND run = $2
+                 HAVING EXISTS (SELECT 1 FROM runs WHERE namespace = $1 AND run = $2)",
+                &[&self.namespace, &run],
+            )
+            .map_err(backend("count a journal"))?;
+        let Some(count) = exists else {
+            return Err(StoreError::NoRun {
+                run: run.to_string(),
+            });
+        };
+        let len = u64::try_from(count.get::<_, i64>(0)).unwrap_or(0);
+        let rows = client
+            .query(sql, &[&self.namespace, &run, &bound])
+            .map_err(backend("read a journal"))?;
+        let mut entries: Vec<Entry> = rows
+            .iter()
+            .map(|r| Entry {
+                seq: Seq(u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)),
+                json: r.get(1),
+            })
+            .collect();
+        entries.sort_by_key(|e| e.seq);
+        Ok(JournalRead {
+            entries,
+            len,
+            torn: None,
+        })
+    }
+}
+
+/// Applies the migrations the database lacks, one process at a time.
+fn migrate(client: &mut Client) -> StoreResult<()> {
+    let mut tx = client
+        .transaction()
+        .map_err(backend("begin a transaction"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(backend("lock the schema"))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS store_schema (version integer NOT NULL)")
+        .map_err(backend("create the schema table"))?;
+    let applied: i64 = tx
+        .query_one("SELECT count(*) FROM store_schema", &[])
+        .map_err(backend("read the schema version"))?
+        .get(0);
+    for (n, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
+        tx.batch_execute(sql)
+            .map_err(backend("migrate the schema"))?;
+        let version = i32::try_from(n + 1).unwrap_or(i32::MAX);
+        tx.execute("INSERT INTO store_schema VALUES ($1)", &[&version])
+            .map_err(backend("record the schema version"))?;
+    }
+    tx.commit().map_err(backend("commit the schema"))
+}
+
+/// Locks the run's row for the rest of the transaction and checks that `lease` is still its
+/// current one.
+fn fence(tx: &mut Transaction<'_>, namespace: &str, lease: &Lease) -> StoreResult<()> {
+    let row = tx
+        .query_opt(
+            "SELECT epoch FROM runs WHERE namespace = $1 AND run = $2 FOR UPDATE",
+            &[&namespace, &lease.run()],
+        )
+        .map_err(backend("lock a run"))?;
+    let Some(row) = row else {
+        return Err(StoreError::NoRun {
+            run: lease.run().to_string(),
+        });
+    };
+    let current = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+    if current != lease.epoch() {
+        return Err(StoreError::Fenced {
+            run: lease.run().to_string(),
+            held: lease.epoch(),
+            current,
+        });
+    }
+    Ok(())
+}
+
+impl PgStore {
+    /// Refuses a lease this store did not grant (another database, or another namespace).
+    fn own(&self, lease: &mut Lease) -> StoreResult<()> {
+        let guard = lease.guard_mut::<PgGuard>()?;
+        if guard.namespace == self.namespace && Arc::ptr_eq(&guard.client, &self.client) {
+            return Ok(());
+        }
+        Err(StoreError::ForeignLease {
+            run: lease.run().to_string(),
+        })
+    }
+}
+
+impl RunStore for PgStore {
+    fn list(&self) -> StoreResult<Vec<String>> {
+        let mut client = self.client()?;
+        let rows = client
+            .query(
+                "SELECT run FROM runs WHERE namespace = $1 ORDER BY run",
+                &[&self.namespace],
+            )
+            .map_err(backend("list runs"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn create(&self, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
+        validate_id(run)?;
+        let mut client = self.client()?;
+        let inserted = client
+            .execute(
+                "INSERT INTO runs (namespace, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&self.namespace, &run],
+            )
+            .map_err(backend("create a run"))?;
+        if inserted == 0 {
+            return Err(StoreError::Exists {
+                run: run.to_string(),
+            });
+        }
+        self.take(&mut client, run, holder)
+    }
+
+    fn lease(&self, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
+        validate_id(run)?;
+        let mut client = self.client()?;
+        self.take(&mut client, run, holder)
+    }
+
+    fn lease_state(&self, run: &str) -> StoreResult<LeaseState> {
+        validate_id(run)?;
+        let mut client = self.client()?;
+        let row = client
+            .query_opt(
+                "SELECT holder, lease_until > now() FROM runs WHERE namespace = $1 AND run = $2",
+                &[&self.namespace, &run],
+            )
+            .map_err(backend("read a run's lease"))?
+            .ok_or_else(|| StoreError::NoRun {
+                run: run.to_string(),
+            })?;
+        let holder: Option<LockHolder> = row
+            .get::<_, Option<String>>(0)
+            .and_then(|h| serde_json::from_str(&h).ok());
+        Ok(match (holder, row.get::<_, Option<bool>>(1)) {
+            (holder, Some(true)) => LeaseState::Held(holder),
+            (Some(holder), _) => LeaseState::Stale(holder),
+            (None, _) => LeaseState::Free,
+        })
+    }
+
+    fn append(&self, lease: &mut Lease, records: &[&str]) -> StoreResult<Seq> {
+        for record in records {
+            check_record(lease.run(), record)?;
+        }
+        self.own(lease)?;
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        fence(&mut tx, &self.namespace, lease)?;
+        let last: i64 = tx
+            .query_one(
+                "SELECT coalesce(max(seq), 0) FROM journal WHERE namespace = $1 AND run = $2",
+                &[&self.namespace, &lease.run()],
+            )
+            .map_err(backend("read a journal's end"))?
+            .get(0);
+        let statement = tx
+            .prepare("INSERT INTO journal (namespace, run, seq, record) VALUES ($1, $2, $3, $4)")
+            .map_err(backend("prepare an append"))?;
+        let mut seq = last;
+        for record in records {
+            seq += 1;
+            tx.execute(&statement, &[&self.namespace, &lease.run(), &seq, record])
+                .map_err(backend("append to a journal"))?;
+        }
+        tx.commit().map_err(backend("commit an append"))?;
+        Ok(Seq(u64::try_from(seq).unwrap_or(0)))
+    }
+
+    fn read_journal(&self, run: &str, after: Seq) -> StoreResult<JournalRead> {
+        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
+        self.entries(
+            run,
+            "SELECT seq, record FROM journal WHERE namespace = $1 AND run = $2 AND seq > $3
+             ORDER BY seq",
+            after,
+        )
+    }
+
+    fn read_tail(&self, run: &str, count: usize) -> StoreResult<JournalRead> {
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        self.entries(
+            run,
+            "SELECT seq, record FROM journal WHERE namespace = $1 AND run = $2
+             ORDER BY seq DESC LIMIT $3",
+            count,
+        )
+    }
+
+    fn put(&self, lease: &mut Lease, key: &str, bytes: &[u8], _flush: Flush) -> StoreResult<()> {
+        validate_key(key)?;
+        self.own(lease)?;
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        fence(&mut tx, &self.namespace, lease)?;
+        tx.execute(
+            "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (namespace, run, key) DO UPDATE SET bytes = EXCLUDED.bytes",
+            &[&self.namespace, &lease.run(), &key, &bytes],
+        )
+        .map_err(backend("write a document"))?;
+        tx.commit().map_err(backend("commit a document"))
+    }
+
+    fn get(&self, run: &str, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        validate_id(run)?;
+        validate_key(key)?;
+        let mut client = self.client()?;
+        let row = client
+            .query_opt(
+                "SELECT bytes FROM documents WHERE namespace = $1 AND run = $2 AND key = $3",
+                &[&self.namespace, &run, &key],
+            )
+            .map_err(backend("read a document"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    fn keys(&self, run: &str, prefix: &str) -> StoreResult<Vec<String>> {
+        validate_id(run)?;
+        let mut client = self.client()?;
+        let rows = client
+            .query(
+                "SELECT key FROM documents WHERE namespace = $1 AND run = $2
+                 AND starts_with(key, $3) ORDER BY key",
+                &[&self.namespace, &run, &prefix],
+            )
+            .map_err(backend("list documents"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn remove(&self, mut lease: Lease) -> StoreResult<()> {
+        self.own(&mut lease)?;
+        {
+            let mut client = self.client()?;
+            let mut tx = client
+                .transaction()
+                .map_err(backend("begin a transaction"))?;
+            fence(&mut tx, &self.namespace, &lease)?;
+            tx.execute(
+                "DELETE FROM runs WHERE namespace = $1 AND run = $2",
+                &[&self.namespace, &lease.run()],
+            )
+            .map_err(backend("remove a run"))?;
+            tx.commit().map_err(backend("commit a removal"))?;
+        }
+        drop(lease);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+//! A real PostgreSQL for tests: `PG_TEST_URL`, or a throwaway cluster the test starts itself
+//! (`initdb` in a temporary folder, the server listening only on a Unix socket in that folder),
+//! stopped and removed when the [`Postgres`] value is dropped.
+//!
+//! PostgreSQL refuses to run as root: when the tests run as root, the cluster is made and run as
+//! the `postgres` user (through `runuser`), in a folder that user owns. Without `initdb` (Debian's
+//! `postgresql` package puts it in `/usr/lib/postgresql/<version>/bin`) the test says SKIPPED, or
+//! fails when `PG_TEST_REQUIRED` is set (`.ci/run` sets it).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::needs;
+
+/// Makes the PostgreSQL tests required.
+pub const PG_REQUIRED: &str = "PG_TEST_REQUIRED";
+
+/// A PostgreSQL server for one test.
+pub struct Postgres {
+    /// Connection string (`host=… port=… user=… dbname=…`, or `PG_TEST_URL`).
+    pub url: String,
+    cluster: Option<Cluster>,
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Postgres").field("url", &self.url).finish()
+    }
+}
+
+impl Postgres {
+    /// The server of `PG_TEST_URL`, else a new throwaway cluster; `None` (after saying SKIPPED)
+    /// when neither is possible.
+    pub fn start() -> Option<Self> {
+        if let Some(url) = std::env::var("PG_TEST_URL").ok().filter(|u| !u.is_empty()) {
+            return Some(Self { url, cluster: None });
+        }
+        let Some(bin) = find_bin() else {
+            return needs::skip_for(
+                PG_REQUIRED,
+                "PostgreSQL's initdb (apt-get install postgresql), or PG_TEST_URL=postgres://…",
+            );
+        };
+        match Cluster::start(bin) {
+            Ok((cluster, url)) => Some(Self {
+                url,
+                cluster: Some(cluster),
+            }),
+            Err(why) => needs::skip_for(
+                PG_REQUIRED,
+                &format!("a throwaway PostgreSQL cluster, which could not start: {why}"),
+            ),
+        }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Some(cluster) = &self.cluster {
+            let data = cluster.dir.path().join("data");
+            let _ = cluster
+                .command("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "-w", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+fn find_bin() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("bin"))
+        .filter(|bin| bin.join("initdb").is_file())
+        .collect();
+    candidates.sort();
+    candidates.pop()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+impl Cluster {
+    fn start(bin: PathBuf) -> Result<(Self, String), String> {
+        let as_postgres = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("pg-test-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let cluster = Self {
+            dir,
+            bin,
+            as_postgres,
+        };
+        if as_postgres {
+            cluster.chown()?;
+        }
+        let data = cluster.dir.path().join("data");
+        cluster.run(
+            cluster.command("initdb").arg("-D").arg(&data).args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ]),
+            "initdb",
+        )?;
+        let port = free_port()?;
+        let socket = cluster.dir.path().display().to_string();
+        let options = format!(
+            "-c listen_addresses='' -c unix_socket_directories='{socket}' -p {port} -c fsync=off -c max_connections=100"
+        );
+        cluster.run(
+            cluster
+                .command("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .args(["-w", "-t", "60", "-o", &options, "-l"])
+                .arg(cluster.dir.path().join("log"))
+                .arg("start"),
+            "pg_ctl start",
+        )?;
+        let url = format!("host={socket} port={port} user=postgres dbname=postgres");
+        Ok((cluster, url))
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, cmd: &mut Command, what: &str) -> Result<(), String> {
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let log = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
+        Err(format!(
+            "{what} failed: {}{}{log}",
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ))
+    }
+
+    /// Gives the folder to the `postgres` user (the server runs as that user).
+    fn chown(&self) -> Result<(), String> {
+        let status = Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(self.dir.path())
+            .status()
+            .map_err(|e| format!("chown: {e}"))?;
+        if !status.success() {
+            return Err("chown postgres failed (is there a postgres user?)".into());
+        }
+        Ok(())
+    }
+}
+
+/// A TCP port nobody listens on now (the server's socket file is named after it).
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
