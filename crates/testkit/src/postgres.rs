@@ -22,6 +22,13 @@ pub struct Postgres {
     cluster: Option<Cluster>,
 }
 
+/// Whether the cluster flushes commits to disk.
+#[derive(Debug, Clone, Copy)]
+enum Flush {
+    On,
+    Off,
+}
+
 struct Cluster {
     dir: tempfile::TempDir,
     bin: PathBuf,
@@ -35,9 +42,19 @@ impl std::fmt::Debug for Postgres {
 }
 
 impl Postgres {
-    /// The server of `PG_TEST_URL`, else a new throwaway cluster; `None` (after saying SKIPPED)
-    /// when neither is possible.
+    /// The server of `PG_TEST_URL`, else a new throwaway cluster that does not flush to disk (fast,
+    /// for tests); `None` (after saying SKIPPED) when neither is possible.
     pub fn start() -> Option<Self> {
+        Self::start_with(Flush::Off)
+    }
+
+    /// Like [`Postgres::start`], the cluster flushing commits to disk as a production server does
+    /// (for benchmarks).
+    pub fn start_durable() -> Option<Self> {
+        Self::start_with(Flush::On)
+    }
+
+    fn start_with(flush: Flush) -> Option<Self> {
         if let Some(url) = std::env::var("PG_TEST_URL").ok().filter(|u| !u.is_empty()) {
             return Some(Self { url, cluster: None });
         }
@@ -47,7 +64,7 @@ impl Postgres {
                 "PostgreSQL's initdb (apt-get install postgresql), or PG_TEST_URL=postgres://…",
             );
         };
-        match Cluster::start(bin) {
+        match Cluster::start(bin, flush) {
             Ok((cluster, url)) => Some(Self {
                 url,
                 cluster: Some(cluster),
@@ -96,7 +113,7 @@ fn is_root() -> bool {
 }
 
 impl Cluster {
-    fn start(bin: PathBuf) -> Result<(Self, String), String> {
+    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, String), String> {
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
             .prefix("pg-test-")
@@ -125,8 +142,12 @@ impl Cluster {
         )?;
         let port = free_port()?;
         let socket = cluster.dir.path().display().to_string();
+        let fsync = match flush {
+            Flush::On => "on",
+            Flush::Off => "off",
+        };
         let options = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{socket}' -p {port} -c fsync=off -c max_connections=100"
+            "-c listen_addresses='' -c unix_socket_directories='{socket}' -p {port} -c fsync={fsync} -c max_connections=100"
         );
         cluster.run(
             cluster
