@@ -19,6 +19,8 @@
 
 pub mod atomic;
 pub mod clock;
+#[cfg(any(test, feature = "contract"))]
+pub mod contract;
 mod error;
 pub mod files;
 pub mod ids;
