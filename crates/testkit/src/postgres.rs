@@ -105,11 +105,21 @@ fn find_bin() -> Option<PathBuf> {
     candidates.pop()
 }
 
+/// Whether this process runs as root (its real uid, from `/proc`, else `id -u`).
 fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    let from_proc = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next().map(|uid| uid == "0"))
+        });
+    from_proc.unwrap_or_else(|| {
+        Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    })
 }
 
 impl Cluster {
