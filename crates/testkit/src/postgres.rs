@@ -22,6 +22,28 @@ pub struct Postgres {
     cluster: Option<Cluster>,
 }
 
+/// Why a throwaway cluster could not start (said in the SKIPPED line).
+#[derive(Debug)]
+struct StartError(String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for StartError {
+    fn from(why: String) -> Self {
+        Self(why)
+    }
+}
+
+impl From<std::io::Error> for StartError {
+    fn from(e: std::io::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
 /// Whether the cluster flushes commits to disk.
 #[derive(Debug, Clone, Copy)]
 enum Flush {
@@ -123,7 +145,7 @@ fn is_root() -> bool {
 }
 
 impl Cluster {
-    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, String), String> {
+    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, String), StartError> {
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
             .prefix("pg-test-")
@@ -184,7 +206,7 @@ impl Cluster {
         }
     }
 
-    fn run(&self, cmd: &mut Command, what: &str) -> Result<(), String> {
+    fn run(&self, cmd: &mut Command, what: &str) -> Result<(), StartError> {
         let out = cmd
             .stdin(Stdio::null())
             .output()
@@ -193,32 +215,31 @@ impl Cluster {
             return Ok(());
         }
         let log = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
-        Err(format!(
+        Err(StartError(format!(
             "{what} failed: {}{}{log}",
             String::from_utf8_lossy(&out.stderr).trim(),
             String::from_utf8_lossy(&out.stdout).trim()
-        ))
+        )))
     }
 
     /// Gives the folder to the `postgres` user (the server runs as that user).
-    fn chown(&self) -> Result<(), String> {
+    fn chown(&self) -> Result<(), StartError> {
         let status = Command::new("chown")
             .args(["postgres:postgres"])
             .arg(self.dir.path())
             .status()
             .map_err(|e| format!("chown: {e}"))?;
         if !status.success() {
-            return Err("chown postgres failed (is there a postgres user?)".into());
+            return Err(StartError(
+                "chown postgres failed (is there a postgres user?)".into(),
+            ));
         }
         Ok(())
     }
 }
 
 /// A TCP port nobody listens on now (the server's socket file is named after it).
-fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
+fn free_port() -> Result<u16, StartError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
 }
