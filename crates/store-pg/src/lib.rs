@@ -163,7 +163,16 @@ impl PgStore {
         tx.commit().map_err(backend("commit"))
     }
 
-    fn take(&self, client: &mut Client, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
+    /// Takes the lease of `run`, creating the run first when `create` (in the same transaction,
+    /// so nobody leases a run between its creation and its first lease).
+    fn take(
+        &self,
+        client: &mut Client,
+        run: &str,
+        holder: &LockHolder,
+        create: bool,
+    ) -> StoreResult<Lease> {
+        validate_id(run)?;
         let holder_json = serde_json::to_string(holder).map_err(|e| StoreError::Backend {
             action: "describe the lease holder",
             source: Box::new(e),
@@ -171,6 +180,19 @@ impl PgStore {
         let mut tx = client
             .transaction()
             .map_err(backend("begin a transaction"))?;
+        if create {
+            let inserted = tx
+                .execute(
+                    "INSERT INTO runs (namespace, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    &[&self.namespace, &run],
+                )
+                .map_err(backend("create a run"))?;
+            if inserted == 0 {
+                return Err(StoreError::Exists {
+                    run: run.to_string(),
+                });
+            }
+        }
         let row = tx
             .query_opt(
                 "SELECT epoch, holder, lease_until > now() FROM runs
@@ -225,18 +247,17 @@ impl PgStore {
     fn entries(&self, run: &str, sql: &str, bound: i64) -> StoreResult<JournalRead> {
         validate_id(run)?;
         let mut client = self.client()?;
-        let exists = client
+        let count = client
             .query_opt(
-                "SELECT count(*) FROM journal WHERE namespace = $1 AND run = $2
-                 HAVING EXISTS (SELECT 1 FROM runs WHERE namespace = $1 AND run = $2)",
+                "SELECT (SELECT count(*) FROM journal j
+                         WHERE j.namespace = r.namespace AND j.run = r.run)
+                 FROM runs r WHERE r.namespace = $1 AND r.run = $2",
                 &[&self.namespace, &run],
             )
-            .map_err(backend("count a journal"))?;
-        let Some(count) = exists else {
-            return Err(StoreError::NoRun {
+            .map_err(backend("count a journal"))?
+            .ok_or_else(|| StoreError::NoRun {
                 run: run.to_string(),
-            });
-        };
+            })?;
         let len = u64::try_from(count.get::<_, i64>(0)).unwrap_or(0);
         let rows = client
             .query(sql, &[&self.namespace, &run, &bound])
@@ -331,26 +352,11 @@ impl RunStore for PgStore {
     }
 
     fn create(&self, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
-        validate_id(run)?;
-        let mut client = self.client()?;
-        let inserted = client
-            .execute(
-                "INSERT INTO runs (namespace, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[&self.namespace, &run],
-            )
-            .map_err(backend("create a run"))?;
-        if inserted == 0 {
-            return Err(StoreError::Exists {
-                run: run.to_string(),
-            });
-        }
-        self.take(&mut client, run, holder)
+        self.take(&mut *self.client()?, run, holder, true)
     }
 
     fn lease(&self, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
-        validate_id(run)?;
-        let mut client = self.client()?;
-        self.take(&mut client, run, holder)
+        self.take(&mut *self.client()?, run, holder, false)
     }
 
     fn lease_state(&self, run: &str) -> StoreResult<LeaseState> {

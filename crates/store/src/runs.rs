@@ -24,13 +24,6 @@ use crate::lock::{LockHolder, LockState};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Seq(pub u64);
 
-impl Seq {
-    /// The position after this one.
-    pub fn next(self) -> Self {
-        Self(self.0 + 1)
-    }
-}
-
 impl std::fmt::Display for Seq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)

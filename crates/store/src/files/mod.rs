@@ -310,23 +310,15 @@ impl RunStore for FileStore {
     }
 
     fn remove(&self, mut lease: Lease) -> StoreResult<()> {
-        let epoch = lease.epoch();
-        let guard = self.guard(&mut lease)?;
         let doomed = self
             .root
-            .join(format!("{REMOVING}{}-{epoch}", lease_run_name(&guard.dir)));
-        std::fs::rename(&guard.dir, &doomed)
-            .map_err(|e| StoreError::io("move away", guard.dir.clone(), e))?;
+            .join(format!("{REMOVING}{}-{}", lease.run(), lease.epoch()));
+        let dir = self.guard(&mut lease)?.dir.clone();
+        std::fs::rename(&dir, &doomed).map_err(|e| StoreError::io("move away", dir, e))?;
         sync_dir(&self.root)?;
         drop(lease);
         std::fs::remove_dir_all(&doomed).map_err(|e| StoreError::io("remove", doomed, e))
     }
-}
-
-fn lease_run_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// The document keys under `dir` (`prefix` is the key of `dir` itself, `""` at the run's folder):

@@ -135,15 +135,9 @@ impl Executor<'_> {
         for e in &control {
             holds.push((e.index, self.condition_holds(e, &vars)?));
         }
-        let available = |e: &Edge| {
-            holds
-                .iter()
-                .find(|(x, _)| *x == e.index)
-                .is_none_or(|(_, h)| h.unwrap_or(true))
-        };
         let asyncs = control
             .iter()
-            .filter(|e| e.is_async() && available(e))
+            .filter(|e| e.is_async() && available(&holds, e))
             .map(|e| e.index)
             .collect();
         let maps = control
@@ -365,10 +359,7 @@ struct Outgoing<'m> {
 impl Outgoing<'_> {
     /// Whether an edge may be taken: no condition, or one that holds.
     fn available(&self, e: &Edge) -> bool {
-        self.holds
-            .iter()
-            .find(|(x, _)| *x == e.index)
-            .is_none_or(|(_, h)| h.unwrap_or(true))
+        available(&self.holds, e)
     }
 
     /// Whether an edge has a condition and it holds.
@@ -377,6 +368,15 @@ impl Outgoing<'_> {
             .iter()
             .any(|(x, h)| *x == e.index && *h == Some(true))
     }
+}
+
+/// Whether an edge may be taken, given the evaluated conditions: no condition (or none
+/// evaluated), or one that holds.
+fn available(holds: &[(usize, Option<bool>)], e: &Edge) -> bool {
+    holds
+        .iter()
+        .find(|(x, _)| *x == e.index)
+        .is_none_or(|(_, h)| h.unwrap_or(true))
 }
 
 /// What kind of node a single edge is taken from without asking (a state, an init node, a task
