@@ -7,6 +7,11 @@
 //! documents(namespace, run, key, bytes)                  state, metadata, io/ records
 //! ```
 //!
+//! **The queue** is a column of `runs`: `queued_at` is set while a run waits for a worker (or is
+//! worked on: it stays set until the worker says the run needs no more work). [`PgStore::claim`]
+//! takes the lease of the oldest queued run that nobody holds, or whose holder's lease ran out,
+//! with `FOR UPDATE SKIP LOCKED`, so claiming workers never wait for one another.
+//!
 //! A *namespace* plays the part of the file store's root folder (a delta workspace, a dygram
 //! executions folder): runs of different namespaces never meet.
 //!
@@ -56,6 +61,9 @@ const MIGRATIONS: &[&str] = &["
         PRIMARY KEY (namespace, run, key),
         FOREIGN KEY (namespace, run) REFERENCES runs ON DELETE CASCADE
     );
+", "
+    ALTER TABLE runs ADD COLUMN queued_at timestamptz;
+    CREATE INDEX runs_queue ON runs (namespace, queued_at) WHERE queued_at IS NOT NULL;
 "];
 
 /// An advisory-lock key that serialises migrations between processes.
@@ -173,10 +181,6 @@ impl PgStore {
         create: bool,
     ) -> StoreResult<Lease> {
         validate_id(run)?;
-        let holder_json = serde_json::to_string(holder).map_err(|e| StoreError::Backend {
-            action: "describe the lease holder",
-            source: Box::new(e),
-        })?;
         let mut tx = client
             .transaction()
             .map_err(backend("begin a transaction"))?;
@@ -193,6 +197,23 @@ impl PgStore {
                 });
             }
         }
+        let lease = self.take_locked(&mut tx, run, holder)?;
+        tx.commit().map_err(backend("commit"))?;
+        Ok(lease)
+    }
+
+    /// Takes the lease of `run` inside `tx`: fails while a live lease holds it; else bumps the
+    /// epoch and names `holder`.
+    fn take_locked(
+        &self,
+        tx: &mut Transaction<'_>,
+        run: &str,
+        holder: &LockHolder,
+    ) -> StoreResult<Lease> {
+        let holder_json = serde_json::to_string(holder).map_err(|e| StoreError::Backend {
+            action: "describe the lease holder",
+            source: Box::new(e),
+        })?;
         let row = tx
             .query_opt(
                 "SELECT epoch, holder, lease_until > now() FROM runs
@@ -228,7 +249,6 @@ impl PgStore {
             ],
         )
         .map_err(backend("take a lease"))?;
-        tx.commit().map_err(backend("commit"))?;
         let guard = PgGuard {
             client: Arc::clone(&self.client),
             namespace: self.namespace.clone(),
@@ -326,7 +346,94 @@ fn fence(tx: &mut Transaction<'_>, namespace: &str, lease: &Lease) -> StoreResul
     Ok(())
 }
 
+/// A run as the queue sees it (for listings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    /// Its name.
+    pub run: String,
+    /// Its lease epoch (how many leases were taken).
+    pub epoch: u64,
+    /// Who writes it, if anyone; `live` says whether that lease still holds.
+    pub holder: Option<LockHolder>,
+    /// The holder's lease has not run out.
+    pub live: bool,
+    /// It waits for (or is being worked on by) a worker.
+    pub queued: bool,
+    /// When it was created.
+    pub created: jiff::Timestamp,
+}
+
 impl PgStore {
+    /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
+    pub fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()> {
+        self.own(lease)?;
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        fence(&mut tx, &self.namespace, lease)?;
+        tx.execute(
+            "UPDATE runs SET queued_at = CASE WHEN $3 THEN coalesce(queued_at, now()) END
+             WHERE namespace = $1 AND run = $2",
+            &[&self.namespace, &lease.run(), &queued],
+        )
+        .map_err(backend("queue a run"))?;
+        tx.commit().map_err(backend("commit"))
+    }
+
+    /// Takes the lease of the oldest queued run that no live lease holds (a run whose worker died
+    /// or was cut off is taken over), or `None` when there is none. Workers claiming at the same
+    /// time skip one another's rows instead of waiting.
+    pub fn claim(&self, holder: &LockHolder) -> StoreResult<Option<Lease>> {
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        let row = tx
+            .query_opt(
+                "SELECT run FROM runs
+                 WHERE namespace = $1 AND queued_at IS NOT NULL
+                   AND (holder IS NULL OR lease_until IS NULL OR lease_until <= now())
+                 ORDER BY queued_at, run LIMIT 1 FOR UPDATE SKIP LOCKED",
+                &[&self.namespace],
+            )
+            .map_err(backend("claim a queued run"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let run: String = row.get(0);
+        let lease = self.take_locked(&mut tx, &run, holder)?;
+        tx.commit().map_err(backend("commit"))?;
+        Ok(Some(lease))
+    }
+
+    /// Every run of the namespace with its lease and queue state, in name order.
+    pub fn rows(&self) -> StoreResult<Vec<RunRow>> {
+        let mut client = self.client()?;
+        let rows = client
+            .query(
+                "SELECT run, epoch, holder, coalesce(lease_until > now(), false),
+                        queued_at IS NOT NULL,
+                        (extract(epoch FROM created_at) * 1000)::bigint
+                 FROM runs WHERE namespace = $1 ORDER BY run",
+                &[&self.namespace],
+            )
+            .map_err(backend("list runs"))?;
+        Ok(rows
+            .iter()
+            .map(|r| RunRow {
+                run: r.get(0),
+                epoch: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+                holder: r
+                    .get::<_, Option<String>>(2)
+                    .and_then(|h| serde_json::from_str(&h).ok()),
+                live: r.get(3),
+                queued: r.get(4),
+                created: jiff::Timestamp::from_millisecond(r.get(5)).unwrap_or_default(),
+            })
+            .collect())
+    }
+
     /// Refuses a lease this store did not grant (another database, or another namespace).
     fn own(&self, lease: &mut Lease) -> StoreResult<()> {
         let guard = lease.guard_mut::<PgGuard>()?;

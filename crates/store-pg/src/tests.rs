@@ -13,8 +13,8 @@ fn the_store_keeps_runs_in_postgresql() {
         return;
     };
     let store = PgStore::connect(&pg.url, "cases").unwrap();
-    // A second connection applies no migration twice.
-    PgStore::connect(&pg.url, "cases").unwrap();
+    // A second connection applies no migration twice; the URL form reaches the same server.
+    PgStore::connect(&pg.store_url(), "cases").unwrap();
     store::contract::all(&|case: &str| -> Box<dyn RunStore> {
         Box::new(store.with_namespace(case))
     });
@@ -26,6 +26,69 @@ fn the_store_keeps_runs_in_postgresql() {
     );
     a_writer_whose_lease_was_taken_over_is_fenced(&store.with_namespace("fenced"));
     namespaces_and_stores_do_not_mix(&store);
+    claimers_share_the_queue_without_doubles(&pg.url);
+    a_claimed_run_whose_lease_ran_out_is_claimed_again(&store.with_namespace("takeover"));
+}
+
+fn claimers_share_the_queue_without_doubles(url: &str) {
+    let store = PgStore::connect(url, "queue").unwrap();
+    for n in 0..40 {
+        let mut lease = store.create(&format!("r{n:02}"), &holder("submit")).unwrap();
+        store.set_queued(&mut lease, true).unwrap();
+    }
+    // One run created but never queued: no worker takes it.
+    drop(store.create("idle", &holder("submit")).unwrap());
+    let claimed: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                scope.spawn(move || {
+                    let store = PgStore::connect(url, "queue").unwrap();
+                    let mut mine = Vec::new();
+                    while let Some(mut lease) = store.claim(&holder(&format!("w{w}"))).unwrap() {
+                        store.set_queued(&mut lease, false).unwrap();
+                        mine.push(lease.run().to_string());
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    let mut sorted = claimed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 40, "every run claimed once: {claimed:?}");
+    assert_eq!(claimed.len(), 40);
+    let rows = store.rows().unwrap();
+    assert_eq!(rows.len(), 41);
+    assert!(rows.iter().all(|r| !r.queued));
+}
+
+fn a_claimed_run_whose_lease_ran_out_is_claimed_again(store: &PgStore) {
+    let short = store.clone().with_lease(Duration::from_millis(300));
+    let mut lease = short.create("r", &holder("submit")).unwrap();
+    short.set_queued(&mut lease, true).unwrap();
+    drop(lease);
+    let first = short.claim(&holder("dies")).unwrap().unwrap();
+    assert_eq!(first.epoch(), 2);
+    // Held: nobody else gets it.
+    assert!(store.claim(&holder("other")).unwrap().is_none());
+    std::thread::sleep(Duration::from_millis(400));
+    let second = store.claim(&holder("other")).unwrap().unwrap();
+    assert_eq!(second.epoch(), 3);
+    assert_eq!(
+        second.stale().and_then(|h| h.command.as_deref()),
+        Some("dies")
+    );
+    let row = store.rows().unwrap().remove(0);
+    assert!(row.live && row.queued);
+    assert_eq!(row.epoch, 3);
+    // The first holder giving up does not free its successor's lease.
+    drop(first);
+    assert!(store.rows().unwrap()[0].live);
 }
 
 fn a_writer_whose_lease_was_taken_over_is_fenced(store: &PgStore) {

@@ -19,6 +19,8 @@ pub const PG_REQUIRED: &str = "PG_TEST_REQUIRED";
 pub struct Postgres {
     /// Connection string (`host=… port=… user=… dbname=…`, or `PG_TEST_URL`).
     pub url: String,
+    /// The same server as a `postgresql://` URL (what `--store` takes).
+    store_url: String,
     cluster: Option<Cluster>,
 }
 
@@ -64,6 +66,12 @@ impl std::fmt::Debug for Postgres {
 }
 
 impl Postgres {
+    /// The server as a `postgresql://` URL (the socket folder percent-encoded as the host), the
+    /// form `--store` takes. `PG_TEST_URL` should be given in that form too.
+    pub fn store_url(&self) -> String {
+        self.store_url.clone()
+    }
+
     /// The server of `PG_TEST_URL`, else a new throwaway cluster that does not flush to disk (fast,
     /// for tests); `None` (after saying SKIPPED) when neither is possible.
     pub fn start() -> Option<Self> {
@@ -78,7 +86,11 @@ impl Postgres {
 
     fn start_with(flush: Flush) -> Option<Self> {
         if let Some(url) = std::env::var("PG_TEST_URL").ok().filter(|u| !u.is_empty()) {
-            return Some(Self { url, cluster: None });
+            return Some(Self {
+                store_url: url.clone(),
+                url,
+                cluster: None,
+            });
         }
         let Some(bin) = find_bin() else {
             return needs::skip_for(
@@ -87,8 +99,9 @@ impl Postgres {
             );
         };
         match Cluster::start(bin, flush) {
-            Ok((cluster, url)) => Some(Self {
+            Ok((cluster, (url, store_url))) => Some(Self {
                 url,
+                store_url,
                 cluster: Some(cluster),
             }),
             Err(why) => needs::skip_for(
@@ -145,7 +158,7 @@ fn is_root() -> bool {
 }
 
 impl Cluster {
-    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, String), StartError> {
+    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, (String, String)), StartError> {
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
             .prefix("pg-test-")
@@ -192,7 +205,11 @@ impl Cluster {
             "pg_ctl start",
         )?;
         let url = format!("host={socket} port={port} user=postgres dbname=postgres");
-        Ok((cluster, url))
+        let store_url = format!(
+            "postgresql://postgres@{}:{port}/postgres",
+            socket.replace('%', "%25").replace('/', "%2F")
+        );
+        Ok((cluster, (url, store_url)))
     }
 
     fn command(&self, program: &str) -> Command {
