@@ -178,12 +178,35 @@ pub fn timestamp(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// Where a run lives when its files are a working copy: a shared store (PostgreSQL) whose journal is
+/// the run's record. Every journal line goes there *before* the local file, under the run's lease, so
+/// a writer that lost its lease is refused ([`StoreError::Fenced`]) before anything acts on the
+/// line; documents (`metadata.json`) follow the local writes.
+pub trait Upstream: Send + Sync + std::fmt::Debug {
+    /// Appends complete journal lines in one durable step; `first` is the `seq` of the first.
+    fn append(&self, first: u64, lines: &[&str]) -> Result<(), StoreError>;
+    /// Replaces the document `key` (`metadata.json`).
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
+}
+
 /// A run's journal, open for appending.
-#[derive(Debug)]
 pub struct RunJournal {
     journal: Journal,
     next_seq: u64,
     clock: Clock,
+    upstream: Option<std::sync::Arc<dyn Upstream>>,
+    /// Lines written locally without a flush, not yet sent upstream (with the `seq` of the first).
+    unsent: Option<(u64, Vec<String>)>,
+}
+
+impl std::fmt::Debug for RunJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunJournal")
+            .field("journal", &self.journal)
+            .field("next_seq", &self.next_seq)
+            .field("upstream", &self.upstream.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What opening a journal found.
@@ -267,6 +290,8 @@ impl RunJournal {
                 journal: Journal::open(path)?,
                 next_seq,
                 clock,
+                upstream: None,
+                unsent: None,
             },
             events: lines.into_iter().filter_map(|l| l.event).collect(),
             recovered,
@@ -284,12 +309,36 @@ impl RunJournal {
         self.write(event, false)
     }
 
+    /// Sends every line from now on to `upstream` before writing it here.
+    pub fn with_upstream(mut self, upstream: Option<std::sync::Arc<dyn Upstream>>) -> Self {
+        self.upstream = upstream;
+        self
+    }
+
     /// Flushes deferred events, if any.
     pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.send(None)?;
         if self.journal.is_dirty() {
             self.journal.sync()?;
         }
         Ok(())
+    }
+
+    /// Sends the lines not yet sent upstream, and `line` (with `seq`) after them.
+    fn send(&mut self, line: Option<(u64, &str)>) -> Result<(), StoreError> {
+        let Some(upstream) = &self.upstream else {
+            return Ok(());
+        };
+        let unsent = self.unsent.take();
+        let (first, mut lines): (u64, Vec<&str>) = match &unsent {
+            Some((first, lines)) => (*first, lines.iter().map(String::as_str).collect()),
+            None => (line.map_or(0, |(seq, _)| seq), Vec::new()),
+        };
+        lines.extend(line.map(|(_, text)| text));
+        if lines.is_empty() {
+            return Ok(());
+        }
+        upstream.append(first, &lines)
     }
 
     fn write(&mut self, event: &Event, flush: bool) -> Result<Envelope, StoreError> {
@@ -303,7 +352,24 @@ impl RunJournal {
             kind: tagged["type"].as_str().unwrap_or_default().to_string(),
             payload: tagged.get("payload").cloned().unwrap_or(Value::Null),
         };
-        if flush {
+        if self.upstream.is_some() {
+            // The store first: a line it refuses (a lost lease) is never written or acted on here.
+            let line =
+                serde_json::to_string(&envelope).map_err(|source| StoreError::Serialize {
+                    path: self.journal.path().to_path_buf(),
+                    source,
+                })?;
+            if flush {
+                self.send(Some((envelope.seq, &line)))?;
+                self.journal.append_raw(&line)?;
+            } else {
+                self.journal.append_unsynced(&envelope)?;
+                self.unsent
+                    .get_or_insert_with(|| (envelope.seq, Vec::new()))
+                    .1
+                    .push(line);
+            }
+        } else if flush {
             self.journal.append(&envelope)?;
         } else {
             self.journal.append_unsynced(&envelope)?;

@@ -16,6 +16,7 @@ pub mod diag;
 pub mod engine;
 pub mod env;
 pub mod events;
+pub mod fleet;
 pub mod hooks;
 pub mod metadata;
 pub mod playback;

@@ -140,6 +140,18 @@ impl RunMetadata {
         store::write_atomic_lazy(path, &bytes)
     }
 
+    /// Sends the metadata to the run's store, when the run lives in one.
+    pub fn send(&self, upstream: Option<&dyn crate::events::Upstream>) -> Result<(), StoreError> {
+        let Some(upstream) = upstream else {
+            return Ok(());
+        };
+        let bytes = serde_json::to_vec_pretty(self).map_err(|source| StoreError::Serialize {
+            path: "metadata.json".into(),
+            source,
+        })?;
+        upstream.put("metadata.json", &bytes)
+    }
+
     /// Reads the file.
     pub fn load(path: &Path) -> Result<Self, StoreError> {
         store::atomic::read_json(path)

@@ -74,6 +74,8 @@ pub struct NewRun<'a> {
     pub run_id: Option<&'a str>,
     /// The command creating it, for the lock holder record (`delta run`).
     pub command: &'a str,
+    /// The store holding the run of record (its first events and metadata go there first).
+    pub upstream: Option<&'a std::sync::Arc<dyn crate::events::Upstream>>,
 }
 
 /// Creates the run `new` describes. An existing run with the same id is an error and is left
@@ -91,6 +93,7 @@ pub fn create(
         task,
         run_id,
         command,
+        upstream,
     } = new;
     workspace::check_layout(workspace)?;
     let workspace_lock = match workspace_lock {
@@ -120,7 +123,9 @@ pub fn create(
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
     // The journal starts before the metadata exists: a run that can be listed (and resumed) always
     // has its first events, so an empty journal is never mistaken for a run that has not begun.
-    let mut journal = crate::events::RunJournal::open(&run.journal(), clock)?.journal;
+    let mut journal = crate::events::RunJournal::open(&run.journal(), clock)?
+        .journal
+        .with_upstream(upstream.cloned());
     journal.append_deferred(&Event::RunStart {
         run_id: run_id.clone(),
         task: task.to_string(),
@@ -147,6 +152,7 @@ pub fn create(
         extra: serde_json::Map::new(),
     };
     metadata.save(&run.metadata())?;
+    metadata.send(upstream.map(|u| &**u))?;
     workspace::set_latest(workspace, &run_id)?;
     Ok(Session {
         run,
@@ -295,6 +301,7 @@ mod tests {
             task: "the task",
             run_id: Some("r1"),
             command: "test",
+            upstream: None,
         };
         let session = create(new, Clock::System, &IdSource::seeded(1), None).unwrap();
         assert!(

@@ -35,7 +35,8 @@ use store::{
 };
 
 /// The migrations, in order; `store_schema` records how many were applied.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE runs (
         namespace   text        NOT NULL,
         run         text        NOT NULL,
@@ -61,10 +62,12 @@ const MIGRATIONS: &[&str] = &["
         PRIMARY KEY (namespace, run, key),
         FOREIGN KEY (namespace, run) REFERENCES runs ON DELETE CASCADE
     );
-", "
+",
+    "
     ALTER TABLE runs ADD COLUMN queued_at timestamptz;
     CREATE INDEX runs_queue ON runs (namespace, queued_at) WHERE queued_at IS NOT NULL;
-"];
+",
+];
 
 /// An advisory-lock key that serialises migrations between processes.
 const MIGRATION_LOCK: i64 = 0x6465_6c74_6173_746f;
@@ -405,6 +408,18 @@ impl PgStore {
         let lease = self.take_locked(&mut tx, &run, holder)?;
         tx.commit().map_err(backend("commit"))?;
         Ok(Some(lease))
+    }
+
+    /// How many runs are queued (waiting for a worker or being worked on).
+    pub fn queued(&self) -> StoreResult<u64> {
+        let mut client = self.client()?;
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM runs WHERE namespace = $1 AND queued_at IS NOT NULL",
+                &[&self.namespace],
+            )
+            .map_err(backend("count queued runs"))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 
     /// Every run of the namespace with its lease and queue state, in name order.

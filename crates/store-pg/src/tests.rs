@@ -33,7 +33,9 @@ fn the_store_keeps_runs_in_postgresql() {
 fn claimers_share_the_queue_without_doubles(url: &str) {
     let store = PgStore::connect(url, "queue").unwrap();
     for n in 0..40 {
-        let mut lease = store.create(&format!("r{n:02}"), &holder("submit")).unwrap();
+        let mut lease = store
+            .create(&format!("r{n:02}"), &holder("submit"))
+            .unwrap();
         store.set_queued(&mut lease, true).unwrap();
     }
     // One run created but never queued: no worker takes it.

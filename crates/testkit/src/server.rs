@@ -244,8 +244,12 @@ impl ReceivedRequest {
     }
 }
 
+/// Answers a request from its body (a server that answers by what it is asked, not in order).
+pub type Responder = Box<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
+    responder: Option<Responder>,
     requests: Mutex<Vec<ReceivedRequest>>,
     counter: AtomicU64,
     stop: AtomicBool,
@@ -265,10 +269,21 @@ impl ScriptedServer {
     /// Starts a server that answers with `script`, in order. When the script runs out it answers
     /// HTTP 500 saying so.
     pub fn start(script: impl IntoIterator<Item = Reply>) -> Self {
+        Self::serve(script.into_iter().collect(), None)
+    }
+
+    /// Starts a server that answers each request with what `responder` makes of its JSON body
+    /// (for many clients at once, in any order).
+    pub fn responding(responder: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(VecDeque::new(), Some(Box::new(responder)))
+    }
+
+    fn serve(script: VecDeque<Reply>, responder: Option<Responder>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
-            script: Mutex::new(script.into_iter().collect()),
+            script: Mutex::new(script),
+            responder,
             requests: Mutex::new(Vec::new()),
             counter: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -438,8 +453,11 @@ fn respond(
             None,
         );
     };
+    let reply = match &shared.responder {
+        Some(responder) => Some(responder(&request_json)),
+        None => shared.script.lock().unwrap().pop_front(),
+    };
     shared.requests.lock().unwrap().push(request);
-    let reply = shared.script.lock().unwrap().pop_front();
     let n = shared.counter.fetch_add(1, Ordering::SeqCst) + 1;
     let Some(reply) = reply else {
         let body = error_body(

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use delta::runner::{Continue, Request, WorkspaceRef};
 
+use super::fleet::{self, StoreContinue};
 use super::report::{self, Flags, clock_and_ids};
 use super::result::Format;
 use super::{CliError, Exit};
@@ -30,6 +31,7 @@ use super::{CliError, Exit};
 ///   delta continue --last -m "Now write a summary"   (the last workspace of this user)
 ///   delta continue -w ./ws --from-iteration 3 -m "Try another approach"
 ///   delta continue -w ./ws --with-file notes.md -m "Use these notes"
+///   delta continue --store postgres://db/delta --run-id R -m "And now?"   (a run kept in a store)
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ContinueArgs {
@@ -38,9 +40,18 @@ pub struct ContinueArgs {
         short = 'w',
         long = "work-dir",
         value_name = "PATH",
-        required_unless_present = "last"
+        required_unless_present_any = ["last", "store"]
     )]
     work_dir: Option<PathBuf>,
+
+    /// Continue a run kept in this store (a PostgreSQL URL; also DELTA_STORE) instead of a
+    /// workspace's: needs --run-id. The run is worked on here, in its working copy.
+    #[arg(long, value_name = "URL", env = "DELTA_STORE", conflicts_with_all = ["work_dir", "last", "from_iteration"], requires = "run_id")]
+    store: Option<String>,
+
+    /// With --store: where a working copy is made when the run's own cannot be used.
+    #[arg(long, value_name = "DIR", requires = "store")]
+    dir: Option<PathBuf>,
 
     /// Use the workspace delta used last. The record is per user: ~/.delta/LAST_WORKSPACE in your home folder ($HOME), rewritten by every run and continue of that user.
     #[arg(long, conflicts_with = "work_dir")]
@@ -89,6 +100,23 @@ pub struct ContinueArgs {
 
 pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
+    let flags = Flags {
+        max_iterations: args.max_iterations,
+        interactive: args.interactive,
+        verbose: args.verbose,
+        format: args.format,
+        mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
+    };
+    if let (Some(url), Some(run_id)) = (args.store, &args.run_id) {
+        let cont = StoreContinue {
+            url,
+            run_id: run_id.clone(),
+            message: args.message,
+            with_file: args.with_file,
+            dir: args.dir.unwrap_or_else(fleet::default_copies),
+        };
+        return fleet::continue_in_store(cont, &flags, clock, ids);
+    }
     let request = Request::Continue(Continue {
         workspace: match args.work_dir {
             Some(dir) => WorkspaceRef::Dir(dir),
@@ -99,12 +127,5 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
         with_file: args.with_file,
         fork_at: args.from_iteration,
     });
-    let flags = Flags {
-        max_iterations: args.max_iterations,
-        interactive: args.interactive,
-        verbose: args.verbose,
-        format: args.format,
-        mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
-    };
     report::execute(request, &flags, clock, ids)
 }

@@ -18,6 +18,7 @@ use super::{CliError, eprint_line, print_out};
 ///   delta list-runs -w ./ws
 ///   delta list-runs -w ./ws --resumable --first --format raw    # the id of the newest resumable run
 ///   delta list-runs -w ./ws --format json
+///   delta list-runs --store postgres://db/delta --format json   # the runs of a store
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ListRunsArgs {
@@ -29,6 +30,16 @@ pub struct ListRunsArgs {
         default_value = "."
     )]
     work_dir: PathBuf,
+
+    /// List the runs of this store (a PostgreSQL URL; also DELTA_STORE) instead of a workspace's.
+    /// Their status may also be QUEUED (no worker has started it yet) or NOT_STARTED.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "DELTA_STORE",
+        conflicts_with = "resumable"
+    )]
+    store: Option<String>,
 
     /// Only runs with this status (RUNNING, WAITING_FOR_INPUT, COMPLETED, FAILED, INTERRUPTED).
     #[arg(long, value_name = "STATUS")]
@@ -64,6 +75,9 @@ fn to_json(s: &RunSummary) -> Value {
 }
 
 pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
+    if let Some(url) = &args.store {
+        return super::fleet::list_in_store(url, args.status.as_deref(), args.first, args.format);
+    }
     let ws = std::env::current_dir()
         .unwrap_or_default()
         .join(&args.work_dir);

@@ -4,6 +4,7 @@
 
 mod console;
 mod continue_cmd;
+mod fleet;
 mod init;
 mod list_runs;
 mod report;
@@ -52,6 +53,10 @@ enum Command {
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
+    Submit(fleet::SubmitArgs),
+    Worker(fleet::WorkerArgs),
+    Export(fleet::ExportArgs),
+    Import(fleet::ImportArgs),
 }
 
 /// Process exit codes (documented in `--help` and the README).
@@ -128,8 +133,10 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Run(_) | Command::Continue(_))
-        && let Err(err) = terminal::install_signal_handlers()
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Continue(_) | Command::Worker(_)
+    ) && let Err(err) = terminal::install_signal_handlers()
     {
         return report(&err);
     }
@@ -141,6 +148,10 @@ pub fn main() -> ExitCode {
         Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
+        Command::Submit(args) => fleet::cmd_submit(args).map(|()| Exit::Ok),
+        Command::Worker(args) => fleet::cmd_worker(args),
+        Command::Export(args) => fleet::cmd_export(args).map(|()| Exit::Ok),
+        Command::Import(args) => fleet::cmd_import(args).map(|()| Exit::Ok),
     });
     let Ok(result) = dispatched else {
         eprint_line(

@@ -2,6 +2,7 @@
 //! printing the runner's notices, errors and the stopped run.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use delta::agent::{Agent, AgentError};
 use delta::connect::{self, ConnectError, Connection, LlmMode};
@@ -72,6 +73,19 @@ pub fn execute(
     clock: Clock,
     ids: IdSource,
 ) -> Result<Exit, CliError> {
+    drive(flags, clock, ids, |runner| {
+        runner.run(request).map_err(runner_error)
+    })
+}
+
+/// Hands a runner set up as the flags say to `go` (which runs it, or hands its parts on), and
+/// reports how the run stopped.
+pub fn drive(
+    flags: &Flags,
+    clock: Clock,
+    ids: IdSource,
+    go: impl FnOnce(Runner<'_>) -> Result<Finished, CliError>,
+) -> Result<Exit, CliError> {
     let interrupt = terminal::install_signal_handlers()?;
     let mut console = Console {
         verbose: flags.verbose,
@@ -79,31 +93,37 @@ pub fn execute(
     let mut human = TerminalHuman {
         interrupt: Arc::clone(&interrupt),
     };
-    let mut host = CliHost { flags, clock };
+    let mut host = CliHost::new(flags, clock);
     let runner = Runner {
-        options: Options {
-            max_iterations: flags.max_iterations,
-            interactive: flags.interactive,
-            env: Env::from_process(),
-            cwd: std::env::current_dir().unwrap_or_default(),
-            clock,
-            ids,
-            interrupt,
-            last_workspace_record: delta::runs::last_workspace_file(),
-            process_ends: true,
-        },
+        options: options(flags, clock, ids, interrupt),
         observer: &mut console,
         human: Some(&mut human as &mut dyn HumanInput),
         host: &mut host,
     };
-    let finished = runner.run(request).map_err(runner_error)?;
+    let finished = go(runner)?;
     let code = finish(&finished, flags.format);
     drop(finished.locks);
     Ok(code)
 }
 
+/// The runner's settings for the flags.
+pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<AtomicBool>) -> Options {
+    Options {
+        max_iterations: flags.max_iterations,
+        interactive: flags.interactive,
+        env: Env::from_process(),
+        cwd: std::env::current_dir().unwrap_or_default(),
+        clock,
+        ids,
+        interrupt,
+        last_workspace_record: delta::runs::last_workspace_file(),
+        process_ends: true,
+        upstream: None,
+    }
+}
+
 /// The runner's error as the user reads it.
-fn runner_error(err: RunnerError) -> CliError {
+pub fn runner_error(err: RunnerError) -> CliError {
     let hint = err.hint();
     let error = if err.is_usage() {
         CliError::usage(err.message())
@@ -119,13 +139,29 @@ fn runner_error(err: RunnerError) -> CliError {
 }
 
 /// Prints the notices and connects the way the flags say.
-struct CliHost<'a> {
+pub struct CliHost<'a> {
     flags: &'a Flags,
     clock: Clock,
+    /// Only warnings and connection notes (a worker's runs are reported a line each).
+    pub quiet: bool,
+}
+
+impl<'a> CliHost<'a> {
+    /// A host for the flags.
+    pub fn new(flags: &'a Flags, clock: Clock) -> Self {
+        Self {
+            flags,
+            clock,
+            quiet: false,
+        }
+    }
 }
 
 impl Host for CliHost<'_> {
     fn notice(&mut self, notice: Notice<'_>) {
+        if self.quiet && !matches!(notice, Notice::AgentLoaded(_)) {
+            return;
+        }
         match notice {
             Notice::UsingLastWorkspace { workspace, record } => eprint_line(&format!(
                 "Using the last workspace: {} (recorded in {record})",

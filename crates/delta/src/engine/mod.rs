@@ -215,6 +215,8 @@ pub struct EngineSetup {
     /// The run was started by an earlier process: its pending calls are settled before anything new
     /// is said. A new run (`false`) was created by `session::create`, with its first events.
     pub resuming: bool,
+    /// The store holding the run of record, when the run's files are a working copy of it.
+    pub upstream: Option<Arc<dyn crate::events::Upstream>>,
 }
 
 /// A run in progress.
@@ -269,6 +271,7 @@ impl<'a> Engine<'a> {
         human: Option<&'a mut dyn HumanInput>,
     ) -> Result<Self, EngineError> {
         let opened = RunJournal::open(&setup.run.journal(), setup.clock)?;
+        let upstream = setup.upstream.clone();
         let mut tool_env = setup.env.for_child();
         tool_env.retain(|(k, _)| k != "AGENT_HOME");
         tool_env.push(("AGENT_HOME".into(), setup.agent.dir.display().to_string()));
@@ -301,7 +304,7 @@ impl<'a> Engine<'a> {
         let tools = ToolRegistry::new(&setup.agent);
         let mut engine = Self {
             setup,
-            journal: opened.journal,
+            journal: opened.journal.with_upstream(upstream),
             typed: opened.events,
             metadata,
             hooks,
@@ -384,6 +387,7 @@ impl<'a> Engine<'a> {
     fn save_metadata(&mut self) -> Result<(), EngineError> {
         self.sync()?;
         self.metadata.save(&self.setup.run.metadata())?;
+        self.metadata.send(self.setup.upstream.as_deref())?;
         self.progress_saved = Instant::now();
         Ok(())
     }
@@ -393,6 +397,7 @@ impl<'a> Engine<'a> {
     fn save_progress(&mut self) -> Result<(), EngineError> {
         if self.progress_saved.elapsed() >= Duration::from_secs(1) {
             self.metadata.save_progress(&self.setup.run.metadata())?;
+            self.metadata.send(self.setup.upstream.as_deref())?;
             self.progress_saved = Instant::now();
         }
         Ok(())

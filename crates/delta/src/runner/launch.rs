@@ -143,6 +143,7 @@ impl Runner<'_> {
             interrupt: Arc::clone(&self.options.interrupt),
             recovered,
             resuming,
+            upstream: self.options.upstream.clone(),
         };
         let human = if self.options.interactive {
             self.human

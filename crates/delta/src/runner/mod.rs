@@ -106,6 +106,9 @@ pub struct Options {
     /// The process ends once the run stops (a CLI): the engine's memory is left to the operating
     /// system instead of being freed piece by piece. A program that runs on keeps this `false`.
     pub process_ends: bool,
+    /// The store holding the run of record, when the workspace's files are a working copy of a run
+    /// kept in a shared store ([`crate::fleet`]): its journal lines and metadata go there first.
+    pub upstream: Option<Arc<dyn crate::events::Upstream>>,
 }
 
 /// What the runner tells the user while it works (the CLI prints these on stderr).

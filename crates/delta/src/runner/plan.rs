@@ -59,6 +59,7 @@ impl Runner<'_> {
             task: &conn.redactor.redact(&new.message),
             run_id: new.run_id.as_deref(),
             command: RUN,
+            upstream: self.options.upstream.as_ref(),
         };
         let session = session::create(create, clock, &self.options.ids, workspace_lock).map_err(
             |source| RunnerError::Create {

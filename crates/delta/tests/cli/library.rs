@@ -75,6 +75,7 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
         interrupt: Arc::new(AtomicBool::new(false)),
         last_workspace_record: Some(sb.path("home/.delta/LAST_WORKSPACE")),
         process_ends: false,
+        upstream: None,
     }
 }
 

@@ -11,6 +11,7 @@ mod context_sources;
 mod crash;
 mod dotenv;
 mod examples;
+mod fleet;
 mod hooks;
 mod human;
 mod imports;

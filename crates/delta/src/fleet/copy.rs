@@ -1,0 +1,202 @@
+//! The working copy of a run kept in the store: choosing its workspace, rebuilding its
+//! `.delta/<run>/` from the store before the engine starts, and keeping its `io/` records in the
+//! store when the process lets the run go.
+
+use std::path::{Path, PathBuf};
+
+use store::{Clock, Flush, Lease, RunStore, Seq, StoreError};
+use store_pg::PgStore;
+
+use super::{FleetError, METADATA, PLACE, Place, Submission, get_json};
+use crate::metadata::{RunMetadata, RunStatus, TokenTotals, process_name};
+use crate::runs::{self, OpenError};
+use crate::workspace::{self, RunDir};
+
+/// `io/` records larger than this stay in the working copy only (the store is for the run's
+/// record, not for bulk output; the journal holds every observation anyway).
+pub const MAX_IO_DOCUMENT: u64 = 1 << 20;
+
+/// The workspace a run is worked in, and whether it is the one recorded for it (whose process
+/// records are then complete).
+#[derive(Debug)]
+pub struct WorkingCopy {
+    /// The workspace.
+    pub workspace: PathBuf,
+    /// It is the run's recorded working copy (or the run has none yet).
+    pub recorded: bool,
+}
+
+/// Chooses the workspace for `lease`'s run: the recorded one when it exists here and nobody works
+/// in it, else the submission's, else a new folder under `dir`.
+pub fn choose(
+    store: &PgStore,
+    lease: &Lease,
+    submission: &Submission,
+    dir: &Path,
+    clock: Clock,
+) -> Result<WorkingCopy, FleetError> {
+    let run = lease.run();
+    let recorded: Option<Place> = get_json(store, run, PLACE)?;
+    let first_choice = match &recorded {
+        Some(place) => place.workspace.clone(),
+        None => match &submission.workspace {
+            Some(ws) => ws.clone(),
+            None => dir.join(run),
+        },
+    };
+    let had_place = recorded.is_some();
+    let usable = |ws: &Path| -> Result<bool, FleetError> {
+        if had_place && !ws.join(".delta").join(run).is_dir() {
+            return Ok(false);
+        }
+        let ws = workspace::prepare(ws)?;
+        match runs::lock_workspace(&ws, clock, "delta worker") {
+            Ok(lock) => {
+                drop(lock);
+                Ok(true)
+            }
+            Err(OpenError::Busy { .. } | OpenError::Store(StoreError::Busy { .. })) => Ok(false),
+            Err(e) => Err(FleetError::Runner(Box::new(
+                crate::runner::RunnerError::Open {
+                    source: Box::new(e),
+                    workspace: ws,
+                },
+            ))),
+        }
+    };
+    if usable(&first_choice)? {
+        let workspace = first_choice.canonicalize().unwrap_or(first_choice);
+        return Ok(WorkingCopy {
+            workspace,
+            recorded: true,
+        });
+    }
+    if !had_place {
+        // A workspace given at submission that another process works in: the run waits its turn.
+        return Err(FleetError::Store(StoreError::Busy {
+            path: workspace::lock_path(&first_choice),
+            holder: None,
+        }));
+    }
+    // The recorded copy is out of reach (another machine) or held (a paused process): a fresh one.
+    let fresh = dir.join(format!("{run}.{}", lease.epoch()));
+    let workspace = workspace::prepare(&fresh)?;
+    Ok(WorkingCopy {
+        workspace,
+        recorded: false,
+    })
+}
+
+/// Records `copy` as the run's working copy and rebuilds its `.delta/<run>/` from the store's
+/// journal and metadata. Returns whether the run has begun (its journal has records).
+pub fn materialize(
+    store: &PgStore,
+    lease: &mut Lease,
+    copy: &WorkingCopy,
+    submission: &Submission,
+    clock: Clock,
+) -> Result<bool, FleetError> {
+    let run_id = lease.run().to_string();
+    let place = Place {
+        workspace: copy.workspace.clone(),
+        host: store::hostname(),
+    };
+    let bytes = serde_json::to_vec_pretty(&place).map_err(|source| FleetError::BadDocument {
+        run: run_id.clone(),
+        key: PLACE,
+        source,
+    })?;
+    store.put(lease, PLACE, &bytes, Flush::Durable)?;
+    let journal = store.read_journal(&run_id, Seq(0))?;
+    let run = RunDir::new(&copy.workspace, &run_id);
+    if journal.entries.is_empty() {
+        // Nothing journaled: whatever a previous attempt left here never began.
+        if run.root.exists() {
+            std::fs::remove_dir_all(&run.root)
+                .map_err(|e| StoreError::io("remove", &run.root, e))?;
+        }
+        return Ok(false);
+    }
+    if !run.root.exists() {
+        RunDir::create(&copy.workspace, &run_id)?;
+    }
+    let mut text = String::with_capacity(journal.entries.iter().map(|e| e.json.len() + 1).sum());
+    for entry in &journal.entries {
+        text.push_str(&entry.json);
+        text.push('\n');
+    }
+    store::write_atomic(&run.journal(), text.as_bytes())?;
+    let mut metadata = match get_json::<RunMetadata>(store, &run_id, METADATA)? {
+        Some(metadata) => metadata,
+        None => begun(&run_id, submission, clock),
+    };
+    if !copy.recorded {
+        // The process records of the copy that ran before are not here: say nothing is known.
+        metadata.boot_id = None;
+    }
+    metadata.save(&run.metadata())?;
+    workspace::set_latest(&copy.workspace, &run_id)?;
+    Ok(true)
+}
+
+/// The metadata of a run whose first events were journaled but whose metadata never reached the
+/// store (its process died in between): running, so that it is resumed as interrupted.
+fn begun(run_id: &str, submission: &Submission, clock: Clock) -> RunMetadata {
+    let now = clock.now();
+    RunMetadata {
+        run_id: run_id.to_string(),
+        start_time: crate::events::timestamp(now),
+        agent_ref: submission.agent.display().to_string(),
+        task: submission.task.clone(),
+        status: RunStatus::Running,
+        iterations_completed: 0,
+        pid: 0,
+        hostname: String::new(),
+        start_time_unix: now.as_millisecond(),
+        process_name: process_name(),
+        boot_id: None,
+        end_time: None,
+        usage: TokenTotals::default(),
+        extra: serde_json::Map::new(),
+    }
+}
+
+/// Keeps the run's `io/` records in the store (each up to [`MAX_IO_DOCUMENT`]), not flushed: the
+/// journal is the record; these are its details.
+pub fn upload_io(store: &PgStore, lease: &mut Lease, run: &RunDir) -> Result<usize, FleetError> {
+    let mut files = Vec::new();
+    collect(&run.root.join("io"), "io", &mut files);
+    let mut sent = 0;
+    for (key, path) in files {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.len() > MAX_IO_DOCUMENT || store::runs::validate_key(&key).is_err() {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
+        store.put(lease, &key, &bytes, Flush::Lazy)?;
+        sent += 1;
+    }
+    Ok(sent)
+}
+
+/// The files under `dir`, with their keys (`prefix/…`).
+fn collect(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let key = format!("{prefix}/{name}");
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => collect(&entry.path(), &key, out),
+            Ok(t) if t.is_file() => out.push((key, entry.path())),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Working on one run of the store: the working copy, the lease kept alive, the ordinary runner,
+//! and what the store keeps when the process lets the run go.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use store::{Lease, StoreError};
+use store_pg::PgStore;
+
+use super::upstream::StoreUpstream;
+use super::{FleetError, SUBMISSION, Submission, copy, get_json};
+use crate::agent;
+use crate::engine::{HumanInput, Observer};
+use crate::metadata::RunStatus;
+use crate::runner::{
+    Continue, Finished, Host, NewRun, Options, Request, Runner, RunnerError, WorkspaceRef,
+};
+
+/// Why the run is worked on.
+#[derive(Debug, Clone)]
+pub enum Ask {
+    /// A worker claimed it from the queue: start it, or resume it after its process died.
+    Queued,
+    /// `delta continue --store`: go on with it as `delta continue` does with a local run.
+    Continue {
+        /// The message.
+        message: Option<String>,
+        /// A file whose content is added to the message.
+        with_file: Option<PathBuf>,
+    },
+}
+
+/// How this process works on runs of the store.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where working copies that no workspace was given for are made.
+    pub dir: PathBuf,
+    /// How often the lease is renewed (a third of its time to live).
+    pub renew: Duration,
+    /// Raised when the process is asked to stop: the run is interrupted and put back in the queue.
+    pub shutdown: Arc<AtomicBool>,
+}
+
+/// The caller's side of the runner.
+pub struct Parts<'a> {
+    /// Settings of the run (its `interrupt` is raised when the lease is lost).
+    pub options: Options,
+    /// Receives the engine's progress.
+    pub observer: &'a mut dyn Observer,
+    /// Notices and the model connection.
+    pub host: &'a mut dyn Host,
+    /// Answers `ask_human` when `options.interactive` is set.
+    pub human: Option<&'a mut dyn HumanInput>,
+}
+
+/// How working on a run ended.
+pub enum Worked {
+    /// The run stopped (completed, failed, waiting or interrupted); the store has its record.
+    Stopped {
+        /// The run, for the report.
+        finished: Box<Finished>,
+        /// It was put back in the queue (interrupted by a stopping worker).
+        requeued: bool,
+    },
+    /// Another process took the run over: nothing more was written.
+    Lost {
+        /// The run.
+        run_id: String,
+    },
+}
+
+/// Works on the run of `lease` until it stops, then gives the lease up.
+pub fn work(
+    store: &PgStore,
+    mut lease: Lease,
+    ask: Ask,
+    settings: &Settings,
+    parts: Parts<'_>,
+) -> Result<Worked, FleetError> {
+    let run_id = lease.run().to_string();
+    let clock = parts.options.clock;
+    let submission: Submission = get_json(store, &run_id, SUBMISSION)?
+        .ok_or_else(|| FleetError::NotSubmitted(run_id.clone()))?;
+    let copy = copy::choose(store, &lease, &submission, &settings.dir, clock)?;
+    let begun = copy::materialize(store, &mut lease, &copy, &submission, clock)?;
+    let request = if begun {
+        let (message, with_file) = match ask {
+            Ask::Queued => (None, None),
+            Ask::Continue { message, with_file } => (message, with_file),
+        };
+        Request::Continue(Continue {
+            workspace: WorkspaceRef::Dir(copy.workspace.clone()),
+            run_id: Some(run_id.clone()),
+            message,
+            with_file,
+            fork_at: None,
+        })
+    } else {
+        let agent = agent::load(&submission.agent)
+            .map_err(|e| FleetError::Runner(Box::new(RunnerError::Agent(e))))?;
+        Request::Run(Box::new(NewRun {
+            agent,
+            workspace: copy.workspace.clone(),
+            workspace_name: None,
+            next_workspace: false,
+            auto_resume: false,
+            message: submission.task.clone(),
+            run_id: Some(run_id.clone()),
+        }))
+    };
+    let upstream = StoreUpstream::new(store.clone(), lease);
+    let Parts {
+        mut options,
+        observer,
+        host,
+        human,
+    } = parts;
+    let renewer = upstream.keep_alive(
+        settings.renew,
+        Arc::clone(&settings.shutdown),
+        Arc::clone(&options.interrupt),
+    );
+    options.upstream = Some(upstream.clone());
+    options.max_iterations = options.max_iterations.or(submission.max_iterations);
+    let runner = Runner {
+        options,
+        observer,
+        human,
+        host,
+    };
+    let result = runner.run(request);
+    drop(renewer);
+    if upstream.is_lost() {
+        upstream.release();
+        return Ok(Worked::Lost { run_id });
+    }
+    let outcome = match result {
+        Ok(finished) => {
+            let requeued = finished.outcome.status == RunStatus::Interrupted
+                && settings.shutdown.load(Ordering::SeqCst);
+            let run = finished.run.clone();
+            upstream.with_lease(|store, lease| {
+                copy::upload_io(store, lease, &run).map_err(into_store)?;
+                store.set_queued(lease, requeued)
+            })?;
+            Ok(Worked::Stopped {
+                finished: Box::new(finished),
+                requeued,
+            })
+        }
+        Err(e) => {
+            // A workspace someone else works in: the run waits in the queue. Anything else would
+            // fail again the same way: it leaves the queue, with the error for whoever looks.
+            if !e.is_busy() {
+                upstream.with_lease(|store, lease| store.set_queued(lease, false))?;
+            }
+            Err(FleetError::Runner(Box::new(e)))
+        }
+    };
+    upstream.release();
+    outcome
+}
+
+/// A fleet error inside a store operation, as a store error.
+fn into_store(e: FleetError) -> StoreError {
+    match e {
+        FleetError::Store(e) => e,
+        other => StoreError::Backend {
+            action: "keep the run's io/ records",
+            source: other.to_string().into(),
+        },
+    }
+}
