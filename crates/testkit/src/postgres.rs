@@ -21,6 +21,8 @@ pub struct Postgres {
     pub url: String,
     /// The same server as a `postgresql://` URL (what `--store` takes).
     store_url: String,
+    /// The same server over TCP on 127.0.0.1, when the test started it.
+    loopback: Option<String>,
     cluster: Option<Cluster>,
 }
 
@@ -54,6 +56,7 @@ enum Flush {
 }
 
 struct Cluster {
+    port: u16,
     dir: tempfile::TempDir,
     bin: PathBuf,
     as_postgres: bool,
@@ -70,6 +73,13 @@ impl Postgres {
     /// form `--store` takes. `PG_TEST_URL` should be given in that form too.
     pub fn store_url(&self) -> String {
         self.store_url.clone()
+    }
+
+    /// The server over TCP on 127.0.0.1 (as a remote database is reached), else [`store_url`].
+    ///
+    /// [`store_url`]: Postgres::store_url
+    pub fn loopback_url(&self) -> String {
+        self.loopback.clone().unwrap_or_else(|| self.store_url.clone())
     }
 
     /// The server of `PG_TEST_URL`, else a new throwaway cluster that does not flush to disk (fast,
@@ -89,6 +99,7 @@ impl Postgres {
             return Some(Self {
                 store_url: url.clone(),
                 url,
+                loopback: None,
                 cluster: None,
             });
         }
@@ -100,6 +111,10 @@ impl Postgres {
         };
         match Cluster::start(bin, flush) {
             Ok((cluster, (url, store_url))) => Some(Self {
+                loopback: Some(format!(
+                    "postgresql://postgres@127.0.0.1:{}/postgres",
+                    cluster.port
+                )),
                 url,
                 store_url,
                 cluster: Some(cluster),
@@ -165,6 +180,7 @@ impl Cluster {
             .tempdir()
             .map_err(|e| e.to_string())?;
         let cluster = Self {
+            port: free_port()?,
             dir,
             bin,
             as_postgres,
@@ -185,14 +201,14 @@ impl Cluster {
             ]),
             "initdb",
         )?;
-        let port = free_port()?;
+        let port = cluster.port;
         let socket = cluster.dir.path().display().to_string();
         let fsync = match flush {
             Flush::On => "on",
             Flush::Off => "off",
         };
         let options = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{socket}' -p {port} -c fsync={fsync} -c max_connections=100"
+            "-c listen_addresses='127.0.0.1' -c unix_socket_directories='{socket}' -p {port} -c fsync={fsync} -c max_connections=100"
         );
         cluster.run(
             cluster
