@@ -127,6 +127,59 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// The same server as a `postgresql://` URL (what `dygram --store` takes): [`Postgres::url`]
+    /// itself when it is one, else its `host=… port=… user=… dbname=…` pairs as a URL, a Unix
+    /// socket's folder percent-encoded as the host (`postgresql://postgres@%2Ftmp%2Fpg/postgres`).
+    pub fn store_url(&self) -> String {
+        if self.url.starts_with("postgres://") || self.url.starts_with("postgresql://") {
+            return self.url.clone();
+        }
+        let mut pairs: Vec<(&str, &str)> = self
+            .url
+            .split_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .collect();
+        let mut take = |key: &str| {
+            let at = pairs.iter().position(|(k, _)| *k == key)?;
+            Some(pairs.remove(at).1)
+        };
+        let user = take("user").map(percent_encode);
+        let password = take("password").map(percent_encode);
+        let host = take("host").map(percent_encode).unwrap_or_default();
+        let port = take("port").map(|p| format!(":{p}")).unwrap_or_default();
+        let dbname = take("dbname").map(percent_encode).unwrap_or_default();
+        let userinfo = match (user, password) {
+            (Some(u), Some(p)) => format!("{u}:{p}@"),
+            (Some(u), None) => format!("{u}@"),
+            _ => String::new(),
+        };
+        let query: Vec<String> = pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+            .collect();
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", query.join("&"))
+        };
+        format!("postgresql://{userinfo}{host}{port}/{dbname}{query}")
+    }
+}
+
+/// `text` with every byte but RFC 3986's unreserved characters percent-encoded.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 impl Drop for Postgres {
     fn drop(&mut self) {
         if let Some(cluster) = &self.cluster {
@@ -275,4 +328,30 @@ impl Cluster {
 fn free_port() -> Result<u16, StartError> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Postgres;
+
+    fn url_of(url: &str) -> String {
+        Postgres {
+            url: url.to_string(),
+            cluster: None,
+        }
+        .store_url()
+    }
+
+    #[test]
+    fn the_store_url_names_the_same_server() {
+        assert_eq!(
+            url_of("host=/tmp/pg-test-x port=5433 user=postgres dbname=postgres"),
+            "postgresql://postgres@%2Ftmp%2Fpg-test-x:5433/postgres"
+        );
+        assert_eq!(
+            url_of("host=db user=u password=p@ss dbname=d sslmode=disable"),
+            "postgresql://u:p%40ss@db/d?sslmode=disable"
+        );
+        assert_eq!(url_of("postgres://u@h/d"), "postgres://u@h/d");
+    }
 }

@@ -34,6 +34,10 @@ pub enum Action {
         /// One JSON array on stdout.
         #[arg(long)]
         json: bool,
+        /// List the executions shared through this PostgreSQL store instead (postgres://…; see
+        /// `execute --store`).
+        #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
+        store: Option<String>,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -151,6 +155,16 @@ fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAs
 pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
     let store = store()?;
     match args.action {
+        Action::List {
+            json,
+            store: Some(url),
+            ..
+        } => {
+            let shared = super::interactive::shared_store(&url)?;
+            let all = shared.list().map_err(super::interactive::shared_error)?;
+            print_out(&list(&all, json));
+            Ok(Exit::Ok)
+        }
         Action::List { json, .. } => {
             print_out(&list(&store.list(), json));
             Ok(Exit::Ok)

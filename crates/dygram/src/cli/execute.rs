@@ -35,7 +35,9 @@ pub enum ExecFormat {
 /// With -i (or --step, --step-turn, --step-path) each call performs one unit of work on an
 /// execution saved in .dygram/executions/<id>/ and exits: 0 more to do, 2 complete, 3 waiting
 /// for an answer (no API key and no playback: answer the printed request on stdin next call),
-/// 1 error. `dygram exec list|status|show|clean|rm` manage the saved executions.
+/// 1 error. `dygram exec list|status|show|clean|rm` manage the saved executions. With
+/// --store URL --id ID the execution lives in PostgreSQL instead, shared by every caller that
+/// names it.
 ///
 /// Examples:
 ///   dygram execute flow.dy
@@ -44,6 +46,7 @@ pub enum ExecFormat {
 ///   OPENAI_BASE_URL=http://127.0.0.1:8080/v1 dygram e flow.dy --provider openai
 ///   while dygram e -i flow.dy --playback recordings/flow; do :; done
 ///   echo '{"tools": [{"name": "transition_to_done", "input": {}}]}' | dygram e -i flow.dy --id review
+///   dygram e -i flow.dy --id review --store postgresql://dygram@db.example.com/dygram
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct ExecuteArgs {
@@ -86,6 +89,13 @@ pub struct ExecuteArgs {
     /// Seconds to wait for a queued answer.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub queue_timeout: u64,
+    /// Share the execution through PostgreSQL (with -i and --id): callers in other folders or on
+    /// other machines advance the same execution, one call at a time. Each call takes the
+    /// execution's lease (exit 1 "in use" while another caller holds it), works on a private copy
+    /// and saves it back; a call whose lease ran out and was taken over saves nothing (exit 1).
+    /// URL: postgres://… or postgresql://…; see docs/dygram/store.md.
+    #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
+    pub store: Option<String>,
     #[command(flatten)]
     pub verbosity: Verbosity,
 }

@@ -73,10 +73,7 @@ impl Session {
             ))));
         }
         let redactor = store.redactor();
-        let queue_dir = store.root().parent().map_or_else(
-            || store.root().to_path_buf(),
-            |p| p.join("interactive-queue"),
-        );
+        let queue_dir = store.queue_dir();
         let sources = Sources::open(
             &self.meta,
             &self.id,

@@ -276,6 +276,9 @@ pub enum CallError<E> {
     /// The result file cannot be written.
     #[error("{0}")]
     Result(super::result::ResultError),
+    /// The store of a shared execution (`--store`): busy, unreachable, or taken over.
+    #[error("{0}")]
+    Shared(Box<super::shared::SharedError>),
 }
 
 /// The first 12 characters of a hash and an ellipsis.

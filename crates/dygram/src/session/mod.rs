@@ -14,6 +14,10 @@
 //! advanced by one unit of work and committed by [`Session::advance`] ([`call`], [`open`],
 //! [`advance`]); its answers come from the sources of [`sources`] or, by hand, from a
 //! [`ManualInput`] ([`manual`]).
+//!
+//! Callers in different folders or on different machines share an execution through PostgreSQL
+//! ([`shared`]): each call works on a private copy of the execution's documents, under the
+//! execution's lease, and uploads what changed.
 
 use std::path::{Path, PathBuf};
 
@@ -26,12 +30,14 @@ use crate::runtime::state::{ExecutionState, Status, TurnState};
 mod advance;
 mod aside;
 mod call;
+mod checkout;
 mod commit;
 mod create;
 mod manual;
 mod open;
 mod record;
 pub mod result;
+pub mod shared;
 mod sources;
 
 pub use advance::{Advance, Report, Waiting};
@@ -382,6 +388,8 @@ pub struct Executions {
     root: PathBuf,
     /// Secrets scrubbed from everything written.
     redactor: llm::Redactor,
+    /// The file queue's folder, when it is not `.dygram/interactive-queue` beside `root`.
+    queue: Option<PathBuf>,
 }
 
 impl Executions {
@@ -390,7 +398,26 @@ impl Executions {
         Self {
             root: base.join(".dygram").join("executions"),
             redactor: llm::Redactor::default(),
+            queue: None,
         }
+    }
+
+    /// Takes queued answers from `dir` instead of `.dygram/interactive-queue` beside the folder
+    /// (an execution worked on in a private copy keeps its caller's queue).
+    pub fn with_queue_dir(mut self, dir: PathBuf) -> Self {
+        self.queue = Some(dir);
+        self
+    }
+
+    /// The folder of the file queue (`--queue`).
+    pub fn queue_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.queue {
+            return dir.clone();
+        }
+        self.root.parent().map_or_else(
+            || self.root.clone(),
+            |dygram| dygram.join("interactive-queue"),
+        )
     }
 
     /// Scrubs the secrets of `redactor` (the API keys in use) from every file written: a key the

@@ -21,6 +21,7 @@ mod secrets;
 mod session;
 mod stateful;
 mod status;
+mod store;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
 

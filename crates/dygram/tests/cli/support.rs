@@ -116,6 +116,8 @@ impl Dir {
         for var in LLM_ENV {
             cmd.env_remove(var);
         }
+        // A store of the developer's would move the executions out of the folder.
+        cmd.env_remove("DYGRAM_STORE");
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

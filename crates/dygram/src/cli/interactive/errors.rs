@@ -1,6 +1,7 @@
 //! The library's errors of a call, with the hints the command line adds.
 
 use dygram::runtime::executor::RuntimeError;
+use dygram::session::shared::SharedError;
 use dygram::session::{CallError, ClientConfig, Metadata, Refusal, SessionError};
 
 use super::super::CliError;
@@ -24,12 +25,35 @@ pub fn session_error(e: SessionError) -> CliError {
     }
 }
 
+/// An error of the store of a shared execution (`--store`). A turn refused because another
+/// caller took the execution over exits 1, as every failed call does.
+pub fn shared_error(e: SharedError) -> CliError {
+    let hint = match &e {
+        SharedError::Busy { .. } => Some(
+            "wait for the other call to finish; each execution runs one call at a time (a caller that died holds it until its lease runs out, 30 seconds after its last renewal)",
+        ),
+        SharedError::Fenced { .. } => {
+            Some("run the call again: it goes on from what the caller that took over saved")
+        }
+        SharedError::Connect(_) => Some(
+            "check the URL of --store (or DYGRAM_STORE) and that the PostgreSQL server accepts the connection",
+        ),
+        SharedError::Corrupted { .. } => Some(
+            "the execution's documents in the store need a look (table documents, namespace dygram); another --id starts a new execution",
+        ),
+        SharedError::NoId => Some("add --id NAME"),
+        SharedError::Store { .. } | SharedError::Io { .. } => None,
+    };
+    CliError::from_error(e).maybe_hint(hint.map(str::to_string))
+}
+
 /// An error of a call; `meta` is the execution's when it was opened (its answer source names
 /// the hint for a missing API key).
 pub fn call_error(e: CallError<CliError>, meta: Option<&Metadata>) -> CliError {
     let message = e.to_string();
     let hint = match e {
         CallError::Store(e) => return session_error(e),
+        CallError::Shared(e) => return shared_error(*e),
         CallError::Host(e) => return e,
         CallError::MachineChanged { id, .. } => format!(
             "use --force to start a new execution, restore the original machine definition, or use --id to start a parallel execution (this one is {id})"

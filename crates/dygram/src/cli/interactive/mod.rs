@@ -11,6 +11,7 @@ use std::io::IsTerminal;
 
 use std::path::Path;
 
+use dygram::session::shared::{SharedCall, SharedStore};
 use dygram::session::{
     Advance, CallRequest, ClientConfig, CompiledMachine, Executions, Host, ManualInput, Notice,
     Opening, Session, SourceFlags, Unit,
@@ -20,10 +21,12 @@ use super::client;
 use super::execute::ExecuteArgs;
 use super::input::Input;
 use super::{CliError, Exit, eprint_line, input};
+pub use errors::shared_error;
 use errors::{call_error, source_lost};
-use report::{Shown, exit_for, finish_already, print_report};
+use report::{Saved, Shown, exit_for, finish_already, print_report};
 
 pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
+    let store_url = store_url(&args)?;
     // A wrong playback folder is reported before anything is created.
     if let Some(dir) = &args.llm.playback {
         client::open_playback(dir)?;
@@ -31,7 +34,6 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let input = input::read(&args.file, true)?;
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
-    let store = Executions::under(&cwd).with_redactor(super::secrets());
     let mut manual = if args.file == Path::new("-") || std::io::stdin().is_terminal() {
         ManualInput::none()
     } else {
@@ -41,15 +43,15 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         args: &args,
         input: &input,
     };
-    let opening = Session::open(call_request(&args, &input), &store, &mut host, &mut manual);
-    let mut session = match opening.map_err(|e| call_error(e, None))? {
-        Opening::Ready(session) => session,
-        Opening::Invalid => return Ok(Exit::Failed),
+    let request = call_request(&args, &input);
+    let called = match store_url {
+        Some(url) => call_shared(url, &cwd, request, &mut host, &mut manual)?,
+        None => call_files(&cwd, request, &mut host, &mut manual)?,
     };
-    let advance = session
-        .advance(&mut host, &store, &mut manual)
-        .map_err(|e| call_error(e, Some(session.metadata())))?;
-    let Some(shown) = Shown::of(&session) else {
+    let Some((mut session, advance, saved)) = called else {
+        return Ok(Exit::Failed);
+    };
+    let Some(shown) = Shown::of(&session, saved) else {
         return Ok(Exit::Failed);
     };
     let exit = match advance {
@@ -66,6 +68,85 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     // cost time.
     std::mem::forget(session.take_state());
     Ok(exit)
+}
+
+/// A call made: the session, what its unit of work did, and where it was saved (`None`: the
+/// machine has errors, shown).
+type Called = Option<(Box<Session>, Advance, Saved)>;
+
+/// The call on `.dygram/executions/` of the current folder.
+fn call_files(
+    cwd: &Path,
+    request: CallRequest,
+    host: &mut CliHost<'_>,
+    manual: &mut ManualInput,
+) -> Result<Called, CliError> {
+    let store = Executions::under(cwd).with_redactor(super::secrets());
+    let opening = Session::open(request, &store, host, manual);
+    let mut session = match opening.map_err(|e| call_error(e, None))? {
+        Opening::Ready(session) => session,
+        Opening::Invalid => return Ok(None),
+    };
+    let advance = session
+        .advance(host, &store, manual)
+        .map_err(|e| call_error(e, Some(session.metadata())))?;
+    Ok(Some((session, advance, Saved::Folder)))
+}
+
+/// The call on an execution shared through the store at `url` (the library takes the lease,
+/// works on a private copy and uploads it).
+fn call_shared(
+    url: &str,
+    cwd: &Path,
+    request: CallRequest,
+    host: &mut CliHost<'_>,
+    manual: &mut ManualInput,
+) -> Result<Called, CliError> {
+    let store = SharedStore::connect(url, cwd)
+        .map_err(shared_error)?
+        .with_redactor(super::secrets());
+    match store
+        .call(request, host, manual)
+        .map_err(|e| call_error(e, None))?
+    {
+        SharedCall::Invalid => Ok(None),
+        SharedCall::Done { session, advance } => Ok(Some((session, *advance, Saved::Store))),
+    }
+}
+
+/// `--store` (or `DYGRAM_STORE`), checked: a PostgreSQL URL, given with `--id`.
+fn store_url(args: &ExecuteArgs) -> Result<Option<&str>, CliError> {
+    let Some(url) = args.store.as_deref() else {
+        return Ok(None);
+    };
+    check_store_url(url)?;
+    if args.id.is_none() {
+        return Err(CliError::usage(
+            "--store needs --id: an execution in a store is shared by name, never found as the last one",
+        )
+        .hint("add --id NAME, the same name on every machine that advances the execution"));
+    }
+    Ok(Some(url))
+}
+
+/// A usage error unless `url` is a PostgreSQL URL (the value is not repeated: it may hold a
+/// password).
+fn check_store_url(url: &str) -> Result<(), CliError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(());
+    }
+    Err(CliError::usage(
+        "--store (or DYGRAM_STORE) takes a PostgreSQL URL starting with postgres:// or postgresql://",
+    )
+    .hint("e.g. --store postgresql://dygram@db.example.com/dygram; a Unix socket's folder is the host, percent-encoded: postgresql://postgres@%2Fvar%2Frun%2Fpostgresql/postgres"))
+}
+
+/// The shared executions of the store at `url` (for `exec list --store`).
+pub fn shared_store(url: &str) -> Result<SharedStore, CliError> {
+    check_store_url(url)?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
+    SharedStore::connect(url, &cwd).map_err(shared_error)
 }
 
 /// The call the arguments ask for.

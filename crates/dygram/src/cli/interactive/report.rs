@@ -9,26 +9,49 @@ use dygram::session::{Metadata, Report, Session};
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
 use super::super::{Exit, print_out};
 
-/// What an opened session shows: its id, metadata and state.
+/// Where a call saved the execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saved {
+    /// `.dygram/executions/<id>` of the current folder.
+    Folder,
+    /// The store of `--store`.
+    Store,
+}
+
+impl Saved {
+    fn place(self, id: &str) -> String {
+        match self {
+            Self::Folder => format!(".dygram/executions/{id}"),
+            Self::Store => format!("execution {id} in the store"),
+        }
+    }
+}
+
+/// What an opened session shows: its id, metadata and state, and where it is saved.
+#[derive(Clone, Copy)]
 pub struct Shown<'a> {
     pub id: &'a str,
     pub meta: &'a Metadata,
     pub state: &'a ExecutionState,
+    pub saved: Saved,
 }
 
 impl<'a> Shown<'a> {
     /// `None` only for a session whose unit of work failed (never shown).
-    pub fn of(session: &'a Session) -> Option<Self> {
+    pub fn of(session: &'a Session, saved: Saved) -> Option<Self> {
         Some(Self {
             id: session.id(),
             meta: session.metadata(),
             state: session.state()?,
+            saved,
         })
     }
 }
 
 pub fn finish_already(args: &ExecuteArgs, shown: &Shown<'_>) -> Exit {
-    let Shown { id, meta, state } = *shown;
+    let Shown {
+        id, meta, state, ..
+    } = *shown;
     let status = state.status();
     if args.format == ExecFormat::Json {
         print_out(&format!(
@@ -99,7 +122,12 @@ fn final_results(id: &str, state: &ExecutionState, meta: &Metadata) -> String {
 }
 
 pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
-    let Shown { id, meta, state } = *shown;
+    let Shown {
+        id,
+        meta,
+        state,
+        saved,
+    } = *shown;
     if args.format == ExecFormat::Json {
         let events: Vec<Value> = r.events.iter().filter_map(event_json).collect();
         let mut out = json!({
@@ -191,8 +219,13 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         s.push_str("EXAMPLE RESPONSE:\n");
         s.push_str(&format!("  {}\n", waiting.example));
         let file_arg = args.file.display();
+        let store = if saved == Saved::Store {
+            " --store URL"
+        } else {
+            ""
+        };
         s.push_str(&format!(
-            "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {id}\n"
+            "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {id}{store}\n"
         ));
     } else if r.status == Status::Complete {
         s.push_str("✅ Execution complete!\n");
@@ -203,7 +236,8 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
     } else {
         let at = current_nodes(state).join(", ");
         s.push_str(&format!(
-            "💾 State saved (.dygram/executions/{id}); now at {at}. Run again to continue.\n"
+            "💾 State saved ({}); now at {at}. Run again to continue.\n",
+            saved.place(id)
         ));
     }
     print_out(&s);
