@@ -68,7 +68,14 @@ fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Pat
             submitted: String::new(),
         };
         let id = format!("b{round}-{n:03}");
-        fleet::submit(&store, &submission, Some(&id), Clock::System, &IdSource::seeded(1)).unwrap();
+        fleet::submit(
+            &store,
+            &submission,
+            Some(&id),
+            Clock::System,
+            &IdSource::seeded(1),
+        )
+        .unwrap();
     }
     let start = Instant::now();
     let mut children: Vec<_> = (0..workers)

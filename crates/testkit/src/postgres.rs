@@ -19,8 +19,6 @@ pub const PG_REQUIRED: &str = "PG_TEST_REQUIRED";
 pub struct Postgres {
     /// Connection string (`host=… port=… user=… dbname=…`, or `PG_TEST_URL`).
     pub url: String,
-    /// The same server as a `postgresql://` URL (what `--store` takes).
-    store_url: String,
     /// The same server over TCP on 127.0.0.1, when the test started it.
     loopback: Option<String>,
     cluster: Option<Cluster>,
@@ -69,17 +67,11 @@ impl std::fmt::Debug for Postgres {
 }
 
 impl Postgres {
-    /// The server as a `postgresql://` URL (the socket folder percent-encoded as the host), the
-    /// form `--store` takes. `PG_TEST_URL` should be given in that form too.
-    pub fn store_url(&self) -> String {
-        self.store_url.clone()
-    }
-
     /// The server over TCP on 127.0.0.1 (as a remote database is reached), else [`store_url`].
     ///
     /// [`store_url`]: Postgres::store_url
     pub fn loopback_url(&self) -> String {
-        self.loopback.clone().unwrap_or_else(|| self.store_url.clone())
+        self.loopback.clone().unwrap_or_else(|| self.store_url())
     }
 
     /// The server of `PG_TEST_URL`, else a new throwaway cluster that does not flush to disk (fast,
@@ -97,7 +89,6 @@ impl Postgres {
     fn start_with(flush: Flush) -> Option<Self> {
         if let Some(url) = std::env::var("PG_TEST_URL").ok().filter(|u| !u.is_empty()) {
             return Some(Self {
-                store_url: url.clone(),
                 url,
                 loopback: None,
                 cluster: None,
@@ -110,13 +101,12 @@ impl Postgres {
             );
         };
         match Cluster::start(bin, flush) {
-            Ok((cluster, (url, store_url))) => Some(Self {
+            Ok((cluster, url)) => Some(Self {
                 loopback: Some(format!(
                     "postgresql://postgres@127.0.0.1:{}/postgres",
                     cluster.port
                 )),
                 url,
-                store_url,
                 cluster: Some(cluster),
             }),
             Err(why) => needs::skip_for(
@@ -128,7 +118,7 @@ impl Postgres {
 }
 
 impl Postgres {
-    /// The same server as a `postgresql://` URL (what `dygram --store` takes): [`Postgres::url`]
+    /// The same server as a `postgresql://` URL (what `--store` takes): [`Postgres::url`]
     /// itself when it is one, else its `host=… port=… user=… dbname=…` pairs as a URL, a Unix
     /// socket's folder percent-encoded as the host (`postgresql://postgres@%2Ftmp%2Fpg/postgres`).
     pub fn store_url(&self) -> String {
@@ -226,7 +216,7 @@ fn is_root() -> bool {
 }
 
 impl Cluster {
-    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, (String, String)), StartError> {
+    fn start(bin: PathBuf, flush: Flush) -> Result<(Self, String), StartError> {
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
             .prefix("pg-test-")
@@ -274,11 +264,7 @@ impl Cluster {
             "pg_ctl start",
         )?;
         let url = format!("host={socket} port={port} user=postgres dbname=postgres");
-        let store_url = format!(
-            "postgresql://postgres@{}:{port}/postgres",
-            socket.replace('%', "%25").replace('/', "%2F")
-        );
-        Ok((cluster, (url, store_url)))
+        Ok((cluster, url))
     }
 
     fn command(&self, program: &str) -> Command {
@@ -337,6 +323,7 @@ mod tests {
     fn url_of(url: &str) -> String {
         Postgres {
             url: url.to_string(),
+            loopback: None,
             cluster: None,
         }
         .store_url()
