@@ -183,11 +183,17 @@ pub fn timestamp(t: jiff::Timestamp) -> String {
 /// a writer that lost its lease is refused ([`StoreError::Fenced`]) before anything acts on the
 /// line; documents (`metadata.json`) follow the local writes.
 pub trait Upstream: Send + Sync + std::fmt::Debug {
+    /// The store and the run, for people: written to the working copy's [`UPSTREAM_MARKER`].
+    fn describe(&self) -> String;
     /// Appends complete journal lines in one durable step; `first` is the `seq` of the first.
     fn append(&self, first: u64, lines: &[&str]) -> Result<(), StoreError>;
     /// Replaces the document `key` (`metadata.json`).
     fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
 }
+
+/// The file in a working copy's run folder that says the run's record is in a store: a local
+/// `delta continue` refuses such a run (it would go on beside the store's record).
+pub const UPSTREAM_MARKER: &str = "upstream.txt";
 
 /// A run's journal, open for appending.
 pub struct RunJournal {

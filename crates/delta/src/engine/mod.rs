@@ -272,6 +272,10 @@ impl<'a> Engine<'a> {
     ) -> Result<Self, EngineError> {
         let opened = RunJournal::open(&setup.run.journal(), setup.clock)?;
         let upstream = setup.upstream.clone();
+        if let Some(upstream) = &upstream {
+            let marker = setup.run.root.join(crate::events::UPSTREAM_MARKER);
+            store::write_atomic(&marker, upstream.describe().as_bytes())?;
+        }
         let mut tool_env = setup.env.for_child();
         tool_env.retain(|(k, _)| k != "AGENT_HOME");
         tool_env.push(("AGENT_HOME".into(), setup.agent.dir.display().to_string()));

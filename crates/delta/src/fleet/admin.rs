@@ -160,5 +160,11 @@ pub fn import(store: &PgStore, ws: &Path, run_id: &str, clock: Clock) -> Result<
         store.put(&mut lease, key, &bytes, Flush::Durable)?;
     }
     copy::upload_io(store, &mut lease, &opened.run)?;
+    // From now on the store holds the record: the workspace's copy is only a working copy.
+    let marker = opened.run.root.join(crate::events::UPSTREAM_MARKER);
+    let note = format!(
+        "run {run_id} was imported into a PostgreSQL store; this folder is its working copy. Continue it with: delta continue --store URL --run-id {run_id}\n"
+    );
+    store::write_atomic(&marker, note.as_bytes())?;
     Ok(contents.records.len() as u64)
 }

@@ -112,6 +112,18 @@ impl StoreUpstream {
 }
 
 impl Upstream for StoreUpstream {
+    fn describe(&self) -> String {
+        let run = self
+            .lease
+            .lock()
+            .ok()
+            .and_then(|l| l.as_ref().map(|l| l.run().to_string()))
+            .unwrap_or_default();
+        format!(
+            "run {run} is kept in a PostgreSQL store; this folder is its working copy. Continue it with: delta continue --store URL --run-id {run}\n"
+        )
+    }
+
     fn append(&self, first: u64, lines: &[&str]) -> Result<(), StoreError> {
         let last = self.with_lease(|store, lease| store.append(lease, lines))?;
         let expected = first + lines.len() as u64 - 1;

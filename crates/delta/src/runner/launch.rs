@@ -39,6 +39,12 @@ impl Runner<'_> {
         opened: Opened,
         message: Option<String>,
     ) -> Result<Finished, RunnerError> {
+        let marker = opened.run.root.join(crate::events::UPSTREAM_MARKER);
+        if self.options.upstream.is_none() && marker.exists() {
+            return Err(RunnerError::KeptInStore {
+                run_id: opened.run.run_id.clone(),
+            });
+        }
         let session = Session {
             run: opened.run,
             metadata: opened.metadata,

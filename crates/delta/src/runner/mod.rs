@@ -271,6 +271,12 @@ pub enum RunnerError {
     /// `--last` names a folder that is gone.
     #[error("the workspace used last, {}, no longer exists (recorded in ~/.delta/LAST_WORKSPACE)", .0.display())]
     LastWorkspaceGone(PathBuf),
+    /// The run's record is in a store; this workspace holds its working copy.
+    #[error("run {run_id} is kept in a store: this workspace only holds its working copy")]
+    KeptInStore {
+        /// The run.
+        run_id: String,
+    },
     /// The run id given is not a valid one.
     #[error(transparent)]
     InvalidRunId(#[from] InvalidRunId),
@@ -347,6 +353,9 @@ impl RunnerError {
             Self::Fork { source, .. } => source.hint(),
             Self::Refused { source, workspace } => Some(source.hint(workspace)),
             Self::NoRun(_) => Some("Use `delta run` to start a new run".into()),
+            Self::KeptInStore { run_id } => Some(format!(
+                "continue it through the store, so that its record stays whole: delta continue --store URL --run-id {run_id}"
+            )),
             Self::NoLastWorkspace | Self::LastWorkspaceGone(_) => {
                 Some("name the workspace with -w PATH".into())
             }

@@ -417,6 +417,25 @@ fn a_run_submitted_here_is_continued_from_elsewhere() {
     let local = std::fs::read_to_string(copy.join(".delta/r1/journal.jsonl")).unwrap();
     assert_eq!(fleet.export("r1").0, local);
     assert_eq!(fleet.effects("task-c"), 1);
+    // The working copy is not a workspace of its own: a local continue would fork the record.
+    let local = output({
+        let mut cmd = fleet.delta("elsewhere");
+        cmd.env_remove("DELTA_STORE")
+            .args(["continue", "--run-id", "r1", "-m", "locally", "-w"])
+            .arg(&copy);
+        cmd
+    });
+    assert_eq!(local.code, 1, "{}", local.stderr);
+    assert!(local.stderr.contains("kept in a store"), "{}", local.stderr);
+    assert!(
+        local.stderr.contains("--store URL --run-id r1"),
+        "{}",
+        local.stderr
+    );
+    assert_eq!(
+        fleet.export("r1").0,
+        std::fs::read_to_string(copy.join(".delta/r1/journal.jsonl")).unwrap()
+    );
 }
 
 #[test]
@@ -470,4 +489,42 @@ fn a_store_that_is_not_postgresql_is_a_usage_error() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("PostgreSQL URL"), "{}", out.stderr);
     assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+}
+
+#[test]
+fn a_stopping_worker_puts_its_run_back_for_another() {
+    let Some(mut fleet) = Fleet::start(Duration::from_secs(5)) else {
+        return;
+    };
+    fleet.submit("submitter", "stopped", "slow task-t");
+    let first = fleet.worker("w1", &[]);
+    let start = Instant::now();
+    while fleet.server.request_count() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no request: {}",
+            fleet.log("w1")
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill(fleet.pid(first), Signal::SIGTERM).unwrap();
+    let stopped = fleet.workers[first].wait().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "the worker waited for the model instead of stopping"
+    );
+    assert_eq!(stopped.code(), Some(0), "{}", fleet.log("w1"));
+    assert!(
+        fleet.log("w1").contains("back in the queue"),
+        "{}",
+        fleet.log("w1")
+    );
+    let runs = fleet.runs();
+    assert_eq!(runs[0]["status"], "INTERRUPTED");
+    assert_eq!(runs[0]["queued"], true);
+    fleet.worker("w2", &["--exit-when-done"]);
+    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    let (_, events) = fleet.export("stopped");
+    assert_consistent("stopped", &events, 1);
+    assert_eq!(fleet.effects("task-t"), 1);
 }
