@@ -160,18 +160,43 @@ impl PgStore {
     /// Extends `lease` by the store's lease time; fails with [`StoreError::Fenced`] when another
     /// writer took the run over.
     pub fn renew(&self, lease: &Lease) -> StoreResult<()> {
+        self.fenced_execute(
+            lease,
+            "renew a lease",
+            "UPDATE runs SET lease_until = now() + $3::bigint * interval '1 millisecond'
+             WHERE namespace = $1 AND run = $2",
+            &[&self.namespace, &lease.run(), &self.lease_millis()],
+        )
+    }
+
+    /// Runs `work` in a transaction that holds the run's row and has checked that `lease` is still
+    /// its current one, and commits it.
+    fn fenced<T>(
+        &self,
+        lease: &Lease,
+        work: impl FnOnce(&mut Transaction<'_>) -> StoreResult<T>,
+    ) -> StoreResult<T> {
         let mut client = self.client()?;
         let mut tx = client
             .transaction()
             .map_err(backend("begin a transaction"))?;
         fence(&mut tx, &self.namespace, lease)?;
-        tx.execute(
-            "UPDATE runs SET lease_until = now() + $3::bigint * interval '1 millisecond'
-             WHERE namespace = $1 AND run = $2",
-            &[&self.namespace, &lease.run(), &self.lease_millis()],
-        )
-        .map_err(backend("renew a lease"))?;
-        tx.commit().map_err(backend("commit"))
+        let done = work(&mut tx)?;
+        tx.commit().map_err(backend("commit"))?;
+        Ok(done)
+    }
+
+    /// One statement, fenced by `lease`.
+    fn fenced_execute(
+        &self,
+        lease: &Lease,
+        action: &'static str,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> StoreResult<()> {
+        self.fenced(lease, |tx| {
+            tx.execute(sql, params).map(drop).map_err(backend(action))
+        })
     }
 
     /// Takes the lease of `run`, creating the run first when `create` (in the same transaction,
@@ -324,6 +349,32 @@ fn migrate(client: &mut Client) -> StoreResult<()> {
     tx.commit().map_err(backend("commit the schema"))
 }
 
+/// Appends `records` to the journal of `run` after its last record (the caller holds the run's row).
+fn append_in(
+    tx: &mut Transaction<'_>,
+    namespace: &str,
+    run: &str,
+    records: &[&str],
+) -> StoreResult<Seq> {
+    let last: i64 = tx
+        .query_one(
+            "SELECT coalesce(max(seq), 0) FROM journal WHERE namespace = $1 AND run = $2",
+            &[&namespace, &run],
+        )
+        .map_err(backend("read a journal's end"))?
+        .get(0);
+    let statement = tx
+        .prepare("INSERT INTO journal (namespace, run, seq, record) VALUES ($1, $2, $3, $4)")
+        .map_err(backend("prepare an append"))?;
+    let mut seq = last;
+    for record in records {
+        seq += 1;
+        tx.execute(&statement, &[&namespace, &run, &seq, record])
+            .map_err(backend("append to a journal"))?;
+    }
+    Ok(Seq(u64::try_from(seq).unwrap_or(0)))
+}
+
 /// Locks the run's row for the rest of the transaction and checks that `lease` is still its
 /// current one.
 fn fence(tx: &mut Transaction<'_>, namespace: &str, lease: &Lease) -> StoreResult<()> {
@@ -370,18 +421,13 @@ impl PgStore {
     /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
     pub fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()> {
         self.own(lease)?;
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        fence(&mut tx, &self.namespace, lease)?;
-        tx.execute(
+        self.fenced_execute(
+            lease,
+            "queue a run",
             "UPDATE runs SET queued_at = CASE WHEN $3 THEN coalesce(queued_at, now()) END
              WHERE namespace = $1 AND run = $2",
             &[&self.namespace, &lease.run(), &queued],
         )
-        .map_err(backend("queue a run"))?;
-        tx.commit().map_err(backend("commit"))
     }
 
     /// Takes the lease of the oldest queued run that no live lease holds (a run whose worker died
@@ -508,29 +554,9 @@ impl RunStore for PgStore {
             check_record(lease.run(), record)?;
         }
         self.own(lease)?;
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        fence(&mut tx, &self.namespace, lease)?;
-        let last: i64 = tx
-            .query_one(
-                "SELECT coalesce(max(seq), 0) FROM journal WHERE namespace = $1 AND run = $2",
-                &[&self.namespace, &lease.run()],
-            )
-            .map_err(backend("read a journal's end"))?
-            .get(0);
-        let statement = tx
-            .prepare("INSERT INTO journal (namespace, run, seq, record) VALUES ($1, $2, $3, $4)")
-            .map_err(backend("prepare an append"))?;
-        let mut seq = last;
-        for record in records {
-            seq += 1;
-            tx.execute(&statement, &[&self.namespace, &lease.run(), &seq, record])
-                .map_err(backend("append to a journal"))?;
-        }
-        tx.commit().map_err(backend("commit an append"))?;
-        Ok(Seq(u64::try_from(seq).unwrap_or(0)))
+        self.fenced(lease, |tx| {
+            append_in(tx, &self.namespace, lease.run(), records)
+        })
     }
 
     fn read_journal(&self, run: &str, after: Seq) -> StoreResult<JournalRead> {
@@ -556,18 +582,13 @@ impl RunStore for PgStore {
     fn put(&self, lease: &mut Lease, key: &str, bytes: &[u8], _flush: Flush) -> StoreResult<()> {
         validate_key(key)?;
         self.own(lease)?;
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        fence(&mut tx, &self.namespace, lease)?;
-        tx.execute(
+        self.fenced_execute(
+            lease,
+            "write a document",
             "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)
              ON CONFLICT (namespace, run, key) DO UPDATE SET bytes = EXCLUDED.bytes",
             &[&self.namespace, &lease.run(), &key, &bytes],
         )
-        .map_err(backend("write a document"))?;
-        tx.commit().map_err(backend("commit a document"))
     }
 
     fn get(&self, run: &str, key: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -598,19 +619,12 @@ impl RunStore for PgStore {
 
     fn remove(&self, mut lease: Lease) -> StoreResult<()> {
         self.own(&mut lease)?;
-        {
-            let mut client = self.client()?;
-            let mut tx = client
-                .transaction()
-                .map_err(backend("begin a transaction"))?;
-            fence(&mut tx, &self.namespace, &lease)?;
-            tx.execute(
-                "DELETE FROM runs WHERE namespace = $1 AND run = $2",
-                &[&self.namespace, &lease.run()],
-            )
-            .map_err(backend("remove a run"))?;
-            tx.commit().map_err(backend("commit a removal"))?;
-        }
+        self.fenced_execute(
+            &lease,
+            "remove a run",
+            "DELETE FROM runs WHERE namespace = $1 AND run = $2",
+            &[&self.namespace, &lease.run()],
+        )?;
         drop(lease);
         Ok(())
     }
