@@ -123,7 +123,9 @@ pub fn run(config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally, FleetError> 
 
 /// One slot: claim, work, repeat.
 fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally, FleetError> {
-    let store = PgStore::connect(&config.url, NAMESPACE)?.with_lease(config.lease);
+    let connect =
+        || PgStore::connect(&config.url, NAMESPACE).map(|store| store.with_lease(config.lease));
+    let mut store = connect()?;
     let shutdown: &AtomicBool = &config.settings.shutdown;
     let mut tally = Tally::default();
     while !shutdown.load(Ordering::SeqCst) {
@@ -146,6 +148,10 @@ fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally
                 });
                 tally.failed += 1;
                 pause(config.poll, shutdown);
+                // The connection may be what failed (the server restarted, the network broke).
+                if let Ok(fresh) = connect() {
+                    store = fresh;
+                }
                 continue;
             }
         };
@@ -190,6 +196,8 @@ fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally
                 });
                 if error.is_busy() {
                     pause(config.poll, shutdown);
+                } else if let Ok(fresh) = connect() {
+                    store = fresh;
                 }
             }
         }

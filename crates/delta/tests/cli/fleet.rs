@@ -16,7 +16,7 @@ use super::support::{Sandbox, output};
 
 /// The tool of the fleet's agent: writes its tag to the effects file (the side effect counted),
 /// then takes a moment.
-const MARK: &str = "#!/bin/sh\necho \"$1\" >> \"$EFFECTS\"\nsleep 0.2\n";
+const MARK: &str = "#!/bin/sh\necho \"$1\" >> \"$EFFECTS\"\ncase \"$1\" in long-*) echo $$ > \"$(dirname \"$EFFECTS\")/$1.pid\"; exec sleep 60;; esac\nsleep 0.2\n";
 
 /// A store, a model, an agent whose tool leaves a trace, and the processes started on them.
 struct Fleet {
@@ -283,7 +283,16 @@ fn kill_one_of_three(mut fleet: Fleet, claims: usize) {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-    std::thread::sleep(Duration::from_millis(rand_ms(400)));
+    // Then while it holds a run (its tool takes 0.2 s), a random moment later.
+    let holding = format!("pid {} ", fleet.pid(0));
+    while !fleet
+        .runs()
+        .iter()
+        .any(|r| r["holder"].as_str().is_some_and(|h| h.starts_with(&holding)))
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "w0 never held a run");
+    }
+    std::thread::sleep(Duration::from_millis(rand_ms(60)));
     kill(fleet.pid(0), Signal::SIGKILL).unwrap();
     let runs = fleet.wait_all("COMPLETED", 30, Duration::from_secs(120));
     fleet.stop_workers();
@@ -527,4 +536,76 @@ fn a_stopping_worker_puts_its_run_back_for_another() {
     let (_, events) = fleet.export("stopped");
     assert_consistent("stopped", &events, 1);
     assert_eq!(fleet.effects("task-t"), 1);
+}
+
+#[test]
+fn a_worker_fenced_while_its_tool_runs_stops_the_tool() {
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    fleet.submit("submitter", "long-run", "mark long-f");
+    let paused = fleet.worker("wa", &["--lease", "1"]);
+    // The tool of a `long` tag writes its pid, then runs for a minute.
+    let pid_file = fleet.sb.path("long-f.pid");
+    let tool = super::support::pid_in(&pid_file);
+    kill(fleet.pid(paused), Signal::SIGSTOP).unwrap();
+    fleet.worker("wb", &["--lease", "1"]);
+    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    let (before, events) = fleet.export("long-run");
+    assert_consistent("long-run", &events, 1);
+    // The successor could not stop a tool recorded in a working copy it could not use: the paused
+    // worker does, once it learns that it lost the run.
+    assert!(
+        kill(Pid::from_raw(tool), None).is_ok(),
+        "the tool is still running"
+    );
+    kill(fleet.pid(paused), Signal::SIGCONT).unwrap();
+    let start = Instant::now();
+    while kill(Pid::from_raw(tool), None).is_ok() && !super::support::group_members(tool).is_empty()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the fenced worker left its tool running: {}",
+            fleet.log("wa")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let start = Instant::now();
+    while !fleet.log("wa").contains("took the run over") {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{}",
+            fleet.log("wa")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        fleet.export("long-run").0,
+        before,
+        "the fenced worker wrote to the run"
+    );
+    assert_eq!(fleet.effects("long-f"), 1);
+}
+
+#[test]
+fn a_worker_whose_connection_broke_reconnects() {
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    fleet.worker("w", &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    // The database drops every connection (a restart, a network cut).
+    let mut admin = postgres::Client::connect(&fleet.url, postgres::NoTls).unwrap();
+    let dropped: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(dropped >= 1, "the worker held no connection");
+    fleet.submit("submitter", "after", "mark task-a");
+    fleet.wait_all("COMPLETED", 1, Duration::from_secs(30));
+    assert_eq!(fleet.effects("task-a"), 1);
 }
