@@ -9,12 +9,12 @@ use std::time::Duration;
 use clap::Args;
 use delta::engine::{Observer, Silent};
 use delta::fleet::admin::{self, StoreRun};
-use delta::fleet::work::{Ask, Parts, Settings, Worked, work};
+use delta::fleet::work::{Ask, Parts, Settings, Worked, continue_run};
 use delta::fleet::worker::{self, Crew, WorkerConfig, WorkerEvent};
 use delta::fleet::{self, FleetError, Submission};
 use delta::runner::{Host, Options, Runner};
-use delta::{agent, runs, workspace};
-use store::{Clock, IdSource, LockHolder, RunStore};
+use delta::{agent, runs};
+use store::{Clock, IdSource};
 
 use super::console::Console;
 use super::report::{self, CliHost, Flags, agent_error, clock_and_ids};
@@ -310,13 +310,7 @@ pub fn continue_in_store(
     clock: Clock,
     ids: IdSource,
 ) -> Result<Exit, CliError> {
-    workspace::validate_run_id(&cont.run_id)
-        .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     let store = fleet::open(&cont.url).map_err(fleet_error)?;
-    let holder = LockHolder::current(clock.now(), Some("delta continue"));
-    let lease = store
-        .lease(&cont.run_id, &holder)
-        .map_err(|e| fleet_error(e.into()))?;
     let settings = Settings {
         dir: absolute(&cont.dir)?,
         renew: store_pg::DEFAULT_LEASE / 3,
@@ -333,7 +327,7 @@ pub fn continue_in_store(
             host: runner.host,
             human: runner.human,
         };
-        match work(&store, lease, ask, &settings, parts).map_err(fleet_error)? {
+        match continue_run(&store, &cont.run_id, ask, &settings, parts).map_err(fleet_error)? {
             Worked::Stopped { finished, .. } => Ok(*finished),
             Worked::Lost { run_id } => Err(CliError::new(format!(
                 "another process took run {run_id} over while this one worked on it; nothing more was written"

@@ -7,7 +7,7 @@ use serde::de::IgnoredAny;
 use store::{Clock, Flush, LockHolder, RunStore, Seq, StoreError};
 use store_pg::PgStore;
 
-use super::{FleetError, METADATA, PLACE, Place, SUBMISSION, Submission, copy, get_json};
+use super::{ERROR, FleetError, METADATA, PLACE, Place, SUBMISSION, Submission, copy, get_json};
 use crate::metadata::{RunMetadata, RunStatus};
 use crate::runner::RunnerError;
 use crate::runs::{self, OpenError};
@@ -39,6 +39,8 @@ pub struct StoreRun {
     pub created: String,
     /// When it last stopped.
     pub end_time: Option<String>,
+    /// Why a worker could not work on it (it then left the queue).
+    pub error: Option<String>,
 }
 
 /// Every run of the store, by id.
@@ -48,6 +50,7 @@ pub fn list(store: &PgStore) -> Result<Vec<StoreRun>, FleetError> {
         let metadata: Option<RunMetadata> = get_json(store, &row.run, METADATA)?;
         let submission: Option<Submission> = get_json(store, &row.run, SUBMISSION)?;
         let place: Option<Place> = get_json(store, &row.run, PLACE)?;
+        let error: Option<serde_json::Value> = get_json(store, &row.run, ERROR)?;
         let status = match (&metadata, row.queued) {
             (Some(m), _) if m.status == RunStatus::Running && !row.live => {
                 RunStatus::Interrupted.as_str().to_string()
@@ -77,6 +80,9 @@ pub fn list(store: &PgStore) -> Result<Vec<StoreRun>, FleetError> {
             iterations: metadata.as_ref().map_or(0, |m| m.iterations_completed),
             created: row.created.to_string(),
             end_time: metadata.and_then(|m| m.end_time),
+            error: error
+                .filter(|_| !row.queued)
+                .and_then(|e| e["error"].as_str().map(str::to_string)),
         });
     }
     Ok(out)

@@ -41,6 +41,8 @@ pub const SUBMISSION: &str = "submission.json";
 pub const PLACE: &str = "workspace.json";
 /// The document of the run's metadata (as `metadata.json` in a workspace).
 pub const METADATA: &str = "metadata.json";
+/// The document that says why a run could not be worked on (it then left the queue).
+pub const ERROR: &str = "error.json";
 
 /// Why a fleet operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -35,6 +35,15 @@ impl StoreUpstream {
         &self.store
     }
 
+    /// The run.
+    pub fn run_id(&self) -> String {
+        self.lease
+            .lock()
+            .ok()
+            .and_then(|l| l.as_ref().map(|l| l.run().to_string()))
+            .unwrap_or_default()
+    }
+
     /// Whether the lease was taken over.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
@@ -113,12 +122,7 @@ impl StoreUpstream {
 
 impl Upstream for StoreUpstream {
     fn describe(&self) -> String {
-        let run = self
-            .lease
-            .lock()
-            .ok()
-            .and_then(|l| l.as_ref().map(|l| l.run().to_string()))
-            .unwrap_or_default();
+        let run = self.run_id();
         format!(
             "run {run} is kept in a PostgreSQL store; this folder is its working copy. Continue it with: delta continue --store URL --run-id {run}\n"
         )

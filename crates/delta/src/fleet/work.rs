@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use store::{Lease, StoreError};
+use store::{Flush, Lease, RunStore, StoreError};
 use store_pg::PgStore;
 
 use super::upstream::StoreUpstream;
-use super::{FleetError, SUBMISSION, Submission, copy, get_json};
+use super::{ERROR, FleetError, SUBMISSION, Submission, copy, get_json};
 use crate::agent;
 use crate::engine::{HumanInput, Observer};
 use crate::metadata::RunStatus;
@@ -72,6 +72,10 @@ pub enum Worked {
 }
 
 /// Works on the run of `lease` until it stops, then gives the lease up.
+///
+/// A run that cannot be worked on (its agent does not load, its working copy cannot be made) leaves
+/// the queue with the error kept in the store (`error.json`), unless only a busy workspace stood in
+/// the way; then it waits in the queue.
 pub fn work(
     store: &PgStore,
     mut lease: Lease,
@@ -79,36 +83,17 @@ pub fn work(
     settings: &Settings,
     parts: Parts<'_>,
 ) -> Result<Worked, FleetError> {
-    let run_id = lease.run().to_string();
     let clock = parts.options.clock;
-    let submission: Submission = get_json(store, &run_id, SUBMISSION)?
-        .ok_or_else(|| FleetError::NotSubmitted(run_id.clone()))?;
-    let copy = copy::choose(store, &lease, &submission, &settings.dir, clock)?;
-    let begun = copy::materialize(store, &mut lease, &copy, &submission, clock)?;
-    let request = if begun {
-        let (message, with_file) = match ask {
-            Ask::Queued => (None, None),
-            Ask::Continue { message, with_file } => (message, with_file),
-        };
-        Request::Continue(Continue {
-            workspace: WorkspaceRef::Dir(copy.workspace.clone()),
-            run_id: Some(run_id.clone()),
-            message,
-            with_file,
-            fork_at: None,
-        })
-    } else {
-        let agent = agent::load(&submission.agent)
-            .map_err(|e| FleetError::Runner(Box::new(RunnerError::Agent(e))))?;
-        Request::Run(Box::new(NewRun {
-            agent,
-            workspace: copy.workspace.clone(),
-            workspace_name: None,
-            next_workspace: false,
-            auto_resume: false,
-            message: submission.task.clone(),
-            run_id: Some(run_id.clone()),
-        }))
+    // Only a run taken from the queue leaves it on an error; a caller's refused continue does not.
+    let from_queue = matches!(ask, Ask::Queued);
+    let (request, submission) = match prepare(store, &mut lease, ask, &settings.dir, clock) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            if from_queue {
+                give_up(store, &mut lease, &e);
+            }
+            return Err(e);
+        }
     };
     let upstream = StoreUpstream::new(store.clone(), lease);
     let Parts {
@@ -132,11 +117,79 @@ pub fn work(
     };
     let result = runner.run(request);
     drop(renewer);
+    let outcome = conclude(&upstream, result, settings, from_queue);
+    upstream.release();
+    outcome
+}
+
+/// `delta continue --store`: takes the run's lease (refused while another process holds it) and
+/// works on the run here, as `delta continue` does with a run of a workspace.
+pub fn continue_run(
+    store: &PgStore,
+    run_id: &str,
+    ask: Ask,
+    settings: &Settings,
+    parts: Parts<'_>,
+) -> Result<Worked, FleetError> {
+    crate::workspace::validate_run_id(run_id)?;
+    let holder = store::LockHolder::current(parts.options.clock.now(), Some("delta continue"));
+    let lease = store.lease(run_id, &holder)?;
+    work(store, lease, ask, settings, parts)
+}
+
+/// Reads the submission, rebuilds the working copy and says what the runner is asked.
+fn prepare(
+    store: &PgStore,
+    lease: &mut Lease,
+    ask: Ask,
+    dir: &std::path::Path,
+    clock: store::Clock,
+) -> Result<(Request, Submission), FleetError> {
+    let run_id = lease.run().to_string();
+    let submission: Submission = get_json(store, &run_id, SUBMISSION)?
+        .ok_or_else(|| FleetError::NotSubmitted(run_id.clone()))?;
+    let copy = copy::choose(store, lease, &submission, dir, clock)?;
+    let request = if copy::materialize(store, lease, &copy, &submission, clock)? {
+        let (message, with_file) = match ask {
+            Ask::Queued => (None, None),
+            Ask::Continue { message, with_file } => (message, with_file),
+        };
+        Request::Continue(Continue {
+            workspace: WorkspaceRef::Dir(copy.workspace),
+            run_id: Some(run_id),
+            message,
+            with_file,
+            fork_at: None,
+        })
+    } else {
+        let agent = agent::load(&submission.agent)
+            .map_err(|e| FleetError::Runner(Box::new(RunnerError::Agent(e))))?;
+        Request::Run(Box::new(NewRun {
+            agent,
+            workspace: copy.workspace,
+            workspace_name: None,
+            next_workspace: false,
+            auto_resume: false,
+            message: submission.task.clone(),
+            run_id: Some(run_id),
+        }))
+    };
+    Ok((request, submission))
+}
+
+/// What the store keeps of how the runner stopped.
+fn conclude(
+    upstream: &StoreUpstream,
+    result: Result<Finished, RunnerError>,
+    settings: &Settings,
+    from_queue: bool,
+) -> Result<Worked, FleetError> {
     if upstream.is_lost() {
-        upstream.release();
-        return Ok(Worked::Lost { run_id });
+        return Ok(Worked::Lost {
+            run_id: upstream.run_id(),
+        });
     }
-    let outcome = match result {
+    match result {
         Ok(finished) => {
             let requeued = finished.outcome.status == RunStatus::Interrupted
                 && settings.shutdown.load(Ordering::SeqCst);
@@ -151,16 +204,27 @@ pub fn work(
             })
         }
         Err(e) => {
-            // A workspace someone else works in: the run waits in the queue. Anything else would
-            // fail again the same way: it leaves the queue, with the error for whoever looks.
-            if !e.is_busy() {
-                upstream.with_lease(|store, lease| store.set_queued(lease, false))?;
+            let e = FleetError::Runner(Box::new(e));
+            if from_queue {
+                let _ = upstream.with_lease(|store, lease| {
+                    give_up(store, lease, &e);
+                    Ok(())
+                });
             }
-            Err(FleetError::Runner(Box::new(e)))
+            Err(e)
         }
-    };
-    upstream.release();
-    outcome
+    }
+}
+
+/// Takes a run that cannot be worked on out of the queue, with the reason for whoever looks
+/// (`error.json`); a busy workspace only delays it. Best effort: the error is reported anyway.
+fn give_up(store: &PgStore, lease: &mut Lease, error: &FleetError) {
+    if error.is_busy() {
+        return;
+    }
+    let note = serde_json::json!({ "error": error.to_string(), "hint": error.hint() });
+    let _ = store.put(lease, ERROR, note.to_string().as_bytes(), Flush::Durable);
+    let _ = store.set_queued(lease, false);
 }
 
 /// A fleet error inside a store operation, as a store error.

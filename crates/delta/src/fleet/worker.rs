@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use store::LockHolder;
+use store::{Lease, LockHolder, StoreError};
 use store_pg::PgStore;
 
 use super::work::{Ask, Parts, Settings, Worked, work};
@@ -123,38 +123,67 @@ pub fn run(config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally, FleetError> 
 
 /// One slot: claim, work, repeat.
 fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally, FleetError> {
-    let connect =
-        || PgStore::connect(&config.url, NAMESPACE).map(|store| store.with_lease(config.lease));
-    let mut store = connect()?;
+    let mut slot = Slot {
+        n: slot,
+        config,
+        crew,
+        store: connect(config)?,
+        tally: Tally::default(),
+    };
     let shutdown: &AtomicBool = &config.settings.shutdown;
-    let mut tally = Tally::default();
     while !shutdown.load(Ordering::SeqCst) {
+        match slot.claim() {
+            Next::Work(lease) => slot.work_on(lease),
+            Next::Wait => pause(config.poll, shutdown),
+            Next::Done => break,
+        }
+    }
+    Ok(slot.tally)
+}
+
+/// A slot's connection.
+fn connect(config: &WorkerConfig) -> Result<PgStore, StoreError> {
+    PgStore::connect(&config.url, NAMESPACE).map(|store| store.with_lease(config.lease))
+}
+
+/// What a slot does next.
+enum Next {
+    Work(Lease),
+    Wait,
+    Done,
+}
+
+/// A slot of a worker, with its connection and what it did.
+struct Slot<'a> {
+    n: usize,
+    config: &'a WorkerConfig,
+    crew: &'a dyn Crew,
+    store: PgStore,
+    tally: Tally,
+}
+
+impl Slot<'_> {
+    /// Claims the next run, if any.
+    fn claim(&mut self) -> Next {
         let holder = LockHolder::current(jiff::Timestamp::now(), Some("delta worker"));
-        let lease = match store.claim(&holder) {
-            Ok(Some(lease)) => lease,
-            Ok(None) => {
-                if config.exit_when_done && store.queued()? == 0 {
-                    break;
-                }
-                pause(config.poll, shutdown);
-                continue;
+        match self.store.claim(&holder) {
+            Ok(Some(lease)) => Next::Work(lease),
+            Ok(None) if self.config.exit_when_done && self.store.queued().is_ok_and(|n| n == 0) => {
+                Next::Done
             }
+            Ok(None) => Next::Wait,
             Err(e) => {
-                let error = FleetError::Store(e);
-                crew.event(WorkerEvent::Failed {
-                    slot,
-                    run_id: None,
-                    error: &error,
-                });
-                tally.failed += 1;
-                pause(config.poll, shutdown);
-                // The connection may be what failed (the server restarted, the network broke).
-                if let Ok(fresh) = connect() {
-                    store = fresh;
-                }
-                continue;
+                self.failed(None, &FleetError::Store(e));
+                pause(self.config.poll, &self.config.settings.shutdown);
+                self.reconnect();
+                Next::Wait
             }
-        };
+        }
+    }
+
+    /// Works on the claimed run and reports how it ended.
+    fn work_on(&mut self, lease: Lease) {
+        let (slot, crew) = (self.n, self.crew);
         let run_id = lease.run().to_string();
         crew.event(WorkerEvent::Claimed {
             slot,
@@ -170,39 +199,57 @@ fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally
             host: &mut *host,
             human: None,
         };
-        match work(&store, lease, Ask::Queued, &config.settings, parts) {
+        match work(
+            &self.store,
+            lease,
+            Ask::Queued,
+            &self.config.settings,
+            parts,
+        ) {
             Ok(Worked::Stopped { finished, requeued }) => {
-                tally.stopped += 1;
+                self.tally.stopped += 1;
+                let status = finished.outcome.status;
+                let run_id = &run_id;
                 crew.event(WorkerEvent::Stopped {
                     slot,
-                    run_id: &run_id,
-                    status: finished.outcome.status,
+                    run_id,
+                    status,
                     requeued,
                 });
             }
             Ok(Worked::Lost { .. }) => {
-                tally.lost += 1;
+                self.tally.lost += 1;
                 crew.event(WorkerEvent::Lost {
                     slot,
                     run_id: &run_id,
                 });
             }
             Err(error) => {
-                tally.failed += 1;
-                crew.event(WorkerEvent::Failed {
-                    slot,
-                    run_id: Some(&run_id),
-                    error: &error,
-                });
+                self.failed(Some(&run_id), &error);
                 if error.is_busy() {
-                    pause(config.poll, shutdown);
-                } else if let Ok(fresh) = connect() {
-                    store = fresh;
+                    pause(self.config.poll, &self.config.settings.shutdown);
+                } else {
+                    self.reconnect();
                 }
             }
         }
     }
-    Ok(tally)
+
+    fn failed(&mut self, run_id: Option<&str>, error: &FleetError) {
+        self.tally.failed += 1;
+        self.crew.event(WorkerEvent::Failed {
+            slot: self.n,
+            run_id,
+            error,
+        });
+    }
+
+    /// A new connection, in case the old one is what failed (a server restart, a network cut).
+    fn reconnect(&mut self) {
+        if let Ok(fresh) = connect(self.config) {
+            self.store = fresh;
+        }
+    }
 }
 
 /// Waits `period`, or less when the worker is stopping.

@@ -285,12 +285,15 @@ fn kill_one_of_three(mut fleet: Fleet, claims: usize) {
     }
     // Then while it holds a run (its tool takes 0.2 s), a random moment later.
     let holding = format!("pid {} ", fleet.pid(0));
-    while !fleet
-        .runs()
-        .iter()
-        .any(|r| r["holder"].as_str().is_some_and(|h| h.starts_with(&holding)))
-    {
-        assert!(start.elapsed() < Duration::from_secs(60), "w0 never held a run");
+    while !fleet.runs().iter().any(|r| {
+        r["holder"]
+            .as_str()
+            .is_some_and(|h| h.starts_with(&holding))
+    }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "w0 never held a run"
+        );
     }
     std::thread::sleep(Duration::from_millis(rand_ms(60)));
     kill(fleet.pid(0), Signal::SIGKILL).unwrap();
@@ -608,4 +611,49 @@ fn a_worker_whose_connection_broke_reconnects() {
     fleet.submit("submitter", "after", "mark task-a");
     fleet.wait_all("COMPLETED", 1, Duration::from_secs(30));
     assert_eq!(fleet.effects("task-a"), 1);
+}
+
+#[test]
+fn a_run_whose_agent_is_gone_leaves_the_queue_with_the_reason() {
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    fleet.sb.file(
+        "gone/agent.yaml",
+        "name: gone\nllm:\n  model: m\ntools: []\n",
+    );
+    fleet.sb.file("gone/system_prompt.md", "p");
+    let out = output({
+        let mut cmd = fleet.delta("submitter");
+        cmd.args([
+            "submit",
+            "--run-id",
+            "orphan",
+            "-m",
+            "mark task-o",
+            "--agent",
+        ])
+        .arg(fleet.sb.path("gone"));
+        cmd
+    });
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    std::fs::remove_dir_all(fleet.sb.path("gone")).unwrap();
+    fleet.worker("w", &["--exit-when-done"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fleet.workers[0].try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker kept retrying: {}",
+            fleet.log("w")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let runs = fleet.runs();
+    assert_eq!(runs[0]["status"], "NOT_STARTED", "{runs:#?}");
+    assert_eq!(runs[0]["queued"], false);
+    assert!(
+        runs[0]["error"].as_str().unwrap().contains("gone"),
+        "{runs:#?}"
+    );
+    assert!(fleet.log("w").contains("orphan"), "{}", fleet.log("w"));
 }
