@@ -193,6 +193,7 @@ mod tests {
             model: None,
             temperature: None,
             max_tokens: None,
+            context_window: None,
             idle_timeout: None,
         }
     }

@@ -301,33 +301,53 @@ impl Conversation {
 /// The conversation recorded in the journal.
 ///
 /// `max_iterations` keeps the journal from the N-th last model answer on; the first user message (the
-/// task) is always kept, so the model never loses sight of what it was asked.
+/// task) is always kept, so the model never loses sight of what it was asked. The latest
+/// `COMPACTION` event replaces the iterations it covers by its summary, given with the task.
 pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message> {
+    let thoughts: Vec<usize> = typed
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Thought { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let compaction = typed.iter().rev().find_map(|e| match e {
+        Event::Compaction {
+            iterations,
+            summary,
+            ..
+        } => Some((*iterations, summary.as_str())),
+        _ => None,
+    });
     let mut start = 0;
-    let mut first_user: Option<usize> = None;
-    if let Some(n) = max_iterations {
-        let thoughts: Vec<usize> = typed
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| matches!(e, Event::Thought { .. }))
-            .map(|(i, _)| i)
-            .collect();
-        if thoughts.len() > n as usize {
-            start = thoughts[thoughts.len() - n as usize];
-            first_user = typed
-                .iter()
-                .position(|e| matches!(e, Event::UserMessage { .. }))
-                .filter(|&i| i < start);
-        }
+    if let Some((iterations, _)) = compaction {
+        let kept = usize::try_from(iterations).unwrap_or(usize::MAX);
+        start = thoughts.get(kept).copied().unwrap_or(typed.len());
     }
+    if let Some(n) = max_iterations
+        && thoughts.len() > n as usize
+    {
+        start = start.max(thoughts[thoughts.len() - n as usize]);
+    }
+    let task = typed
+        .iter()
+        .position(|e| matches!(e, Event::UserMessage { .. }))
+        .filter(|&i| i < start);
     let mut c = Conversation {
         messages: Vec::new(),
         pending: Vec::new(),
         results: Vec::new(),
         deferred: Vec::new(),
     };
-    for i in first_user.into_iter().chain(start..typed.len()) {
-        match &typed[i] {
+    if let Some(Event::UserMessage { content }) = task.map(|i| &typed[i]) {
+        c.messages.push(Message::user(match compaction {
+            Some((iterations, summary)) => format!(
+                "{content}\n\n--- Earlier work ({iterations} iterations), compacted to fit the model's context window ---\n{summary}"
+            ),
+            None => content.clone(),
+        }));
+    }
+    for event in &typed[start..] {
+        match event {
             Event::UserMessage { content } => {
                 let message = Message::user(content.clone());
                 if c.pending.is_empty() {
@@ -485,6 +505,53 @@ mod tests {
             m[2].content,
             vec![ContentBlock::tool_result("c1", "r5", false)]
         );
+    }
+
+    fn compaction(n: u64, iterations: u64) -> Envelope {
+        env(
+            n,
+            Event::Compaction {
+                strategy: "summarize".into(),
+                iterations,
+                from_seq: 3,
+                to_seq: 5,
+                summary: "the summary".into(),
+                tokens_before: 100,
+                tokens_after: 50,
+                window: 2048,
+                llm_invocation_ref: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_compaction_gives_the_task_with_its_summary_then_the_iterations_kept() {
+        let mut journal = journal();
+        // Journaled after the second answer's result: it replaces the first iteration.
+        journal.insert(7, compaction(8, 1));
+        let m = conversation(&typed(&journal), None);
+        let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
+        let first = m[0].text();
+        assert!(
+            first.starts_with("task\n\n--- Earlier work (1 iterations)"),
+            "{first}"
+        );
+        assert!(first.ends_with("the summary"), "{first}");
+        assert_eq!(
+            m[1].content[1],
+            ContentBlock::tool_call("c2", "ls", json!({"a": 1}))
+        );
+        // The latest compaction wins, and `max_iterations` still applies beside it.
+        journal.push(compaction(10, 2));
+        let m = conversation(&typed(&journal), None);
+        assert_eq!(m.len(), 2);
+        assert!(m[0].text().contains("(2 iterations)"));
+        let m = conversation(&typed(&journal[..8]), Some(1));
+        assert_eq!(m.len(), 3, "{m:?}");
     }
 
     fn user(n: u64, text: &str) -> Envelope {

@@ -166,6 +166,30 @@ pub enum Event {
         /// `io/hooks/NNN_name/`.
         io_path_ref: String,
     },
+    /// The oldest part of the conversation was replaced to fit the model's context window: from
+    /// now on the model sees the task, the summary and what came after the replaced iterations.
+    Compaction {
+        /// `summarize` (the model wrote the summary) or `truncate` (a note, no model call).
+        strategy: String,
+        /// How many of the run's model answers, counted from its start, the summary replaces (with
+        /// their results and the messages between them).
+        iterations: u64,
+        /// The first journal line replaced.
+        from_seq: u64,
+        /// The last journal line replaced.
+        to_seq: u64,
+        /// What stands in their place.
+        summary: String,
+        /// Estimated tokens of the request before.
+        tokens_before: u64,
+        /// Estimated tokens of the request after.
+        tokens_after: u64,
+        /// The context window in force, in tokens (configured, or learned from a refusal).
+        window: u64,
+        /// `io/invocations/<id>/` of the summarizing call (`summarize` only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        llm_invocation_ref: Option<String>,
+    },
     /// The run stopped (completed or failed).
     RunEnd {
         /// How.
@@ -222,6 +246,8 @@ pub struct Opened {
     pub journal: RunJournal,
     /// Every event of a known type so far, in order.
     pub events: Vec<Event>,
+    /// The `seq` of each of `events`.
+    pub seqs: Vec<u64>,
     /// A torn last line that was cut off (crash during a write).
     pub recovered: Option<TornTail>,
 }
@@ -299,6 +325,11 @@ impl RunJournal {
                 upstream: None,
                 unsent: None,
             },
+            seqs: lines
+                .iter()
+                .filter(|l| l.event.is_some())
+                .map(|l| l.seq)
+                .collect(),
             events: lines.into_iter().filter_map(|l| l.event).collect(),
             recovered,
         })

@@ -28,6 +28,7 @@ pub fn scrub_event(redactor: &Redactor, mut event: Event) -> Event {
         Event::UserMessage { content } | Event::SystemMessage { content, .. } => {
             scrub(redactor, content)
         }
+        Event::Compaction { summary, .. } => scrub(redactor, summary),
         Event::Thought {
             content,
             tool_calls,

@@ -31,6 +31,7 @@ mod retry;
 mod secret;
 pub mod sse;
 pub mod types;
+pub mod window;
 
 pub use connect::{Answers, ConnectError, Connection, Source, SourceKind, connect};
 pub use error::{LlmError, ResponseBody};

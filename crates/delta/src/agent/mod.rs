@@ -53,6 +53,9 @@ pub struct LlmSettings {
     pub temperature: Option<f64>,
     /// Output limit; omitted when unset.
     pub max_tokens: Option<u32>,
+    /// `context_window`: the model's context in tokens. Unset, it is learned when a server refuses
+    /// a request for its length.
+    pub context_window: Option<u32>,
     /// `idle_timeout_seconds`: how long the server may send nothing before the request fails
     /// (default: the LLM layer's, 120 s).
     pub idle_timeout: Option<Duration>,
@@ -163,8 +166,50 @@ pub enum Source {
 pub struct ContextManifest {
     /// Sources in order.
     pub sources: Vec<Source>,
+    /// What is done when the conversation would not fit the model's context window.
+    pub compaction: Compaction,
     /// `context.yaml`, or `None` for the built-in default recipe.
     pub file: Option<PathBuf>,
+}
+
+/// `compaction:` of context.yaml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// How.
+    pub strategy: CompactionStrategy,
+    /// The most recent iterations always kept as they are (at least 1).
+    pub keep_recent: u32,
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Self {
+            strategy: CompactionStrategy::Summarize,
+            keep_recent: 3,
+        }
+    }
+}
+
+/// How a conversation is made to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionStrategy {
+    /// The oldest iterations are replaced by a summary the model writes (one call, no tools).
+    Summarize,
+    /// The oldest iterations are dropped, with a note; no model call.
+    Truncate,
+    /// Nothing: a request that does not fit fails.
+    Off,
+}
+
+impl CompactionStrategy {
+    /// The spelling in context.yaml and in the journal.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Summarize => "summarize",
+            Self::Truncate => "truncate",
+            Self::Off => "off",
+        }
+    }
 }
 
 /// A loaded, validated agent.
@@ -439,6 +484,19 @@ fn validate_llm(raw: &raw::RawLlm, at: &At<'_>, diags: &mut Vec<Diagnostic>) -> 
                 None
             }
         });
+    let context_window = raw.context_window.as_ref().and_then(|s| {
+        let window = positive_int(s.value).filter(|n| *n >= MIN_CONTEXT_WINDOW);
+        if window.is_none() {
+            diags.push(
+                at(
+                    &s.referenced,
+                    format!("must be a whole number of tokens, at least {MIN_CONTEXT_WINDOW}"),
+                )
+                .field("llm.context_window"),
+            );
+        }
+        window
+    });
     let idle_timeout = raw.idle_timeout_seconds.as_ref().and_then(|s| {
         let limit = seconds(s.value);
         if limit.is_none() {
@@ -468,9 +526,13 @@ fn validate_llm(raw: &raw::RawLlm, at: &At<'_>, diags: &mut Vec<Diagnostic>) -> 
         model: raw.model.clone().filter(|m| !m.trim().is_empty()),
         temperature,
         max_tokens,
+        context_window,
         idle_timeout,
     }
 }
+
+/// The smallest context window worth working in.
+pub const MIN_CONTEXT_WINDOW: u32 = 256;
 
 #[cfg(test)]
 mod tests {
@@ -513,6 +575,7 @@ mod tests {
                 model: None,
                 temperature: None,
                 max_tokens: None,
+                context_window: None,
                 idle_timeout: None,
             }
         );

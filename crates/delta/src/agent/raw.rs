@@ -28,6 +28,7 @@ pub struct RawLlm {
     pub model: Option<String>,
     pub temperature: Option<Spanned<f64>>,
     pub max_tokens: Option<Spanned<f64>>,
+    pub context_window: Option<Spanned<f64>>,
     pub top_p: Option<Spanned<f64>>,
     pub frequency_penalty: Option<Spanned<f64>>,
     pub presence_penalty: Option<Spanned<f64>>,
@@ -79,6 +80,14 @@ pub struct RawModule {
 #[derive(Debug, Deserialize)]
 pub struct RawContext {
     pub sources: Vec<Spanned<RawSource>>,
+    pub compaction: Option<Spanned<RawCompaction>>,
+}
+
+/// `compaction:` of context.yaml.
+#[derive(Debug, Deserialize)]
+pub struct RawCompaction {
+    pub strategy: Option<String>,
+    pub keep_recent: Option<f64>,
 }
 
 /// One context source (validated by type afterwards, for clearer messages).

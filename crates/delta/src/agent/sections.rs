@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde_saphyr::Spanned;
 
-use super::raw::{RawContext, RawHook};
+use super::raw::{RawCompaction, RawContext, RawHook, RawSource};
 use super::{
-    AgentError, ContextManifest, DEFAULT_HOOK_TIMEOUT, HookName, HookSpec, OnMissing, Source,
-    positive_int, read, yaml,
+    AgentError, Compaction, CompactionStrategy, ContextManifest, DEFAULT_HOOK_TIMEOUT, HookName,
+    HookSpec, OnMissing, Source, positive_int, read, yaml,
 };
 use crate::diag::Diagnostic;
 
@@ -148,30 +148,26 @@ pub(super) fn load_context(
     diags: &mut Vec<Diagnostic>,
 ) -> ContextManifest {
     let file = dir.join("context.yaml");
+    let empty = |file: Option<PathBuf>, sources| ContextManifest {
+        sources,
+        compaction: Compaction::default(),
+        file,
+    };
     if !file.is_file() {
-        return ContextManifest {
-            sources: default_context(system_prompt),
-            file: None,
-        };
+        return empty(None, default_context(system_prompt));
     }
     let source = match std::fs::read_to_string(&file) {
         Ok(s) => s,
         Err(e) => {
             diags.push(Diagnostic::new(&file, format!("cannot read: {e}")));
-            return ContextManifest {
-                sources: Vec::new(),
-                file: Some(file),
-            };
+            return empty(Some(file), Vec::new());
         }
     };
     let parsed = match yaml::parse::<RawContext>(&file, &source) {
         Ok(p) => p,
         Err(d) => {
             diags.push(d);
-            return ContextManifest {
-                sources: Vec::new(),
-                file: Some(file),
-            };
+            return empty(Some(file), Vec::new());
         }
     };
     for key in &parsed.unknown_keys {
@@ -185,81 +181,117 @@ pub(super) fn load_context(
     }
     let mut sources = Vec::new();
     for (i, spanned) in parsed.value.sources.iter().enumerate() {
-        let s = &spanned.value;
         let loc = &spanned.referenced;
         let located = |message: String| {
             Diagnostic::new(&file, message)
                 .at(&source, loc.line() as usize, loc.column() as usize)
                 .field(format!("sources[{i}]"))
         };
-        let on_missing = match s.on_missing.as_deref() {
-            None | Some("error") => OnMissing::Error,
-            Some("skip") => OnMissing::Skip,
-            Some(other) => {
-                diags.push(located(format!(
-                    "on_missing must be error or skip, not {other:?}"
-                )));
-                continue;
-            }
-        };
-        let id = s.id.clone().unwrap_or_else(|| s.kind.clone());
-        match s.kind.as_str() {
-            "file" => match &s.path {
-                Some(path) => sources.push(Source::File {
-                    id,
-                    path: path.clone(),
-                    on_missing,
-                }),
-                None => diags.push(located("a file source needs path:".into())),
-            },
-            "computed_file" => {
-                let Some(generator) = &s.generator else {
-                    diags.push(located(
-                        "a computed_file source needs generator: {command: [...]}".into(),
-                    ));
-                    continue;
-                };
-                let Some(output_path) = &s.output_path else {
-                    diags.push(located("a computed_file source needs output_path:".into()));
-                    continue;
-                };
-                if generator.command.is_empty() {
-                    diags.push(located("generator.command must name a program".into()));
-                    continue;
-                }
-                sources.push(Source::ComputedFile {
-                    id,
-                    command: generator.command.clone(),
-                    timeout: generator
-                        .timeout_ms
-                        .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_millis),
-                    output_path: output_path.clone(),
-                    on_missing,
-                });
-            }
-            "journal" => {
-                let max_iterations = match s.max_iterations {
-                    None => None,
-                    Some(v) => match positive_int(v) {
-                        Some(n) => Some(n),
-                        None => {
-                            diags.push(located(
-                                "max_iterations must be a whole number greater than 0".into(),
-                            ));
-                            continue;
-                        }
-                    },
-                };
-                sources.push(Source::Journal { id, max_iterations });
-            }
-            other => diags.push(
-                located(format!("unknown source type {other:?}"))
-                    .hint("use file, computed_file or journal"),
-            ),
+        match parse_source(&spanned.value) {
+            Ok(parsed) => sources.push(parsed),
+            Err((message, None)) => diags.push(located(message)),
+            Err((message, Some(hint))) => diags.push(located(message).hint(hint)),
         }
     }
+    let compaction = match &parsed.value.compaction {
+        None => Compaction::default(),
+        Some(spanned) => parse_compaction(&spanned.value).unwrap_or_else(|message| {
+            let loc = &spanned.referenced;
+            diags.push(
+                Diagnostic::new(&file, message)
+                    .at(&source, loc.line() as usize, loc.column() as usize)
+                    .field("compaction"),
+            );
+            Compaction::default()
+        }),
+    };
     ContextManifest {
         sources,
+        compaction,
         file: Some(file),
+    }
+}
+
+/// `compaction: {strategy: summarize | truncate | off, keep_recent: N}`.
+fn parse_compaction(raw: &RawCompaction) -> Result<Compaction, String> {
+    let strategy = match raw.strategy.as_deref() {
+        None | Some("summarize") => CompactionStrategy::Summarize,
+        Some("truncate") => CompactionStrategy::Truncate,
+        Some("off") => CompactionStrategy::Off,
+        Some(other) => {
+            return Err(format!(
+                "compaction.strategy must be summarize, truncate or off, not {other:?}"
+            ));
+        }
+    };
+    let keep_recent = match raw.keep_recent {
+        None => Compaction::default().keep_recent,
+        Some(v) => {
+            positive_int(v).ok_or("compaction.keep_recent must be a whole number greater than 0")?
+        }
+    };
+    Ok(Compaction {
+        strategy,
+        keep_recent,
+    })
+}
+
+/// One entry of `sources:`; an error is a message and a hint.
+fn parse_source(s: &RawSource) -> Result<Source, (String, Option<String>)> {
+    let fail = |message: &str| Err((message.to_string(), None));
+    let on_missing = match s.on_missing.as_deref() {
+        None | Some("error") => OnMissing::Error,
+        Some("skip") => OnMissing::Skip,
+        Some(other) => {
+            return Err((
+                format!("on_missing must be error or skip, not {other:?}"),
+                None,
+            ));
+        }
+    };
+    let id = s.id.clone().unwrap_or_else(|| s.kind.clone());
+    match s.kind.as_str() {
+        "file" => match &s.path {
+            Some(path) => Ok(Source::File {
+                id,
+                path: path.clone(),
+                on_missing,
+            }),
+            None => fail("a file source needs path:"),
+        },
+        "computed_file" => {
+            let Some(generator) = &s.generator else {
+                return fail("a computed_file source needs generator: {command: [...]}");
+            };
+            let Some(output_path) = &s.output_path else {
+                return fail("a computed_file source needs output_path:");
+            };
+            if generator.command.is_empty() {
+                return fail("generator.command must name a program");
+            }
+            Ok(Source::ComputedFile {
+                id,
+                command: generator.command.clone(),
+                timeout: generator
+                    .timeout_ms
+                    .map_or(DEFAULT_HOOK_TIMEOUT, Duration::from_millis),
+                output_path: output_path.clone(),
+                on_missing,
+            })
+        }
+        "journal" => {
+            let max_iterations = match s.max_iterations {
+                None => None,
+                Some(v) => match positive_int(v) {
+                    Some(n) => Some(n),
+                    None => return fail("max_iterations must be a whole number greater than 0"),
+                },
+            };
+            Ok(Source::Journal { id, max_iterations })
+        }
+        other => Err((
+            format!("unknown source type {other:?}"),
+            Some("use file, computed_file or journal".into()),
+        )),
     }
 }

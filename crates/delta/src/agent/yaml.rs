@@ -114,7 +114,13 @@ fn error_path(raw: &str) -> Option<String> {
 
 /// Keys whose value is a whole number (they are read as numbers and checked afterwards, so a type
 /// error there says "floating point").
-const INTEGER_KEYS: [&str; 3] = ["max_iterations", "max_tokens", "timeout_ms"];
+const INTEGER_KEYS: [&str; 5] = [
+    "max_iterations",
+    "max_tokens",
+    "timeout_ms",
+    "context_window",
+    "keep_recent",
+];
 
 const INTEGER: &str = "an integer (a whole number such as 30)";
 const LIST: &str = "a list (`- item` lines, or `[a, b]`)";

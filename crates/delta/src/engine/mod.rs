@@ -5,6 +5,7 @@
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
 mod act;
+mod compact;
 mod hook;
 mod human;
 pub mod io_writer;
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{Clock, IdSource, StoreError};
 
-use crate::agent::{Agent, HookName};
+use crate::agent::{Agent, CompactionStrategy, HookName};
 use crate::context::{self, ContextEnv};
 use crate::env::Env;
 use crate::events::{
@@ -225,6 +226,10 @@ pub struct Engine<'a> {
     journal: RunJournal,
     /// The journal's events (the context is rebuilt from them every iteration).
     typed: Vec<Event>,
+    /// The `seq` of each of `typed`.
+    seqs: Vec<u64>,
+    /// Fitting the conversation into the model's context window.
+    window: compact::Window,
     metadata: RunMetadata,
     hooks: HookRunner,
     log: Option<std::fs::File>,
@@ -260,6 +265,16 @@ type Call = (String, String, Value);
 enum Step {
     Continue,
     Stop(Box<RunOutcome>),
+}
+
+/// What asking the model gave.
+enum Asked {
+    /// Its answer, with the call's `io/invocations/` id.
+    Answer(String, ChatResponse),
+    /// The run stops (interrupted, or the call failed).
+    Stop(Step),
+    /// The server refused the request for its length.
+    TooLong(ChatRequest, llm::window::Overflow),
 }
 
 impl<'a> Engine<'a> {
@@ -306,9 +321,12 @@ impl<'a> Engine<'a> {
         let mut metadata = metadata;
         catch_up(&mut metadata, &opened.events);
         let tools = ToolRegistry::new(&setup.agent);
+        let window = compact::Window::new(&setup.agent, &opened.events);
         let mut engine = Self {
             setup,
             journal: opened.journal.with_upstream(upstream),
+            window,
+            seqs: opened.seqs,
             typed: opened.events,
             metadata,
             hooks,
@@ -350,7 +368,8 @@ impl<'a> Engine<'a> {
 
     fn append(&mut self, event: Event) -> Result<(), EngineError> {
         let event = scrub_event(&self.setup.redactor, event);
-        self.journal.append(&event)?;
+        let stored = self.journal.append(&event)?;
+        self.seqs.push(stored.seq);
         self.typed.push(event);
         Ok(())
     }
@@ -359,7 +378,8 @@ impl<'a> Engine<'a> {
     /// hook, tool and LLM call) makes it durable.
     fn append_deferred(&mut self, event: Event) -> Result<(), EngineError> {
         let event = scrub_event(&self.setup.redactor, event);
-        self.journal.append_deferred(&event)?;
+        let stored = self.journal.append_deferred(&event)?;
+        self.seqs.push(stored.seq);
         self.typed.push(event);
         Ok(())
     }
@@ -671,24 +691,38 @@ impl<'a> Engine<'a> {
     }
 
     /// One iteration: ask the model (through the request hooks), journal its answer, run its calls.
+    /// A request the server refuses for its length is made to fit and sent again, once.
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
-        let request = match self.build_request() {
-            Ok(r) => r,
-            Err(e) => return Ok(Step::Stop(Box::new(self.fail(e.to_string(), iteration)?))),
-        };
-        self.observer.progress(Progress::Thinking);
-        let request = if self.hooks.has(HookName::PreLlmReq) {
-            let request = self.pre_llm_request(request)?;
-            if self.interrupted() {
-                return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
+        let mut refused = false;
+        let (invocation_id, response) = loop {
+            let request = match self.build_request() {
+                Ok(r) => r,
+                Err(e) => return Ok(Step::Stop(Box::new(self.fail(e.to_string(), iteration)?))),
+            };
+            let request = match self.fit(request)? {
+                Ok(r) => r,
+                Err(compact::NoFit(why)) => {
+                    return Ok(Step::Stop(Box::new(self.fail(why, iteration)?)));
+                }
+            };
+            self.observer.progress(Progress::Thinking);
+            let request = if self.hooks.has(HookName::PreLlmReq) {
+                let request = self.pre_llm_request(request)?;
+                if self.interrupted() {
+                    return Ok(Step::Stop(Box::new(self.interrupt_run()?)));
+                }
+                request
+            } else {
+                request
+            };
+            match self.ask_model(request, iteration, !refused)? {
+                Asked::Answer(id, response) => break (id, response),
+                Asked::Stop(step) => return Ok(step),
+                Asked::TooLong(request, overflow) => {
+                    refused = true;
+                    self.learn(&request, overflow);
+                }
             }
-            request
-        } else {
-            request
-        };
-        let (invocation_id, response) = match self.ask_model(request, iteration)? {
-            Ok(answer) => answer,
-            Err(stop) => return Ok(stop),
         };
         let (content, calls) = self.journal_answer(&invocation_id, &response)?;
         if self.hooks.has(HookName::PostLlmResp) {
@@ -701,22 +735,35 @@ impl<'a> Engine<'a> {
     }
 
     /// Sends `request` to the model and keeps the exchange in `io/invocations/`. The run stops
-    /// (`Err`) when it is interrupted meanwhile or the request fails.
+    /// when it is interrupted meanwhile or the request fails; a refusal for length is handed back
+    /// when `may_refit` (and compaction is on).
     fn ask_model(
         &mut self,
         request: ChatRequest,
         iteration: u32,
-    ) -> Result<Result<(String, ChatResponse), Step>, EngineError> {
+        may_refit: bool,
+    ) -> Result<Asked, EngineError> {
         // Shared, not copied: the LLM worker sends it and the io writer records it.
         let request = Arc::new(request);
         let invocation_id = self.setup.ids.uuid_v7(self.setup.clock.now()).to_string();
         let started = Instant::now();
         let response = match self.call_llm(&request) {
-            None => return Ok(Err(Step::Stop(Box::new(self.interrupt_run()?)))),
+            None => return Ok(Asked::Stop(Step::Stop(Box::new(self.interrupt_run()?)))),
             Some(Ok(r)) => r,
             Some(Err(e)) => {
-                self.save_failed_invocation(&invocation_id, request, &e, started.elapsed());
-                return Ok(Err(Step::Stop(Box::new(self.fail(
+                let refit = may_refit
+                    && self.setup.agent.context.compaction.strategy != CompactionStrategy::Off;
+                let overflow = llm::window::overflow(&e).filter(|_| refit);
+                self.save_failed_invocation(
+                    &invocation_id,
+                    Arc::clone(&request),
+                    &e,
+                    started.elapsed(),
+                );
+                if let Some(overflow) = overflow {
+                    return Ok(Asked::TooLong(Arc::unwrap_or_clone(request), overflow));
+                }
+                return Ok(Asked::Stop(Step::Stop(Box::new(self.fail(
                     format!(
                         "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}/)"
                     ),
@@ -724,9 +771,11 @@ impl<'a> Engine<'a> {
                 )?))));
             }
         };
+        self.window
+            .calibrate(llm::window::request_chars(&request), &response);
         self.save_invocation(&invocation_id, request, &response, started.elapsed());
         self.metadata.usage.add(response.usage);
-        Ok(Ok((invocation_id, response)))
+        Ok(Asked::Answer(invocation_id, response))
     }
 
     /// Journals the model's answer before anything acts on it; returns its text and its calls (id,

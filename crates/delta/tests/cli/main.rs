@@ -8,6 +8,7 @@ mod agent_config;
 mod answers;
 mod basics;
 mod context_sources;
+mod context_window;
 mod crash;
 mod dotenv;
 mod examples;

@@ -1,0 +1,244 @@
+//! Fitting the conversation into the model's context window.
+//!
+//! The window is configured (`llm.context_window`) or learned from a server that refused a request
+//! for its length (the limit its error names; the run remembers it in its `COMPACTION` events).
+//! Requests are measured without a tokenizer ([`llm::window::Estimator`]), calibrated by the
+//! prompt tokens the server reports for each answer, with room kept for the answer.
+//!
+//! When the next request would not fit, the oldest iterations are replaced (`context.yaml`'s
+//! `compaction`): by a summary the model writes in one call without tools (`summarize`), or by a
+//! note (`truncate`). A `COMPACTION` event records it; [`crate::context::conversation`] gives the
+//! model the task with the summary, then the iterations kept, so a tool call is never separated
+//! from its result and a resumed or forked run sees what this one saw.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use llm::window::{self, Estimator, Overflow};
+use llm::{ChatRequest, ChatResponse};
+
+use super::{Engine, EngineError, Observer, Progress};
+use crate::agent::{Agent, CompactionStrategy};
+use crate::context;
+use crate::events::{Event, Level};
+
+/// What the engine knows of the model's context window.
+#[derive(Debug, Clone)]
+pub(super) struct Window {
+    /// The window in tokens, configured or learned; `None` until a refusal says it.
+    tokens: Option<u32>,
+    estimator: Estimator,
+}
+
+impl Window {
+    /// The agent's window, else the one the run learned (its latest `COMPACTION` event).
+    pub(super) fn new(agent: &Agent, events: &[Event]) -> Self {
+        let learned = events.iter().rev().find_map(|e| match e {
+            Event::Compaction { window, .. } => u32::try_from(*window).ok(),
+            _ => None,
+        });
+        Self {
+            tokens: agent.llm.context_window.or(learned),
+            estimator: Estimator::default(),
+        }
+    }
+
+    /// Learns from an answer to a request of `chars` characters.
+    pub(super) fn calibrate(&mut self, chars: usize, response: &ChatResponse) {
+        self.estimator.calibrate(chars, response.usage.input_tokens);
+    }
+}
+
+/// Why the conversation could not be made to fit.
+#[derive(Debug)]
+pub(super) struct NoFit(pub String);
+
+impl Engine<'_> {
+    /// The request's estimated tokens, and whether it fits with room for the answer.
+    fn measure(&self, request: &ChatRequest) -> (u32, bool) {
+        let tokens = self.window.estimator.tokens(request);
+        let fits = match self.window.tokens {
+            None => true,
+            Some(window) => {
+                let reserve = window::answer_reserve(window, request.max_tokens);
+                tokens.saturating_add(reserve) <= window
+            }
+        };
+        (tokens, fits)
+    }
+
+    /// `request`, or a smaller one built after compacting when it would not fit.
+    pub(super) fn fit(
+        &mut self,
+        mut request: ChatRequest,
+    ) -> Result<Result<ChatRequest, NoFit>, EngineError> {
+        let mut rounds = 0;
+        loop {
+            let (tokens, fits) = self.measure(&request);
+            if fits {
+                return Ok(Ok(request));
+            }
+            rounds += 1;
+            if let Err(no) = self.compact(tokens, rounds)? {
+                return Ok(Err(no));
+            }
+            request = match self.build_request() {
+                Ok(r) => r,
+                Err(e) => return Ok(Err(NoFit(e.to_string()))),
+            };
+        }
+    }
+
+    /// A server refused `request` for its length: learns the window it named (or one a little
+    /// under the request's size) and the server's count of the request.
+    pub(super) fn learn(&mut self, request: &ChatRequest, overflow: Overflow) {
+        let chars = window::request_chars(request);
+        if let Some(tokens) = overflow.prompt_tokens {
+            self.window.estimator.calibrate(chars, u64::from(tokens));
+        }
+        let estimated = self.window.estimator.tokens(request);
+        let window = overflow
+            .window
+            .unwrap_or_else(|| estimated.saturating_mul(3) / 4)
+            .max(crate::agent::MIN_CONTEXT_WINDOW);
+        self.window.tokens = Some(self.window.tokens.map_or(window, |w| w.min(window)));
+        self.log(&format!(
+            "The model's server refused a request of about {estimated} tokens for its length; \
+             context window: {window} tokens"
+        ));
+    }
+
+    /// Replaces the oldest iterations so that the next request is smaller: each round keeps fewer
+    /// recent iterations (the agent's `keep_recent`, then down to one).
+    fn compact(
+        &mut self,
+        tokens_before: u32,
+        round: u32,
+    ) -> Result<Result<(), NoFit>, EngineError> {
+        let compaction = self.setup.agent.context.compaction;
+        let window = self.window.tokens.unwrap_or(u32::MAX);
+        let refuse = |why: &str| {
+            Ok(Err(NoFit(format!(
+                "the conversation (about {tokens_before} tokens) does not fit the model's context \
+                 window ({window} tokens): {why}"
+            ))))
+        };
+        if compaction.strategy == CompactionStrategy::Off {
+            return refuse("compaction is off (context.yaml)");
+        }
+        let thoughts: Vec<usize> = (self.typed.iter().enumerate())
+            .filter(|(_, e)| matches!(e, Event::Thought { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        let done = self.typed.iter().rev().find_map(|e| match e {
+            Event::Compaction { iterations, .. } => usize::try_from(*iterations).ok(),
+            _ => None,
+        });
+        let keep = (compaction.keep_recent as usize)
+            .saturating_sub(round as usize - 1)
+            .max(1);
+        let replace = thoughts.len().saturating_sub(keep);
+        if replace == 0 || done.is_some_and(|done| replace <= done) {
+            return refuse("nothing is left to compact (only the most recent iteration remains)");
+        }
+        let cut = thoughts[replace];
+        let (summary, invocation) = match compaction.strategy {
+            CompactionStrategy::Summarize => self.summarize(cut, window)?,
+            _ => (truncated(replace), None),
+        };
+        let event = Event::Compaction {
+            strategy: compaction.strategy.as_str().into(),
+            iterations: replace as u64,
+            from_seq: self.seqs[thoughts[0]],
+            to_seq: self.seqs[cut - 1],
+            summary,
+            tokens_before: u64::from(tokens_before),
+            tokens_after: 0,
+            window: u64::from(window),
+            llm_invocation_ref: invocation,
+        };
+        let event = self.with_tokens_after(event);
+        let note = match &event {
+            Event::Compaction { tokens_after, .. } => format!(
+                "Compacted the conversation to fit the context window ({window} tokens): \
+                 {replace} iteration(s) {}, about {tokens_before} → {tokens_after} tokens",
+                if compaction.strategy == CompactionStrategy::Summarize {
+                    "summarized"
+                } else {
+                    "dropped"
+                }
+            ),
+            _ => String::new(),
+        };
+        self.append(event)?;
+        self.log(&note);
+        self.observer.progress(Progress::Note(note));
+        Ok(Ok(()))
+    }
+
+    /// `event` with the estimated size of the request it leads to.
+    fn with_tokens_after(&mut self, mut event: Event) -> Event {
+        self.typed.push(event.clone());
+        let after = self.build_request().map(|r| self.measure(&r).0);
+        self.typed.pop();
+        if let (Event::Compaction { tokens_after, .. }, Ok(after)) = (&mut event, after) {
+            *tokens_after = u64::from(after);
+        }
+        event
+    }
+
+    /// The model's summary of the conversation before event `cut` (a request without tools, fitted
+    /// into the window), and the call's `io/invocations/` id. A summary that cannot be had leaves a
+    /// note instead (the run goes on; what was dropped is in the journal).
+    fn summarize(
+        &mut self,
+        cut: usize,
+        window: u32,
+    ) -> Result<(String, Option<String>), EngineError> {
+        let messages = context::conversation(&self.typed[..cut], None);
+        let answer = (window / 4).clamp(64, 1024);
+        let model = self.setup.agent.llm.model.clone().unwrap_or_default();
+        let request = Arc::new(window::summary_request(
+            &model,
+            &messages,
+            window,
+            answer,
+            &self.window.estimator,
+        ));
+        let replaced = self.typed[..cut]
+            .iter()
+            .filter(|e| matches!(e, Event::Thought { .. }))
+            .count();
+        let id = self.setup.ids.uuid_v7(self.setup.clock.now()).to_string();
+        let started = Instant::now();
+        match self.call_llm(&request) {
+            Some(Ok(response)) if !response.text().trim().is_empty() => {
+                self.save_invocation(&id, request, &response, started.elapsed());
+                self.metadata.usage.add(response.usage);
+                Ok((self.redact(response.text().trim()), Some(id)))
+            }
+            Some(Ok(response)) => {
+                self.save_invocation(&id, request, &response, started.elapsed());
+                self.system(Level::Warn, "The summary the model wrote was empty")?;
+                Ok((truncated(replaced), Some(id)))
+            }
+            Some(Err(e)) => {
+                self.save_failed_invocation(&id, request, &e, started.elapsed());
+                self.system(
+                    Level::Warn,
+                    &format!("The conversation could not be summarized ({e}); its oldest part was dropped instead"),
+                )?;
+                Ok((truncated(replaced), Some(id)))
+            }
+            None => Ok((truncated(replaced), None)),
+        }
+    }
+}
+
+/// The note that stands for dropped iterations.
+fn truncated(iterations: usize) -> String {
+    format!(
+        "{iterations} earlier iteration(s) were dropped to fit the model's context window. Their \
+         tool calls ran; their results are in the run's journal."
+    )
+}

@@ -1,0 +1,140 @@
+//! Long runs against a model with a small context window: the conversation is compacted so that
+//! every request fits, and the run completes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use testkit::{Reply, ScriptedServer};
+
+use super::support::{Sandbox, agent_yaml, output};
+
+/// The window the scripted server enforces, in its own count of tokens.
+const WINDOW: usize = 2048;
+const STEPS: usize = 20;
+
+/// The server's count: a token per four characters of what the model reads.
+fn tokens(body: &Value) -> usize {
+    let messages: usize = body["messages"]
+        .as_array()
+        .map(|m| m.iter().map(|m| m.to_string().len() + 8).sum())
+        .unwrap_or(0);
+    let tools = body.get("tools").map_or(0, |t| t.to_string().len());
+    (messages + tools) / 4
+}
+
+/// A model with a 2 048-token window: a request that does not fit is refused as llama.cpp's
+/// OpenAI-compatible server does; a request without tools is a summary; otherwise the next step is
+/// called (the steps done are the lines of `effects`), then the answer.
+fn model(
+    effects: std::path::PathBuf,
+    refused: Arc<AtomicUsize>,
+    summaries: Arc<AtomicUsize>,
+) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
+    move |body: &Value| {
+        let asked = tokens(body);
+        let completion = body["max_tokens"].as_u64().unwrap_or(0) as usize;
+        if asked + completion > WINDOW {
+            refused.fetch_add(1, Ordering::SeqCst);
+            let message = format!(
+                "This model's maximum context length is {WINDOW} tokens. However, you requested {} tokens ({asked} in the messages, {completion} in the completion). Please reduce the length of the messages or completion.",
+                asked + completion
+            );
+            let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+            return Reply::raw(400, "application/json", &body.to_string());
+        }
+        let usage = |r: Reply| r.usage(asked as u64, 20);
+        if body
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(Vec::is_empty))
+        {
+            summaries.fetch_add(1, Ordering::SeqCst);
+            return usage(Reply::text(
+                "So far: the blob tool ran for the first steps; each printed a long block of x. Go on with the next step.",
+            ));
+        }
+        let done = std::fs::read_to_string(&effects)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        if done < STEPS {
+            usage(Reply::tool_call(
+                &format!("call-{}", done + 1),
+                "blob",
+                json!({"step": done + 1}),
+            ))
+        } else {
+            usage(Reply::text("All 20 steps are done."))
+        }
+    }
+}
+
+#[test]
+fn a_long_run_is_compacted_to_fit_a_small_window_and_completes() {
+    let sb = Sandbox::new(&agent_yaml(
+        "  - name: blob\n    exec: \"${AGENT_HOME}/blob.sh ${step}\"\n",
+    ));
+    let effects = sb.path("effects.log");
+    sb.script(
+        "agent/blob.sh",
+        &format!(
+            "echo \"$1\" >> '{}'\nhead -c 1500 /dev/zero | tr '\\000' x",
+            effects.display()
+        ),
+    );
+    let refused = Arc::new(AtomicUsize::new(0));
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let server = ScriptedServer::responding(model(
+        effects.clone(),
+        Arc::clone(&refused),
+        Arc::clone(&summaries),
+    ));
+    let out = output({
+        let mut cmd = sb.delta(Some(&server));
+        cmd.args([
+            "run",
+            "--agent",
+            "agent",
+            "-w",
+            "ws",
+            "-m",
+            "Run the blob tool for steps 1 to 20, one at a time.",
+            "--max-iterations",
+            "40",
+        ]);
+        cmd
+    });
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let steps: Vec<String> = std::fs::read_to_string(&effects)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<String> = (1..=STEPS).map(|n| n.to_string()).collect();
+    assert_eq!(steps, expected, "each step ran once, in order");
+    let compactions = sb.events("COMPACTION");
+    assert!(!compactions.is_empty(), "no COMPACTION event");
+    for c in &compactions {
+        let p = &c["payload"];
+        assert_eq!(p["strategy"], "summarize");
+        assert_eq!(p["window"], 2048, "{c}");
+        assert!(
+            p["tokens_after"].as_u64() < p["tokens_before"].as_u64(),
+            "{c}"
+        );
+        assert!(p["from_seq"].as_u64() <= p["to_seq"].as_u64(), "{c}");
+    }
+    assert!(
+        refused.load(Ordering::SeqCst) <= 1,
+        "{} requests refused",
+        refused.load(Ordering::SeqCst)
+    );
+    assert_eq!(summaries.load(Ordering::SeqCst), compactions.len());
+    super::support::assert_well_formed(&server);
+    eprintln!(
+        "context window: {} compaction(s), {} request(s) refused, {} requests in all",
+        compactions.len(),
+        refused.load(Ordering::SeqCst),
+        server.request_count()
+    );
+}

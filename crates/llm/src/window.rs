@@ -1,0 +1,371 @@
+//! Fitting a conversation into a model's context window, for both tools.
+//!
+//! * **Counting** without a tokenizer: a request's size in characters, divided by a
+//!   characters-per-token ratio that starts cautious and is calibrated by the `prompt_tokens`
+//!   servers report for the requests they answered ([`Estimator`]).
+//! * **Learning** a window: a server that refuses a request for its length usually says its limit
+//!   (OpenAI's and llama.cpp's wording, Anthropic's); [`overflow`] reads it.
+//! * **Summarizing**: the request that asks the model, without tools, to summarize the oldest part
+//!   of a conversation ([`summary_request`]), fitted into the window itself.
+//!
+//! What to compact and how it is recorded is each engine's (delta journals it; dygram keeps it in
+//! its conversation state); the arithmetic and the wording are shared here.
+
+use serde_json::Value;
+
+use crate::error::LlmError;
+use crate::types::{ChatRequest, ContentBlock, Message, Role};
+
+/// Characters per token assumed before any server has reported a count: cautious (English prose
+/// is about 4; code and JSON fewer).
+pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.0;
+
+/// Tokens kept free for the answer when the request sets no `max_tokens`: an eighth of the window,
+/// at most 1 024.
+pub fn answer_reserve(window: u32, max_tokens: Option<u32>) -> u32 {
+    max_tokens.unwrap_or_else(|| (window / 8).min(1024))
+}
+
+/// Estimates token counts from sizes, calibrated by what servers report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimator {
+    chars_per_token: f64,
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Self {
+            chars_per_token: DEFAULT_CHARS_PER_TOKEN,
+        }
+    }
+}
+
+impl Estimator {
+    /// The ratio in use.
+    pub fn chars_per_token(&self) -> f64 {
+        self.chars_per_token
+    }
+
+    /// Learns from a request of `chars` characters that the server counted as `tokens`. The ratio
+    /// follows the observations, kept 10 % on the cautious side, and never rises above 6.
+    pub fn calibrate(&mut self, chars: usize, tokens: u64) {
+        if tokens < 16 || chars < 64 {
+            return;
+        }
+        let observed = chars as f64 / tokens as f64 * 0.9;
+        self.chars_per_token = observed.clamp(1.0, 6.0);
+    }
+
+    /// Estimated tokens of `request` (messages and tool definitions).
+    pub fn tokens(&self, request: &ChatRequest) -> u32 {
+        let tokens = request_chars(request) as f64 / self.chars_per_token;
+        tokens.ceil().min(f64::from(u32::MAX)) as u32
+    }
+
+    /// Estimated tokens of `text`.
+    pub fn text_tokens(&self, text: &str) -> u32 {
+        (text.chars().count() as f64 / self.chars_per_token).ceil() as u32
+    }
+
+    /// How many characters make `tokens` tokens.
+    pub fn chars_for(&self, tokens: u32) -> usize {
+        (f64::from(tokens) * self.chars_per_token) as usize
+    }
+}
+
+/// The size of what a request sends the model, in characters: the text of every message (with a
+/// little for its framing), every tool call and result, and the tool definitions.
+pub fn request_chars(request: &ChatRequest) -> usize {
+    let messages: usize = request.messages.iter().map(message_chars).sum();
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len() + 16)
+        .sum();
+    messages + tools
+}
+
+fn message_chars(message: &Message) -> usize {
+    let blocks: usize = message
+        .content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.chars().count(),
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                id.len()
+                    + name.len()
+                    + match arguments {
+                        Value::String(s) => s.chars().count(),
+                        other => other.to_string().chars().count(),
+                    }
+                    + 16
+            }
+            ContentBlock::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } => tool_call_id.len() + content.chars().count() + 16,
+        })
+        .sum();
+    blocks + 12
+}
+
+/// What a refusal for length said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overflow {
+    /// The model's context window in tokens, when the server said it.
+    pub window: Option<u32>,
+    /// The tokens of the refused request's messages, when the server said it (a calibration).
+    pub prompt_tokens: Option<u32>,
+}
+
+/// Whether `error` is a server refusing a request for its length, and what it said of the limit.
+///
+/// Recognised: OpenAI's `context_length_exceeded` ("maximum context length is N tokens … (M in the
+/// messages, …)"), llama.cpp's `exceed_context_size_error` (`n_ctx`, `n_prompt_tokens`), and
+/// Anthropic's "prompt is too long: M tokens > N maximum".
+pub fn overflow(error: &LlmError) -> Option<Overflow> {
+    let LlmError::BadRequest { message, body, .. } = error else {
+        return None;
+    };
+    let body_text = body
+        .bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default();
+    let text = format!("{message}\n{body_text}");
+    let lower = text.to_lowercase();
+    let said = [
+        "context_length_exceeded",
+        "exceed_context_size",
+        "maximum context length",
+        "context size",
+        "prompt is too long",
+        "context window",
+    ]
+    .iter()
+    .any(|s| lower.contains(s));
+    if !said {
+        return None;
+    }
+    let json: Option<Value> = serde_json::from_str(&body_text).ok();
+    let field = |name: &str| -> Option<u32> {
+        let error = json.as_ref()?.get("error")?;
+        error
+            .get(name)?
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    let window = field("n_ctx")
+        .or_else(|| number_after(&lower, "maximum context length is "))
+        .or_else(|| number_before(&lower, " maximum"));
+    let prompt_tokens = field("n_prompt_tokens")
+        .or_else(|| number_before(&lower, " in the messages"))
+        .or_else(|| number_after(&lower, "prompt is too long: "));
+    Some(Overflow {
+        window,
+        prompt_tokens,
+    })
+}
+
+/// The number written right after `marker` in `text`.
+fn number_after(text: &str, marker: &str) -> Option<u32> {
+    let rest = &text[text.find(marker)? + marker.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The number written right before `marker` in `text`.
+fn number_before(text: &str, marker: &str) -> Option<u32> {
+    let head = &text[..text.find(marker)?];
+    let digits: String = head
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().ok()
+}
+
+/// What the model is asked when it summarizes.
+pub const SUMMARY_INSTRUCTIONS: &str = "You summarize the earlier part of a conversation between a \
+user, an assistant and the tools the assistant called, so that the assistant can go on with the task \
+without it. Keep what the rest of the work needs: the task, decisions taken, facts and figures found, \
+files and names involved, what was done and what is left to do, errors met. Leave out pleasantries \
+and repetition. Answer with the summary only, in plain prose or short bullets.";
+
+/// The conversation `messages` as plain text, for a summary: one paragraph per message, each tool
+/// call and result named. Every message's text is cut to `per_message` characters (its head kept).
+pub fn transcript(messages: &[Message], per_message: usize) -> String {
+    let mut out = String::new();
+    for message in messages {
+        let who = match message.role {
+            Role::System => "System",
+            Role::User => "User",
+            Role::Assistant => "Assistant",
+            Role::Tool => "Tool",
+        };
+        for block in &message.content {
+            let line = match block {
+                ContentBlock::Text { text } if text.trim().is_empty() => continue,
+                ContentBlock::Text { text } => format!("{who}: {}", cut(text, per_message)),
+                ContentBlock::ToolCall {
+                    name, arguments, ..
+                } => format!(
+                    "Assistant called {name} with {}",
+                    cut(&arguments.to_string(), per_message)
+                ),
+                ContentBlock::ToolResult {
+                    content, is_error, ..
+                } => format!(
+                    "{} {}",
+                    if *is_error {
+                        "Tool failed:"
+                    } else {
+                        "Tool result:"
+                    },
+                    cut(content, per_message)
+                ),
+            };
+            out.push_str(&line);
+            out.push_str("\n\n");
+        }
+    }
+    out
+}
+
+/// `text`, cut to `limit` characters with a note of what was left out.
+fn cut(text: &str, limit: usize) -> String {
+    let count = text.chars().count();
+    if count <= limit {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(limit).collect();
+    format!("{head} […{} more characters]", count - limit)
+}
+
+/// The request that summarizes `messages` (no tools offered), fitted into `window` tokens with
+/// room for an answer of `answer` tokens: long messages are cut, the earliest ones first dropped
+/// when even that is not enough.
+pub fn summary_request(
+    model: &str,
+    messages: &[Message],
+    window: u32,
+    answer: u32,
+    estimator: &Estimator,
+) -> ChatRequest {
+    let overhead = estimator.text_tokens(SUMMARY_INSTRUCTIONS) + 64;
+    let room = window.saturating_sub(answer + overhead).max(64);
+    let budget = estimator.chars_for(room);
+    let mut per_message = budget.max(200);
+    let mut text = transcript(messages, per_message);
+    while text.chars().count() > budget && per_message > 200 {
+        per_message /= 2;
+        text = transcript(messages, per_message);
+    }
+    let text = if text.chars().count() > budget {
+        // Even cut short, too long: the most recent part is kept.
+        let skip = text.chars().count() - budget;
+        format!("[…]{}", text.chars().skip(skip).collect::<String>())
+    } else {
+        text
+    };
+    // No tools offered: the answer can only be the summary.
+    ChatRequest::new(
+        model,
+        vec![
+            Message::system(SUMMARY_INSTRUCTIONS),
+            Message::user(format!("The conversation so far:\n\n{text}")),
+        ],
+    )
+    .with_max_tokens(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ResponseBody;
+
+    fn refused(message: &str, body: &str) -> LlmError {
+        LlmError::BadRequest {
+            status: 400,
+            message: message.into(),
+            body: ResponseBody::new(body.as_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn limits_are_read_from_the_servers_wordings() {
+        let openai = refused(
+            "This model's maximum context length is 2048 tokens. However, you requested 3026 tokens (3010 in the messages, 16 in the completion).",
+            r#"{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 3026 tokens (3010 in the messages, 16 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        );
+        assert_eq!(
+            overflow(&openai),
+            Some(Overflow {
+                window: Some(2048),
+                prompt_tokens: Some(3010)
+            })
+        );
+        let llama = refused(
+            "the request exceeds the available context size, try increasing it",
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4100,"n_ctx":4096}}"#,
+        );
+        assert_eq!(
+            overflow(&llama),
+            Some(Overflow {
+                window: Some(4096),
+                prompt_tokens: Some(4100)
+            })
+        );
+        let anthropic = refused("prompt is too long: 210000 tokens > 200000 maximum", "{}");
+        assert_eq!(
+            overflow(&anthropic),
+            Some(Overflow {
+                window: Some(200_000),
+                prompt_tokens: Some(210_000)
+            })
+        );
+        let bare = refused("context_length_exceeded", "");
+        assert_eq!(
+            overflow(&bare),
+            Some(Overflow {
+                window: None,
+                prompt_tokens: None
+            })
+        );
+        assert_eq!(overflow(&refused("invalid model", "{}")), None);
+    }
+
+    #[test]
+    fn the_estimator_follows_what_servers_count() {
+        let mut e = Estimator::default();
+        let request = ChatRequest::new("m", vec![Message::user("x".repeat(3000))]);
+        let before = e.tokens(&request);
+        assert!(before >= 1000, "{before}");
+        e.calibrate(request_chars(&request), 600);
+        let after = e.tokens(&request);
+        // 10 % on the cautious side of what the server counted.
+        assert!((600..=700).contains(&after), "{after}");
+        e.calibrate(10, 1);
+        assert_eq!(e.tokens(&request), after, "tiny samples are ignored");
+    }
+
+    #[test]
+    fn a_summary_request_fits_its_window() {
+        let e = Estimator::default();
+        let messages: Vec<Message> = (0..40)
+            .map(|i| Message::user(format!("message {i}: {}", "y".repeat(2000))))
+            .collect();
+        let request = summary_request("m", &messages, 2048, 256, &e);
+        assert!(request.tools.is_empty());
+        assert_eq!(request.max_tokens, Some(256));
+        assert!(e.tokens(&request) + 256 <= 2048, "{}", e.tokens(&request));
+        assert!(request.messages[1].text().contains("message 39"));
+    }
+}
