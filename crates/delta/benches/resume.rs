@@ -3,8 +3,13 @@
 //! Builds completed runs whose journals hold 1 000, 10 000 and 100 000 events (tool-using iterations
 //! with realistic payloads), then times `delta continue -w WS -m …` against the scripted server on
 //! 127.0.0.1, which answers at once; the time the server spends reading the (large) request and
-//! answering is measured and subtracted. The whole journal is read, the conversation rebuilt and sent
-//! as the request: that is what a resume does.
+//! answering is measured and subtracted. Without a context budget the whole journal is read, the
+//! conversation rebuilt and sent as the request: that is what a resume does.
+//!
+//! **With a context budget** (`llm.context_window` set), the journals are those of runs that
+//! compacted as they went (a `COMPACTION` every 30 iterations, keeping the 3 most recent): a
+//! resume reads the journal's end only. Peak memory is the largest resident set of the `delta`
+//! processes of each series.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::Write;
@@ -17,7 +22,16 @@ use testkit::{Reply, ScriptedServer};
 
 const REPEATS: usize = 9;
 
-fn write_run(ws: &Path, events: usize) {
+/// A journal line of the compaction a budgeted run would have journaled after `answers` answers
+/// (keeping the last 3), given the seq of each answer's line.
+fn compaction(answers: &[u64]) -> serde_json::Value {
+    let replace = answers.len() - 3;
+    json!({"strategy": "summarize", "iterations": replace, "from_seq": answers[0], "to_seq": answers[replace] - 1,
+        "summary": "Looked at the files so far; each holds a small main function.", "tokens_before": 9000,
+        "tokens_after": 3000, "window": 8192})
+}
+
+fn write_run(ws: &Path, events: usize, budget: bool) {
     let run = ws.join(".delta/bench-run");
     std::fs::create_dir_all(run.join("io/invocations")).unwrap();
     std::fs::create_dir_all(run.join("io/tool_executions")).unwrap();
@@ -32,6 +46,7 @@ fn write_run(ws: &Path, events: usize) {
         seq += 1;
         let e = json!({"seq": seq, "timestamp": "2026-01-01T00:00:00.000Z", "type": kind, "payload": payload});
         writeln!(journal, "{e}").unwrap();
+        seq
     };
     line(
         "RUN_START",
@@ -42,13 +57,18 @@ fn write_run(ws: &Path, events: usize) {
         json!({"content": "List the files, then summarise them one by one."}),
     );
     let iterations = events.saturating_sub(4) / 3;
+    let mut answers = Vec::new();
     for i in 0..iterations {
+        if budget && i > 0 && i % 30 == 0 {
+            line("COMPACTION", compaction(&answers));
+        }
         let id = format!("call_{i}");
-        line(
+        let at = line(
             "THOUGHT",
             json!({"content": format!("Step {i}: looking at the next file."), "llm_invocation_ref": format!("inv-{i}"),
             "tool_calls": [{"id": id, "type": "function", "function": {"name": "noop", "arguments": "{\"path\":\"src/file.rs\"}"}}]}),
         );
+        answers.push(at);
         line(
             "ACTION_REQUEST",
             json!({"action_id": id, "tool_name": "noop", "tool_args": {"path": "src/file.rs"}, "resolved_command": "true"}),
@@ -78,18 +98,25 @@ fn write_run(ws: &Path, events: usize) {
     .unwrap();
 }
 
-fn run_once(events: usize, root: &Path) -> (Duration, Duration) {
+fn run_once(events: usize, root: &Path, budget: bool) -> (Duration, Duration) {
     let sandbox = tempfile::tempdir_in(root).unwrap();
     let agent = sandbox.path().join("agent");
     std::fs::create_dir_all(&agent).unwrap();
     std::fs::write(
         agent.join("agent.yaml"),
-        "name: bench\nllm:\n  model: m\ntools:\n  - name: noop\n    exec: \"true\"\n",
+        format!(
+            "name: bench\nllm:\n  model: m\n{}tools:\n  - name: noop\n    exec: \"true\"\n",
+            if budget {
+                "  context_window: 8192\n"
+            } else {
+                ""
+            }
+        ),
     )
     .unwrap();
     std::fs::write(agent.join("system_prompt.md"), "Benchmark agent.").unwrap();
     let ws = sandbox.path().join("ws");
-    write_run(&ws, events);
+    write_run(&ws, events, budget);
     let server = ScriptedServer::start([Reply::text("done again")]);
     let start = Instant::now();
     let status = Command::new(env!("CARGO_BIN_EXE_delta"))
@@ -119,21 +146,41 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn main() {
-    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+/// The largest resident set of the children waited for so far, in MB.
+fn peak_mb() -> f64 {
+    let usage =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    usage.max_rss() as f64 / 1024.0
+}
+
+fn series(root: &Path, budget: bool) {
+    let label = if budget { "budget" } else { "whole " };
+    let mut first = None;
     for events in [1_000usize, 10_000, 100_000] {
         let runs: Vec<(Duration, Duration)> = (0..REPEATS)
-            .map(|_| run_once(events, root.path()))
+            .map(|_| run_once(events, root, budget))
             .collect();
         let total = median(runs.iter().map(|r| r.0).collect());
         let server = median(runs.iter().map(|r| r.1).collect());
         let client = median(runs.iter().map(|r| r.0.saturating_sub(r.1)).collect());
+        let base = *first.get_or_insert(client);
         println!(
-            "continue on {events:>6} events   {:>8.1} ms   (scripted server {:>6.1} ms; delta {:>7.1} ms, {:.2} µs/event)",
+            "{label} continue on {events:>6} events   {:>8.1} ms   (scripted server {:>6.1} ms; delta {:>7.1} ms, {:.2}× the 1 000-event run)",
             total.as_secs_f64() * 1e3,
             server.as_secs_f64() * 1e3,
             client.as_secs_f64() * 1e3,
-            client.as_secs_f64() * 1e6 / events as f64
+            client.as_secs_f64() / base.as_secs_f64()
         );
     }
+    println!(
+        "{label} peak memory (max RSS of the series so far) {:>6.1} MB",
+        peak_mb()
+    );
+}
+
+fn main() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // The budgeted series first: the peak memory reported is then its own.
+    series(root.path(), true);
+    series(root.path(), false);
 }

@@ -29,6 +29,8 @@ pub struct ContextEnv<'a> {
     pub interrupt: &'a AtomicBool,
     /// Where generators' process groups are recorded while they run (`process.json`).
     pub recorder: Option<&'a Recorder>,
+    /// Model answers journaled before the events given (a journal read from its tail).
+    pub thoughts_before: u64,
 }
 
 /// The messages for the next request, and notes about sources that were skipped.
@@ -170,7 +172,11 @@ pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, SourceErro
                 Err(e) => return Err(e),
             },
             Source::Journal { max_iterations, .. } => {
-                built.messages.extend(conversation(events, *max_iterations));
+                built.messages.extend(conversation_after(
+                    events,
+                    ctx.thoughts_before,
+                    *max_iterations,
+                ));
             }
         }
     }
@@ -304,6 +310,16 @@ impl Conversation {
 /// task) is always kept, so the model never loses sight of what it was asked. The latest
 /// `COMPACTION` event replaces the iterations it covers by its summary, given with the task.
 pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message> {
+    conversation_after(typed, 0, max_iterations)
+}
+
+/// [`conversation`] of events that follow `thoughts_before` model answers (the end of a journal,
+/// read from its latest compaction on: [`crate::tail`]); the first user message given is the task.
+pub fn conversation_after(
+    typed: &[Event],
+    thoughts_before: u64,
+    max_iterations: Option<u32>,
+) -> Vec<Message> {
     let thoughts: Vec<usize> = typed
         .iter()
         .enumerate()
@@ -320,7 +336,8 @@ pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message
     });
     let mut start = 0;
     if let Some((iterations, _)) = compaction {
-        let kept = usize::try_from(iterations).unwrap_or(usize::MAX);
+        let kept =
+            usize::try_from(iterations.saturating_sub(thoughts_before)).unwrap_or(usize::MAX);
         start = thoughts.get(kept).copied().unwrap_or(typed.len());
     }
     if let Some(n) = max_iterations

@@ -248,6 +248,8 @@ pub struct Opened {
     pub events: Vec<Event>,
     /// The `seq` of each of `events`.
     pub seqs: Vec<u64>,
+    /// Model answers journaled before `events` (a journal read from its tail; 0 when read whole).
+    pub thoughts_before: u64,
     /// A torn last line that was cut off (crash during a write).
     pub recovered: Option<TornTail>,
 }
@@ -273,6 +275,11 @@ fn line_seq(line: &[u8]) -> Option<u64> {
         seq: u64,
     }
     serde_json::from_slice::<Seq>(line).ok().map(|e| e.seq)
+}
+
+/// A journal line's `seq` and, for a type this version knows, its event.
+pub(crate) fn parse_journal_line(line: &[u8]) -> Result<(u64, Option<Event>), serde_json::Error> {
+    parse_line(line).map(|l| (l.seq, l.event))
 }
 
 /// Parses a line straight into its typed event (no intermediate JSON tree); lines of types this
@@ -331,8 +338,39 @@ impl RunJournal {
                 .map(|l| l.seq)
                 .collect(),
             events: lines.into_iter().filter_map(|l| l.event).collect(),
+            thoughts_before: 0,
             recovered,
         })
+    }
+
+    /// Opens the journal at `path` reading only its end ([`crate::tail`]): the task, the latest
+    /// compaction and what follows it. A journal whose last line is torn is opened whole (and
+    /// repaired).
+    pub fn open_tail(path: &Path, clock: Clock) -> Result<Opened, StoreError> {
+        if !path.exists() {
+            return Self::open(path, clock);
+        }
+        let Some(tail) = crate::tail::read_tail(path)? else {
+            return Self::open(path, clock);
+        };
+        Ok(Opened {
+            journal: RunJournal {
+                journal: Journal::open(path)?,
+                next_seq: tail.next_seq,
+                clock,
+                upstream: None,
+                unsent: None,
+            },
+            events: tail.events,
+            seqs: tail.seqs,
+            thoughts_before: tail.thoughts_before,
+            recovered: None,
+        })
+    }
+
+    /// The `seq` the next event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
     }
 
     /// Appends an event (one line, flushed to disk with everything before it) and returns it as stored.

@@ -28,5 +28,6 @@ pub mod run_result;
 pub mod runner;
 pub mod runs;
 pub mod session;
+pub mod tail;
 pub mod templates;
 pub mod workspace;

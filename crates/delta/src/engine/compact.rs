@@ -22,6 +22,10 @@ use crate::agent::{Agent, CompactionStrategy};
 use crate::context;
 use crate::events::{Event, Level};
 
+/// The metadata key that keeps a window learned from a refusal (so that a resume reads the
+/// journal's end only).
+pub(super) const LEARNED_WINDOW: &str = "context_window";
+
 /// What the engine knows of the model's context window.
 #[derive(Debug, Clone)]
 pub(super) struct Window {
@@ -101,7 +105,11 @@ impl Engine<'_> {
             .window
             .unwrap_or_else(|| estimated.saturating_mul(3) / 4)
             .max(crate::agent::MIN_CONTEXT_WINDOW);
-        self.window.tokens = Some(self.window.tokens.map_or(window, |w| w.min(window)));
+        let window = self.window.tokens.map_or(window, |w| w.min(window));
+        self.window.tokens = Some(window);
+        self.metadata
+            .extra
+            .insert(LEARNED_WINDOW.into(), serde_json::Value::from(window));
         self.log(&format!(
             "The model's server refused a request of about {estimated} tokens for its length; \
              context window: {window} tokens"
@@ -130,18 +138,28 @@ impl Engine<'_> {
             .filter(|(_, e)| matches!(e, Event::Thought { .. }))
             .map(|(i, _)| i)
             .collect();
-        let done = self.typed.iter().rev().find_map(|e| match e {
-            Event::Compaction { iterations, .. } => usize::try_from(*iterations).ok(),
+        let previous = self.typed.iter().rev().find_map(|e| match e {
+            Event::Compaction {
+                iterations,
+                from_seq,
+                ..
+            } => Some((
+                usize::try_from(*iterations).unwrap_or(usize::MAX),
+                *from_seq,
+            )),
             _ => None,
         });
         let keep = (compaction.keep_recent as usize)
             .saturating_sub(round as usize - 1)
             .max(1);
-        let replace = thoughts.len().saturating_sub(keep);
-        if replace == 0 || done.is_some_and(|done| replace <= done) {
+        // Counted from the run's start (the events held may begin after a compaction).
+        let before = usize::try_from(self.thoughts_before).unwrap_or(usize::MAX);
+        let replace = (before + thoughts.len()).saturating_sub(keep);
+        if replace == 0 || previous.is_some_and(|(done, _)| replace <= done) || replace <= before {
             return refuse("nothing is left to compact (only the most recent iteration remains)");
         }
-        let cut = thoughts[replace];
+        let cut = thoughts[replace - before];
+        let from_seq = previous.map_or(self.seqs[thoughts[0]], |(_, from)| from);
         let (summary, invocation) = match compaction.strategy {
             CompactionStrategy::Summarize => self.summarize(cut, window)?,
             _ => (truncated(replace), None),
@@ -149,7 +167,7 @@ impl Engine<'_> {
         let event = Event::Compaction {
             strategy: compaction.strategy.as_str().into(),
             iterations: replace as u64,
-            from_seq: self.seqs[thoughts[0]],
+            from_seq,
             to_seq: self.seqs[cut - 1],
             summary,
             tokens_before: u64::from(tokens_before),
@@ -195,7 +213,7 @@ impl Engine<'_> {
         cut: usize,
         window: u32,
     ) -> Result<(String, Option<String>), EngineError> {
-        let messages = context::conversation(&self.typed[..cut], None);
+        let messages = context::conversation_after(&self.typed[..cut], self.thoughts_before, None);
         let answer = (window / 4).clamp(64, 1024);
         let model = self.setup.agent.llm.model.clone().unwrap_or_default();
         let request = Arc::new(window::summary_request(

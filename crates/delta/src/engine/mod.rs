@@ -228,6 +228,8 @@ pub struct Engine<'a> {
     typed: Vec<Event>,
     /// The `seq` of each of `typed`.
     seqs: Vec<u64>,
+    /// Model answers journaled before `typed` (the journal was read from its end).
+    thoughts_before: u64,
     /// Fitting the conversation into the model's context window.
     window: compact::Window,
     metadata: RunMetadata,
@@ -285,7 +287,14 @@ impl<'a> Engine<'a> {
         observer: &'a mut dyn Observer,
         human: Option<&'a mut dyn HumanInput>,
     ) -> Result<Self, EngineError> {
-        let opened = RunJournal::open(&setup.run.journal(), setup.clock)?;
+        // With a context window the request is bounded: only the journal's end is read.
+        let budget = setup.agent.llm.context_window.is_some()
+            || metadata.extra.contains_key(compact::LEARNED_WINDOW);
+        let opened = if budget {
+            RunJournal::open_tail(&setup.run.journal(), setup.clock)?
+        } else {
+            RunJournal::open(&setup.run.journal(), setup.clock)?
+        };
         let upstream = setup.upstream.clone();
         if let Some(upstream) = &upstream {
             let marker = setup.run.root.join(crate::events::UPSTREAM_MARKER);
@@ -319,13 +328,26 @@ impl<'a> Engine<'a> {
             .ok();
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let mut metadata = metadata;
-        catch_up(&mut metadata, &opened.events);
+        if opened.thoughts_before == 0 {
+            catch_up(&mut metadata, &opened.events);
+        } else {
+            // The counters are the metadata's; the journal's end can only say how many answers
+            // there were (a crash may have kept the last ones from the metadata).
+            let answers = opened.thoughts_before
+                + opened
+                    .events
+                    .iter()
+                    .filter(|e| matches!(e, Event::Thought { .. }))
+                    .count() as u64;
+            metadata.iterations_completed = metadata.iterations_completed.max(answers);
+        }
         let tools = ToolRegistry::new(&setup.agent);
         let window = compact::Window::new(&setup.agent, &opened.events);
         let mut engine = Self {
             setup,
             journal: opened.journal.with_upstream(upstream),
             window,
+            thoughts_before: opened.thoughts_before,
             seqs: opened.seqs,
             typed: opened.events,
             metadata,
@@ -586,6 +608,7 @@ impl<'a> Engine<'a> {
             env: &env,
             interrupt: &interrupt,
             recorder: Some(&recorder),
+            thoughts_before: self.thoughts_before,
         };
         let built = context::build(&ctx, &self.typed)?;
         // Skipping an `on_missing: skip` source is expected; it goes to engine.log only.
@@ -792,7 +815,7 @@ impl<'a> Engine<'a> {
             // Ids and names are the model's text too: scrubbed here, they are scrubbed in the journal,
             // the `io/` folder names and the console alike.
             let id = if call.id.is_empty() {
-                format!("call_{}_{i}", self.typed.len())
+                format!("call_{}_{i}", self.journal.next_seq())
             } else {
                 self.redact(call.id)
             };

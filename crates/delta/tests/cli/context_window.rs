@@ -131,6 +131,21 @@ fn a_long_run_is_compacted_to_fit_a_small_window_and_completes() {
     );
     assert_eq!(summaries.load(Ordering::SeqCst), compactions.len());
     super::support::assert_well_formed(&server);
+    // Picked up again (the run learned its window: only the journal's end is read), the model
+    // sees the task with the latest summary.
+    let more = output({
+        let mut cmd = sb.delta(Some(&server));
+        cmd.args(["continue", "-w", "ws", "-m", "Say that you are done."]);
+        cmd
+    });
+    assert_eq!(more.code, 0, "{}", more.stderr);
+    let last = super::support::bodies(&server).pop().unwrap();
+    let first = last["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(first.contains("--- Earlier work ("), "{last}");
+    assert_eq!(sb.metadata()["context_window"], 2048);
     eprintln!(
         "context window: {} compaction(s), {} request(s) refused, {} requests in all",
         compactions.len(),

@@ -1,0 +1,315 @@
+//! Reading only the end of a run's journal.
+//!
+//! When the model's context window is known, what a resumed run sends is bounded: the task, the
+//! latest `COMPACTION`'s summary and what came after the iterations it replaced. So a resume reads
+//! the journal backwards from its end, in blocks, until it has the latest `COMPACTION` and every
+//! line after the last one that compaction replaced, then the task from the journal's head. A
+//! journal without a compaction is read whole (it is small: a run with a budget compacts before its
+//! conversation outgrows it).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use store::StoreError;
+
+use crate::events::{Event, parse_journal_line};
+
+/// How much is read at a time, from the end.
+const BLOCK: u64 = 64 * 1024;
+
+/// The end of a journal.
+#[derive(Debug, Default)]
+pub struct Tail {
+    /// The run's start and its task (the first user message) when they lie before the lines read,
+    /// then the events of the lines read, in order (lines of unknown types left out).
+    pub events: Vec<Event>,
+    /// The `seq` of each of `events`.
+    pub seqs: Vec<u64>,
+    /// How many model answers come before the lines read (the latest compaction's count; 0 when
+    /// the whole journal was read).
+    pub thoughts_before: u64,
+    /// The `seq` of the last line, plus one.
+    pub next_seq: u64,
+}
+
+/// A parsed line.
+struct Line {
+    seq: u64,
+    event: Option<Event>,
+}
+
+/// The end of the journal at `path`, or `None` when its last line is torn (the caller opens it
+/// whole, which repairs it).
+pub fn read_tail(path: &Path) -> Result<Option<Tail>, StoreError> {
+    read_tail_in_blocks(path, BLOCK)
+}
+
+fn read_tail_in_blocks(path: &Path, block: u64) -> Result<Option<Tail>, StoreError> {
+    let mut file = std::fs::File::open(path).map_err(|e| StoreError::io("open", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io("read", path, e))?
+        .len();
+    if len == 0 {
+        return Ok(Some(Tail {
+            next_seq: 1,
+            ..Tail::default()
+        }));
+    }
+    let mut last = [0u8; 1];
+    read_at(&mut file, path, len - 1, &mut last)?;
+    if last[0] != b'\n' {
+        return Ok(None);
+    }
+    let (mut lines, reached_start, compaction) = read_backwards(&mut file, path, len, block)?;
+    lines.reverse();
+    let next_seq = lines.last().map_or(1, |l| l.seq + 1);
+    let mut tail = Tail {
+        next_seq,
+        ..Tail::default()
+    };
+    if !reached_start {
+        tail.thoughts_before = compaction.map_or(0, |(iterations, _)| iterations);
+        for (seq, event) in head(path)? {
+            tail.seqs.push(seq);
+            tail.events.push(event);
+        }
+    }
+    for line in lines {
+        if let Some(event) = line.event {
+            tail.seqs.push(line.seq);
+            tail.events.push(event);
+        }
+    }
+    Ok(Some(tail))
+}
+
+/// The lines after the latest compaction's last replaced line, newest first; whether the start
+/// of the file was reached; the compaction's (iterations, to_seq).
+fn read_backwards(
+    file: &mut std::fs::File,
+    path: &Path,
+    len: u64,
+    block_size: u64,
+) -> Result<(Vec<Line>, bool, Option<(u64, u64)>), StoreError> {
+    let mut lines = Vec::new();
+    let mut compaction: Option<(u64, u64)> = None;
+    let mut carry: Vec<u8> = Vec::new();
+    let mut pos = len;
+    while pos > 0 {
+        let start = pos.saturating_sub(block_size);
+        let mut block = vec![0u8; usize::try_from(pos - start).unwrap_or(0)];
+        read_at(file, path, start, &mut block)?;
+        block.extend_from_slice(&carry);
+        pos = start;
+        // The first piece may be the end of a line that starts in the block before.
+        let mut pieces: Vec<&[u8]> = block.split(|b| *b == b'\n').collect();
+        let head = if pos > 0 { pieces.remove(0) } else { &[][..] };
+        for piece in pieces.iter().rev().filter(|p| !p.is_empty()) {
+            let line = parse(path, piece)?;
+            if let Some((_, to_seq)) = compaction
+                && line.seq <= to_seq
+            {
+                return Ok((lines, false, compaction));
+            }
+            if compaction.is_none()
+                && let Some(Event::Compaction {
+                    iterations, to_seq, ..
+                }) = &line.event
+            {
+                compaction = Some((*iterations, *to_seq));
+            }
+            lines.push(line);
+        }
+        carry = head.to_vec();
+    }
+    Ok((lines, true, compaction))
+}
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<Line, StoreError> {
+    let (seq, event) = parse_journal_line(bytes).map_err(|source| StoreError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Line { seq, event })
+}
+
+/// The run's start and its first user message (the task), read from the journal's head.
+fn head(path: &Path) -> Result<Vec<(u64, Event)>, StoreError> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| StoreError::io("open", path, e))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    let mut found = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| StoreError::io("read", path, e))?;
+        if n == 0 {
+            return Ok(found);
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.is_empty() {
+            continue;
+        }
+        let parsed = parse(path, text)?;
+        match parsed.event {
+            Some(event @ Event::RunStart { .. }) => found.push((parsed.seq, event)),
+            Some(event @ Event::UserMessage { .. }) => {
+                found.push((parsed.seq, event));
+                return Ok(found);
+            }
+            Some(Event::Thought { .. }) => return Ok(found),
+            _ => {}
+        }
+    }
+}
+
+fn read_at(
+    file: &mut std::fs::File,
+    path: &Path,
+    at: u64,
+    buf: &mut [u8],
+) -> Result<(), StoreError> {
+    file.seek(SeekFrom::Start(at))
+        .and_then(|_| file.read_exact(buf))
+        .map_err(|e| StoreError::io("read", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::context::{conversation, conversation_after};
+
+    /// What one step of a generated journal is.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A model answer with this many calls, of which this many got a result.
+        Answer { calls: u8, results: u8 },
+        /// A user message.
+        User,
+        /// A line of a type this version does not know.
+        Unknown,
+        /// A compaction keeping this many recent answers.
+        Compact { keep: u8 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            6 => (0u8..3, 0u8..3).prop_map(|(calls, results)| Step::Answer { calls, results: results.min(calls) }),
+            1 => Just(Step::User),
+            1 => Just(Step::Unknown),
+            2 => (1u8..4).prop_map(|keep| Step::Compact { keep }),
+        ]
+    }
+
+    /// The journal lines of `steps`, as the engine would write them.
+    fn journal(steps: &[Step]) -> Vec<serde_json::Value> {
+        let mut lines = Vec::new();
+        let mut push =
+            |lines: &mut Vec<serde_json::Value>, kind: &str, payload: serde_json::Value| {
+                let seq = lines.len() as u64 + 1;
+                lines.push(json!({"seq": seq, "timestamp": "t", "type": kind, "payload": payload}));
+            };
+        push(
+            &mut lines,
+            "RUN_START",
+            json!({"run_id": "r", "task": "the task", "agent_ref": "/a"}),
+        );
+        push(&mut lines, "USER_MESSAGE", json!({"content": "the task"}));
+        // The seq of each answer's line, and the latest compaction's count.
+        let mut answers: Vec<u64> = Vec::new();
+        let mut compacted = 0usize;
+        for (n, step) in steps.iter().enumerate() {
+            match step {
+                Step::Answer { calls, results } => {
+                    answers.push(lines.len() as u64 + 1);
+                    let ids: Vec<String> = (0..*calls).map(|c| format!("c{n}-{c}")).collect();
+                    let tool_calls: Vec<_> = ids.iter().map(|id| json!({"id": id, "type": "function", "function": {"name": "t", "arguments": "{}"}})).collect();
+                    let mut payload =
+                        json!({"content": format!("answer {n}"), "llm_invocation_ref": "i"});
+                    if !tool_calls.is_empty() {
+                        payload["tool_calls"] = json!(tool_calls);
+                    }
+                    push(&mut lines, "THOUGHT", payload);
+                    for id in ids.iter().take(*results as usize) {
+                        push(
+                            &mut lines,
+                            "ACTION_REQUEST",
+                            json!({"action_id": id, "tool_name": "t", "tool_args": {}, "resolved_command": "t"}),
+                        );
+                        push(
+                            &mut lines,
+                            "ACTION_RESULT",
+                            json!({"action_id": id, "status": "SUCCESS", "observation_content": format!("result of {id}"), "execution_ref": id}),
+                        );
+                    }
+                }
+                Step::User => push(
+                    &mut lines,
+                    "USER_MESSAGE",
+                    json!({"content": format!("more {n}")}),
+                ),
+                Step::Unknown => push(&mut lines, "SOMETHING_NEW", json!({"x": n})),
+                Step::Compact { keep } => {
+                    let replace = answers.len().saturating_sub(*keep as usize);
+                    if replace == 0 || replace <= compacted {
+                        continue;
+                    }
+                    compacted = replace;
+                    let to_seq = answers[replace] - 1;
+                    push(
+                        &mut lines,
+                        "COMPACTION",
+                        json!({"strategy": "summarize", "iterations": replace, "from_seq": answers[0], "to_seq": to_seq, "summary": format!("summary of {replace}"), "tokens_before": 1, "tokens_after": 1, "window": 2048}),
+                    );
+                }
+            }
+        }
+        lines
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Reading the end of a journal gives the model the same conversation as reading it whole.
+        #[test]
+        fn the_tail_builds_the_same_conversation_as_a_full_replay(
+            steps in proptest::collection::vec(step(), 0..60),
+            max_iterations in proptest::option::of(1u32..6),
+            block in 16u64..400,
+        ) {
+            let lines = journal(&steps);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("journal.jsonl");
+            let mut file = std::fs::File::create(&path).unwrap();
+            for line in &lines {
+                writeln!(file, "{line}").unwrap();
+            }
+            drop(file);
+            let (events, _) = crate::events::read(&path).unwrap();
+            let full = conversation(&crate::context::typed(&events), max_iterations);
+            let tail = read_tail_in_blocks(&path, block).unwrap().unwrap();
+            let from_tail = conversation_after(&tail.events, tail.thoughts_before, max_iterations);
+            prop_assert_eq!(&from_tail, &full);
+            prop_assert_eq!(tail.next_seq, lines.len() as u64 + 1);
+            let answers = lines.iter().filter(|l| l["type"] == "THOUGHT").count() as u64;
+            let in_tail = tail.events.iter().filter(|e| matches!(e, Event::Thought { .. })).count() as u64;
+            prop_assert_eq!(tail.thoughts_before + in_tail, answers);
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_left_to_the_full_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "{\"seq\":1,\"timestamp\":\"t\",\"type\":\"USER_MESSAGE\",\"payload\":{\"content\":\"x\"}}\n{\"seq\":2,").unwrap();
+        assert!(read_tail(&path).unwrap().is_none());
+    }
+}
