@@ -61,7 +61,11 @@ fn read_tail_in_blocks(path: &Path, block: u64) -> Result<Option<Tail>, StoreErr
     if last[0] != b'\n' {
         return Ok(None);
     }
-    let (mut lines, reached_start, compaction) = read_backwards(&mut file, path, len, block)?;
+    let Backwards {
+        mut lines,
+        reached_start,
+        compaction,
+    } = read_backwards(&mut file, path, len, block)?;
     lines.reverse();
     let next_seq = lines.last().map_or(1, |l| l.seq + 1);
     let mut tail = Tail {
@@ -84,14 +88,24 @@ fn read_tail_in_blocks(path: &Path, block: u64) -> Result<Option<Tail>, StoreErr
     Ok(Some(tail))
 }
 
-/// The lines after the latest compaction's last replaced line, newest first; whether the start
-/// of the file was reached; the compaction's (iterations, to_seq).
+/// What reading backwards found.
+struct Backwards {
+    /// The lines after the latest compaction's last replaced line, newest first.
+    lines: Vec<Line>,
+    /// The start of the file was reached.
+    reached_start: bool,
+    /// The latest compaction's (iterations, to_seq).
+    compaction: Option<(u64, u64)>,
+}
+
+/// Reads the journal from its end until it holds the latest compaction and every line after the
+/// last one that compaction replaced.
 fn read_backwards(
     file: &mut std::fs::File,
     path: &Path,
     len: u64,
     block_size: u64,
-) -> Result<(Vec<Line>, bool, Option<(u64, u64)>), StoreError> {
+) -> Result<Backwards, StoreError> {
     let mut lines = Vec::new();
     let mut compaction: Option<(u64, u64)> = None;
     let mut carry: Vec<u8> = Vec::new();
@@ -110,7 +124,11 @@ fn read_backwards(
             if let Some((_, to_seq)) = compaction
                 && line.seq <= to_seq
             {
-                return Ok((lines, false, compaction));
+                return Ok(Backwards {
+                    lines,
+                    reached_start: false,
+                    compaction,
+                });
             }
             if compaction.is_none()
                 && let Some(Event::Compaction {
@@ -123,7 +141,11 @@ fn read_backwards(
         }
         carry = head.to_vec();
     }
-    Ok((lines, true, compaction))
+    Ok(Backwards {
+        lines,
+        reached_start: true,
+        compaction,
+    })
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Line, StoreError> {
@@ -212,7 +234,7 @@ mod tests {
     /// The journal lines of `steps`, as the engine would write them.
     fn journal(steps: &[Step]) -> Vec<serde_json::Value> {
         let mut lines = Vec::new();
-        let mut push =
+        let push =
             |lines: &mut Vec<serde_json::Value>, kind: &str, payload: serde_json::Value| {
                 let seq = lines.len() as u64 + 1;
                 lines.push(json!({"seq": seq, "timestamp": "t", "type": kind, "payload": payload}));

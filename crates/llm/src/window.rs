@@ -56,6 +56,14 @@ impl Estimator {
         self.chars_per_token = observed.clamp(1.0, 6.0);
     }
 
+    /// Lowers the ratio to `chars_per_token` (not under 1) when it is higher: after a server counted
+    /// more tokens than estimated.
+    pub fn at_most(&mut self, chars_per_token: f64) {
+        if chars_per_token.is_finite() {
+            self.chars_per_token = self.chars_per_token.min(chars_per_token.max(1.0));
+        }
+    }
+
     /// Estimated tokens of `request` (messages and tool definitions).
     pub fn tokens(&self, request: &ChatRequest) -> u32 {
         let tokens = request_chars(request) as f64 / self.chars_per_token;
@@ -190,6 +198,57 @@ fn number_before(text: &str, marker: &str) -> Option<u32> {
         .rev()
         .collect();
     digits.parse().ok()
+}
+
+/// The largest summary asked for, in tokens: an eighth of the window, at most 256 (a summary must
+/// leave room for the work it makes room for).
+pub fn summary_answer(window: u32) -> u32 {
+    (window / 8).clamp(32, 256)
+}
+
+/// `request` with its long texts cut (their head and end kept, with a note of what was left out)
+/// until it fits `tokens`, or `None` when even cut short it does not. The system messages and the
+/// first user message (the task) are left whole; a tool call still has its result.
+pub fn shrink(request: &ChatRequest, tokens: u32, estimator: &Estimator) -> Option<ChatRequest> {
+    let first_user = request.messages.iter().position(|m| m.role == Role::User);
+    let mut limit = 8_000usize;
+    while limit >= 200 {
+        let mut cut = request.clone();
+        for (i, message) in cut.messages.iter_mut().enumerate() {
+            if message.role == Role::System || Some(i) == first_user {
+                continue;
+            }
+            for block in &mut message.content {
+                match block {
+                    ContentBlock::Text { text } => *text = middle_cut(text, limit),
+                    ContentBlock::ToolResult { content, .. } => {
+                        *content = middle_cut(content, limit)
+                    }
+                    ContentBlock::ToolCall { .. } => {}
+                }
+            }
+        }
+        if estimator.tokens(&cut) <= tokens {
+            return Some(cut);
+        }
+        limit /= 2;
+    }
+    None
+}
+
+/// `text` with its middle left out when it is longer than `limit` characters.
+fn middle_cut(text: &str, limit: usize) -> String {
+    let count = text.chars().count();
+    if count <= limit {
+        return text.to_string();
+    }
+    let keep = limit / 2;
+    let head: String = text.chars().take(keep).collect();
+    let tail: String = text.chars().skip(count - keep).collect();
+    format!(
+        "{head}\n[… {} characters left out to fit the model's context window …]\n{tail}",
+        count - 2 * keep
+    )
 }
 
 /// What the model is asked when it summarizes.
@@ -354,6 +413,32 @@ mod tests {
         assert!((600..=700).contains(&after), "{after}");
         e.calibrate(10, 1);
         assert_eq!(e.tokens(&request), after, "tiny samples are ignored");
+    }
+
+    #[test]
+    fn long_texts_are_cut_until_the_request_fits() {
+        let e = Estimator::default();
+        let request = ChatRequest::new(
+            "m",
+            vec![
+                Message::system("rules"),
+                Message::user("the task"),
+                Message::tool_results(vec![ContentBlock::tool_result(
+                    "c1",
+                    "z".repeat(30_000),
+                    false,
+                )]),
+            ],
+        );
+        let cut = shrink(&request, 1000, &e).unwrap();
+        assert!(e.tokens(&cut) <= 1000);
+        let text = match &cut.messages[2].content[0] {
+            ContentBlock::ToolResult { content, .. } => content.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(text.contains("characters left out"), "{text}");
+        assert_eq!(cut.messages[1].text(), "the task");
+        assert!(shrink(&request, 5, &e).is_none());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! Results go to stdout, progress and diagnostics to stderr.
 
+mod compact;
 mod console;
 mod continue_cmd;
 mod fleet;
@@ -53,6 +54,7 @@ enum Command {
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
+    Compact(compact::CompactArgs),
     Submit(fleet::SubmitArgs),
     Worker(fleet::WorkerArgs),
     Export(fleet::ExportArgs),
@@ -148,6 +150,7 @@ pub fn main() -> ExitCode {
         Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
+        Command::Compact(args) => compact::cmd_compact(args).map(|()| Exit::Ok),
         Command::Submit(args) => fleet::cmd_submit(args).map(|()| Exit::Ok),
         Command::Worker(args) => fleet::cmd_worker(args),
         Command::Export(args) => fleet::cmd_export(args).map(|()| Exit::Ok),

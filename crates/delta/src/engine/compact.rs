@@ -22,6 +22,9 @@ use crate::agent::{Agent, CompactionStrategy};
 use crate::context;
 use crate::events::{Event, Level};
 
+/// How many times one iteration's request may be refused for its length and made to fit again.
+pub(super) const REFITS: u32 = 3;
+
 /// The metadata key that keeps a window learned from a refusal (so that a resume reads the
 /// journal's end only).
 pub(super) const LEARNED_WINDOW: &str = "context_window";
@@ -38,7 +41,7 @@ impl Window {
     /// The agent's window, else the one the run learned (its latest `COMPACTION` event).
     pub(super) fn new(agent: &Agent, events: &[Event]) -> Self {
         let learned = events.iter().rev().find_map(|e| match e {
-            Event::Compaction { window, .. } => u32::try_from(*window).ok(),
+            Event::Compaction { window, .. } => u32::try_from(*window).ok().filter(|w| *w > 0),
             _ => None,
         });
         Self {
@@ -53,11 +56,61 @@ impl Window {
     }
 }
 
+/// What a compaction did, for `delta compact`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    /// Model answers replaced, from the run's start.
+    pub iterations: u64,
+    /// `summarize` or `truncate`.
+    pub strategy: String,
+    /// Estimated tokens of the next request before.
+    pub tokens_before: u64,
+    /// Estimated tokens of the next request after.
+    pub tokens_after: u64,
+}
+
 /// Why the conversation could not be made to fit.
 #[derive(Debug)]
 pub(super) struct NoFit(pub String);
 
 impl Engine<'_> {
+    /// Compacts now, whether or not the next request would fit (`delta compact`): the oldest
+    /// iterations but the agent's `keep_recent` are replaced. `Err` says why nothing was done.
+    pub fn compact_now(&mut self) -> Result<Result<Compacted, String>, EngineError> {
+        let request = match self.build_request() {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let (tokens, _) = self.measure(&request);
+        let done = match self.compact(tokens, 1)? {
+            Ok(()) => self.typed.last().and_then(|e| match e {
+                Event::Compaction {
+                    iterations,
+                    strategy,
+                    tokens_before,
+                    tokens_after,
+                    ..
+                } => Some(Compacted {
+                    iterations: *iterations,
+                    strategy: strategy.clone(),
+                    tokens_before: *tokens_before,
+                    tokens_after: *tokens_after,
+                }),
+                _ => None,
+            }),
+            Err(NoFit(_)) => {
+                return Ok(Err(format!(
+                    "nothing to compact: beyond what was compacted before, the run has no more than \
+                     its {} most recent iteration(s), which are kept (context.yaml keep_recent)",
+                    self.setup.agent.context.compaction.keep_recent
+                )));
+            }
+        };
+        self.io.flush();
+        self.save_metadata()?;
+        Ok(done.ok_or_else(|| "no compaction was journaled".to_string()))
+    }
+
     /// The request's estimated tokens, and whether it fits with room for the answer.
     fn measure(&self, request: &ChatRequest) -> (u32, bool) {
         let tokens = self.window.estimator.tokens(request);
@@ -84,7 +137,22 @@ impl Engine<'_> {
             }
             rounds += 1;
             if let Err(no) = self.compact(tokens, rounds)? {
-                return Ok(Err(no));
+                // Nothing older is left to replace: the long texts of what is kept are cut, in the
+                // request only (the journal keeps them whole).
+                let window = self.window.tokens.unwrap_or(u32::MAX);
+                let room =
+                    window.saturating_sub(window::answer_reserve(window, request.max_tokens));
+                return Ok(
+                    match window::shrink(&request, room, &self.window.estimator) {
+                        Some(cut) => {
+                            self.log(&format!(
+                            "Cut long texts of the request to fit the context window ({window} tokens)"
+                        ));
+                            Ok(cut)
+                        }
+                        None => Err(no),
+                    },
+                );
             }
             request = match self.build_request() {
                 Ok(r) => r,
@@ -95,10 +163,26 @@ impl Engine<'_> {
 
     /// A server refused `request` for its length: learns the window it named (or one a little
     /// under the request's size) and the server's count of the request.
-    pub(super) fn learn(&mut self, request: &ChatRequest, overflow: Overflow) {
+    /// The `nth` refusal of one request was said to fit: the estimates were too low for it (text
+    /// that makes many tokens per character), so they are made more cautious each time.
+    pub(super) fn learn(&mut self, request: &ChatRequest, overflow: Overflow, nth: u32) {
         let chars = window::request_chars(request);
-        if let Some(tokens) = overflow.prompt_tokens {
+        // A count at or under the limit is the server capping it, not counting.
+        if let Some(tokens) = overflow
+            .prompt_tokens
+            .filter(|t| overflow.window.is_none_or(|w| *t > w))
+        {
             self.window.estimator.calibrate(chars, u64::from(tokens));
+        }
+        if let Some(window) = overflow.window.or(self.window.tokens) {
+            // The refused request held more than the window's tokens.
+            self.window
+                .estimator
+                .at_most(chars as f64 / f64::from(window) * 0.9);
+        }
+        if nth > 1 {
+            let ratio = self.window.estimator.chars_per_token() * 0.75;
+            self.window.estimator.at_most(ratio);
         }
         let estimated = self.window.estimator.tokens(request);
         let window = overflow
@@ -111,8 +195,9 @@ impl Engine<'_> {
             .extra
             .insert(LEARNED_WINDOW.into(), serde_json::Value::from(window));
         self.log(&format!(
-            "The model's server refused a request of about {estimated} tokens for its length; \
-             context window: {window} tokens"
+            "The model's server refused a request of about {estimated} tokens ({chars} characters, \
+             {:.2} per token) for its length; context window: {window} tokens",
+            self.window.estimator.chars_per_token()
         ));
     }
 
@@ -124,7 +209,10 @@ impl Engine<'_> {
         round: u32,
     ) -> Result<Result<(), NoFit>, EngineError> {
         let compaction = self.setup.agent.context.compaction;
-        let window = self.window.tokens.unwrap_or(u32::MAX);
+        // Unknown (a compaction asked for with `delta compact`): the summary is sized by the
+        // conversation itself, and the event says 0.
+        let known = self.window.tokens;
+        let window = known.unwrap_or_else(|| tokens_before.saturating_mul(2).max(4096));
         let refuse = |why: &str| {
             Ok(Err(NoFit(format!(
                 "the conversation (about {tokens_before} tokens) does not fit the model's context \
@@ -172,15 +260,32 @@ impl Engine<'_> {
             summary,
             tokens_before: u64::from(tokens_before),
             tokens_after: 0,
-            window: u64::from(window),
+            window: u64::from(known.unwrap_or(0)),
             llm_invocation_ref: invocation,
         };
-        let event = self.with_tokens_after(event);
+        let mut event = self.with_tokens_after(event);
+        if let Event::Compaction {
+            summary,
+            tokens_after,
+            strategy,
+            ..
+        } = &mut event
+            && *tokens_after >= u64::from(tokens_before)
+        {
+            // A summary longer than what it replaces makes no room: the note does.
+            *summary = truncated(replace);
+            *strategy = CompactionStrategy::Truncate.as_str().into();
+            event = self.with_tokens_after(event);
+        }
         let note = match &event {
-            Event::Compaction { tokens_after, .. } => format!(
+            Event::Compaction {
+                tokens_after,
+                strategy,
+                ..
+            } => format!(
                 "Compacted the conversation to fit the context window ({window} tokens): \
                  {replace} iteration(s) {}, about {tokens_before} → {tokens_after} tokens",
-                if compaction.strategy == CompactionStrategy::Summarize {
+                if strategy == CompactionStrategy::Summarize.as_str() {
                     "summarized"
                 } else {
                     "dropped"
@@ -214,7 +319,7 @@ impl Engine<'_> {
         window: u32,
     ) -> Result<(String, Option<String>), EngineError> {
         let messages = context::conversation_after(&self.typed[..cut], self.thoughts_before, None);
-        let answer = (window / 4).clamp(64, 1024);
+        let answer = window::summary_answer(window);
         let model = self.setup.agent.llm.model.clone().unwrap_or_default();
         let request = Arc::new(window::summary_request(
             &model,

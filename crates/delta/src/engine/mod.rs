@@ -6,6 +6,8 @@
 
 mod act;
 mod compact;
+
+pub use compact::Compacted;
 mod hook;
 mod human;
 pub mod io_writer;
@@ -714,9 +716,10 @@ impl<'a> Engine<'a> {
     }
 
     /// One iteration: ask the model (through the request hooks), journal its answer, run its calls.
-    /// A request the server refuses for its length is made to fit and sent again, once.
+    /// A request the server refuses for its length is made to fit and sent again (at most
+    /// [`compact::REFITS`] times: estimates without a tokenizer can be wrong on odd text).
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
-        let mut refused = false;
+        let mut refused = 0;
         let (invocation_id, response) = loop {
             let request = match self.build_request() {
                 Ok(r) => r,
@@ -738,12 +741,12 @@ impl<'a> Engine<'a> {
             } else {
                 request
             };
-            match self.ask_model(request, iteration, !refused)? {
+            match self.ask_model(request, iteration, refused < compact::REFITS)? {
                 Asked::Answer(id, response) => break (id, response),
                 Asked::Stop(step) => return Ok(step),
                 Asked::TooLong(request, overflow) => {
-                    refused = true;
-                    self.learn(&request, overflow);
+                    refused += 1;
+                    self.learn(&request, overflow, refused);
                 }
             }
         };

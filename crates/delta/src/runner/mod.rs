@@ -10,8 +10,11 @@
 //! [`Host::connect`] once the agent and its environment are known, so the caller chooses the answer
 //! source (live, record, playback) and how retries are shown.
 
+mod compact;
 mod launch;
 mod plan;
+
+pub use compact::{CompactDone, CompactRun};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -157,7 +157,10 @@ impl Runner<'_> {
     }
 
     /// The workspace `continue` names, which must hold runs.
-    fn continue_workspace(&mut self, target: &WorkspaceRef) -> Result<PathBuf, RunnerError> {
+    pub(super) fn continue_workspace(
+        &mut self,
+        target: &WorkspaceRef,
+    ) -> Result<PathBuf, RunnerError> {
         let ws = match target {
             WorkspaceRef::Dir(dir) => self.options.cwd.join(dir),
             WorkspaceRef::Last => match self

@@ -153,3 +153,92 @@ fn a_long_run_is_compacted_to_fit_a_small_window_and_completes() {
         server.request_count()
     );
 }
+
+#[test]
+fn delta_compact_compacts_on_demand_and_says_when_there_is_nothing_to_do() {
+    let sb = Sandbox::new(&agent_yaml(
+        "  - name: step\n    exec: \"${AGENT_HOME}/step.sh ${n}\"\n",
+    ));
+    let effects = sb.path("steps.log");
+    sb.script(
+        "agent/step.sh",
+        &format!("echo \"$1\" >> '{}'\necho ok", effects.display()),
+    );
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&summaries);
+    let steps = effects.clone();
+    let server = ScriptedServer::responding(move |body: &Value| {
+        if body
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(Vec::is_empty))
+        {
+            counted.fetch_add(1, Ordering::SeqCst);
+            return Reply::text("Steps 1 to 3 ran.");
+        }
+        let done = std::fs::read_to_string(&steps)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        if done < 6 {
+            Reply::tool_call(&format!("c{}", done + 1), "step", json!({"n": done + 1}))
+        } else {
+            Reply::text("done")
+        }
+    });
+    let compact = |extra: &[&str]| {
+        output({
+            let mut cmd = sb.delta(Some(&server));
+            cmd.args(["compact", "-w", "ws", "--format", "json"])
+                .args(extra);
+            cmd
+        })
+    };
+    let run = output({
+        let mut cmd = sb.delta(Some(&server));
+        cmd.args([
+            "run",
+            "--agent",
+            "agent",
+            "-w",
+            "ws",
+            "-m",
+            "Run six steps.",
+        ]);
+        cmd
+    });
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = compact(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    // Seven answers (six steps and the final one): all but the three most recent.
+    assert_eq!(result["compacted"], true, "{result}");
+    assert_eq!(result["iterations"], 4, "{result}");
+    assert_eq!(result["strategy"], "summarize");
+    assert_eq!(summaries.load(Ordering::SeqCst), 1);
+    let compactions = sb.events("COMPACTION");
+    assert_eq!(compactions.len(), 1);
+    assert_eq!(compactions[0]["payload"]["summary"], "Steps 1 to 3 ran.");
+    // The window is not known: the event says 0, and nothing is learned from it.
+    assert_eq!(compactions[0]["payload"]["window"], 0);
+    assert_eq!(sb.metadata()["status"], "COMPLETED");
+    // Again: only the kept iterations are left beyond the compaction.
+    let again = compact(&[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let result: Value = serde_json::from_str(&again.stdout).unwrap();
+    assert_eq!(result["compacted"], false, "{result}");
+    assert!(
+        result["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nothing to compact")
+    );
+    // A later continue sends the summary with the task.
+    let more = output({
+        let mut cmd = sb.delta(Some(&server));
+        cmd.args(["continue", "-w", "ws", "-m", "And now?"]);
+        cmd
+    });
+    assert_eq!(more.code, 0, "{}", more.stderr);
+    let last = super::support::bodies(&server).pop().unwrap();
+    assert!(last.to_string().contains("Steps 1 to 3 ran."), "{last}");
+}
