@@ -119,7 +119,10 @@ pub fn create(
             id
         }
     };
-    let run = RunDir::create(workspace, &run_id)?;
+    // The new folders and files are flushed together once the run's first events are journaled
+    // (the journal flushes the run's folder as it is created): before anything acts on the run.
+    let mut syncs = store::atomic::DirSyncs::default();
+    let run = RunDir::create_in(workspace, &run_id, &mut syncs)?;
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
     // The journal starts before the metadata exists: a run that can be listed (and resumed) always
     // has its first events, so an empty journal is never mistaken for a run that has not begun.
@@ -151,9 +154,14 @@ pub fn create(
         usage: TokenTotals::default(),
         extra: serde_json::Map::new(),
     };
-    metadata.save(&run.metadata())?;
+    let pretty = serde_json::to_vec_pretty(&metadata).map_err(|source| StoreError::Serialize {
+        path: run.metadata(),
+        source,
+    })?;
+    syncs.write_atomic(&run.metadata(), &pretty)?;
     metadata.send(upstream.map(|u| &**u))?;
-    workspace::set_latest(workspace, &run_id)?;
+    syncs.write_atomic(&workspace.join(".delta/LATEST"), run_id.as_bytes())?;
+    syncs.flush()?;
     Ok(Session {
         run,
         metadata,

@@ -234,11 +234,10 @@ mod tests {
     /// The journal lines of `steps`, as the engine would write them.
     fn journal(steps: &[Step]) -> Vec<serde_json::Value> {
         let mut lines = Vec::new();
-        let push =
-            |lines: &mut Vec<serde_json::Value>, kind: &str, payload: serde_json::Value| {
-                let seq = lines.len() as u64 + 1;
-                lines.push(json!({"seq": seq, "timestamp": "t", "type": kind, "payload": payload}));
-            };
+        let push = |lines: &mut Vec<serde_json::Value>, kind: &str, payload: serde_json::Value| {
+            let seq = lines.len() as u64 + 1;
+            lines.push(json!({"seq": seq, "timestamp": "t", "type": kind, "payload": payload}));
+        };
         push(
             &mut lines,
             "RUN_START",

@@ -271,8 +271,20 @@ impl RunDir {
         }
     }
 
-    /// Creates the run folder and its `io/` subfolders; fails if the run already exists.
+    /// Creates the run folder and its `io/` subfolders, durably; fails if the run already exists.
     pub fn create(workspace: &Path, run_id: &str) -> Result<Self, StoreError> {
+        let mut syncs = store::atomic::DirSyncs::default();
+        let dir = Self::create_in(workspace, run_id, &mut syncs)?;
+        syncs.flush()?;
+        Ok(dir)
+    }
+
+    /// [`RunDir::create`], the folders' flushes left to `syncs`.
+    pub fn create_in(
+        workspace: &Path,
+        run_id: &str,
+        syncs: &mut store::atomic::DirSyncs,
+    ) -> Result<Self, StoreError> {
         let dir = Self::new(workspace, run_id);
         if dir.root.exists() {
             return Err(StoreError::Io {
@@ -285,7 +297,7 @@ impl RunDir {
             });
         }
         for sub in ["io/invocations", "io/tool_executions", "io/hooks"] {
-            create_dir_all_durable(&dir.root.join(sub))?;
+            syncs.create_dir_all(&dir.root.join(sub))?;
         }
         Ok(dir)
     }

@@ -18,17 +18,28 @@ use crate::error::{StoreError, StoreResult};
 /// The destination's directory must exist. The new file keeps the permissions of the file it replaces;
 /// a new file gets `0o644` on Unix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    replace(path, bytes, true)
+    replace(path, bytes, Flushes::FileAndFolder)
+}
+
+/// What a replacement flushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushes {
+    /// Nothing.
+    None,
+    /// The new file's content, not its folder (the caller flushes that).
+    FileOnly,
+    /// The new file's content and its folder.
+    FileAndFolder,
 }
 
 /// Replaces `path` with `bytes` atomically (readers see the old or the new content) but without
 /// flushing to disk: after a power loss the file may hold the previous content. For frequent updates
 /// of data that can be recomputed (progress counters); status changes should use [`write_atomic`].
 pub fn write_atomic_lazy(path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    replace(path, bytes, false)
+    replace(path, bytes, Flushes::None)
 }
 
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> StoreResult<()> {
+fn replace(path: &Path, bytes: &[u8], flushes: Flushes) -> StoreResult<()> {
     let dir = parent_dir(path);
     let name = path
         .file_name()
@@ -42,14 +53,18 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> StoreResult<()> {
     tmp.write_all(bytes)
         .map_err(|e| StoreError::io("write", tmp.path().to_path_buf(), e))?;
     set_permissions_like(tmp.as_file(), path);
-    if durable {
+    if flushes != Flushes::None {
         tmp.as_file()
             .sync_all()
             .map_err(|e| StoreError::io("flush", tmp.path().to_path_buf(), e))?;
     }
     tmp.persist(path)
         .map_err(|e| StoreError::io("rename into place", path, e.error))?;
-    if durable { sync_dir(dir) } else { Ok(()) }
+    if flushes == Flushes::FileAndFolder {
+        sync_dir(dir)
+    } else {
+        Ok(())
+    }
 }
 
 /// Whether `name` is one of the temporary files the writers of this module create (`.NAME.XXXXXX.tmp`,
@@ -126,6 +141,50 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> StoreResult<T> 
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Directory flushes put off to one point: several entries made in one folder (a new run's
+/// folders and files) cost one flush of it. What is made through it survives a crash once
+/// [`DirSyncs::flush`] has returned; call it before anything relies on those entries.
+#[derive(Debug, Default)]
+pub struct DirSyncs {
+    dirs: std::collections::BTreeSet<std::path::PathBuf>,
+}
+
+impl DirSyncs {
+    /// Creates `dir` and its missing parents; their parents' flushes are put off.
+    pub fn create_dir_all(&mut self, dir: &Path) -> StoreResult<()> {
+        if dir.is_dir() {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.create_dir_all(parent)?;
+        }
+        match fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {
+                return Ok(());
+            }
+            Err(e) => return Err(StoreError::io("create directory", dir, e)),
+        }
+        self.dirs.insert(parent_dir(dir).to_path_buf());
+        Ok(())
+    }
+
+    /// [`write_atomic`], the flush of the folder put off.
+    pub fn write_atomic(&mut self, path: &Path, bytes: &[u8]) -> StoreResult<()> {
+        replace(path, bytes, Flushes::FileOnly)?;
+        self.dirs.insert(parent_dir(path).to_path_buf());
+        Ok(())
+    }
+
+    /// Flushes every folder an entry was made in, once each.
+    pub fn flush(&mut self) -> StoreResult<()> {
+        for dir in std::mem::take(&mut self.dirs) {
+            sync_dir(&dir)?;
+        }
+        Ok(())
+    }
 }
 
 /// Flushes a directory so that entries created or renamed in it survive a crash.

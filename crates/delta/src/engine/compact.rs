@@ -82,7 +82,7 @@ impl Engine<'_> {
             Err(e) => return Ok(Err(e.to_string())),
         };
         let (tokens, _) = self.measure(&request);
-        let done = match self.compact(tokens, 1)? {
+        let done = match self.compact(tokens, 1, true)? {
             Ok(()) => self.typed.last().and_then(|e| match e {
                 Event::Compaction {
                     iterations,
@@ -136,7 +136,7 @@ impl Engine<'_> {
                 return Ok(Ok(request));
             }
             rounds += 1;
-            if let Err(no) = self.compact(tokens, rounds)? {
+            if let Err(no) = self.compact(tokens, rounds, false)? {
                 // Nothing older is left to replace: the long texts of what is kept are cut, in the
                 // request only (the journal keeps them whole).
                 let window = self.window.tokens.unwrap_or(u32::MAX);
@@ -202,11 +202,13 @@ impl Engine<'_> {
     }
 
     /// Replaces the oldest iterations so that the next request is smaller: each round keeps fewer
-    /// recent iterations (the agent's `keep_recent`, then down to one).
+    /// recent iterations (the agent's `keep_recent`, then down to one). On demand (`delta
+    /// compact`), exactly the agent's `keep_recent` are kept.
     fn compact(
         &mut self,
         tokens_before: u32,
         round: u32,
+        on_demand: bool,
     ) -> Result<Result<(), NoFit>, EngineError> {
         let compaction = self.setup.agent.context.compaction;
         // Unknown (a compaction asked for with `delta compact`): the summary is sized by the
@@ -237,15 +239,22 @@ impl Engine<'_> {
             )),
             _ => None,
         });
-        let keep = (compaction.keep_recent as usize)
+        let most = (compaction.keep_recent as usize)
             .saturating_sub(round as usize - 1)
             .max(1);
-        // Counted from the run's start (the events held may begin after a compaction).
+        // Counted from the run's start (the events held may begin after a compaction). As many
+        // recent iterations are kept as still lets this compaction replace more than the last.
         let before = usize::try_from(self.thoughts_before).unwrap_or(usize::MAX);
-        let replace = (before + thoughts.len()).saturating_sub(keep);
-        if replace == 0 || previous.is_some_and(|(done, _)| replace <= done) || replace <= before {
+        let total = before + thoughts.len();
+        let floor = previous.map_or(before, |(done, _)| done.max(before));
+        let fewest = if on_demand { most } else { 1 };
+        let Some(replace) = (fewest..=most)
+            .rev()
+            .map(|keep| total.saturating_sub(keep))
+            .find(|replace| *replace > floor && *replace > 0)
+        else {
             return refuse("nothing is left to compact (only the most recent iteration remains)");
-        }
+        };
         let cut = thoughts[replace - before];
         let from_seq = previous.map_or(self.seqs[thoughts[0]], |(_, from)| from);
         let (summary, invocation) = match compaction.strategy {
