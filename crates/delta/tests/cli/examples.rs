@@ -62,3 +62,62 @@ fn text_tools_replays_with_real_tool_output() {
             .contains("5:on silent haunches")
     );
 }
+
+/// Runs the long-reader example (answering its `ask_human` questions on stdin) with `extra` flags.
+pub fn read_long(sb: &Sandbox, base_url: Option<&str>, extra: &[&str]) -> crate::support::Output {
+    use std::io::Write;
+    let dir = example("long-reader");
+    let mut cmd = sb.delta(None);
+    if let Some(url) = base_url {
+        cmd.env("DELTA_BASE_URL", url);
+    }
+    cmd.args(["run", "--agent"])
+        .arg(&dir)
+        .args(["-m", "Read the book.", "-w", "ws", "-i"])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let answers = "Keep reading the book with next_page.\n".repeat(40);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answers.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    crate::support::Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A long run's journal: it completed after at least 15 tool iterations, compacted at least
+/// `compactions` times, and every call has exactly one result.
+pub fn assert_long_run(sb: &Sandbox, compactions: usize) {
+    assert_eq!(sb.metadata()["status"], "COMPLETED");
+    let calls = sb
+        .events("THOUGHT")
+        .iter()
+        .filter(|t| t["payload"]["tool_calls"].is_array())
+        .count();
+    assert!(calls >= 15, "{calls} tool iterations");
+    assert!(sb.events("COMPACTION").len() >= compactions);
+    let requests = sb.events("ACTION_REQUEST").len();
+    assert_eq!(sb.events("ACTION_RESULT").len(), requests);
+}
+
+#[test]
+fn long_reader_replays_with_its_compactions() {
+    let sb = Sandbox::new("name: unused\nllm: {}\ntools: []\n");
+    let recordings = example("long-reader").join("recordings");
+    let out = read_long(&sb, None, &["--playback", recordings.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_long_run(&sb, 3);
+    for c in sb.events("COMPACTION") {
+        assert_eq!(c["payload"]["strategy"], "summarize", "{c}");
+        assert_eq!(c["payload"]["window"], 1024);
+    }
+}

@@ -72,3 +72,16 @@ fn a_real_server_runs_an_agent_with_a_tool_to_completion() {
         "list_files"
     );
 }
+
+#[test]
+fn a_run_longer_than_the_window_completes_against_a_real_server() {
+    let Some(testkit::needs::LiveServer { url, .. }) = testkit::needs::live_server() else {
+        return;
+    };
+    // The example's window (1 024 tokens) is smaller than the server's (2 048): its pages are
+    // summarized by the real model as the run goes.
+    let sb = Sandbox::new("name: unused\nllm: {}\ntools: []\n");
+    let out = crate::examples::read_long(&sb, Some(&url), &["--max-iterations", "16"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    crate::examples::assert_long_run(&sb, 1);
+}
