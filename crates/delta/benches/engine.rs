@@ -70,6 +70,62 @@ fn run_once(
     (took, server.busy_time())
 }
 
+/// fsync and fdatasync calls of a run of `iterations` iterations, counted by strace (`None` without
+/// strace).
+fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
+    let mut script: Vec<Reply> = (0..iterations)
+        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
+        .collect();
+    script.push(Reply::text("done"));
+    let server = ScriptedServer::start(script);
+    let sandbox = tempfile::tempdir_in(dir).unwrap();
+    let agent = sandbox.path().join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.yaml"),
+        "name: bench\nllm:\n  model: m\ntools:\n  - name: noop\n    exec: \"true\"\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("system_prompt.md"), "Benchmark agent.").unwrap();
+    // An existing workspace, as most runs have.
+    std::fs::create_dir_all(sandbox.path().join("ws/.delta")).unwrap();
+    std::fs::write(sandbox.path().join("ws/.delta/VERSION"), "1.2\n").unwrap();
+    let trace = sandbox.path().join("trace");
+    let status = Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_delta"))
+        .args(["run", "--agent"])
+        .arg(&agent)
+        .arg("-w")
+        .arg(sandbox.path().join("ws"))
+        .args([
+            "-m",
+            "go",
+            "--max-iterations",
+            &(iterations + 1).to_string(),
+            "--format",
+            "raw",
+        ])
+        .env("DELTA_API_KEY", "bench-key")
+        .env("DELTA_BASE_URL", server.openai_base())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let report = std::fs::read_to_string(&trace).ok()?;
+    Some(
+        report
+            .lines()
+            .filter(|l| l.ends_with("fsync") || l.ends_with("fdatasync"))
+            .filter_map(|l| l.split_whitespace().nth(3)?.parse::<usize>().ok())
+            .sum(),
+    )
+}
+
 fn spawn_true(n: usize) -> Duration {
     let start = Instant::now();
     for _ in 0..n {
@@ -124,6 +180,16 @@ fn main() {
         "startup (run of 1 iteration)      {:>8.2} ms",
         results[0].0.as_secs_f64() * 1e3
     );
+    match (syncs(0, &dir), syncs(10, &dir)) {
+        (Some(empty), Some(ten)) => {
+            println!("fsync + fdatasync, run without tool calls {empty:>8}");
+            println!(
+                "fsync + fdatasync per iteration     {:>8.1} (slope 0→10 tool iterations)",
+                (ten as f64 - empty as f64) / 10.0
+            );
+        }
+        _ => println!("fsync + fdatasync                  (strace not available: not counted)"),
+    }
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
     println!(
         "peak memory (max RSS)             {:>8.1} MB",
