@@ -7,9 +7,14 @@
 //!   (OpenAI's and llama.cpp's wording, Anthropic's); [`overflow`] reads it.
 //! * **Summarizing**: the request that asks the model, without tools, to summarize the oldest part
 //!   of a conversation ([`summary_request`]), fitted into the window itself.
+//! * **Cutting** a list of messages: which oldest exchanges to replace without separating a tool
+//!   call from its results ([`oldest_exchanges`]), and, as a last resort, shortening long texts
+//!   ([`shorten`]); the answer limit to ask for in a small window ([`answer_limit`]).
 //!
 //! What to compact and how it is recorded is each engine's (delta journals it; dygram keeps it in
-//! its conversation state); the arithmetic and the wording are shared here.
+//! its conversation state and on the path); the arithmetic and the wording are shared here.
+
+use std::ops::Range;
 
 use serde_json::Value;
 
@@ -24,6 +29,13 @@ pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.0;
 /// at most 1 024.
 pub fn answer_reserve(window: u32, max_tokens: Option<u32>) -> u32 {
     max_tokens.unwrap_or_else(|| (window / 8).min(1024))
+}
+
+/// The output limit to ask for in a window of `window` tokens when the caller would ask for
+/// `max_tokens`: at most a quarter of the window (and never under 64 tokens), so that a generous
+/// default limit does not leave the prompt without room (or make a server refuse every request).
+pub fn answer_limit(window: u32, max_tokens: u32) -> u32 {
+    max_tokens.min((window / 4).max(64))
 }
 
 /// Estimates token counts from sizes, calibrated by what servers report.
@@ -41,6 +53,28 @@ impl Default for Estimator {
 }
 
 impl Estimator {
+    /// An estimator that goes on from a ratio learned before (saved with a conversation); the ratio
+    /// is kept within the bounds [`Estimator::calibrate`] keeps it in (a value that is not a number
+    /// gives the default).
+    pub fn with_chars_per_token(ratio: f64) -> Self {
+        if ratio.is_nan() {
+            return Self::default();
+        }
+        Self {
+            chars_per_token: ratio.clamp(1.0, 6.0),
+        }
+    }
+
+    /// The request's estimated tokens, and whether it fits a window of `window` tokens (when one is
+    /// known) with room for the answer ([`answer_reserve`] of the request's `max_tokens`).
+    pub fn measure(&self, request: &ChatRequest, window: Option<u32>) -> (u32, bool) {
+        let tokens = self.tokens(request);
+        let fits = window.is_none_or(|window| {
+            tokens.saturating_add(answer_reserve(window, request.max_tokens)) <= window
+        });
+        (tokens, fits)
+    }
+
     /// The ratio in use.
     pub fn chars_per_token(&self) -> f64 {
         self.chars_per_token
@@ -120,6 +154,66 @@ fn message_chars(message: &Message) -> usize {
         })
         .sum();
     blocks + 12
+}
+
+/// The messages of a conversation that compaction replaces so that the `keep_recent` most recent
+/// exchanges stay as they are (at least one).
+///
+/// An exchange is an assistant message with the messages that follow it up to the next assistant
+/// message (the results of its tool calls among them), so a cut never separates a tool call from
+/// its result. The messages before the first assistant message carry the task and are never
+/// replaced. The range runs from the first assistant message to the first message kept; `None`
+/// when there are not more exchanges than `keep_recent`.
+pub fn oldest_exchanges(messages: &[Message], keep_recent: usize) -> Option<Range<usize>> {
+    let starts: Vec<usize> = (messages.iter().enumerate())
+        .filter(|(_, m)| m.role == Role::Assistant)
+        .map(|(i, _)| i)
+        .collect();
+    let keep = keep_recent.max(1);
+    if starts.len() <= keep {
+        return None;
+    }
+    Some(starts[0]..starts[starts.len() - keep])
+}
+
+/// `messages` with every text and tool result longer than `limit` characters cut to its head, with
+/// a note of what was left out; tool calls (their ids, names and arguments) and roles are kept, so
+/// the conversation keeps its shape. The last resort when even the most recent exchange does not fit.
+pub fn shorten(messages: &[Message], limit: usize) -> Vec<Message> {
+    let block = |b: &ContentBlock| match b {
+        ContentBlock::Text { text } => ContentBlock::Text {
+            text: cut(text, limit),
+        },
+        ContentBlock::ToolResult {
+            tool_call_id,
+            content,
+            is_error,
+        } => ContentBlock::ToolResult {
+            tool_call_id: tool_call_id.clone(),
+            content: cut(content, limit),
+            is_error: *is_error,
+        },
+        call @ ContentBlock::ToolCall { .. } => call.clone(),
+    };
+    (messages.iter())
+        .map(|m| Message {
+            role: m.role,
+            content: m.content.iter().map(block).collect(),
+        })
+        .collect()
+}
+
+/// The length in characters of the longest text or tool result of `messages` (what [`shorten`]
+/// would cut).
+pub fn longest_block(messages: &[Message]) -> usize {
+    (messages.iter().flat_map(|m| &m.content))
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.chars().count(),
+            ContentBlock::ToolResult { content, .. } => content.chars().count(),
+            ContentBlock::ToolCall { .. } => 0,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// What a refusal for length said.
@@ -439,6 +533,121 @@ mod tests {
         assert!(text.contains("characters left out"), "{text}");
         assert_eq!(cut.messages[1].text(), "the task");
         assert!(shrink(&request, 5, &e).is_none());
+    }
+
+    #[test]
+    fn a_saved_ratio_goes_on_within_bounds() {
+        let e = Estimator::with_chars_per_token(2.5);
+        assert_eq!(e.chars_per_token(), 2.5);
+        assert_eq!(Estimator::with_chars_per_token(40.0).chars_per_token(), 6.0);
+        assert_eq!(Estimator::with_chars_per_token(0.1).chars_per_token(), 1.0);
+        assert_eq!(
+            Estimator::with_chars_per_token(f64::NAN),
+            Estimator::default()
+        );
+    }
+
+    #[test]
+    fn a_request_is_measured_against_its_window_with_room_for_the_answer() {
+        let e = Estimator::default();
+        let request = ChatRequest::new("m", vec![Message::user("x".repeat(3000))]);
+        // 3 000 characters at 3 per token, plus the message's framing.
+        let (tokens, fits) = e.measure(&request, None);
+        assert!(fits);
+        assert!((1000..1010).contains(&tokens), "{tokens}");
+        assert!(e.measure(&request, Some(2048)).1, "256 tokens kept free");
+        assert!(
+            !e.measure(&request.clone().with_max_tokens(1100), Some(2048))
+                .1
+        );
+        assert!(!e.measure(&request, Some(1024)).1);
+    }
+
+    #[test]
+    fn the_answer_limit_leaves_the_prompt_most_of_the_window() {
+        assert_eq!(answer_limit(2048, 4096), 512);
+        assert_eq!(answer_limit(2048, 48), 48);
+        assert_eq!(answer_limit(128, 4096), 64);
+        assert_eq!(answer_limit(200_000, 4096), 4096);
+    }
+
+    fn exchange(id: &str, with_result: bool) -> Vec<Message> {
+        let call = Message::assistant(vec![ContentBlock::tool_call(id, "t", Value::Null)]);
+        if with_result {
+            vec![
+                call,
+                Message::tool_results(vec![ContentBlock::tool_result(id, "r", false)]),
+            ]
+        } else {
+            vec![call]
+        }
+    }
+
+    #[test]
+    fn the_oldest_exchanges_are_whole_and_leave_the_task() {
+        let mut messages = vec![Message::system("s"), Message::user("task")];
+        for i in 0..4 {
+            messages.extend(exchange(&format!("c{i}"), true));
+        }
+        // Task (0, 1), then exchanges at 2, 4, 6, 8.
+        assert_eq!(oldest_exchanges(&messages, 2), Some(2..6));
+        assert_eq!(oldest_exchanges(&messages, 1), Some(2..8));
+        assert_eq!(
+            oldest_exchanges(&messages, 0),
+            Some(2..8),
+            "one is always kept"
+        );
+        assert_eq!(oldest_exchanges(&messages, 4), None);
+        // A cut never falls between a call and its result: the kept part starts with a call.
+        let range = oldest_exchanges(&messages, 3).unwrap();
+        assert_eq!(messages[range.end].role, Role::Assistant);
+        assert_eq!(messages[range.end + 1].role, Role::Tool);
+        // A user message after an exchange stays with it; an answer without results is one too.
+        let mut mixed = vec![Message::user("task")];
+        mixed.extend(exchange("a", true));
+        mixed.push(Message::user("by the way"));
+        mixed.extend(exchange("b", false));
+        mixed.extend(exchange("c", true));
+        assert_eq!(oldest_exchanges(&mixed, 1), Some(1..5));
+        assert_eq!(oldest_exchanges(&[Message::user("task")], 1), None);
+    }
+
+    #[test]
+    fn shortening_cuts_long_texts_and_results_and_keeps_calls() {
+        let arguments = serde_json::json!({"text": "z".repeat(500)});
+        let messages = vec![
+            Message::user("u".repeat(300)),
+            Message::assistant(vec![
+                ContentBlock::text("a".repeat(1000)),
+                ContentBlock::tool_call("c1", "t", arguments.clone()),
+            ]),
+            Message::tool_results(vec![ContentBlock::tool_result("c1", "r".repeat(900), true)]),
+        ];
+        assert_eq!(longest_block(&messages), 1000);
+        let short = shorten(&messages, 400);
+        assert_eq!(
+            longest_block(&short),
+            400 + " […600 more characters]".chars().count()
+        );
+        assert_eq!(short[0], messages[0], "what is short enough is left alone");
+        assert_eq!(short[1].role, Role::Assistant);
+        assert_eq!(
+            short[1].content[1],
+            ContentBlock::tool_call("c1", "t", arguments)
+        );
+        assert!(short[1].text().starts_with(&"a".repeat(400)));
+        match &short[2].content[0] {
+            ContentBlock::ToolResult {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
+                assert_eq!(tool_call_id, "c1");
+                assert!(*is_error);
+                assert!(content.ends_with("[…500 more characters]"), "{content}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -152,6 +152,25 @@ pub fn describe(event: &ExecutionEvent) -> String {
         ExecutionEvent::Waiting { path, node, reason } => {
             format!("[{path}] waiting at {node}: {reason}")
         }
+        ExecutionEvent::Compacted {
+            path,
+            node,
+            answers,
+            strategy,
+            window,
+            tokens_before,
+            tokens_after,
+        } => {
+            let what = match strategy.as_str() {
+                "summarize" => format!("{answers} answer(s) summarized"),
+                "truncate" => format!("{answers} answer(s) left out"),
+                _ => "long texts of the recent exchanges shortened".to_string(),
+            };
+            format!(
+                "[{path}] compacted the conversation at {node} to fit the context window \
+                 ({window} tokens): {what}, about {tokens_before} → {tokens_after} tokens"
+            )
+        }
     }
 }
 

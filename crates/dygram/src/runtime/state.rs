@@ -92,6 +92,56 @@ pub struct Path {
     /// A transition held at a barrier, made when the barrier opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingMove>,
+    /// Conversations of this path compacted to fit the model's context window, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<Compaction>,
+}
+
+/// A conversation compacted to fit the model's context window: its oldest answers (with their
+/// tool results) were replaced by a summary, or by a note when no summary could be had.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    /// The agent node of the conversation.
+    pub node: String,
+    /// The conversation's round trips when it was compacted.
+    pub turn: u64,
+    /// Answers of the model replaced (with their tool results), this time.
+    pub answers: u64,
+    /// `summarize` (the model wrote the summary) or `truncate` (a note stands for them).
+    pub strategy: String,
+    /// What now stands for every answer replaced so far in this conversation.
+    pub summary: String,
+    /// The window, in tokens.
+    pub window: u32,
+    /// Estimated tokens of the next request before and after.
+    pub tokens_before: u32,
+    /// See `tokens_before`.
+    pub tokens_after: u32,
+    /// When (milliseconds since the Unix epoch).
+    pub timestamp: i64,
+}
+
+/// What an execution learned of a model's context window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelWindow {
+    /// The window a server named when it refused a request for its length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
+    /// Characters per token, calibrated by the prompt tokens the server reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chars_per_token: Option<f64>,
+}
+
+/// Earlier answers of an open conversation that compaction replaced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compacted {
+    /// Answers replaced so far.
+    pub answers: u64,
+    /// The summary (or note) that stands for them, given with the prompt.
+    pub summary: String,
 }
 
 /// A transition decided but held at a barrier.
@@ -121,6 +171,7 @@ impl Path {
             error: None,
             map_context: None,
             pending: None,
+            compactions: Vec::new(),
         }
     }
 }
@@ -193,6 +244,10 @@ pub struct TurnState {
     /// Model for this node, when it names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_id: Option<String>,
+    /// The earlier answers compaction replaced; `messages` then starts with the prompt followed by
+    /// their summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted: Option<Compacted>,
 }
 
 /// A synchronisation point.
@@ -255,6 +310,9 @@ pub struct ExecutionState {
     /// Improvement proposals recorded by `propose_tool_improvement`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proposals: Vec<Value>,
+    /// What the execution learned of each model's context window, by model name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub model_windows: std::collections::BTreeMap<String, ModelWindow>,
 }
 
 /// The overall status of an execution.

@@ -231,10 +231,9 @@ impl Session {
         let node = turn_node(executor);
         if let Some(c) = client {
             // Nothing is saved on failure: the next call asks again from the saved state.
-            let response = c
-                .complete(&request)
+            executor
+                .exchange(c)
                 .map_err(|error| CallError::Llm { node, error })?;
-            executor.answer(response);
             self.meta.turn_count += 1;
             return Ok(None);
         }

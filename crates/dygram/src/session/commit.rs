@@ -124,6 +124,8 @@ pub(super) fn encode(
         dynamic_tools: &'a [crate::runtime::state::DynamicTool],
         #[serde(skip_serializing_if = "<[Value]>::is_empty")]
         proposals: &'a [Value],
+        #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        model_windows: &'a std::collections::BTreeMap<String, crate::runtime::state::ModelWindow>,
     }
     let state = c.state;
     let main = state.main_path();
@@ -145,6 +147,7 @@ pub(super) fn encode(
                 barriers: &state.barriers,
                 dynamic_tools: &state.dynamic_tools,
                 proposals: &state.proposals,
+                model_windows: &state.model_windows,
             },
         },
         status: c.metadata.status,

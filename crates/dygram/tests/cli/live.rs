@@ -99,3 +99,100 @@ fn a_live_run_is_recorded_and_replays_to_the_same_state() {
     assert_eq!(replay["history"], live["history"], "{stderr}");
     assert_eq!(replay["visitedNodes"], live["visitedNodes"]);
 }
+
+/// Four agent nodes in a row, each choosing between two transitions (the tiny model calls a tool
+/// readily; any tool it may call moves the machine on).
+const STAGES: &str = "machine \"Stages\" { maxSteps: 16 }
+task plan \"Plan\" { prompt: \"Pick the next stage by calling transition_to_draft or transition_to_outline.\"; }
+task draft \"Draft\" { prompt: \"Pick the next stage by calling transition_to_review or transition_to_edit.\"; }
+task outline \"Outline\" { prompt: \"Pick the next stage by calling transition_to_review or transition_to_edit.\"; }
+task review \"Review\" { prompt: \"Pick the next stage by calling transition_to_publish or transition_to_archive.\"; }
+task edit \"Edit\" { prompt: \"Pick the next stage by calling transition_to_publish or transition_to_archive.\"; }
+task publish \"Publish\" { prompt: \"Finish by calling transition_to_done or transition_to_shelved.\"; }
+task archive \"Archive\" { prompt: \"Finish by calling transition_to_done or transition_to_shelved.\"; }
+state done;
+state shelved;
+plan -> draft;
+plan -> outline;
+draft -> review;
+draft -> edit;
+outline -> review;
+outline -> edit;
+review -> publish;
+review -> archive;
+edit -> publish;
+edit -> archive;
+publish -> done;
+publish -> shelved;
+archive -> done;
+archive -> shelved;
+";
+
+#[test]
+fn a_live_run_through_four_agent_nodes_completes() {
+    let Some(url) = live_url() else {
+        return;
+    };
+    let model = std::env::var("LLM_E2E_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.dy"), STAGES).unwrap();
+    // The default answer limit (4 096 tokens) and no `contextWindow`: as a user runs it.
+    let (code, result, stderr) = run(
+        dir.path(),
+        &[
+            "e",
+            "m.dy",
+            "--provider",
+            "openai",
+            "-m",
+            &model,
+            "--record",
+            "rec",
+            "-d",
+            "live",
+            "--format",
+            "json",
+        ],
+        &url,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["status"], "complete", "{result}");
+    let path = &result["paths"][0];
+    assert!(path.get("error").is_none(), "{result}");
+    let decisions = path["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["transition"] == "agent_decision")
+        .count();
+    assert!(decisions >= 4, "{result}");
+    let ends = ["done", "shelved"];
+    assert!(
+        ends.contains(&path["currentNode"].as_str().unwrap_or("")),
+        "{result}"
+    );
+    let recordings = std::fs::read_dir(dir.path().join("rec")).unwrap().count();
+    assert!(recordings >= 4, "{recordings} recordings: {stderr}");
+}
+
+#[test]
+fn the_live_servers_refusal_for_length_is_recognised() {
+    use llm::openai::{OpenAiClient, OpenAiConfig};
+    use llm::{ChatRequest, LlmClient, Message};
+    let Some(url) = live_url() else {
+        return;
+    };
+    let model = std::env::var("LLM_E2E_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let client = OpenAiClient::new(OpenAiConfig::new(url, None));
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(600);
+    let request = ChatRequest::new(model, vec![Message::user(long)]).with_max_tokens(16);
+    let Err(error) = client.complete(&request) else {
+        eprintln!("the live server's window holds 6 000 tokens: no refusal to read");
+        return;
+    };
+    let overflow = llm::window::overflow(&error)
+        .unwrap_or_else(|| panic!("not read as a refusal for length: {error}"));
+    let window = overflow.window.expect("the window the server names");
+    assert!(window >= 256, "{overflow:?}");
+    assert!(overflow.prompt_tokens > Some(window), "{overflow:?}");
+}

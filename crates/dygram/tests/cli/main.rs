@@ -6,6 +6,7 @@ use assert_cmd::Command;
 mod answers;
 mod commands;
 mod conformance;
+mod context_window;
 mod dot_output;
 mod dsl_output;
 mod durability;

@@ -284,5 +284,18 @@ fn event_json(e: &ExecutionEvent) -> Option<Value> {
         ExecutionEvent::Waiting { path, node, reason } => {
             json!({"type": "waiting", "path": path, "node": node, "reason": reason})
         }
+        ExecutionEvent::Compacted {
+            path,
+            node,
+            answers,
+            strategy,
+            window,
+            tokens_before,
+            tokens_after,
+        } => json!({
+            "type": "compacted", "path": path, "node": node, "answers": answers,
+            "strategy": strategy, "window": window, "tokensBefore": tokens_before,
+            "tokensAfter": tokens_after
+        }),
     })
 }

@@ -108,6 +108,7 @@ impl Executor<'_> {
             turn_count: 0,
             system_prompt,
             model_id,
+            compacted: None,
         });
     }
 
@@ -210,43 +211,32 @@ impl Executor<'_> {
             .unwrap_or_else(|| self.options.default_model.clone())
     }
 
-    /// The request the open conversation sends next.
+    /// The request the open conversation sends next. With a known context window, the answer is
+    /// limited to a part of it ([`llm::window::answer_limit`]).
     pub fn pending_request(&self) -> Option<ChatRequest> {
         let turn = self.state.turn_state.as_ref()?;
+        let max_tokens = match self.context_window(turn) {
+            Some(window) => llm::window::answer_limit(window, self.options.max_tokens),
+            None => self.options.max_tokens,
+        };
         Some(
             ChatRequest::new(self.model_for(turn), turn.messages.clone())
                 .with_tools(turn.tools.clone())
-                .with_max_tokens(self.options.max_tokens),
+                .with_max_tokens(max_tokens),
         )
     }
 
     /// One round trip of the open conversation.
     pub(super) fn round_trip(&mut self) -> Result<TurnOutcome, RuntimeError> {
-        let Some(turn) = self.state.turn_state.clone() else {
+        let Some(turn) = self.state.turn_state.as_ref() else {
             return Ok(TurnOutcome::Idle);
         };
+        let node = turn.node_name.clone();
         let Some(client) = self.client else {
-            return Err(RuntimeError::NoClient {
-                node: turn.node_name,
-            });
+            return Err(RuntimeError::NoClient { node });
         };
-        let Some(request) = self.pending_request() else {
-            return Ok(TurnOutcome::Idle);
-        };
-        self.events.push(ExecutionEvent::LlmCall {
-            path: turn.path_id.clone(),
-            node: turn.node_name.clone(),
-            tools: turn.tools.iter().map(|t| t.name.clone()).collect(),
-            messages: turn.messages.len(),
-            model: request.model.clone(),
-        });
-        let response = client
-            .complete(&request)
-            .map_err(|source| RuntimeError::Llm {
-                node: turn.node_name.clone(),
-                source,
-            })?;
-        Ok(self.apply_response(turn, response))
+        self.exchange(client)
+            .map_err(|source| RuntimeError::Llm { node, source })
     }
 
     /// Applies the model's answer to the open conversation (also used when the answer comes from

@@ -25,8 +25,10 @@ use super::tools;
 mod conversation;
 mod planning;
 mod tool_calls;
+mod window;
 
 pub use tool_calls::{MapError, ToolError};
+pub use window::{CONTEXT_WINDOW, KEEP_RECENT, MIN_CONTEXT_WINDOW};
 
 /// Errors that stop the execution call (path errors are recorded in the state instead).
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +158,23 @@ pub enum ExecutionEvent {
         /// Why.
         error: String,
     },
+    /// An agent node's conversation was compacted to fit the model's context window.
+    Compacted {
+        /// Path.
+        path: String,
+        /// Node.
+        node: String,
+        /// Answers of the model replaced (with their tool results).
+        answers: u64,
+        /// `summarize` or `truncate`.
+        strategy: String,
+        /// The window, in tokens.
+        window: u32,
+        /// Estimated tokens of the next request before.
+        tokens_before: u32,
+        /// And after.
+        tokens_after: u32,
+    },
     /// A path waits (barrier, or conditions that may change).
     Waiting {
         /// Path.
@@ -262,6 +281,7 @@ impl<'c> Executor<'c> {
             barriers: Default::default(),
             dynamic_tools: Vec::new(),
             proposals: Vec::new(),
+            model_windows: Default::default(),
         };
         Ok(Self {
             state,
