@@ -34,15 +34,7 @@ fn run_once(
         .collect();
     script.push(Reply::text("done"));
     let server = ScriptedServer::start(script);
-    let sandbox = tempfile::tempdir_in(durable_dir).unwrap();
-    let agent = sandbox.path().join("agent");
-    std::fs::create_dir_all(&agent).unwrap();
-    std::fs::write(
-        agent.join("agent.yaml"),
-        "name: bench\nllm:\n  model: m\ntools:\n  - name: noop\n    exec: \"true\"\n",
-    )
-    .unwrap();
-    std::fs::write(agent.join("system_prompt.md"), "Benchmark agent.").unwrap();
+    let (sandbox, agent) = bench_agent(durable_dir);
     let start = Instant::now();
     let status = Command::new(env!("CARGO_BIN_EXE_delta"))
         .args(["run", "--agent"])
@@ -70,14 +62,8 @@ fn run_once(
     (took, server.busy_time())
 }
 
-/// fsync and fdatasync calls of a run of `iterations` iterations, counted by strace (`None` without
-/// strace).
-fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
-    let mut script: Vec<Reply> = (0..iterations)
-        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
-        .collect();
-    script.push(Reply::text("done"));
-    let server = ScriptedServer::start(script);
+/// A sandbox in `dir` with an agent whose only tool is `true`.
+fn bench_agent(dir: &std::path::Path) -> (tempfile::TempDir, std::path::PathBuf) {
     let sandbox = tempfile::tempdir_in(dir).unwrap();
     let agent = sandbox.path().join("agent");
     std::fs::create_dir_all(&agent).unwrap();
@@ -87,6 +73,18 @@ fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
     )
     .unwrap();
     std::fs::write(agent.join("system_prompt.md"), "Benchmark agent.").unwrap();
+    (sandbox, agent)
+}
+
+/// fsync and fdatasync calls of a run of `iterations` iterations, counted by strace (`None` without
+/// strace).
+fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
+    let mut script: Vec<Reply> = (0..iterations)
+        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
+        .collect();
+    script.push(Reply::text("done"));
+    let server = ScriptedServer::start(script);
+    let (sandbox, agent) = bench_agent(dir);
     // An existing workspace, as most runs have.
     std::fs::create_dir_all(sandbox.path().join("ws/.delta")).unwrap();
     std::fs::write(sandbox.path().join("ws/.delta/VERSION"), "1.2\n").unwrap();

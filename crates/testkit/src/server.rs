@@ -135,6 +135,17 @@ impl Reply {
         Self::new(Kind::HangUp)
     }
 
+    /// The refusal of a request longer than the model's context, as llama.cpp's and OpenAI's
+    /// servers word it (HTTP 400, code `context_length_exceeded`).
+    pub fn context_length_exceeded(window: usize, asked: usize, completion: usize) -> Self {
+        let message = format!(
+            "This model's maximum context length is {window} tokens. However, you requested {} tokens ({asked} in the messages, {completion} in the completion). Please reduce the length of the messages or completion.",
+            asked + completion
+        );
+        let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+        Self::raw(400, "application/json", &body.to_string())
+    }
+
     /// HTTP 200 with an empty body (what llama.cpp's server does for streams with `tool_choice` auto).
     pub fn empty_ok() -> Self {
         Self::raw(200, "text/event-stream", "")

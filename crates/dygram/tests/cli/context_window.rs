@@ -73,12 +73,7 @@ fn model(counts: Arc<Counts>) -> impl Fn(&Value) -> Reply + Send + Sync + 'stati
         let completion = body["max_tokens"].as_u64().unwrap_or(0) as usize;
         if asked + completion > WINDOW {
             counts.refused.fetch_add(1, Ordering::SeqCst);
-            let message = format!(
-                "This model's maximum context length is {WINDOW} tokens. However, you requested {} tokens ({asked} in the messages, {completion} in the completion). Please reduce the length of the messages or completion.",
-                asked + completion
-            );
-            let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
-            return Reply::raw(400, "application/json", &body.to_string());
+            return Reply::context_length_exceeded(WINDOW, asked, completion);
         }
         let usage = |r: Reply| r.usage(asked as u64, 20);
         if body
