@@ -304,22 +304,14 @@ impl Conversation {
     }
 }
 
-/// The conversation recorded in the journal.
-///
-/// `max_iterations` keeps the journal from the N-th last model answer on; the first user message (the
-/// task) is always kept, so the model never loses sight of what it was asked. The latest
-/// `COMPACTION` event replaces the iterations it covers by its summary, given with the task.
-pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message> {
-    conversation_after(typed, 0, max_iterations)
-}
-
-/// [`conversation`] of events that follow `thoughts_before` model answers (the end of a journal,
-/// read from its latest compaction on: [`crate::tail`]); the first user message given is the task.
-pub fn conversation_after(
+/// Where the conversation given to the model starts in `typed` (the latest compaction's first
+/// kept answer, or the `max_iterations`-th last one, whichever is later), and that compaction's
+/// count and summary.
+fn kept_from(
     typed: &[Event],
     thoughts_before: u64,
     max_iterations: Option<u32>,
-) -> Vec<Message> {
+) -> (usize, Option<(u64, &str)>) {
     let thoughts: Vec<usize> = typed
         .iter()
         .enumerate()
@@ -345,6 +337,26 @@ pub fn conversation_after(
     {
         start = start.max(thoughts[thoughts.len() - n as usize]);
     }
+    (start, compaction)
+}
+
+/// The conversation recorded in the journal.
+///
+/// `max_iterations` keeps the journal from the N-th last model answer on; the first user message (the
+/// task) is always kept, so the model never loses sight of what it was asked. The latest
+/// `COMPACTION` event replaces the iterations it covers by its summary, given with the task.
+pub fn conversation(typed: &[Event], max_iterations: Option<u32>) -> Vec<Message> {
+    conversation_after(typed, 0, max_iterations)
+}
+
+/// [`conversation`] of events that follow `thoughts_before` model answers (the end of a journal,
+/// read from its latest compaction on: [`crate::tail`]); the first user message given is the task.
+pub fn conversation_after(
+    typed: &[Event],
+    thoughts_before: u64,
+    max_iterations: Option<u32>,
+) -> Vec<Message> {
+    let (start, compaction) = kept_from(typed, thoughts_before, max_iterations);
     let task = typed
         .iter()
         .position(|e| matches!(e, Event::UserMessage { .. }))

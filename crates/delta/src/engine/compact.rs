@@ -224,39 +224,22 @@ impl Engine<'_> {
         if compaction.strategy == CompactionStrategy::Off {
             return refuse("compaction is off (context.yaml)");
         }
-        let thoughts: Vec<usize> = (self.typed.iter().enumerate())
-            .filter(|(_, e)| matches!(e, Event::Thought { .. }))
-            .map(|(i, _)| i)
-            .collect();
-        let previous = self.typed.iter().rev().find_map(|e| match e {
-            Event::Compaction {
-                iterations,
-                from_seq,
-                ..
-            } => Some((
-                usize::try_from(*iterations).unwrap_or(usize::MAX),
-                *from_seq,
-            )),
-            _ => None,
-        });
+        let fewest = if on_demand {
+            1.max(compaction.keep_recent)
+        } else {
+            1
+        };
         let most = (compaction.keep_recent as usize)
             .saturating_sub(round as usize - 1)
             .max(1);
-        // Counted from the run's start (the events held may begin after a compaction). As many
-        // recent iterations are kept as still lets this compaction replace more than the last.
-        let before = usize::try_from(self.thoughts_before).unwrap_or(usize::MAX);
-        let total = before + thoughts.len();
-        let floor = previous.map_or(before, |(done, _)| done.max(before));
-        let fewest = if on_demand { most } else { 1 };
-        let Some(replace) = (fewest..=most)
-            .rev()
-            .map(|keep| total.saturating_sub(keep))
-            .find(|replace| *replace > floor && *replace > 0)
+        let Some(Plan {
+            replace,
+            cut,
+            from_seq,
+        }) = self.plan(fewest as usize, most)
         else {
             return refuse("nothing is left to compact (only the most recent iteration remains)");
         };
-        let cut = thoughts[replace - before];
-        let from_seq = previous.map_or(self.seqs[thoughts[0]], |(_, from)| from);
         let (summary, invocation) = match compaction.strategy {
             CompactionStrategy::Summarize => self.summarize(cut, window)?,
             _ => (truncated(replace), None),
@@ -286,26 +269,45 @@ impl Engine<'_> {
             *strategy = CompactionStrategy::Truncate.as_str().into();
             event = self.with_tokens_after(event);
         }
-        let note = match &event {
-            Event::Compaction {
-                tokens_after,
-                strategy,
-                ..
-            } => format!(
-                "Compacted the conversation to fit the context window ({window} tokens): \
-                 {replace} iteration(s) {}, about {tokens_before} → {tokens_after} tokens",
-                if strategy == CompactionStrategy::Summarize.as_str() {
-                    "summarized"
-                } else {
-                    "dropped"
-                }
-            ),
-            _ => String::new(),
-        };
+        let note = describe(&event, replace);
         self.append(event)?;
         self.log(&note);
         self.observer.progress(Progress::Note(note));
         Ok(Ok(()))
+    }
+
+    /// Which iterations a compaction replaces: as many of the most recent (`most` down to
+    /// `fewest`) are kept as still let it replace more than the last compaction did.
+    fn plan(&self, fewest: usize, most: usize) -> Option<Plan> {
+        let thoughts: Vec<usize> = (self.typed.iter().enumerate())
+            .filter(|(_, e)| matches!(e, Event::Thought { .. }))
+            .map(|(i, _)| i)
+            .collect();
+        let previous = self.typed.iter().rev().find_map(|e| match e {
+            Event::Compaction {
+                iterations,
+                from_seq,
+                ..
+            } => Some((
+                usize::try_from(*iterations).unwrap_or(usize::MAX),
+                *from_seq,
+            )),
+            _ => None,
+        });
+        // Counted from the run's start (the events held may begin after a compaction).
+        let before = usize::try_from(self.thoughts_before).unwrap_or(usize::MAX);
+        let total = before + thoughts.len();
+        let floor = previous.map_or(before, |(done, _)| done.max(before));
+        let replace = (fewest..=most)
+            .rev()
+            .map(|keep| total.saturating_sub(keep))
+            .find(|replace| *replace > floor && *replace > 0)?;
+        let cut = thoughts[replace - before];
+        Some(Plan {
+            replace,
+            cut,
+            from_seq: previous.map_or(self.seqs[thoughts[0]], |(_, from)| from),
+        })
     }
 
     /// `event` with the estimated size of the request it leads to.
@@ -365,6 +367,43 @@ impl Engine<'_> {
             None => Ok((truncated(replaced), None)),
         }
     }
+}
+
+/// What a compaction replaces.
+struct Plan {
+    /// Model answers from the run's start.
+    replace: usize,
+    /// The index (in the events held) of the first answer kept.
+    cut: usize,
+    /// The first journal line replaced.
+    from_seq: u64,
+}
+
+/// The progress line of a compaction.
+fn describe(event: &Event, replace: usize) -> String {
+    let Event::Compaction {
+        tokens_before,
+        tokens_after,
+        strategy,
+        window,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    let what = if strategy == CompactionStrategy::Summarize.as_str() {
+        "summarized"
+    } else {
+        "dropped"
+    };
+    let window = match window {
+        0 => "on demand".to_string(),
+        w => format!("to fit the context window ({w} tokens)"),
+    };
+    format!(
+        "Compacted the conversation {window}: {replace} iteration(s) {what}, about \
+         {tokens_before} → {tokens_after} tokens"
+    )
 }
 
 /// The note that stands for dropped iterations.
