@@ -29,28 +29,11 @@ fn run_once(
     durable_dir: &std::path::Path,
     keep: &mut Vec<tempfile::TempDir>,
 ) -> (Duration, Duration) {
-    let mut script: Vec<Reply> = (0..iterations)
-        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
-        .collect();
-    script.push(Reply::text("done"));
-    let server = ScriptedServer::start(script);
+    let server = scripted(iterations);
     let (sandbox, agent) = bench_agent(durable_dir);
     let start = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_delta"))
-        .args(["run", "--agent"])
-        .arg(&agent)
-        .arg("-w")
-        .arg(sandbox.path().join("ws"))
-        .args([
-            "-m",
-            "go",
-            "--max-iterations",
-            &(iterations + 1).to_string(),
-            "--format",
-            "raw",
-        ])
-        .env("DELTA_API_KEY", "bench-key")
-        .env("DELTA_BASE_URL", server.openai_base())
+    let mut delta = Command::new(env!("CARGO_BIN_EXE_delta"));
+    let status = run_args(&mut delta, &agent, &sandbox, iterations, &server)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -60,6 +43,38 @@ fn run_once(
     assert_eq!(server.remaining(), 0);
     keep.push(sandbox);
     (took, server.busy_time())
+}
+
+/// A server that asks for the tool `iterations` times, then answers.
+fn scripted(iterations: usize) -> ScriptedServer {
+    let mut script: Vec<Reply> = (0..iterations)
+        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
+        .collect();
+    script.push(Reply::text("done"));
+    ScriptedServer::start(script)
+}
+
+/// `delta run` of `agent` in the sandbox's `ws`, for `iterations` tool calls, against `server`.
+fn run_args<'c>(
+    cmd: &'c mut Command,
+    agent: &std::path::Path,
+    sandbox: &tempfile::TempDir,
+    iterations: usize,
+    server: &ScriptedServer,
+) -> &'c mut Command {
+    cmd.args(["run", "--agent"])
+        .arg(agent)
+        .arg("-w")
+        .arg(sandbox.path().join("ws"))
+        .args([
+            "-m",
+            "go",
+            "--max-iterations",
+            &(iterations + 1).to_string(),
+        ])
+        .args(["--format", "raw"])
+        .env("DELTA_API_KEY", "bench-key")
+        .env("DELTA_BASE_URL", server.openai_base())
 }
 
 /// A sandbox in `dir` with an agent whose only tool is `true`.
@@ -79,34 +94,18 @@ fn bench_agent(dir: &std::path::Path) -> (tempfile::TempDir, std::path::PathBuf)
 /// fsync and fdatasync calls of a run of `iterations` iterations, counted by strace (`None` without
 /// strace).
 fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
-    let mut script: Vec<Reply> = (0..iterations)
-        .map(|i| Reply::tool_call(&format!("c{i}"), "noop", json!({})))
-        .collect();
-    script.push(Reply::text("done"));
-    let server = ScriptedServer::start(script);
+    let server = scripted(iterations);
     let (sandbox, agent) = bench_agent(dir);
     // An existing workspace, as most runs have.
     std::fs::create_dir_all(sandbox.path().join("ws/.delta")).unwrap();
     std::fs::write(sandbox.path().join("ws/.delta/VERSION"), "1.2\n").unwrap();
     let trace = sandbox.path().join("trace");
-    let status = Command::new("strace")
+    let mut strace = Command::new("strace");
+    strace
         .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
         .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_delta"))
-        .args(["run", "--agent"])
-        .arg(&agent)
-        .arg("-w")
-        .arg(sandbox.path().join("ws"))
-        .args([
-            "-m",
-            "go",
-            "--max-iterations",
-            &(iterations + 1).to_string(),
-            "--format",
-            "raw",
-        ])
-        .env("DELTA_API_KEY", "bench-key")
-        .env("DELTA_BASE_URL", server.openai_base())
+        .arg(env!("CARGO_BIN_EXE_delta"));
+    let status = run_args(&mut strace, &agent, &sandbox, iterations, &server)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

@@ -438,7 +438,7 @@ impl RunJournal {
                 self.send(Some((envelope.seq, &line)))?;
                 self.journal.append_raw(&line)?;
             } else {
-                self.journal.append_unsynced(&envelope)?;
+                self.journal.append_raw_unsynced(&line)?;
                 self.unsent
                     .get_or_insert_with(|| (envelope.seq, Vec::new()))
                     .1

@@ -122,6 +122,25 @@ impl Journal {
         self.append_raw_lines(&[json])
     }
 
+    /// Appends an already-serialized JSON value (one line) without flushing it yet, as
+    /// [`Journal::append_unsynced`] does.
+    pub fn append_raw_unsynced(&mut self, json: &str) -> StoreResult<()> {
+        if json.contains('\n') {
+            return Err(StoreError::io(
+                "append to",
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a journal record must be a single line",
+                ),
+            ));
+        }
+        let mut line = Vec::with_capacity(json.len() + 1);
+        line.extend_from_slice(json.as_bytes());
+        line.push(b'\n');
+        self.write_line(&line, false)
+    }
+
     /// Appends already-serialized JSON values, one line each, in one write and one flush: after a
     /// crash the journal holds all of them or (its torn tail cut off) a prefix of them.
     pub fn append_raw_lines(&mut self, lines: &[&str]) -> StoreResult<()> {

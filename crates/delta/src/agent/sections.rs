@@ -189,16 +189,18 @@ pub(super) fn load_context(
         };
         match parse_source(&spanned.value) {
             Ok(parsed) => sources.push(parsed),
-            Err((message, None)) => diags.push(located(message)),
-            Err((message, Some(hint))) => diags.push(located(message).hint(hint)),
+            Err(e @ SourceProblem::UnknownType(_)) => {
+                diags.push(located(e.to_string()).hint("use file, computed_file or journal"))
+            }
+            Err(e) => diags.push(located(e.to_string())),
         }
     }
     let compaction = match &parsed.value.compaction {
         None => Compaction::default(),
-        Some(spanned) => parse_compaction(&spanned.value).unwrap_or_else(|message| {
+        Some(spanned) => parse_compaction(&spanned.value).unwrap_or_else(|problem| {
             let loc = &spanned.referenced;
             diags.push(
-                Diagnostic::new(&file, message)
+                Diagnostic::new(&file, problem.to_string())
                     .at(&source, loc.line() as usize, loc.column() as usize)
                     .field("compaction"),
             );
@@ -212,23 +214,40 @@ pub(super) fn load_context(
     }
 }
 
+/// What is wrong with an entry of `sources:` or with `compaction:`.
+#[derive(Debug, thiserror::Error)]
+enum SourceProblem {
+    #[error("on_missing must be error or skip, not {0:?}")]
+    OnMissing(String),
+    #[error("a file source needs path:")]
+    NoPath,
+    #[error("a computed_file source needs generator: {{command: [...]}}")]
+    NoGenerator,
+    #[error("a computed_file source needs output_path:")]
+    NoOutputPath,
+    #[error("generator.command must name a program")]
+    NoProgram,
+    #[error("max_iterations must be a whole number greater than 0")]
+    MaxIterations,
+    #[error("unknown source type {0:?}")]
+    UnknownType(String),
+    #[error("compaction.strategy must be summarize, truncate or off, not {0:?}")]
+    Strategy(String),
+    #[error("compaction.keep_recent must be a whole number greater than 0")]
+    KeepRecent,
+}
+
 /// `compaction: {strategy: summarize | truncate | off, keep_recent: N}`.
-fn parse_compaction(raw: &RawCompaction) -> Result<Compaction, String> {
+fn parse_compaction(raw: &RawCompaction) -> Result<Compaction, SourceProblem> {
     let strategy = match raw.strategy.as_deref() {
         None | Some("summarize") => CompactionStrategy::Summarize,
         Some("truncate") => CompactionStrategy::Truncate,
         Some("off") => CompactionStrategy::Off,
-        Some(other) => {
-            return Err(format!(
-                "compaction.strategy must be summarize, truncate or off, not {other:?}"
-            ));
-        }
+        Some(other) => return Err(SourceProblem::Strategy(other.to_string())),
     };
     let keep_recent = match raw.keep_recent {
         None => Compaction::default().keep_recent,
-        Some(v) => {
-            positive_int(v).ok_or("compaction.keep_recent must be a whole number greater than 0")?
-        }
+        Some(v) => positive_int(v).ok_or(SourceProblem::KeepRecent)?,
     };
     Ok(Compaction {
         strategy,
@@ -236,18 +255,12 @@ fn parse_compaction(raw: &RawCompaction) -> Result<Compaction, String> {
     })
 }
 
-/// One entry of `sources:`; an error is a message and a hint.
-fn parse_source(s: &RawSource) -> Result<Source, (String, Option<String>)> {
-    let fail = |message: &str| Err((message.to_string(), None));
+/// One entry of `sources:`.
+fn parse_source(s: &RawSource) -> Result<Source, SourceProblem> {
     let on_missing = match s.on_missing.as_deref() {
         None | Some("error") => OnMissing::Error,
         Some("skip") => OnMissing::Skip,
-        Some(other) => {
-            return Err((
-                format!("on_missing must be error or skip, not {other:?}"),
-                None,
-            ));
-        }
+        Some(other) => return Err(SourceProblem::OnMissing(other.to_string())),
     };
     let id = s.id.clone().unwrap_or_else(|| s.kind.clone());
     match s.kind.as_str() {
@@ -257,17 +270,13 @@ fn parse_source(s: &RawSource) -> Result<Source, (String, Option<String>)> {
                 path: path.clone(),
                 on_missing,
             }),
-            None => fail("a file source needs path:"),
+            None => Err(SourceProblem::NoPath),
         },
         "computed_file" => {
-            let Some(generator) = &s.generator else {
-                return fail("a computed_file source needs generator: {command: [...]}");
-            };
-            let Some(output_path) = &s.output_path else {
-                return fail("a computed_file source needs output_path:");
-            };
+            let generator = s.generator.as_ref().ok_or(SourceProblem::NoGenerator)?;
+            let output_path = s.output_path.as_ref().ok_or(SourceProblem::NoOutputPath)?;
             if generator.command.is_empty() {
-                return fail("generator.command must name a program");
+                return Err(SourceProblem::NoProgram);
             }
             Ok(Source::ComputedFile {
                 id,
@@ -282,16 +291,10 @@ fn parse_source(s: &RawSource) -> Result<Source, (String, Option<String>)> {
         "journal" => {
             let max_iterations = match s.max_iterations {
                 None => None,
-                Some(v) => match positive_int(v) {
-                    Some(n) => Some(n),
-                    None => return fail("max_iterations must be a whole number greater than 0"),
-                },
+                Some(v) => Some(positive_int(v).ok_or(SourceProblem::MaxIterations)?),
             };
             Ok(Source::Journal { id, max_iterations })
         }
-        other => Err((
-            format!("unknown source type {other:?}"),
-            Some("use file, computed_file or journal".into()),
-        )),
+        other => Err(SourceProblem::UnknownType(other.to_string())),
     }
 }

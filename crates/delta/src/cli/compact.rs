@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use delta::engine::CompactNow;
 use delta::runner::{CompactRun, Runner};
 use serde_json::json;
 
@@ -74,17 +75,23 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
         })
         .map_err(report::runner_error)?;
     let run_id = &done.run.run_id;
+    let nothing = |keep_recent: u32| {
+        format!(
+            "nothing to compact: beyond what was compacted before, the run has no more than its \
+             {keep_recent} most recent iteration(s), which are kept (context.yaml keep_recent)"
+        )
+    };
     match (&done.compaction, args.format) {
-        (Ok(c), Format::Json) => print_out(&format!(
+        (CompactNow::Compacted(c), Format::Json) => print_out(&format!(
             "{}\n",
             json!({"run_id": run_id, "compacted": true, "iterations": c.iterations, "strategy": c.strategy,
                    "tokens_before": c.tokens_before, "tokens_after": c.tokens_after})
         )),
-        (Err(reason), Format::Json) => print_out(&format!(
+        (CompactNow::NothingToCompact { keep_recent }, Format::Json) => print_out(&format!(
             "{}\n",
-            json!({"run_id": run_id, "compacted": false, "reason": reason})
+            json!({"run_id": run_id, "compacted": false, "reason": nothing(*keep_recent)})
         )),
-        (Ok(c), _) => print_out(&format!(
+        (CompactNow::Compacted(c), _) => print_out(&format!(
             "Compacted run {run_id}: {} iteration(s) {} (strategy {}), about {} → {} tokens\n",
             c.iterations,
             if c.strategy == "summarize" {
@@ -96,7 +103,9 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
             c.tokens_before,
             c.tokens_after
         )),
-        (Err(reason), _) => eprint_line(&format!("Run {run_id}: {reason}")),
+        (CompactNow::NothingToCompact { keep_recent }, _) => {
+            eprint_line(&format!("Run {run_id}: {}", nothing(*keep_recent)));
+        }
     }
     Ok(())
 }

@@ -69,46 +69,54 @@ pub struct Compacted {
     pub tokens_after: u64,
 }
 
+/// What `delta compact` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactNow {
+    /// A compaction was journaled.
+    Compacted(Compacted),
+    /// Beyond what was compacted before, the run has no more than its `keep_recent` most recent
+    /// iterations, which are kept.
+    NothingToCompact {
+        /// The agent's `keep_recent`.
+        keep_recent: u32,
+    },
+}
+
 /// Why the conversation could not be made to fit.
 #[derive(Debug)]
 pub(super) struct NoFit(pub String);
 
 impl Engine<'_> {
     /// Compacts now, whether or not the next request would fit (`delta compact`): the oldest
-    /// iterations but the agent's `keep_recent` are replaced. `Err` says why nothing was done.
-    pub fn compact_now(&mut self) -> Result<Result<Compacted, String>, EngineError> {
-        let request = match self.build_request() {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
+    /// iterations but the agent's `keep_recent` are replaced.
+    pub fn compact_now(&mut self) -> Result<CompactNow, EngineError> {
+        let request = self.build_request()?;
         let (tokens, _) = self.measure(&request);
-        let done = match self.compact(tokens, 1, true)? {
-            Ok(()) => self.typed.last().and_then(|e| match e {
-                Event::Compaction {
-                    iterations,
-                    strategy,
-                    tokens_before,
-                    tokens_after,
-                    ..
-                } => Some(Compacted {
-                    iterations: *iterations,
-                    strategy: strategy.clone(),
-                    tokens_before: *tokens_before,
-                    tokens_after: *tokens_after,
-                }),
-                _ => None,
-            }),
-            Err(NoFit(_)) => {
-                return Ok(Err(format!(
-                    "nothing to compact: beyond what was compacted before, the run has no more than \
-                     its {} most recent iteration(s), which are kept (context.yaml keep_recent)",
-                    self.setup.agent.context.compaction.keep_recent
-                )));
-            }
-        };
+        if let Err(NoFit(_)) = self.compact(tokens, 1, true)? {
+            return Ok(CompactNow::NothingToCompact {
+                keep_recent: self.setup.agent.context.compaction.keep_recent,
+            });
+        }
         self.io.flush();
         self.save_metadata()?;
-        Ok(done.ok_or_else(|| "no compaction was journaled".to_string()))
+        match self.typed.last() {
+            Some(Event::Compaction {
+                iterations,
+                strategy,
+                tokens_before,
+                tokens_after,
+                ..
+            }) => Ok(CompactNow::Compacted(Compacted {
+                iterations: *iterations,
+                strategy: strategy.clone(),
+                tokens_before: *tokens_before,
+                tokens_after: *tokens_after,
+            })),
+            // `compact` journals its event last.
+            _ => Ok(CompactNow::NothingToCompact {
+                keep_recent: self.setup.agent.context.compaction.keep_recent,
+            }),
+        }
     }
 
     /// The request's estimated tokens, and whether it fits with room for the answer.
@@ -129,6 +137,10 @@ impl Engine<'_> {
         &mut self,
         mut request: ChatRequest,
     ) -> Result<Result<ChatRequest, NoFit>, EngineError> {
+        if self.window.tokens.is_none() {
+            // No window known: nothing to measure against (until a refusal says one).
+            return Ok(Ok(request));
+        }
         let mut rounds = 0;
         loop {
             let (tokens, fits) = self.measure(&request);

@@ -7,7 +7,7 @@
 mod act;
 mod compact;
 
-pub use compact::Compacted;
+pub use compact::{CompactNow, Compacted};
 mod hook;
 mod human;
 pub mod io_writer;
@@ -188,6 +188,10 @@ pub enum EngineError {
     /// A run to resume whose journal holds no `RUN_START`: there is nothing to resume from.
     #[error("{}: the journal holds no RUN_START event, so the run cannot be resumed", .0.display())]
     NothingToResume(PathBuf),
+    /// A context source failed outside a run's loop (`delta compact`; in the loop it fails the
+    /// run instead).
+    #[error(transparent)]
+    Context(#[from] context::SourceError),
 }
 
 /// Everything a run needs.

@@ -161,13 +161,17 @@ fn begun(run_id: &str, submission: &Submission, clock: Clock) -> RunMetadata {
     }
 }
 
-/// Keeps the run's `io/` records in the store (each up to [`MAX_IO_DOCUMENT`]), not flushed: the
-/// journal is the record; these are its details.
+/// Keeps the run's new `io/` records in the store (each up to [`MAX_IO_DOCUMENT`]), not flushed:
+/// the journal is the record; these are its details.
 pub fn upload_io(store: &PgStore, lease: &mut Lease, run: &RunDir) -> Result<usize, FleetError> {
     let mut files = Vec::new();
     collect(&run.root.join("io"), "io", &mut files);
+    // Each record is written once, under a name of its own: what an earlier process sent is
+    // not sent again.
+    let kept: std::collections::HashSet<String> =
+        store.keys(lease.run(), "io/")?.into_iter().collect();
     let mut sent = 0;
-    for (key, path) in files {
+    for (key, path) in files.into_iter().filter(|(key, _)| !kept.contains(key)) {
         let Ok(meta) = std::fs::metadata(&path) else {
             continue;
         };

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Runner, RunnerError, WorkspaceRef};
-use crate::engine::{Compacted, Engine, EngineSetup};
+use crate::engine::{CompactNow, Engine, EngineSetup};
 use crate::runs;
 use crate::workspace::{self, RunDir};
 
@@ -24,8 +24,8 @@ pub struct CompactRun {
 pub struct CompactDone {
     /// The run.
     pub run: RunDir,
-    /// The compaction journaled, or why there was none.
-    pub compaction: Result<Compacted, String>,
+    /// The compaction journaled, or that there was nothing to compact.
+    pub compaction: CompactNow,
 }
 
 impl Runner<'_> {
