@@ -125,25 +125,16 @@ impl Journal {
     /// Appends an already-serialized JSON value (one line) without flushing it yet, as
     /// [`Journal::append_unsynced`] does.
     pub fn append_raw_unsynced(&mut self, json: &str) -> StoreResult<()> {
-        if json.contains('\n') {
-            return Err(StoreError::io(
-                "append to",
-                &self.path,
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "a journal record must be a single line",
-                ),
-            ));
-        }
-        let mut line = Vec::with_capacity(json.len() + 1);
-        line.extend_from_slice(json.as_bytes());
-        line.push(b'\n');
-        self.write_line(&line, false)
+        self.write_raw(&[json], false)
     }
 
     /// Appends already-serialized JSON values, one line each, in one write and one flush: after a
     /// crash the journal holds all of them or (its torn tail cut off) a prefix of them.
     pub fn append_raw_lines(&mut self, lines: &[&str]) -> StoreResult<()> {
+        self.write_raw(lines, true)
+    }
+
+    fn write_raw(&mut self, lines: &[&str], flush: bool) -> StoreResult<()> {
         if lines.iter().any(|l| l.contains('\n')) {
             return Err(StoreError::io(
                 "append to",
@@ -159,7 +150,7 @@ impl Journal {
             buffer.extend_from_slice(line.as_bytes());
             buffer.push(b'\n');
         }
-        self.write_line(&buffer, true)
+        self.write_line(&buffer, flush)
     }
 
     /// Forces appended data to disk (useful after a burst of [`Durability::Buffered`] appends).
