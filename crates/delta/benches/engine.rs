@@ -5,6 +5,10 @@
 //! slope between run lengths. Two costs that are not the engine's are measured and subtracted: the time
 //! the scripted server spends producing its answers (it runs in this process), and the tool's own
 //! process (spawning `true`). Peak memory is the largest resident set of the `delta` processes.
+//!
+//! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, that binary is measured too, its runs
+//! alternating with this build's, so that both see the same machine: the before/after comparison of
+//! a change, in one run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::process::{Command, Stdio};
@@ -25,6 +29,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// `keep` until the benchmark ends: deleting files while measuring (with online discard, as on many
 /// virtual disks) slows the next runs' fsyncs and blurs the figures.
 fn run_once(
+    delta: &std::path::Path,
     iterations: usize,
     durable_dir: &std::path::Path,
     keep: &mut Vec<tempfile::TempDir>,
@@ -32,7 +37,7 @@ fn run_once(
     let server = scripted(iterations);
     let (sandbox, agent) = bench_agent(durable_dir);
     let start = Instant::now();
-    let mut delta = Command::new(env!("CARGO_BIN_EXE_delta"));
+    let mut delta = Command::new(delta);
     let status = run_args(&mut delta, &agent, &sandbox, iterations, &server)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -131,18 +136,36 @@ fn spawn_true(n: usize) -> Duration {
     start.elapsed()
 }
 
-fn main() {
-    // Benchmark in the build folder (a real disk, like a workspace), not necessarily /tmp.
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let mut results = Vec::new();
+/// Medians of one binary's runs: (total, total without the server's part, the server's part) per run
+/// length.
+type Figures = Vec<(Duration, Duration, Duration)>;
+
+const LENGTHS: [usize; 3] = [1, 10, 50];
+
+/// Runs every binary `REPEATS` times per run length, alternating between them.
+fn measure(binaries: &[std::path::PathBuf], dir: &std::path::Path) -> Vec<Figures> {
     let mut keep = Vec::new();
-    for n in [1usize, 10, 50] {
-        let runs: Vec<(Duration, Duration)> =
-            (0..REPEATS).map(|_| run_once(n, &dir, &mut keep)).collect();
-        let total = median(runs.iter().map(|r| r.0).collect());
-        let client = median(runs.iter().map(|r| r.0.saturating_sub(r.1)).collect());
-        let server = median(runs.iter().map(|r| r.1).collect());
-        results.push((total, client, server));
+    let mut figures = vec![Vec::new(); binaries.len()];
+    for n in LENGTHS {
+        let mut runs = vec![Vec::new(); binaries.len()];
+        for _ in 0..REPEATS {
+            for (bin, runs) in binaries.iter().zip(runs.iter_mut()) {
+                runs.push(run_once(bin, n, dir, &mut keep));
+            }
+        }
+        for (runs, figures) in runs.iter().zip(figures.iter_mut()) {
+            let total = median(runs.iter().map(|r| r.0).collect());
+            let client = median(runs.iter().map(|r| r.0.saturating_sub(r.1)).collect());
+            let server = median(runs.iter().map(|r| r.1).collect());
+            figures.push((total, client, server));
+        }
+    }
+    figures
+}
+
+fn report(label: &str, results: &Figures, per_spawn: f64) {
+    println!("{label}");
+    for (n, (total, _, server)) in LENGTHS.iter().zip(results) {
         println!(
             "run of {n:>2} iterations            {:>8.2} ms (median of {REPEATS}; scripted server {:.2} ms)",
             total.as_secs_f64() * 1e3,
@@ -155,11 +178,9 @@ fn main() {
             .as_secs_f64()
             / 49.0
     };
-    let per_iteration = slope(|r| r.0);
-    let per_spawn = median((0..REPEATS).map(|_| spawn_true(50)).collect()).as_secs_f64() / 50.0;
     println!(
         "per iteration (slope 1→50)        {:>8.3} ms",
-        per_iteration * 1e3
+        slope(|r| r.0) * 1e3
     );
     println!(
         "  of which the scripted server    {:>8.3} ms",
@@ -177,6 +198,24 @@ fn main() {
         "startup (run of 1 iteration)      {:>8.2} ms",
         results[0].0.as_secs_f64() * 1e3
     );
+}
+
+fn main() {
+    // Benchmark in the build folder (a real disk, like a workspace), not necessarily /tmp.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut binaries = vec![std::path::PathBuf::from(env!("CARGO_BIN_EXE_delta"))];
+    let baseline = std::env::var_os("DELTA_BENCH_BASELINE").map(std::path::PathBuf::from);
+    binaries.extend(baseline.clone());
+    let figures = measure(&binaries, &dir);
+    let per_spawn = median((0..REPEATS).map(|_| spawn_true(50)).collect()).as_secs_f64() / 50.0;
+    report("this build", &figures[0], per_spawn);
+    if let Some(baseline) = &baseline {
+        report(
+            &format!("baseline {}", baseline.display()),
+            &figures[1],
+            per_spawn,
+        );
+    }
     match (syncs(0, &dir), syncs(10, &dir)) {
         (Some(empty), Some(ten)) => {
             println!("fsync + fdatasync, run without tool calls {empty:>8}");

@@ -1,29 +1,45 @@
-//! Starting a program that waits, between `fork` and `exec`, until the parent lets it go.
+//! Starting a program that waits, before it runs, until the parent lets it go.
 //!
-//! `Command::spawn` returns only once the child has called `exec`, so a parent that records the child
-//! after `spawn` leaves a window in which the program runs unrecorded. Here the child, before `exec`,
-//! writes its pid to one pipe and blocks reading a second one. The parent (on this thread, while
-//! another thread sits in `spawn`) reads the pid, does what must come first (record the group, check
-//! for an interrupt) and then writes one byte to let the child go. If the parent decides otherwise, or
-//! dies, the child reads end-of-file instead and exits without running the program: it either runs
-//! after the parent's preparations or not at all.
+//! A parent that records a child after starting it leaves a window in which the program runs
+//! unrecorded. Here the child, before `exec`, writes its pid to one pipe and blocks reading a second
+//! one. The parent (on the calling thread) reads the pid, does what must come first (record the
+//! group, check for an interrupt) and then writes one byte to let the child go. If the parent decides
+//! otherwise, or dies, the child reads end-of-file instead and exits without running the program: it
+//! either runs after the parent's preparations or not at all.
 //!
-//! This is the only place in delta with `unsafe` code: `pre_exec` is unsafe because the closure runs
-//! in the forked child of a multi-threaded process, where only async-signal-safe calls are allowed.
-//! The closure below makes only `close`, `getpid`, `write` and `read` calls on numbers it was given,
-//! and allocates nothing.
+//! The child is created the way `posix_spawn` creates one: with `clone(CLONE_VM | CLONE_VFORK)`, on a
+//! stack of its own, sharing the parent's memory until `exec`. A `fork` copies the page tables of the
+//! whole process and leaves every page copy-on-write, which made each tool start cost the engine
+//! about as much again as the tool itself; sharing the memory costs nothing. Only the thread that
+//! calls `clone` waits (until the child has called `exec` or exited); it is a thread kept for this
+//! ([`on_spawner`]), so the calling thread is free to open the gate.
+//!
+//! This is the only place in delta with `unsafe` code. The child runs in the parent's memory while
+//! the parent's other threads go on, so between `clone` and `exec` it makes only plain system calls on
+//! values prepared beforehand: it allocates nothing, takes no lock and calls no Rust code that could
+//! panic. Signals are blocked while it is created, and their handlers reset before they are
+//! unblocked, so no handler of the parent ever runs in the child.
 #![allow(unsafe_code)]
 
+use std::ffi::{CString, c_char, c_int, c_void};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::mpsc;
 
 use nix::libc;
 
 /// The byte that lets the child go.
 const GO: u8 = b'g';
+/// The child's stack until `exec`: it makes a few system calls on small values.
+const CHILD_STACK: usize = 64 * 1024;
+/// Where the child stopped, when it did not reach `exec`.
+const STAGE_GROUP: u8 = 1;
+const STAGE_STDIO: u8 = 2;
+const STAGE_FOLDER: u8 = 3;
+const STAGE_GATE: u8 = 4;
+const STAGE_EXEC: u8 = 5;
 
 /// Why a gated program did not start.
 #[derive(Debug)]
@@ -34,65 +50,119 @@ pub enum GateError<E> {
     Refused(E),
 }
 
-/// A pipe whose two ends are above the standard descriptors: the child's standard streams are set up
-/// (with `dup2` onto 0, 1 and 2) before the gate runs, and must not replace a gate descriptor.
-fn pipe() -> io::Result<(io::PipeReader, io::PipeWriter)> {
-    let (mut reader, mut writer) = io::pipe()?;
-    // `try_clone` duplicates to the lowest free descriptor from 3 up (close-on-exec kept).
-    if reader.as_raw_fd() < 3 {
-        reader = reader.try_clone()?;
-    }
-    if writer.as_raw_fd() < 3 {
-        writer = writer.try_clone()?;
-    }
-    Ok((reader, writer))
+/// A program to start: prepared in the parent, since the child may not allocate.
+pub struct Program {
+    path: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    cwd: CString,
+    stdin: bool,
 }
 
-/// The child's side, between `fork` and `exec`: announce the pid, then wait for the go.
-///
-/// # Safety
-/// Runs in the forked child: only async-signal-safe calls, no allocation. The descriptors are the
-/// child's copies of the parent's pipes (close-on-exec, so the program never sees them).
-unsafe fn child_side(
+impl Program {
+    /// `argv[0]` run as `path` (found already), with exactly `env`, in `cwd`; standard input is a
+    /// pipe when `stdin` is set, `/dev/null` otherwise.
+    pub fn new(
+        path: &str,
+        argv: &[String],
+        env: &[(String, String)],
+        cwd: &Path,
+        stdin: bool,
+    ) -> io::Result<Self> {
+        let text = |s: &[u8]| {
+            CString::new(s).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the command")
+            })
+        };
+        Ok(Self {
+            path: text(path.as_bytes())?,
+            argv: argv
+                .iter()
+                .map(|a| text(a.as_bytes()))
+                .collect::<io::Result<_>>()?,
+            env: env
+                .iter()
+                .map(|(k, v)| text(format!("{k}={v}").as_bytes()))
+                .collect::<io::Result<_>>()?,
+            cwd: text(cwd.as_os_str().as_bytes())?,
+            stdin,
+        })
+    }
+}
+
+/// A started program (its `exec` succeeded). The caller waits for it ([`wait`]).
+#[derive(Debug)]
+pub struct Started {
+    /// Its pid, which is also its process group.
+    pub pid: i32,
+    /// Its standard input, when it was given a pipe.
+    pub stdin: Option<std::fs::File>,
+    /// Its standard output.
+    pub stdout: std::fs::File,
+    /// Its standard error.
+    pub stderr: std::fs::File,
+}
+
+/// A pipe whose two ends are above the standard descriptors: the child's standard streams are set up
+/// (with `dup2` onto 0, 1 and 2) before the gate, and must not replace a descriptor it still needs.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (reader, writer) = io::pipe()?;
+    Ok((above_std(reader.into())?, above_std(writer.into())?))
+}
+
+/// `fd`, moved to a number from 3 up (close-on-exec kept) if it is 0, 1 or 2.
+fn above_std(fd: OwnedFd) -> io::Result<OwnedFd> {
+    // `try_clone` duplicates to the lowest free descriptor from 3 up.
+    if fd.as_raw_fd() < 3 {
+        fd.try_clone()
+    } else {
+        Ok(fd)
+    }
+}
+
+/// The child's ends and the descriptors it closes, by number.
+struct ChildFds {
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    pid_write: OwnedFd,
+    go_read: OwnedFd,
+    report: OwnedFd,
+    /// The parent's ends of the gate, which the child must not keep.
     pid_read: RawFd,
+    go_write: RawFd,
+}
+
+/// Everything the child reads, by address: it lives on the creating thread until `clone` returns,
+/// which is after the child's `exec` (or exit).
+struct Plan {
+    path: *const c_char,
+    argv: *const *const c_char,
+    shell_argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    stdio: [RawFd; 3],
     pid_write: RawFd,
+    pid_read: RawFd,
     go_read: RawFd,
     go_write: RawFd,
-) -> io::Result<()> {
-    // SAFETY: plain system calls on descriptor numbers and a local buffer.
-    unsafe {
-        // Without its own copy of the write end, the child sees end-of-file once the parent's copy is
-        // closed: when the parent refuses, and when it dies.
-        libc::close(go_write);
-        libc::close(pid_read);
-        let pid = libc::getpid().to_ne_bytes();
-        let written = libc::write(pid_write, pid.as_ptr().cast(), pid.len());
-        if usize::try_from(written).ok() != Some(pid.len()) {
-            return Err(io::Error::last_os_error());
-        }
-        libc::close(pid_write);
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(go_read, (&raw mut byte).cast(), 1);
-            if n == 1 && byte == GO {
-                break;
-            }
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(io::Error::from_raw_os_error(libc::ECANCELED));
-        }
-        libc::close(go_read);
-    }
-    Ok(())
+    report: RawFd,
+}
+
+/// Null-terminated pointers to `strings`, valid while they live.
+fn pointers<'a>(strings: impl Iterator<Item = &'a CString>) -> Vec<*const c_char> {
+    strings
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 /// Work for the spawning thread.
 type SpawnJob = Box<dyn FnOnce() + Send>;
 
-/// Runs `job` on the thread that calls `spawn` (which blocks until the child has passed the gate).
-/// One thread, started on first use, serves every start: a thread per tool cost more than the rest of
-/// the gate. Should it be gone, a thread of its own runs the job.
+/// Runs `job` on the thread that creates children (it waits in `clone` until a child has passed the
+/// gate). One thread, started on first use, serves every start: a thread per tool cost more than the
+/// rest of the gate. Should it be gone, a thread of its own runs the job.
 fn on_spawner(job: SpawnJob) {
     static SPAWNER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<SpawnJob>>> =
         std::sync::OnceLock::new();
@@ -111,69 +181,280 @@ fn on_spawner(job: SpawnJob) {
     }
 }
 
-/// Spawns `command` held at the gate, calls `decide` with the child's pid, and lets the program run
-/// only if `decide` agrees. `command` should start its own process group, so that the group exists
-/// (and can be signalled) while the child waits.
-pub fn spawn<E>(
-    mut command: Command,
-    decide: impl FnOnce(i32) -> Result<(), E>,
-) -> Result<Child, GateError<E>> {
-    let (mut pid_read, pid_write) = pipe().map_err(GateError::Start)?;
-    let (go_read, go_write) = pipe().map_err(GateError::Start)?;
-    let fds = (
-        pid_read.as_raw_fd(),
-        pid_write.as_raw_fd(),
-        go_read.as_raw_fd(),
-        go_write.as_raw_fd(),
-    );
-    // SAFETY: `child_side` is async-signal-safe (see there).
-    unsafe {
-        command.pre_exec(move || child_side(fds.0, fds.1, fds.2, fds.3));
+/// Why the child ended before `exec`, as it reported.
+enum Failure {
+    /// It read end-of-file at the gate.
+    Refused,
+    /// A step failed with this error.
+    Os(io::Error),
+}
+
+/// Creates the child on this thread and waits until it has called `exec` or exited: the pid, or why
+/// it did not run.
+fn create(
+    program: &Program,
+    fds: ChildFds,
+    report: OwnedFd,
+) -> Result<i32, (Option<i32>, Failure)> {
+    let argv = pointers(program.argv.iter());
+    // A file that `exec` refuses as having no known format is run by the shell, as `execvp` does.
+    let shell = c"/bin/sh";
+    let shell_argv: Vec<*const c_char> = std::iter::once(shell.as_ptr())
+        .chain(std::iter::once(program.path.as_ptr()))
+        .chain(program.argv.iter().skip(1).map(|a| a.as_ptr()))
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp = pointers(program.env.iter());
+    let plan = Plan {
+        path: program.path.as_ptr(),
+        argv: argv.as_ptr(),
+        shell_argv: shell_argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: program.cwd.as_ptr(),
+        stdio: [
+            fds.stdin.as_raw_fd(),
+            fds.stdout.as_raw_fd(),
+            fds.stderr.as_raw_fd(),
+        ],
+        pid_write: fds.pid_write.as_raw_fd(),
+        pid_read: fds.pid_read,
+        go_read: fds.go_read.as_raw_fd(),
+        go_write: fds.go_write,
+        report: fds.report.as_raw_fd(),
+    };
+    let mut stack = vec![0u8; CHILD_STACK];
+    // SAFETY: the child runs `child_main` on `stack`, reading `plan`, which outlive `clone`: with
+    // CLONE_VFORK it returns only once the child has called `exec` or exited. Signals stay blocked on
+    // this thread while the child is created (the child starts with this mask), and are restored.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut before: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&raw mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut before);
+        let top = stack.as_mut_ptr().add(CHILD_STACK);
+        let top = top.sub(top as usize % 16);
+        let pid = libc::clone(
+            child_main,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw const plan).cast_mut().cast(),
+        );
+        let error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const before, std::ptr::null_mut());
+        if pid < 0 {
+            return Err((None, Failure::Os(error)));
+        }
+        pid
+    };
+    drop(stack);
+    // The child's copies of its ends were closed by `exec` (close-on-exec) or by its exit; ours go
+    // now, so that the program's output and the report below end when the child's do.
+    drop(fds);
+    let mut report = std::fs::File::from(report);
+    let mut bytes = Vec::with_capacity(5);
+    let _ = report.read_to_end(&mut bytes);
+    match bytes.as_slice() {
+        [] => Ok(pid),
+        [STAGE_GATE, ..] => Err((Some(pid), Failure::Refused)),
+        [_, errno @ ..] => {
+            let errno = <[u8; 4]>::try_from(errno).map_or(libc::EIO, c_int::from_ne_bytes);
+            Err((Some(pid), Failure::Os(io::Error::from_raw_os_error(errno))))
+        }
     }
+}
+
+/// The child, from `clone` to `exec`. Returns only by `exec` or `_exit`.
+///
+/// # Safety
+/// `arg` points to a [`Plan`] that outlives the call. Runs in the parent's memory while its other
+/// threads go on: only plain system calls on the plan's values, no allocation, no lock, no panic.
+extern "C" fn child_main(arg: *mut c_void) -> c_int {
+    // SAFETY: see the function's documentation; every call below is a system call wrapper on
+    // descriptor numbers, the plan's strings, or locals.
+    unsafe {
+        let plan = &*(arg.cast_const().cast::<Plan>());
+        let fail = |stage: u8| -> ! {
+            let errno = *libc::__errno_location();
+            let mut message = [stage, 0, 0, 0, 0];
+            message[1..].copy_from_slice(&errno.to_ne_bytes());
+            libc::write(plan.report, message.as_ptr().cast(), message.len());
+            libc::_exit(127)
+        };
+        // The parent's handlers must not run here: every caught signal gets its default action (as
+        // `exec` would give it), SIGPIPE too (a Rust parent ignores it), and only then are signals
+        // unblocked.
+        for signal in 1..65 {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &raw mut action) == 0
+                && action.sa_sigaction != libc::SIG_DFL
+                && (action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(signal, &raw const default, std::ptr::null_mut());
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
+        if libc::setpgid(0, 0) != 0 {
+            fail(STAGE_GROUP);
+        }
+        for (target, fd) in plan.stdio.iter().enumerate() {
+            if libc::dup2(*fd, target as c_int) < 0 {
+                fail(STAGE_STDIO);
+            }
+        }
+        if libc::chdir(plan.cwd) != 0 {
+            fail(STAGE_FOLDER);
+        }
+        // Without its own copy of the gate's write end, the child sees end-of-file once the parent's
+        // copy is closed: when the parent refuses, and when it dies.
+        libc::close(plan.go_write);
+        libc::close(plan.pid_read);
+        let pid = libc::getpid().to_ne_bytes();
+        if libc::write(plan.pid_write, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+            fail(STAGE_GATE);
+        }
+        libc::close(plan.pid_write);
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(plan.go_read, (&raw mut byte).cast(), 1);
+            if n == 1 && byte == GO {
+                break;
+            }
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            fail(STAGE_GATE);
+        }
+        libc::close(plan.go_read);
+        libc::execve(plan.path, plan.argv, plan.envp);
+        if *libc::__errno_location() == libc::ENOEXEC {
+            libc::execve(*plan.shell_argv, plan.shell_argv, plan.envp);
+        }
+        fail(STAGE_EXEC)
+    }
+}
+
+/// Waits for the exit of child `pid` (which has ended or is about to).
+fn reap(pid: i32) {
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+}
+
+/// Starts `program` held at the gate (in its own process group, which exists while it waits), calls
+/// `decide` with its pid, and lets the program run only if `decide` agrees.
+pub fn spawn<E>(
+    program: Program,
+    decide: impl FnOnce(i32) -> Result<(), E>,
+) -> Result<Started, GateError<E>> {
+    let start = GateError::Start;
+    let (stdin_read, stdin_write) = if program.stdin {
+        let (r, w) = pipe().map_err(start)?;
+        (r, Some(w))
+    } else {
+        let null = std::fs::File::open("/dev/null").map_err(start)?;
+        (above_std(null.into()).map_err(start)?, None)
+    };
+    let (stdout_read, stdout_write) = pipe().map_err(start)?;
+    let (stderr_read, stderr_write) = pipe().map_err(start)?;
+    let (pid_read, pid_write) = pipe().map_err(start)?;
+    let (go_read, go_write) = pipe().map_err(start)?;
+    let (report_read, report_write) = pipe().map_err(start)?;
+    let fds = ChildFds {
+        stdin: stdin_read,
+        stdout: stdout_write,
+        stderr: stderr_write,
+        pid_write,
+        go_read,
+        report: report_write,
+        pid_read: pid_read.as_raw_fd(),
+        go_write: go_write.as_raw_fd(),
+    };
     let (tx, rx) = mpsc::channel();
     on_spawner(Box::new(move || {
-        let result = command.spawn();
-        // The child has its own copies (or is gone); closing ours lets the parent see end-of-file on
-        // the pid pipe when the child never reached the gate.
-        drop(pid_write);
-        drop(go_read);
-        let _ = tx.send(result);
+        let _ = tx.send(create(&program, fds, report_read));
     }));
-    let spawned = || {
-        rx.recv()
-            .unwrap_or_else(|_| Err(io::Error::other("the spawning thread ended")))
+    let created = || {
+        rx.recv().unwrap_or_else(|_| {
+            Err((
+                None,
+                Failure::Os(io::Error::other("the spawning thread ended")),
+            ))
+        })
     };
+    let mut pid_read = std::fs::File::from(pid_read);
     let mut pid = [0u8; 4];
     if pid_read.read_exact(&mut pid).is_err() {
-        // The child failed before the gate (working folder, ...): `spawn` reports why.
+        // The child ended before the gate (working folder, ...): it reported why.
         drop(go_write);
-        return match spawned() {
-            Ok(mut child) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(GateError::Start(io::Error::other(
-                    "the program started without passing the gate",
-                )))
+        return Err(start(match created() {
+            Ok(pid) => {
+                reap(pid);
+                io::Error::other("the program started without passing the gate")
             }
-            Err(e) => Err(GateError::Start(e)),
-        };
+            Err((child, failure)) => {
+                if let Some(child) = child {
+                    reap(child);
+                }
+                match failure {
+                    Failure::Os(e) => e,
+                    Failure::Refused => io::Error::other("the program stopped at the gate"),
+                }
+            }
+        }));
     }
     let pid = i32::from_ne_bytes(pid);
     if let Err(refusal) = decide(pid) {
         // End-of-file at the gate: the child exits without running the program.
         drop(go_write);
-        if let Ok(mut child) = spawned() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Err((Some(child), _)) | Ok(child) = created() {
+            reap(child);
         }
         return Err(GateError::Refused(refusal));
     }
-    let mut go = go_write;
-    if let Err(e) = go.write_all(&[GO]) {
-        drop(go);
-        let _ = spawned();
-        return Err(GateError::Start(e));
-    }
+    let mut go = std::fs::File::from(go_write);
+    let opened = go.write_all(&[GO]);
     drop(go);
-    spawned().map_err(GateError::Start)
+    match (opened, created()) {
+        (Ok(()), Ok(pid)) => Ok(Started {
+            pid,
+            stdin: stdin_write.map(std::fs::File::from),
+            stdout: stdout_read.into(),
+            stderr: stderr_read.into(),
+        }),
+        (opened, created) => {
+            let at_gate = || {
+                opened
+                    .err()
+                    .unwrap_or_else(|| io::Error::other("the program stopped at the gate"))
+            };
+            Err(start(match created {
+                Ok(child) => {
+                    reap(child);
+                    at_gate()
+                }
+                Err((child, failure)) => {
+                    if let Some(child) = child {
+                        reap(child);
+                    }
+                    match failure {
+                        Failure::Os(e) => e,
+                        Failure::Refused => at_gate(),
+                    }
+                }
+            }))
+        }
+    }
+}
+
+/// A descriptor that becomes readable when child `pid` has ended (`pidfd_open`), where the system
+/// has them (Linux 5.3 and later). `pid` must be a child not yet waited for, so that its number
+/// cannot have been reused.
+pub fn exit_notice(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: a system call with two integers; the result is a new descriptor we own, or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = RawFd::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: `fd` was just returned by the kernel and belongs to nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -47,7 +47,13 @@ struct Stat {
 
 impl Stat {
     fn read(pid: i32) -> Option<Self> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        use std::io::Read;
+        // The line is a few hundred bytes; room for it up front saves the small probing reads a
+        // file of reported size 0 gets.
+        let mut text = String::with_capacity(1024);
+        std::fs::File::open(format!("/proc/{pid}/stat"))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .ok()?;
         Self::parse(&text)
     }
 

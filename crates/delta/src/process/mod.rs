@@ -6,38 +6,30 @@
 //! deadline passes, or the interrupt flag is raised, the whole group is killed: grandchildren too,
 //! and [`run`] returns only once none of the group is left.
 //!
-//! A child is held between `fork` and `exec` until the parent has noted its group (for
+//! A child is held before `exec` until the parent has noted its group (for
 //! [`kill_running`]), recorded it (with [`run_recorded`]) and checked for an interrupt: its program
 //! never runs unnoted, and an interrupt that comes while it is being started stops it before it runs.
 
 mod gate;
 pub mod group;
 pub mod record;
+mod watch;
 
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use store::StoreError;
 
 use group::GroupId;
 
 /// Most bytes kept per output stream; the rest is counted but dropped.
 pub const MAX_CAPTURE: usize = 64 * 1024 * 1024;
-/// How long a group gets between SIGTERM and SIGKILL after a timeout.
-const GRACE: Duration = Duration::from_millis(1000);
 /// How long a group left running by a process that died gets between SIGTERM and SIGKILL when the run
-/// is taken over.
-pub const STOP_GRACE: Duration = GRACE;
-/// How often waiting loops look at the interrupt flag.
-const POLL: Duration = Duration::from_millis(20);
+/// is taken over (as long as a program that overran its deadline gets).
+pub const STOP_GRACE: Duration = watch::GRACE;
 
 /// Finds programs on `PATH` once per name, so that repeated tool calls do not probe every `PATH`
 /// entry again (each miss is a failed `execve`).
@@ -56,11 +48,11 @@ impl ProgramCache {
         if let Some(path) = self.found.get(program) {
             return path.clone();
         }
+        // Without a `PATH`, the search path the C library's `execvp` uses.
         let path_var = env
             .iter()
             .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or("");
+            .map_or("/bin:/usr/bin", |(_, v)| v.as_str());
         for dir in path_var.split(':').filter(|d| d.starts_with('/')) {
             let candidate = std::path::Path::new(dir).join(program);
             if is_executable(&candidate) {
@@ -131,6 +123,21 @@ pub enum RunError {
     Record(#[source] StoreError),
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to watch programs (started on this thread) as on systems without pidfds.
+    static WITHOUT_EXIT_NOTICE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What tells the end of child `pid` (see [`watch`]).
+fn exit_notice(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    #[cfg(test)]
+    if WITHOUT_EXIT_NOTICE.get() {
+        return None;
+    }
+    gate::exit_notice(pid)
+}
+
 /// The process group of the program running now. Programs run one at a time.
 static RUNNING: Mutex<Option<GroupId>> = Mutex::new(None);
 
@@ -157,71 +164,10 @@ impl Drop for RunningGuard {
     }
 }
 
-fn signal_group(group: &GroupId, signal: Signal) {
-    // The group may already be gone; that is fine.
-    let _ = killpg(Pid::from_raw(group.pgid), signal);
-}
-
 /// Why the gate did not let a program go.
 enum Refusal {
     Interrupted,
     Record(StoreError),
-}
-
-/// Reads both output pipes until both are closed, on one thread.
-fn read_pipes(
-    mut stdout: std::process::ChildStdout,
-    mut stderr: std::process::ChildStderr,
-    bufs: [Arc<Mutex<Vec<u8>>>; 2],
-    done: mpsc::Sender<()>,
-) {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::AsFd;
-    std::thread::spawn(move || {
-        let mut open = [true, true];
-        let mut chunk = [0u8; 16 * 1024];
-        while open[0] || open[1] {
-            let mut ready = [false, false];
-            {
-                let mut fds = Vec::with_capacity(2);
-                let mut which = Vec::with_capacity(2);
-                if open[0] {
-                    fds.push(PollFd::new(stdout.as_fd(), PollFlags::POLLIN));
-                    which.push(0);
-                }
-                if open[1] {
-                    fds.push(PollFd::new(stderr.as_fd(), PollFlags::POLLIN));
-                    which.push(1);
-                }
-                if poll(&mut fds, PollTimeout::NONE).is_err() {
-                    break;
-                }
-                for (fd, i) in fds.iter().zip(which) {
-                    // Readable, closed (POLLHUP) or failed: a read tells which.
-                    ready[i] = fd.revents().is_none_or(|r| !r.is_empty());
-                }
-            }
-            for i in 0..2 {
-                if !ready[i] {
-                    continue;
-                }
-                let read = if i == 0 {
-                    stdout.read(&mut chunk)
-                } else {
-                    stderr.read(&mut chunk)
-                };
-                match read {
-                    Ok(0) | Err(_) => open[i] = false,
-                    Ok(n) => {
-                        let mut b = bufs[i].lock().unwrap_or_else(|p| p.into_inner());
-                        let room = MAX_CAPTURE.saturating_sub(b.len());
-                        b.extend_from_slice(&chunk[..n.min(room)]);
-                    }
-                }
-            }
-        }
-        let _ = done.send(());
-    });
 }
 
 /// Runs `spawn` to completion, deadline or interruption.
@@ -232,35 +178,41 @@ pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> Result<Outcome, RunError> {
     run_recorded(spawn, interrupt, &mut |_| Ok(()))
 }
 
+/// The program to start for `spawn`: its first word is looked up on the `PATH` of the given
+/// environment unless it names a file.
+fn program(spawn: &Spawn) -> Result<gate::Program, RunError> {
+    let Some(first) = spawn.argv.first() else {
+        return Err(RunError::Start(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "empty command",
+        )));
+    };
+    let path = ProgramCache::default().resolve(first, &spawn.env);
+    if !path.contains('/') {
+        // Not on the path: a name is never taken as a file in the working folder.
+        return Err(RunError::Start(std::io::Error::from_raw_os_error(
+            nix::libc::ENOENT,
+        )));
+    }
+    gate::Program::new(
+        &path,
+        &spawn.argv,
+        &spawn.env,
+        &spawn.cwd,
+        spawn.stdin.is_some(),
+    )
+    .map_err(RunError::Start)
+}
+
 /// Creates the child for `spawn` (in its own process group), notes and records its group, and lets
 /// its program go unless an interrupt came meanwhile.
 fn start_gated(
     spawn: &Spawn,
     interrupt: &AtomicBool,
     record: &mut dyn FnMut(&GroupId) -> Result<(), StoreError>,
-) -> Result<(std::process::Child, GroupId), RunError> {
-    let Some((program, args)) = spawn.argv.split_first() else {
-        return Err(RunError::Start(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "empty command",
-        )));
-    };
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .current_dir(&spawn.cwd)
-        .env_clear()
-        .envs(spawn.env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
-        .stdin(if spawn.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+) -> Result<(gate::Started, GroupId), RunError> {
     let mut started = None;
-    let gated = gate::spawn(command, |pid| {
+    let gated = gate::spawn(program(spawn)?, |pid| {
         let group = GroupId::of_leader(pid);
         // Noted first, so that a forced exit kills the child even while it is being recorded.
         set_running(Some(group.clone()));
@@ -280,10 +232,7 @@ fn start_gated(
         Err(gate::GateError::Refused(Refusal::Interrupted)) => return Err(RunError::Interrupted),
         Err(gate::GateError::Refused(Refusal::Record(e))) => return Err(RunError::Record(e)),
     };
-    let group = match started {
-        Some(group) => group,
-        None => GroupId::of_leader(i32::try_from(child.id()).unwrap_or(0)),
-    };
+    let group = started.unwrap_or_else(|| GroupId::of_leader(child.pid));
     Ok((child, group))
 }
 
@@ -296,91 +245,40 @@ pub fn run_recorded(
 ) -> Result<Outcome, RunError> {
     let start = Instant::now();
     let _running = RunningGuard;
-    let (mut child, group) = start_gated(spawn, interrupt, record)?;
-    if let (Some(input), Some(mut pipe)) = (spawn.stdin.clone(), child.stdin.take()) {
+    let (child, group) = start_gated(spawn, interrupt, record)?;
+    if let (Some(input), Some(mut pipe)) = (spawn.stdin.clone(), child.stdin) {
         std::thread::spawn(move || {
             // A tool that exits without reading its input closes the pipe; that is not an error.
             let _ = pipe.write_all(input.as_bytes());
         });
     }
-    let stdout = Arc::new(Mutex::new(Vec::new()));
-    let stderr = Arc::new(Mutex::new(Vec::new()));
-    let (done_tx, done_rx) = mpsc::channel();
-    let mut readers = 0;
-    if let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) {
-        read_pipes(
-            out,
-            err,
-            [Arc::clone(&stdout), Arc::clone(&stderr)],
-            done_tx,
-        );
-        readers += 1;
-    }
-
-    let (exit_tx, exit_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = exit_tx.send(child.wait());
-    });
-
-    let deadline = start + spawn.timeout;
-    let mut timed_out = false;
-    let mut interrupted = false;
-    let status = loop {
-        let now = Instant::now();
-        let wait = if timed_out || interrupted {
-            POLL
-        } else {
-            deadline.saturating_duration_since(now).min(POLL)
-        };
-        match exit_rx.recv_timeout(wait) {
-            Ok(status) => break status.map_err(RunError::Start)?,
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(RunError::Start(std::io::Error::other(
-                    "lost track of the child process",
-                )));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        if interrupt.load(Ordering::SeqCst) && !interrupted {
-            interrupted = true;
-            signal_group(&group, Signal::SIGKILL);
-        } else if !timed_out && !interrupted && Instant::now() >= deadline {
-            timed_out = true;
-            signal_group(&group, Signal::SIGTERM);
-            match exit_rx.recv_timeout(GRACE) {
-                Ok(status) => break status.map_err(RunError::Start)?,
-                Err(_) => signal_group(&group, Signal::SIGKILL),
-            }
+    let limits = watch::Limits {
+        deadline: start + spawn.timeout,
+        interrupt,
+    };
+    let notice = exit_notice(child.pid);
+    let watched = watch::watch(
+        child.pid,
+        &group,
+        [child.stdout, child.stderr],
+        notice,
+        &limits,
+    );
+    let ended = match watched {
+        Ok(ended) => ended,
+        Err(e) => {
+            // Watching failed (the system refused a wait): nothing of the group may stay behind.
+            group::kill(&group);
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child.pid), None);
+            return Err(e);
         }
     };
-    if timed_out || interrupted {
-        // Anything the tool left running in its group goes too, before we go on.
-        group::kill(&group);
-    }
-    // Wait for the output pipes to drain. A background process that inherited them could keep them
-    // open forever, so give up after a short while and keep what arrived.
-    let drain_end = Instant::now() + Duration::from_millis(500);
-    for _ in 0..readers {
-        if done_rx
-            .recv_timeout(drain_end.saturating_duration_since(Instant::now()))
-            .is_err()
-        {
-            break;
-        }
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let exit_code = status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(-1);
-    let take =
-        |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap_or_else(|p| p.into_inner()));
     Ok(Outcome {
-        stdout: take(&stdout),
-        stderr: take(&stderr),
-        exit_code,
-        timed_out,
-        interrupted,
+        stdout: ended.stdout,
+        stderr: ended.stderr,
+        exit_code: ended.exit_code,
+        timed_out: ended.timed_out,
+        interrupted: ended.interrupted,
         duration: start.elapsed(),
     })
 }
@@ -388,6 +286,8 @@ pub fn run_recorded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::{Command, Stdio};
+    use std::sync::Arc;
 
     fn spawn(argv: &[&str], stdin: Option<&str>, timeout: Duration) -> Spawn {
         Spawn {
@@ -399,18 +299,21 @@ mod tests {
         }
     }
 
+    /// `sh -c script` run to its end.
+    fn shell(script: &str, timeout: Duration) -> Outcome {
+        run(
+            &spawn(&["sh", "-c", script], None, timeout),
+            &AtomicBool::new(false),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn captures_output_and_exit_code_with_closed_stdin() {
-        let flag = AtomicBool::new(false);
-        let out = run(
-            &spawn(
-                &["sh", "-c", "cat; echo out; echo err >&2; exit 3"],
-                None,
-                Duration::from_secs(5),
-            ),
-            &flag,
-        )
-        .unwrap();
+        let out = shell(
+            "cat; echo out; echo err >&2; exit 3",
+            Duration::from_secs(5),
+        );
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
         assert_eq!(out.exit_code, 3);
@@ -436,12 +339,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("grandchild-survived");
         let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
-        let flag = AtomicBool::new(false);
-        let out = run(
-            &spawn(&["sh", "-c", &script], None, Duration::from_millis(300)),
-            &flag,
-        )
-        .unwrap();
+        let out = shell(&script, Duration::from_millis(300));
         assert!(out.timed_out);
         assert!(out.duration < Duration::from_secs(3), "{:?}", out.duration);
         std::thread::sleep(Duration::from_millis(2500));
@@ -697,17 +595,150 @@ mod tests {
     }
 
     #[test]
-    fn background_children_holding_the_pipes_do_not_block() {
+    fn programs_are_watched_without_pidfds_too() {
+        WITHOUT_EXIT_NOTICE.set(true);
+        let out = shell("echo out; exit 4", Duration::from_secs(5));
+        assert_eq!((out.stdout.as_slice(), out.exit_code), (&b"out\n"[..], 4));
+        let out = shell(
+            "exec >/dev/null 2>&1; sleep 0.2; exit 3",
+            Duration::from_secs(5),
+        );
+        assert_eq!(out.exit_code, 3, "an exit after the pipes closed is seen");
+        let out = shell("sleep 30", Duration::from_millis(200));
+        assert!(
+            out.timed_out && out.duration < Duration::from_secs(5),
+            "{out:?}"
+        );
+        let out = shell("sleep 5 & echo started", Duration::from_secs(10));
+        assert_eq!(out.stdout, b"started\n");
+        assert!(out.duration < Duration::from_secs(2), "{:?}", out.duration);
+    }
+
+    #[test]
+    fn a_program_starts_with_default_signals_and_none_blocked() {
+        // A writer into a closed pipe ends by SIGPIPE (silently), as it does from a shell.
+        let out = shell("yes | head -n 1", Duration::from_secs(5));
+        assert_eq!(
+            (out.stdout.as_slice(), out.stderr.as_slice()),
+            (&b"y\n"[..], &b""[..])
+        );
+        // The program itself reads its masks (a shell blocks signals at times of its own).
+        let out = run(
+            &spawn(
+                &["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"],
+                None,
+                Duration::from_secs(5),
+            ),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        let status = String::from_utf8_lossy(&out.stdout);
+        let mask = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        };
+        assert_eq!(mask("SigBlk:"), 0, "{status}");
+        assert_eq!(
+            mask("SigIgn:") & (1 << (nix::libc::SIGPIPE - 1)),
+            0,
+            "{status}"
+        );
+    }
+
+    #[test]
+    fn programs_started_from_many_threads_while_memory_churns_each_get_their_own_arguments() {
+        // The child shares the parent's memory until `exec`: other threads allocating, freeing and
+        // starting programs meanwhile must not disturb what any child runs.
+        let stop = Arc::new(AtomicBool::new(false));
+        let churn = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut kept: Vec<Vec<u8>> = Vec::new();
+                let mut n = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    kept.push(vec![(n % 251) as u8; 1 + n % 70_000]);
+                    if kept.len() > 64 {
+                        kept.drain(..32);
+                    }
+                    n += 1;
+                }
+                n
+            })
+        };
+        let workers: Vec<_> = (0..6)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..40 {
+                        let word = format!("w{t}-{i}-{}", "x".repeat(i * 37));
+                        let mut s = spawn(
+                            &["sh", "-c", "printf '%s|%s' \"$1\" \"$MARK\"", "sh", &word],
+                            None,
+                            Duration::from_secs(10),
+                        );
+                        s.env.push(("MARK".into(), format!("env-{word}")));
+                        let out = run(&s, &AtomicBool::new(false)).unwrap();
+                        assert_eq!(out.exit_code, 0);
+                        assert_eq!(
+                            String::from_utf8(out.stdout).unwrap(),
+                            format!("{word}|env-{word}")
+                        );
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(churn.join().unwrap() > 0);
+    }
+
+    #[test]
+    fn a_script_without_an_interpreter_line_runs_in_the_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("plain");
+        std::fs::write(&script, "echo \"from $0 with $1\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let flag = AtomicBool::new(false);
         let out = run(
             &spawn(
-                &["sh", "-c", "sleep 5 & echo started"],
+                &[script.to_str().unwrap(), "one"],
                 None,
-                Duration::from_secs(10),
+                Duration::from_secs(5),
             ),
             &flag,
         )
         .unwrap();
+        let expected = format!("from {} with one\n", script.display());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    }
+
+    #[test]
+    fn without_a_path_the_usual_folders_are_searched_and_the_working_folder_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("local-tool"), "#!/bin/sh\necho ran\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.path().join("local-tool"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let flag = AtomicBool::new(false);
+        let mut s = spawn(&["sh", "-c", "echo found"], None, Duration::from_secs(5));
+        s.env.clear();
+        assert_eq!(run(&s, &flag).unwrap().stdout, b"found\n");
+        let mut s = spawn(&["local-tool"], None, Duration::from_secs(5));
+        s.cwd = dir.path().to_path_buf();
+        match run(&s, &flag) {
+            Err(RunError::Start(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn background_children_holding_the_pipes_do_not_block() {
+        let out = shell("sleep 5 & echo started", Duration::from_secs(10));
         assert_eq!(out.stdout, b"started\n");
         assert!(out.duration < Duration::from_secs(2), "{:?}", out.duration);
     }
