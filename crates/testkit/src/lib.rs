@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod browser;
 pub mod needs;
 pub mod postgres;
 mod server;
