@@ -30,4 +30,5 @@ pub mod runs;
 pub mod session;
 pub mod tail;
 pub mod templates;
+pub mod transcript;
 pub mod workspace;

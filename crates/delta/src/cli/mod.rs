@@ -11,6 +11,7 @@ mod list_runs;
 mod report;
 mod result;
 mod run;
+mod show;
 mod terminal;
 mod tool_expand;
 
@@ -51,6 +52,8 @@ enum Command {
     Continue(continue_cmd::ContinueArgs),
     #[command(name = "list-runs")]
     ListRuns(list_runs::ListRunsArgs),
+    #[command(visible_alias = "log")]
+    Show(show::ShowArgs),
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
@@ -107,6 +110,36 @@ pub fn store_error(e: store::StoreError) -> CliError {
     }
 }
 
+/// `-w PATH`: a workspace whose runs a command reads (default: the current folder).
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArg {
+    /// Workspace (default: the current folder).
+    #[arg(
+        short = 'w',
+        long = "work-dir",
+        value_name = "PATH",
+        default_value = "."
+    )]
+    work_dir: std::path::PathBuf,
+}
+
+impl WorkspaceArg {
+    /// The workspace, absolute; an error with a hint when it holds no `.delta/` folder.
+    pub fn existing(&self) -> Result<std::path::PathBuf, CliError> {
+        let ws = std::env::current_dir()
+            .unwrap_or_default()
+            .join(&self.work_dir);
+        if ws.join(".delta").is_dir() {
+            Ok(ws)
+        } else {
+            Err(
+                CliError::new(format!("No .delta directory found in {}", ws.display()))
+                    .hint("is this a workspace? runs live in <workspace>/.delta/"),
+            )
+        }
+    }
+}
+
 /// How delta prints: progress carries the model's and the tools' text, whose control characters
 /// (other than line breaks and tabs) are shown escaped so it never drives the terminal.
 fn printer() -> cli_edge::Printer {
@@ -148,6 +181,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::cmd_run(args),
         Command::Continue(args) => continue_cmd::cmd_continue(args),
         Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
+        Command::Show(args) => show::cmd_show(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
         Command::Compact(args) => compact::cmd_compact(args).map(|()| Exit::Ok),

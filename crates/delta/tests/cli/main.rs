@@ -30,6 +30,7 @@ mod resume;
 mod run_in_workspace;
 mod runs;
 mod secrets;
+mod show;
 mod signals;
 mod tool_expand;
 mod tool_processes;
