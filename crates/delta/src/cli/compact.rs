@@ -53,6 +53,7 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
     let (clock, ids) = clock_and_ids()?;
     let interrupt = terminal::install_signal_handlers()?;
     let flags = Flags {
+        model: None,
         max_iterations: None,
         interactive: false,
         verbose: false,

@@ -61,9 +61,14 @@ pub struct ContinueArgs {
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
 
-    /// Message: the answer to a question, new instructions, or guidance for a retry.
+    /// Message: the answer to a question, new instructions, or guidance for a retry ("-": read it
+    /// from standard input).
     #[arg(short = 'm', long, value_name = "TEXT")]
     message: Option<String>,
+
+    /// The model to ask instead of the agent's llm.model (also DELTA_MODEL).
+    #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
+    model: Option<String>,
 
     /// Add this file's content to the message.
     #[arg(long, value_name = "FILE")]
@@ -100,8 +105,10 @@ pub struct ContinueArgs {
 
 pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
+    let message = super::message_arg(args.message)?;
     let flags = Flags {
         max_iterations: args.max_iterations,
+        model: args.model,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,
@@ -111,7 +118,7 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
         let cont = StoreContinue {
             url,
             run_id: run_id.clone(),
-            message: args.message,
+            message,
             with_file: args.with_file,
             dir: args.dir.unwrap_or_else(fleet::default_copies),
         };
@@ -123,7 +130,7 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
             None => WorkspaceRef::Last,
         },
         run_id: args.run_id,
-        message: args.message,
+        message,
         with_file: args.with_file,
         fork_at: args.from_iteration,
     });

@@ -140,6 +140,23 @@ impl WorkspaceArg {
     }
 }
 
+/// The text of `-m`: as given, or standard input's whole content for `-` (its final line break
+/// dropped).
+pub fn message_arg(message: Option<String>) -> Result<Option<String>, CliError> {
+    match message.as_deref() {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| {
+                CliError::new(format!("cannot read the message from standard input: {e}"))
+                    .hint("-m - reads UTF-8 text until the end of standard input")
+            })?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            Ok(Some(text.strip_suffix('\r').unwrap_or(text).to_string()))
+        }
+        _ => Ok(message),
+    }
+}
+
 /// How delta prints: progress carries the model's and the tools' text, whose control characters
 /// (other than line breaks and tabs) are shown escaped so it never drives the terminal.
 fn printer() -> cli_edge::Printer {

@@ -23,6 +23,7 @@ use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out}
 /// How `run` and `continue` run: the flags they share.
 pub struct Flags {
     pub max_iterations: Option<u32>,
+    pub model: Option<String>,
     pub interactive: bool,
     pub verbose: bool,
     pub format: Format,
@@ -110,6 +111,7 @@ pub fn drive(
 pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<AtomicBool>) -> Options {
     Options {
         max_iterations: flags.max_iterations,
+        model: flags.model.clone(),
         interactive: flags.interactive,
         env: Env::from_process(),
         cwd: std::env::current_dir().unwrap_or_default(),

@@ -29,9 +29,13 @@ pub struct RunArgs {
     #[arg(short = 'a', long, value_name = "PATH", default_value = ".")]
     agent: PathBuf,
 
-    /// The task or message for the agent.
+    /// The task or message for the agent ("-": read it from standard input).
     #[arg(short = 'm', long, value_name = "TEXT")]
     message: Option<String>,
+
+    /// The model to ask instead of the agent's llm.model (also DELTA_MODEL).
+    #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
+    model: Option<String>,
 
     /// Workspace folder: where tools run and the run is journaled (created if missing).
     #[arg(short = 'w', long = "work-dir", value_name = "PATH")]
@@ -99,7 +103,8 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         return Err(CliError::usage("--task was replaced by -m/--message")
             .hint("delta run --agent <path> -m \"your task\""));
     }
-    let Some(message) = args.message.clone().filter(|m| !m.trim().is_empty()) else {
+    let Some(message) = super::message_arg(args.message.clone())?.filter(|m| !m.trim().is_empty())
+    else {
         return Err(
             CliError::usage("missing -m/--message: what should the agent do?")
                 .hint("delta run --agent <path> -m \"your task\""),
@@ -124,6 +129,7 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
     }));
     let flags = Flags {
         max_iterations: args.max_iterations,
+        model: args.model,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,

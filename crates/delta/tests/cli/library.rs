@@ -67,6 +67,7 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
     ]);
     Options {
         max_iterations: None,
+        model: None,
         interactive: false,
         env,
         cwd: sb.root.path().to_path_buf(),

@@ -29,6 +29,7 @@ mod results;
 mod resume;
 mod run_in_workspace;
 mod runs;
+mod scripting;
 mod secrets;
 mod show;
 mod signals;
