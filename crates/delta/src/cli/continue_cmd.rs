@@ -104,6 +104,11 @@ pub struct ContinueArgs {
 }
 
 pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
+    let format = args.format;
+    super::result::with_json_error(format, continue_run(args))
+}
+
+fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
     let message = super::message_arg(args.message)?;
     let flags = Flags {

@@ -2,6 +2,9 @@
 
 use delta::engine::RunOutcome;
 use delta::run_result::{self, ResultContext};
+use serde_json::{Value, json};
+
+use super::{CliError, Exit, print_out};
 
 /// Output format of the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -21,4 +24,38 @@ pub fn render(format: Format, outcome: &RunOutcome, ctx: &ResultContext<'_>) -> 
         Format::Json => format!("{}\n", run_result::json_result(outcome, ctx)),
         Format::Raw => run_result::raw_result(outcome),
     }
+}
+
+/// The result object of a run that could not start or go on (`--format json`): `is_error`, the
+/// error's `type` (`UsageError`, `Busy`, `SetupError`, `InternalError`), message, causes and hints,
+/// and the exit code.
+pub fn error_json(error: &CliError) -> Value {
+    let kind = match error.exit() {
+        Exit::Usage => "UsageError",
+        Exit::Busy => "Busy",
+        Exit::Internal => "InternalError",
+        _ => "SetupError",
+    };
+    json!({
+        "schema_version": "2.0",
+        "run_id": null,
+        "status": null,
+        "is_error": true,
+        "error": {
+            "type": kind,
+            "message": error.message(),
+            "causes": error.causes(),
+            "hints": error.hints(),
+        },
+        "exit_code": error.exit() as u8,
+    })
+}
+
+/// Passes `result` on; with `--format json`, an error is also printed as a result object on stdout
+/// (the message stays on stderr too), so that a script reading stdout always gets one.
+pub fn with_json_error(format: Format, result: Result<Exit, CliError>) -> Result<Exit, CliError> {
+    if let (Format::Json, Err(error)) = (format, &result) {
+        print_out(&format!("{}\n", error_json(error)));
+    }
+    result
 }

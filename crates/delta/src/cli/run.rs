@@ -99,6 +99,11 @@ fn resolve_workspace(args: &RunArgs, agent: &Agent) -> Result<(PathBuf, Option<S
 }
 
 pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
+    let format = args.format;
+    super::result::with_json_error(format, run(args))
+}
+
+fn run(args: RunArgs) -> Result<Exit, CliError> {
     if args.task.is_some() {
         return Err(CliError::usage("--task was replaced by -m/--message")
             .hint("delta run --agent <path> -m \"your task\""));

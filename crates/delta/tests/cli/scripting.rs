@@ -91,3 +91,48 @@ fn a_dash_message_is_read_from_standard_input() {
     let out = with_stdin(cmd, "");
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+#[test]
+fn format_json_prints_a_result_object_also_when_the_run_cannot_start() {
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    // No API key.
+    let out = sb.run(None, "hello", &["--format", "json"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["is_error"], true);
+    assert_eq!(result["error"]["type"], "SetupError");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("API key")
+    );
+    assert_eq!(result["exit_code"], 1);
+    assert!(
+        out.stderr.contains("API key"),
+        "the message stays on stderr"
+    );
+    // An empty message is a usage error.
+    let out = sb.run(None, " ", &["--format", "json"]);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (out.code, &result["error"]["type"]),
+        (2, &serde_json::json!("UsageError"))
+    );
+    assert_eq!(result["exit_code"], 2);
+    // continue without a workspace to continue.
+    let mut cmd = sb.delta(None);
+    cmd.args(["continue", "-w", "nowhere", "--format", "json"]);
+    let out = output(cmd);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["is_error"], true, "{}", out.stderr);
+    assert_eq!(result["exit_code"], out.code);
+    // A run that starts says whether it failed.
+    let server = ScriptedServer::start([Reply::text("fine")]);
+    let out = sb.run(Some(&server), "hello", &["--format", "json"]);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (result["status"].as_str(), &result["is_error"]),
+        (Some("COMPLETED"), &serde_json::json!(false))
+    );
+}
