@@ -57,7 +57,10 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
         max_iterations: None,
         interactive: false,
         verbose: false,
-        format: args.format,
+        format: match args.format {
+            Format::Json => super::result::RunFormat::Json,
+            _ => super::result::RunFormat::Text,
+        },
         mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
     };
     let mut console = Console { verbose: false };

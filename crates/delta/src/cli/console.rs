@@ -49,7 +49,7 @@ impl Observer for Console {
             Progress::Thinking => eprint_line("🤔 Thinking..."),
             Progress::Thought(text) => eprint_line(&format!("💭 {}", text.trim())),
             Progress::Executing(n) => eprint_line(&format!("🛠️  Executing {n} tool call(s)...")),
-            Progress::ToolCall { name, args } => {
+            Progress::ToolCall { name, args, .. } => {
                 eprint_line(&format!("  → {}", call_preview(&name, &args)))
             }
             Progress::ToolDone {
@@ -58,6 +58,7 @@ impl Observer for Console {
                 preview,
                 chars,
                 stopped,
+                ..
             } => {
                 let shown = preview
                     .map(|p| format!("\"{p}\""))
@@ -98,7 +99,11 @@ impl Observer for Console {
                 eprint_line("🔔 Agent is asking for your input:");
                 eprint_line(&format!("   {prompt}"));
             }
-            Progress::Note(text) => eprint_line(&format!("⚠️  {text}")),
+            Progress::Note(text) | Progress::Compacted { note: text, .. } => {
+                eprint_line(&format!("⚠️  {text}"))
+            }
+            // The result says it, once the run has stopped.
+            Progress::Paused(_) => {}
         }
     }
 }

@@ -7,7 +7,7 @@ use delta::runner::{Continue, Request, WorkspaceRef};
 
 use super::fleet::{self, StoreContinue};
 use super::report::{self, Flags, clock_and_ids};
-use super::result::Format;
+use super::result::RunFormat;
 use super::{CliError, Exit};
 
 /// Continue a run: resume it, answer its question, extend it, or retry it.
@@ -90,9 +90,9 @@ pub struct ContinueArgs {
     #[arg(short, long)]
     interactive: bool,
 
-    /// What to print on stdout when the run stops.
+    /// What to print on stdout.
     #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    format: RunFormat,
 
     /// Keep every LLM exchange as DIR/turn-<n>.json.
     #[arg(long, value_name = "DIR", conflicts_with = "playback")]

@@ -255,7 +255,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<Exit, CliError> {
         max_iterations: None,
         interactive: false,
         verbose: args.verbose,
-        format: Format::Text,
+        format: super::result::RunFormat::Text,
         mode: Flags::mode(None, args.playback.as_deref()),
     };
     let config = WorkerConfig {

@@ -16,7 +16,7 @@ use store::{Clock, IdSource};
 use super::console::Console;
 use delta::run_result::ResultContext;
 
-use super::result::{self, Format};
+use super::result::{self, RunFormat};
 use super::terminal::{self, TerminalHuman};
 use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out};
 
@@ -26,7 +26,7 @@ pub struct Flags {
     pub model: Option<String>,
     pub interactive: bool,
     pub verbose: bool,
-    pub format: Format,
+    pub format: RunFormat,
     pub mode: LlmMode,
 }
 
@@ -91,13 +91,19 @@ pub fn drive(
     let mut console = Console {
         verbose: flags.verbose,
     };
+    let mut stream = delta::stream::StreamJson::new(|line| print_out(&format!("{line}\n")));
+    let observer: &mut dyn delta::engine::Observer = if flags.format == RunFormat::StreamJson {
+        &mut stream
+    } else {
+        &mut console
+    };
     let mut human = TerminalHuman {
         interrupt: Arc::clone(&interrupt),
     };
     let mut host = CliHost::new(flags, clock);
     let runner = Runner {
         options: options(flags, clock, ids, interrupt),
-        observer: &mut console,
+        observer,
         human: Some(&mut human as &mut dyn HumanInput),
         host: &mut host,
     };
@@ -204,7 +210,12 @@ impl Host for CliHost<'_> {
             Notice::WorkspaceCreated { name: None, path } => {
                 eprint_line(&format!("Created work directory: {}", path.display()));
             }
-            Notice::Launching(launching) => banner(launching),
+            Notice::Launching(launching) => {
+                banner(launching);
+                if self.flags.format == RunFormat::StreamJson {
+                    print_out(&format!("{}\n", delta::stream::started(launching)));
+                }
+            }
         }
     }
 
@@ -298,7 +309,7 @@ fn banner(l: &Launching<'_>) {
 }
 
 /// Prints what a stopped run means and how to go on (stderr), then the result (stdout).
-fn finish(f: &Finished, format: Format) -> Exit {
+fn finish(f: &Finished, format: RunFormat) -> Exit {
     let outcome = &f.outcome;
     let ws = f.workspace.display().to_string();
     match outcome.status {

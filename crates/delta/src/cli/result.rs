@@ -1,4 +1,5 @@
-//! What `delta run` and `delta continue` print on stdout: `--format text` (default), `json` or `raw`.
+//! What commands print on stdout: `--format text` (default), `json`, `stream-json` (run and continue)
+//! or `raw`.
 
 use delta::engine::RunOutcome;
 use delta::run_result::{self, ResultContext};
@@ -17,12 +18,30 @@ pub enum Format {
     Raw,
 }
 
+/// What `delta run` and `delta continue` print on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunFormat {
+    /// A readable summary block.
+    Text,
+    /// One JSON object (RunResult, schema 2.0).
+    Json,
+    /// One JSON object per line as things happen, the last one (`run_finished`) holding the
+    /// RunResult.
+    StreamJson,
+    /// The final response only (nothing unless the run completed).
+    Raw,
+}
+
 /// Renders `outcome` in `format` (possibly empty for `raw`).
-pub fn render(format: Format, outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
+pub fn render(format: RunFormat, outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
     match format {
-        Format::Text => run_result::text_result(outcome, ctx),
-        Format::Json => format!("{}\n", run_result::json_result(outcome, ctx)),
-        Format::Raw => run_result::raw_result(outcome),
+        RunFormat::Text => run_result::text_result(outcome, ctx),
+        RunFormat::Json => format!("{}\n", run_result::json_result(outcome, ctx)),
+        RunFormat::StreamJson => format!(
+            "{}\n",
+            delta::stream::finished(run_result::json_result(outcome, ctx))
+        ),
+        RunFormat::Raw => run_result::raw_result(outcome),
     }
 }
 
@@ -51,11 +70,19 @@ pub fn error_json(error: &CliError) -> Value {
     })
 }
 
-/// Passes `result` on; with `--format json`, an error is also printed as a result object on stdout
-/// (the message stays on stderr too), so that a script reading stdout always gets one.
-pub fn with_json_error(format: Format, result: Result<Exit, CliError>) -> Result<Exit, CliError> {
-    if let (Format::Json, Err(error)) = (format, &result) {
-        print_out(&format!("{}\n", error_json(error)));
+/// Passes `result` on; with `--format json` (or `stream-json`), an error is also printed as a
+/// result object on stdout (the message stays on stderr too), so that a script reading stdout always
+/// gets one.
+pub fn with_json_error(
+    format: RunFormat,
+    result: Result<Exit, CliError>,
+) -> Result<Exit, CliError> {
+    match (format, &result) {
+        (RunFormat::Json, Err(error)) => print_out(&format!("{}\n", error_json(error))),
+        (RunFormat::StreamJson, Err(error)) => {
+            print_out(&format!("{}\n", delta::stream::finished(error_json(error))))
+        }
+        _ => {}
     }
     result
 }

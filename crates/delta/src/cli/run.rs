@@ -9,7 +9,7 @@ use delta::runner::{NewRun, Request};
 use delta::workspace;
 
 use super::report::{self, Flags, agent_error, clock_and_ids, show_agent};
-use super::result::Format;
+use super::result::RunFormat;
 use super::terminal;
 use super::{CliError, Exit};
 
@@ -57,9 +57,9 @@ pub struct RunArgs {
     #[arg(short = 'y', long)]
     yes: bool,
 
-    /// What to print on stdout when the run stops.
+    /// What to print on stdout.
     #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    format: RunFormat,
 
     /// Keep every LLM exchange as DIR/turn-<n>.json (for --playback later).
     #[arg(long, value_name = "DIR", conflicts_with = "playback")]

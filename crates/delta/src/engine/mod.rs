@@ -68,6 +68,8 @@ pub enum Progress {
     Executing(usize),
     /// A tool is about to run.
     ToolCall {
+        /// The call id.
+        id: String,
         /// Tool name.
         name: String,
         /// Its arguments.
@@ -75,6 +77,10 @@ pub enum Progress {
     },
     /// A tool finished.
     ToolDone {
+        /// The call id.
+        id: String,
+        /// How long it ran.
+        duration_ms: u64,
         /// Exit code.
         exit_code: i32,
         /// Whether it succeeded.
@@ -101,6 +107,21 @@ pub enum Progress {
     },
     /// The model asks the human something (interactive mode shows it).
     Question(String),
+    /// The run stops to wait for the answer to this question.
+    Paused(String),
+    /// The oldest part of the conversation was replaced to fit the context window.
+    Compacted {
+        /// `summarize` or `truncate`.
+        strategy: String,
+        /// Model answers replaced.
+        iterations: u64,
+        /// Estimated tokens before.
+        tokens_before: u64,
+        /// Estimated tokens after.
+        tokens_after: u64,
+        /// What happened, in a line.
+        note: String,
+    },
     /// Something worth a line (skipped context sources, the iteration limit).
     Note(String),
 }

@@ -136,3 +136,185 @@ fn format_json_prints_a_result_object_also_when_the_run_cannot_start() {
         (Some("COMPLETED"), &serde_json::json!(false))
     );
 }
+
+/// The documented fields of each `stream-json` line type, with their JSON kinds (`?`: or null).
+const STREAM_SCHEMA: &[(&str, &[(&str, &str)])] = &[
+    (
+        "run_started",
+        &[
+            ("run_id", "string"),
+            ("workspace", "string"),
+            ("agent", "string"),
+            ("model", "string?"),
+            ("resuming", "string?"),
+            ("max_iterations", "number"),
+        ],
+    ),
+    (
+        "iteration",
+        &[
+            ("n", "number"),
+            ("max", "number"),
+            ("run_iteration", "number"),
+        ],
+    ),
+    ("model_request", &[]),
+    ("model_text", &[("text", "string")]),
+    (
+        "tool_started",
+        &[
+            ("id", "string"),
+            ("name", "string"),
+            ("arguments", "object"),
+        ],
+    ),
+    (
+        "tool_finished",
+        &[
+            ("id", "string"),
+            ("name", "string"),
+            ("exit_code", "number"),
+            ("success", "bool"),
+            ("stopped", "string?"),
+            ("duration_ms", "number"),
+            ("output_chars", "number"),
+            ("preview", "string?"),
+        ],
+    ),
+    ("tool_not_found", &[("name", "string")]),
+    ("tool_error", &[("message", "string")]),
+    (
+        "hook",
+        &[
+            ("name", "string"),
+            ("status", "string"),
+            ("problems", "array"),
+        ],
+    ),
+    (
+        "question_asked",
+        &[("prompt", "string"), ("waiting", "bool")],
+    ),
+    (
+        "compaction",
+        &[
+            ("strategy", "string"),
+            ("iterations", "number"),
+            ("tokens_before", "number"),
+            ("tokens_after", "number"),
+        ],
+    ),
+    ("note", &[("text", "string")]),
+    ("run_finished", &[("result", "object")]),
+];
+
+/// Parses every line of `stdout` and checks it against [`STREAM_SCHEMA`]: the lines.
+fn stream_lines(stdout: &str) -> Vec<serde_json::Value> {
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for line in &lines {
+        let kind = line["type"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no type: {line}"));
+        let (_, fields) = STREAM_SCHEMA
+            .iter()
+            .find(|(t, _)| *t == kind)
+            .unwrap_or_else(|| panic!("undocumented type {kind}: {line}"));
+        let object = line.as_object().unwrap();
+        assert_eq!(object.len(), fields.len() + 1, "fields of {line}");
+        for (field, expected) in *fields {
+            let value = &line[*field];
+            let ok = match expected.trim_end_matches('?') {
+                "string" => value.is_string(),
+                "number" => value.is_number(),
+                "bool" => value.is_boolean(),
+                "object" => value.is_object(),
+                "array" => value.is_array(),
+                other => panic!("schema kind {other}"),
+            } || (expected.ends_with('?') && value.is_null());
+            assert!(ok, "{kind}.{field} should be {expected}: {line}");
+        }
+    }
+    lines
+}
+
+fn types(lines: &[serde_json::Value]) -> Vec<&str> {
+    lines.iter().map(|l| l["type"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn stream_json_lines_follow_the_schema_through_tools_a_question_and_a_failure() {
+    use serde_json::json;
+    use testkit::ToolCallSpec;
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ToolCallSpec::new("c1", "echo", json!({"message": "hi"})),
+            ToolCallSpec::new("c2", "nope", json!({})),
+        ])
+        .with_text("Working on it."),
+        Reply::tool_call("c3", "ask_human", json!({"prompt": "Go on?"})),
+        Reply::error(400, "the model gave up"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "stream it", &["--format", "stream-json"]);
+    assert_eq!(out.code, 101, "{}", out.stderr);
+    let lines = stream_lines(&out.stdout);
+    assert_eq!(
+        types(&lines),
+        [
+            "run_started",
+            "iteration",
+            "model_request",
+            "model_text",
+            "tool_started",
+            "tool_finished",
+            "tool_started",
+            "tool_not_found",
+            "iteration",
+            "model_request",
+            "tool_started",
+            "question_asked",
+            "run_finished"
+        ]
+    );
+    assert_eq!(lines[5]["name"], "echo");
+    assert_eq!(lines[5]["id"], "c1");
+    assert_eq!(lines[11]["prompt"], "Go on?");
+    assert_eq!(lines[11]["waiting"], true);
+    let result = &lines[12]["result"];
+    assert_eq!(result["status"], "WAITING_FOR_INPUT");
+    assert_eq!(result["interaction"]["prompt"], "Go on?");
+    // The answer goes to a model that fails: the run ends FAILED, said in its last line.
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args([
+        "continue",
+        "-w",
+        "ws",
+        "-m",
+        "yes",
+        "--format",
+        "stream-json",
+    ]);
+    let out = output(cmd);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let lines = stream_lines(&out.stdout);
+    assert_eq!(lines[0]["resuming"], "WAITING_FOR_INPUT");
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "run_finished");
+    assert_eq!(last["result"]["status"], "FAILED");
+    assert_eq!(last["result"]["is_error"], true);
+    assert!(
+        last["result"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the model gave up")
+    );
+    // A run that cannot start has one line: its result.
+    let out = sb.run(None, "no key", &["--format", "stream-json"]);
+    let lines = stream_lines(&out.stdout);
+    assert_eq!(types(&lines), ["run_finished"]);
+    assert_eq!(lines[0]["result"]["is_error"], true);
+    assert_eq!(lines[0]["result"]["exit_code"], out.code);
+}
