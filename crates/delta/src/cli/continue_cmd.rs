@@ -1,5 +1,6 @@
 //! `delta continue`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -129,15 +130,45 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
         };
         return fleet::continue_in_store(cont, &flags, clock, ids);
     }
+    let run_id = match (&args.run_id, &args.work_dir) {
+        (None, Some(dir)) => pick_run(dir)?,
+        _ => args.run_id,
+    };
     let request = Request::Continue(Continue {
         workspace: match args.work_dir {
             Some(dir) => WorkspaceRef::Dir(dir),
             None => WorkspaceRef::Last,
         },
-        run_id: args.run_id,
+        run_id,
         message,
         with_file: args.with_file,
         fork_at: args.from_iteration,
     });
     report::execute(request, &flags, clock, ids)
+}
+
+/// Which run of the workspace `dir` to continue when `--run-id` is not given and it has several:
+/// the user's choice on a terminal; otherwise the newest (as `LATEST` names it), said on stderr.
+fn pick_run(dir: &std::path::Path) -> Result<Option<String>, CliError> {
+    let ws = std::env::current_dir().unwrap_or_default().join(dir);
+    let Ok(runs) = delta::runs::list(&ws) else {
+        return Ok(None);
+    };
+    if runs.len() < 2 {
+        return Ok(None);
+    }
+    if std::io::stdin().is_terminal() {
+        let interrupt = super::terminal::install_signal_handlers()?;
+        return super::terminal::choose_run(&runs, &interrupt).map(Some);
+    }
+    if let Some(latest) = delta::runs::latest(&ws) {
+        super::eprint_line(&format!(
+            "Continuing run {} (the latest of {} runs in {}; --run-id picks another, delta list-runs -w {} lists them)",
+            latest.run_id,
+            runs.len(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(None)
 }

@@ -318,3 +318,102 @@ fn stream_json_lines_follow_the_schema_through_tools_a_question_and_a_failure() 
     assert_eq!(lines[0]["result"]["is_error"], true);
     assert_eq!(lines[0]["result"]["exit_code"], out.code);
 }
+
+/// A workspace with two completed runs, `older` then `newer` (an hour later).
+fn two_runs(server: &ScriptedServer) -> Sandbox {
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    for (id, now) in [
+        ("older", "2026-01-02T03:04:05Z"),
+        ("newer", "2026-01-02T04:04:05Z"),
+    ] {
+        let mut cmd = sb.delta(Some(server));
+        cmd.args([
+            "run",
+            "--agent",
+            "agent",
+            "-w",
+            "ws",
+            "-m",
+            &format!("task {id}"),
+        ])
+        .args(["--run-id", id])
+        .env("DELTA_TEST_NOW", now);
+        let out = output(cmd);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    sb
+}
+
+fn user_messages(sb: &Sandbox, run: &str) -> Vec<String> {
+    crate::support::read_jsonl(&sb.ws().join(".delta").join(run).join("journal.jsonl"))
+        .iter()
+        .filter(|e| e["type"] == "USER_MESSAGE")
+        .map(|e| e["payload"]["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn without_a_terminal_continue_says_which_of_several_runs_it_took() {
+    let server = ScriptedServer::start((0..3).map(|i| Reply::text(&format!("answer {i}"))));
+    let sb = two_runs(&server);
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "more"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("Continuing run newer (the latest of 2 runs in ws; --run-id picks another"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(user_messages(&sb, "newer"), ["task newer", "more"]);
+}
+
+#[test]
+fn on_a_terminal_continue_offers_the_runs_to_choose_from() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIPPED scripting::on_a_terminal_continue_offers_the_runs_to_choose_from: needs util-linux script (a pseudo-terminal)"
+        );
+        return;
+    }
+    let server = ScriptedServer::start((0..3).map(|i| Reply::text(&format!("answer {i}"))));
+    let sb = two_runs(&server);
+    // `script` gives delta a pseudo-terminal; the choice (2: the older run) is typed into it.
+    let delta = sb.delta(Some(&server));
+    let mut script = std::process::Command::new("script");
+    script
+        .current_dir(sb.root.path())
+        .args([
+            "-qec",
+            &format!("{} continue -w ws -m again", env!("CARGO_BIN_EXE_delta")),
+        ])
+        .arg("/dev/null")
+        .envs(delta.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    let out = with_stdin(script, "2\n");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("Multiple runs found. Which to continue?"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("1. 2026-01-02 04:04 (COMPLETED) - \"task newer\""),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("2. 2026-01-02 03:04 (COMPLETED) - \"task older\""),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(user_messages(&sb, "older"), ["task older", "again"]);
+    assert_eq!(user_messages(&sb, "newer"), ["task newer"]);
+}
