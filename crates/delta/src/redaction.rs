@@ -79,6 +79,7 @@ pub fn scrub_progress(redactor: &Redactor, mut progress: Progress) -> Progress {
         | Progress::ToolError(text)
         | Progress::Question(text)
         | Progress::Paused(text)
+        | Progress::TextDelta(text)
         | Progress::Note(text) => scrub(redactor, text),
         Progress::Compacted { note, .. } => scrub(redactor, note),
         Progress::ToolCall { id, name, args } => {
@@ -93,7 +94,10 @@ pub fn scrub_progress(redactor: &Redactor, mut progress: Progress) -> Progress {
             }
         }
         Progress::Hook { problems, .. } => problems.iter_mut().for_each(|p| scrub(redactor, p)),
-        Progress::Iteration { .. } | Progress::Thinking | Progress::Executing(_) => {}
+        Progress::Iteration { .. }
+        | Progress::Thinking
+        | Progress::Executing(_)
+        | Progress::Waiting { .. } => {}
     }
     progress
 }

@@ -69,7 +69,10 @@ impl<F: FnMut(&Value)> StreamJson<F> {
             } => json!({"type": "iteration", "n": n, "max": max, "run_iteration": run_iteration}),
             Progress::Thinking => json!({"type": "model_request"}),
             Progress::Thought(text) => json!({"type": "model_text", "text": text}),
-            Progress::Executing(_) => Value::Null,
+            // The whole text comes as `model_text`; waits show in the lines' order.
+            Progress::Executing(_) | Progress::TextDelta(_) | Progress::Waiting { .. } => {
+                Value::Null
+            }
             Progress::ToolCall { id, name, args } => {
                 self.names.insert(id.clone(), name.clone());
                 json!({"type": "tool_started", "id": id, "name": name, "arguments": args})

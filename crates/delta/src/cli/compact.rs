@@ -53,6 +53,7 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
     let (clock, ids) = clock_and_ids()?;
     let interrupt = terminal::install_signal_handlers()?;
     let flags = Flags {
+        quiet: false,
         model: None,
         max_iterations: None,
         interactive: false,
@@ -63,7 +64,7 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
         },
         mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
     };
-    let mut console = Console { verbose: false };
+    let mut console = Console::new(false, false, false);
     let mut host = CliHost::new(&flags, clock);
     host.quiet = true;
     let runner = Runner {

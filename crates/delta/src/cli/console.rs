@@ -7,9 +7,82 @@ use serde_json::Value;
 use super::eprint_line;
 
 /// Prints engine progress on stderr.
+#[derive(Debug, Default)]
 pub struct Console {
     /// Show hook runs and other details.
     pub verbose: bool,
+    /// Print nothing (`-q`).
+    pub quiet: bool,
+    /// stderr is a terminal: a wait is shown on one line, rewritten each second.
+    pub tty: bool,
+    /// A streamed answer is being printed (the line is open).
+    streaming: bool,
+    /// The wait line is on the screen.
+    waiting: bool,
+}
+
+impl Console {
+    /// A console: details with `verbose`, nothing with `quiet`, waits shown on a terminal (`tty`).
+    pub fn new(verbose: bool, quiet: bool, tty: bool) -> Self {
+        Self {
+            verbose,
+            quiet,
+            tty,
+            ..Self::default()
+        }
+    }
+
+    /// Writes `text` on stderr as it is (no line break), control characters escaped.
+    fn write(text: &str) {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{}", llm::terminal_safe(text));
+        let _ = err.flush();
+    }
+
+    /// Handles the events that print part of a line; `false` for the others, which print lines.
+    fn partial(&mut self, event: &Progress) -> bool {
+        match event {
+            Progress::Waiting { seconds } => {
+                if self.tty && !self.streaming {
+                    Self::write(&format!("\r⏳ Waiting for the model... {seconds} s"));
+                    self.waiting = true;
+                }
+                true
+            }
+            Progress::TextDelta(text) => {
+                self.clear_wait();
+                if !self.streaming {
+                    Self::write("💭 ");
+                    self.streaming = true;
+                }
+                Self::write(text);
+                true
+            }
+            Progress::Thought(_) if self.streaming => {
+                // Its text is on the screen already.
+                Self::write("\n");
+                self.streaming = false;
+                true
+            }
+            _ => {
+                self.clear_wait();
+                if self.streaming {
+                    Self::write("\n");
+                    self.streaming = false;
+                }
+                false
+            }
+        }
+    }
+
+    /// Removes the wait line.
+    fn clear_wait(&mut self) {
+        if self.waiting {
+            Self::write("\r\x1b[K");
+            self.waiting = false;
+        }
+    }
 }
 
 fn short(value: &Value) -> String {
@@ -36,6 +109,9 @@ pub fn call_preview(name: &str, args: &Value) -> String {
 
 impl Observer for Console {
     fn progress(&mut self, event: Progress) {
+        if self.quiet || self.partial(&event) {
+            return;
+        }
         match event {
             Progress::Iteration {
                 n,
@@ -102,8 +178,8 @@ impl Observer for Console {
             Progress::Note(text) | Progress::Compacted { note: text, .. } => {
                 eprint_line(&format!("⚠️  {text}"))
             }
-            // The result says it, once the run has stopped.
-            Progress::Paused(_) => {}
+            // The result says it, once the run has stopped; the others were handled above.
+            Progress::Paused(_) | Progress::TextDelta(_) | Progress::Waiting { .. } => {}
         }
     }
 }

@@ -87,6 +87,10 @@ pub struct ContinueArgs {
     #[arg(short, long)]
     verbose: bool,
 
+    /// Quiet: no progress or notices on stderr, only errors (the result still goes to stdout).
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+
     /// Answer ask_human questions on the terminal instead of pausing the run.
     #[arg(short, long)]
     interactive: bool,
@@ -113,6 +117,7 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
     let message = super::message_arg(args.message)?;
     let flags = Flags {
+        quiet: args.quiet,
         max_iterations: args.max_iterations,
         model: args.model,
         interactive: args.interactive,

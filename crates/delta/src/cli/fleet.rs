@@ -194,7 +194,7 @@ impl Crew for CliCrew<'_> {
 
     fn observer(&self) -> Box<dyn Observer + '_> {
         if self.flags.verbose {
-            Box::new(Console { verbose: true })
+            Box::new(Console::new(true, false, false))
         } else {
             Box::new(Silent)
         }
@@ -251,6 +251,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<Exit, CliError> {
     let shutdown = terminal::install_signal_handlers()?;
     let lease = Duration::from_secs_f64(args.lease);
     let flags = Flags {
+        quiet: false,
         model: None,
         max_iterations: None,
         interactive: false,

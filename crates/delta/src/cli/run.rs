@@ -49,6 +49,10 @@ pub struct RunArgs {
     #[arg(short, long)]
     verbose: bool,
 
+    /// Quiet: no progress or notices on stderr, only errors (the result still goes to stdout).
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+
     /// Answer ask_human questions on the terminal instead of pausing the run.
     #[arg(short, long)]
     interactive: bool,
@@ -133,6 +137,7 @@ fn run(args: RunArgs) -> Result<Exit, CliError> {
         run_id: args.run_id,
     }));
     let flags = Flags {
+        quiet: args.quiet,
         max_iterations: args.max_iterations,
         model: args.model,
         interactive: args.interactive,

@@ -151,6 +151,7 @@ impl Runner<'_> {
             recovered,
             resuming,
             upstream: self.options.upstream.clone(),
+            stream_text: self.options.stream_text,
         };
         let human = if self.options.interactive {
             self.human

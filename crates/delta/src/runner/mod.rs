@@ -93,6 +93,8 @@ pub struct Options {
     pub max_iterations: Option<u32>,
     /// The model to ask instead of the agent's `llm.model` (`--model`, `DELTA_MODEL`).
     pub model: Option<String>,
+    /// Report the model's text as it arrives, where the server can stream (for a terminal).
+    pub stream_text: bool,
     /// Answer `ask_human` through the [`HumanInput`] given to the runner.
     pub interactive: bool,
     /// The environment before `.env` files are added (usually the process environment).

@@ -417,3 +417,109 @@ fn on_a_terminal_continue_offers_the_runs_to_choose_from() {
     assert_eq!(user_messages(&sb, "older"), ["task older", "again"]);
     assert_eq!(user_messages(&sb, "newer"), ["task newer"]);
 }
+
+/// `delta ARGS` in the sandbox on a pseudo-terminal (`script`): what the terminal showed, or `None`
+/// (after a SKIPPED line) without util-linux's `script`.
+fn on_terminal(
+    sb: &Sandbox,
+    server: &ScriptedServer,
+    args: &str,
+) -> Option<crate::support::Output> {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED a terminal test: needs util-linux script (a pseudo-terminal)");
+        return None;
+    }
+    let delta = sb.delta(Some(server));
+    let mut script = std::process::Command::new("script");
+    script
+        .current_dir(sb.root.path())
+        .args(["-qec", &format!("{} {args}", env!("CARGO_BIN_EXE_delta"))])
+        .arg("/dev/null")
+        .envs(delta.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    Some(output(script))
+}
+
+#[test]
+fn on_a_terminal_the_models_text_streams_and_a_server_that_cannot_stream_is_asked_again() {
+    let server = ScriptedServer::start([
+        Reply::text("The answer comes in small pieces.").fragment(3),
+        // Extending the run: this server closes streamed requests without a word.
+        Reply::empty_ok(),
+        Reply::text("Asked plainly, it answers."),
+        Reply::text("And plainly again."),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let Some(out) = on_terminal(&sb, &server, "run --agent agent -w ws -m go") else {
+        return;
+    };
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("💭 The answer comes in small pieces."),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout.matches("small pieces").count(),
+        2,
+        "shown once, then in the result: {}",
+        out.stdout
+    );
+    let out = on_terminal(&sb, &server, "continue -w ws -m more").unwrap();
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("Asked plainly, it answers."),
+        "{}",
+        out.stdout
+    );
+    let streamed: Vec<bool> = bodies(&server)
+        .iter()
+        .map(|b| b["stream"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(streamed, [true, true, false]);
+    // Without a terminal nothing is streamed.
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "again"]);
+    assert_eq!(output(cmd).code, 0);
+    assert_eq!(bodies(&server)[3]["stream"].as_bool(), None);
+}
+
+#[test]
+fn on_a_terminal_a_long_wait_for_the_model_is_counted() {
+    let server = ScriptedServer::start([
+        Reply::text("finally").delay(std::time::Duration::from_millis(2300))
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let Some(out) = on_terminal(&sb, &server, "run --agent agent -w ws -m go") else {
+        return;
+    };
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    for second in ["1 s", "2 s"] {
+        assert!(
+            out.stdout
+                .contains(&format!("Waiting for the model... {second}")),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn quiet_leaves_only_the_result() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", serde_json::json!({"message": "hi"})),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "go", &["-q", "--format", "raw"]);
+    assert_eq!(out.code, 0);
+    assert_eq!(out.stderr, "");
+    assert_eq!(out.stdout, "done\n");
+    // Errors are still said.
+    let out = sb.run(None, "go", &["-q"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("API key"), "{}", out.stderr);
+}
