@@ -98,34 +98,42 @@ impl<F: FnMut(&Value)> StreamJson<F> {
             }),
             Progress::ToolNotFound(name) => json!({"type": "tool_not_found", "name": name}),
             Progress::ToolError(message) => json!({"type": "tool_error", "message": message}),
-            Progress::Hook {
-                name,
-                status,
-                problems,
-            } => {
-                json!({"type": "hook", "name": name.as_str(), "status": status, "problems": problems})
-            }
-            Progress::Question(prompt) => {
-                json!({"type": "question_asked", "prompt": prompt, "waiting": false})
-            }
-            Progress::Paused(prompt) => {
-                json!({"type": "question_asked", "prompt": prompt, "waiting": true})
-            }
-            Progress::Compacted {
-                strategy,
-                iterations,
-                tokens_before,
-                tokens_after,
-                ..
-            } => json!({
-                "type": "compaction",
-                "strategy": strategy,
-                "iterations": iterations,
-                "tokens_before": tokens_before,
-                "tokens_after": tokens_after,
-            }),
-            Progress::Note(text) => json!({"type": "note", "text": text}),
+            other => other_line(other),
         }
+    }
+}
+
+/// The lines of hooks, questions, compactions and notes.
+fn other_line(progress: Progress) -> Value {
+    match progress {
+        Progress::Hook {
+            name,
+            status,
+            problems,
+        } => {
+            json!({"type": "hook", "name": name.as_str(), "status": status, "problems": problems})
+        }
+        Progress::Question(prompt) => {
+            json!({"type": "question_asked", "prompt": prompt, "waiting": false})
+        }
+        Progress::Paused(prompt) => {
+            json!({"type": "question_asked", "prompt": prompt, "waiting": true})
+        }
+        Progress::Compacted {
+            strategy,
+            iterations,
+            tokens_before,
+            tokens_after,
+            ..
+        } => json!({
+            "type": "compaction",
+            "strategy": strategy,
+            "iterations": iterations,
+            "tokens_before": tokens_before,
+            "tokens_after": tokens_after,
+        }),
+        Progress::Note(text) => json!({"type": "note", "text": text}),
+        _ => Value::Null,
     }
 }
 

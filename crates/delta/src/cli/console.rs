@@ -135,24 +135,7 @@ impl Observer for Console {
                 chars,
                 stopped,
                 ..
-            } => {
-                let shown = preview
-                    .map(|p| format!("\"{p}\""))
-                    .unwrap_or_else(|| "(no output)".into());
-                if let Some(why) = stopped {
-                    let mut why = why;
-                    if let Some(first) = why.get_mut(..1) {
-                        first.make_ascii_uppercase();
-                    }
-                    eprint_line(&format!("  ✗ {why}: {shown}"));
-                } else if success {
-                    eprint_line(&format!(
-                        "  ✓ Output: {shown} ({chars} chars, exit {exit_code})"
-                    ));
-                } else {
-                    eprint_line(&format!("  ✗ Failed: {shown} (exit {exit_code})"));
-                }
-            }
+            } => eprint_line(&tool_done(exit_code, success, preview, chars, stopped)),
             Progress::ToolNotFound(name) => eprint_line(&format!("  ❌ Tool not found: {name}")),
             Progress::ToolError(message) => eprint_line(&format!("  ❌ {message}")),
             Progress::Hook {
@@ -181,6 +164,29 @@ impl Observer for Console {
             // The result says it, once the run has stopped; the others were handled above.
             Progress::Paused(_) | Progress::TextDelta(_) | Progress::Waiting { .. } => {}
         }
+    }
+}
+
+/// The line for a finished tool: its output's start, or why it was stopped or failed.
+fn tool_done(
+    exit_code: i32,
+    success: bool,
+    preview: Option<String>,
+    chars: usize,
+    stopped: Option<String>,
+) -> String {
+    let shown = preview
+        .map(|p| format!("\"{p}\""))
+        .unwrap_or_else(|| "(no output)".into());
+    if let Some(mut why) = stopped {
+        if let Some(first) = why.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        format!("  ✗ {why}: {shown}")
+    } else if success {
+        format!("  ✓ Output: {shown} ({chars} chars, exit {exit_code})")
+    } else {
+        format!("  ✗ Failed: {shown} (exit {exit_code})")
     }
 }
 

@@ -140,37 +140,37 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
             if list.is_empty() {
                 eprint_line("No runs found.");
             }
-            let mut out = String::new();
-            for r in &list {
-                let m = &r.metadata;
-                let task: String = m.task.chars().take(60).collect();
-                let ellipsis = if m.task.chars().count() > 60 {
-                    "..."
-                } else {
-                    ""
-                };
-                let crashed = if r.crashed { " (crashed)" } else { "" };
-                out.push_str(&format!(
-                    "{}\nRun ID:     {}\nStatus:     {}{crashed}\nStart Time: {}\nEnd Time:   {}\nIterations: {}\nTask:       {task}{ellipsis}\n",
-                    "-".repeat(80),
-                    m.run_id,
-                    r.status,
-                    m.start_time,
-                    m.end_time.as_deref().unwrap_or("-"),
-                    m.iterations_completed,
-                ));
-                match outcome(r) {
-                    (Some(answer), _) => {
-                        out.push_str(&format!("Answer:     {}\n", one_line(&answer, 100)));
-                    }
-                    (_, Some(question)) => {
-                        out.push_str(&format!("Question:   {}\n", one_line(&question, 100)));
-                    }
-                    _ => {}
-                }
-            }
-            print_out(&out);
+            print_out(&list.iter().map(text_block).collect::<String>());
         }
     }
     Ok(())
+}
+
+/// A run as `--format text` shows it: a rule, then a line per fact.
+fn text_block(r: &RunSummary) -> String {
+    let m = &r.metadata;
+    let task: String = m.task.chars().take(60).collect();
+    let ellipsis = if m.task.chars().count() > 60 {
+        "..."
+    } else {
+        ""
+    };
+    let crashed = if r.crashed { " (crashed)" } else { "" };
+    let mut out = format!(
+        "{}\nRun ID:     {}\nStatus:     {}{crashed}\nStart Time: {}\nEnd Time:   {}\nIterations: {}\nTask:       {task}{ellipsis}\n",
+        "-".repeat(80),
+        m.run_id,
+        r.status,
+        m.start_time,
+        m.end_time.as_deref().unwrap_or("-"),
+        m.iterations_completed,
+    );
+    match outcome(r) {
+        (Some(answer), _) => out.push_str(&format!("Answer:     {}\n", one_line(&answer, 100))),
+        (_, Some(question)) => {
+            out.push_str(&format!("Question:   {}\n", one_line(&question, 100)));
+        }
+        _ => {}
+    }
+    out
 }

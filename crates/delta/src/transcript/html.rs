@@ -103,6 +103,13 @@ fn header(t: &Transcript) -> String {
         fact("Note", "its process died while it was running");
     }
     out.push_str("</dl>\n");
+    out.push_str(&boxes(t));
+    out
+}
+
+/// The final answer, the pending question, or why the run failed, in a box.
+fn boxes(t: &Transcript) -> String {
+    let mut out = String::new();
     if let Some(answer) = &t.final_answer {
         let _ = writeln!(
             out,

@@ -209,6 +209,28 @@ pub struct ToolEntry {
 }
 
 impl ToolEntry {
+    /// A call asked for, without its result yet.
+    fn requested(
+        time: String,
+        action_id: String,
+        name: String,
+        arguments: Value,
+        command: String,
+    ) -> Self {
+        Self {
+            time,
+            action_id,
+            name,
+            arguments,
+            command,
+            status: None,
+            exit_code: None,
+            duration_ms: None,
+            output: String::new(),
+            record: None,
+        }
+    }
+
     /// Its outcome, exit code and duration, for people (`failed`, `exit 3`, `12 ms`).
     pub fn facts(&self) -> Vec<String> {
         let mut facts = vec![
@@ -379,30 +401,22 @@ impl<'r> Builder<'r> {
                 llm_invocation_ref,
                 tool_calls,
                 usage,
-            } => self.model_answer(
-                time,
-                content,
-                &llm_invocation_ref,
-                tool_calls.map_or(0, |c| c.len()),
-                usage,
-            ),
+            } => {
+                let calls = tool_calls.map_or(0, |c| c.len());
+                self.model_answer(time, content, &llm_invocation_ref, calls, usage)
+            }
             Event::ActionRequest {
                 action_id,
                 tool_name,
                 tool_args,
                 resolved_command,
-            } => Entry::Tool(ToolEntry {
+            } => Entry::Tool(ToolEntry::requested(
                 time,
                 action_id,
-                name: tool_name,
-                arguments: tool_args,
-                command: resolved_command,
-                status: None,
-                exit_code: None,
-                duration_ms: None,
-                output: String::new(),
-                record: None,
-            }),
+                tool_name,
+                tool_args,
+                resolved_command,
+            )),
             Event::ActionResult {
                 action_id,
                 status,
@@ -412,38 +426,9 @@ impl<'r> Builder<'r> {
                 self.tool_result(&action_id, status, observation_content, &execution_ref);
                 return;
             }
-            Event::SystemMessage { level, content } => Entry::Note {
-                time,
-                level,
-                text: content,
-            },
-            Event::HookExecutionAudit {
-                hook_name,
-                status: events::HookStatus::Failed,
-                ..
-            } => Entry::HookFailed {
-                time,
-                name: hook_name,
-            },
-            Event::HookExecutionAudit { .. } => return,
-            Event::Compaction {
-                strategy,
-                iterations,
-                summary,
-                tokens_before,
-                tokens_after,
-                ..
-            } => Entry::Compaction(CompactionEntry {
-                time,
-                strategy,
-                iterations,
-                summary,
-                tokens_before,
-                tokens_after,
-            }),
-            Event::RunEnd { status } => Entry::End {
-                time,
-                status: format!("{status:?}").to_uppercase(),
+            other => match Entry::other(time, other) {
+                Some(entry) => entry,
+                None => return,
             },
         };
         self.entries.push(entry);
@@ -573,6 +558,45 @@ fn uuid_time(id: &str) -> Option<String> {
 }
 
 impl Entry {
+    /// The entry of a note, a failed hook, a compaction or the run's end (`None` for anything else).
+    fn other(time: String, event: Event) -> Option<Self> {
+        Some(match event {
+            Event::SystemMessage { level, content } => Self::Note {
+                time,
+                level,
+                text: content,
+            },
+            Event::HookExecutionAudit {
+                hook_name,
+                status: events::HookStatus::Failed,
+                ..
+            } => Self::HookFailed {
+                time,
+                name: hook_name,
+            },
+            Event::Compaction {
+                strategy,
+                iterations,
+                summary,
+                tokens_before,
+                tokens_after,
+                ..
+            } => Self::Compaction(CompactionEntry {
+                time,
+                strategy,
+                iterations,
+                summary,
+                tokens_before,
+                tokens_after,
+            }),
+            Event::RunEnd { status } => Self::End {
+                time,
+                status: format!("{status:?}").to_uppercase(),
+            },
+            _ => return None,
+        })
+    }
+
     /// When it happened.
     pub fn time(&self) -> &str {
         match self {
