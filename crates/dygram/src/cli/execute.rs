@@ -126,6 +126,7 @@ pub fn describe(event: &ExecutionEvent) -> String {
             name,
             is_error,
             result,
+            ..
         } => {
             if *is_error {
                 format!("[{path}]   tool {name} (failed: {})", tool_error(result))
@@ -223,49 +224,11 @@ pub fn text_report(state: &ExecutionState) -> String {
     s
 }
 
-/// Highlighted diagram of the execution.
+/// Highlighted diagram of the execution (DOT, or Mermaid).
 pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
-    let visited = state.visited_nodes();
-    let mut all_visited: Vec<String> = Vec::new();
-    let mut taken = Vec::new();
-    for p in &state.paths {
-        for t in &p.history {
-            for n in [&t.from, &t.to] {
-                if !all_visited.contains(n) {
-                    all_visited.push(n.clone());
-                }
-            }
-            taken.push((t.from.clone(), t.to.clone()));
-        }
-        if !all_visited.contains(&p.current_node) {
-            all_visited.push(p.current_node.clone());
-        }
-    }
-    if all_visited.is_empty() {
-        all_visited = visited;
-    }
-    let current: Vec<String> = state
-        .paths
-        .iter()
-        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
-        .map(|p| p.current_node.clone())
-        .collect();
     match format {
-        ExecFormat::Mermaid => dygram::render::mermaid::to_mermaid_highlighted(
-            &state.machine_snapshot,
-            &all_visited,
-            &current,
-        ),
-        _ => {
-            let mut dot = dygram::render::dot::to_dot_highlighted(
-                &state.machine_snapshot,
-                &all_visited,
-                &current,
-                &taken,
-            );
-            dot.push('\n');
-            dot
-        }
+        ExecFormat::Mermaid => dygram::render::execution::to_mermaid(state),
+        _ => dygram::render::execution::to_dot(state),
     }
 }
 

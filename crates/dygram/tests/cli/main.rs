@@ -25,6 +25,7 @@ mod status;
 mod store;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
+mod views;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")

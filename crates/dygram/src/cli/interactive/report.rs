@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use dygram::runtime::executor::ExecutionEvent;
-use dygram::runtime::state::{ExecutionState, PathStatus, Status};
+use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{Metadata, Report, Session};
 
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
@@ -85,14 +85,7 @@ pub fn exit_for(status: Status, waiting: bool) -> Exit {
 }
 
 pub fn current_nodes(state: &ExecutionState) -> Vec<String> {
-    let mut v: Vec<String> = state
-        .paths
-        .iter()
-        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
-        .map(|p| p.current_node.clone())
-        .collect();
-    v.dedup();
-    v
+    state.current_nodes()
 }
 
 fn final_results(id: &str, state: &ExecutionState, meta: &Metadata) -> String {
@@ -266,6 +259,7 @@ fn event_json(e: &ExecutionEvent) -> Option<Value> {
             name,
             is_error,
             result,
+            ..
         } => {
             json!({"type": "tool", "path": path, "name": name, "isError": is_error, "result": result})
         }

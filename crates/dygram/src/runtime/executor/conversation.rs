@@ -280,6 +280,7 @@ impl Executor<'_> {
             self.events.push(ExecutionEvent::ToolCall {
                 path: id.clone(),
                 name: name.clone(),
+                input: args.clone(),
                 is_error,
                 result: content.clone(),
             });

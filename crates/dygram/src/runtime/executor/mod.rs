@@ -121,6 +121,8 @@ pub enum ExecutionEvent {
         path: String,
         /// Tool.
         name: String,
+        /// The arguments the model gave.
+        input: Value,
         /// Whether it failed.
         is_error: bool,
         /// The result (JSON text).
