@@ -1,4 +1,5 @@
 use super::*;
+use std::ffi::OsString;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exit {
@@ -93,4 +94,46 @@ fn usage_and_failure_use_the_tools_codes() {
         .maybe_hint(Some("y".into()));
     assert_eq!(err.hints(), ["y"]);
     assert_eq!(err.to_string(), "x");
+}
+
+#[test]
+fn an_error_as_json_has_its_kind_message_hints_and_exit_code() {
+    let e = CliError::<Exit>::new("no key")
+        .hint("set KEY")
+        .kind("missing_api_key");
+    assert_eq!(
+        e.to_json(),
+        serde_json::json!({"is_error": true, "kind": "missing_api_key", "message": "no key",
+            "causes": [], "hints": ["set KEY"], "exit_code": 1})
+    );
+    assert_eq!(CliError::<Exit>::usage("bad").kind_name(), "usage");
+    assert_eq!(CliError::<Exit>::new("bad").kind_name(), "failed");
+}
+
+#[test]
+fn json_is_asked_for_in_every_spelling_but_not_after_a_double_dash() {
+    let ask = |args: &[&str]| asks_for_json(&args.iter().map(OsString::from).collect::<Vec<_>>());
+    assert!(ask(&["dygram", "exec", "status", "--json"]));
+    assert!(ask(&["dygram", "e", "x.dy", "--format", "json"]));
+    assert!(ask(&["dygram", "e", "x.dy", "--format=stream-json"]));
+    assert!(!ask(&["dygram", "e", "x.dy", "--format", "text"]));
+    assert!(!ask(&["dygram", "e", "--", "--json"]));
+    assert!(!ask(&["dygram", "e", "x.dy", "--format"]));
+}
+
+#[derive(clap::Parser)]
+struct WithFormat {
+    #[command(flatten)]
+    format: FormatFlag,
+}
+
+#[test]
+fn format_json_and_the_older_json_flag_mean_the_same() {
+    use clap::Parser;
+    let parse = |args: &[&str]| WithFormat::try_parse_from(args).map(|w| w.format.is_json());
+    assert!(!parse(&["t"]).unwrap());
+    assert!(parse(&["t", "--format", "json"]).unwrap());
+    assert!(parse(&["t", "--json"]).unwrap());
+    assert!(!parse(&["t", "--format", "text"]).unwrap());
+    assert!(parse(&["t", "--format", "yaml"]).is_err());
 }

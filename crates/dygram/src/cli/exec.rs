@@ -1,5 +1,6 @@
 //! `dygram exec list|status|show|clean|rm`: the saved executions of `execute -i`.
 
+use cli_edge::FormatFlag;
 use serde_json::{Value, json};
 
 use dygram::runtime::state::ExecutionState;
@@ -13,7 +14,7 @@ use super::{CliError, Exit, Verbosity, print_out};
 /// Examples:
 ///   dygram exec list
 ///   dygram exec status            # the last execution
-///   dygram exec status my-session --json
+///   dygram exec status my-session --format json
 ///   dygram exec show my-session --format mermaid
 ///   dygram exec show my-session --format html > run.html
 ///   dygram exec clean             # remove completed executions
@@ -48,9 +49,9 @@ pub enum Action {
     /// List executions, most recent first, then folders set aside (corrupted or replaced ones).
     #[command(visible_alias = "ls")]
     List {
-        /// One JSON array on stdout.
-        #[arg(long)]
-        json: bool,
+        // json: one JSON array on stdout.
+        #[command(flatten)]
+        format: FormatFlag,
         /// List the executions shared through this PostgreSQL store instead (postgres://…; see
         /// `execute --store`).
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
@@ -62,9 +63,9 @@ pub enum Action {
     Status {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
-        /// One JSON object on stdout.
-        #[arg(long)]
-        json: bool,
+        // json: one JSON object on stdout.
+        #[command(flatten)]
+        format: FormatFlag,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -100,6 +101,16 @@ pub enum Action {
     },
 }
 
+impl ExecArgs {
+    pub fn json_output(&self) -> bool {
+        match &self.action {
+            Action::List { format, .. } | Action::Status { format, .. } => format.is_json(),
+            Action::Show { format, .. } => *format == ShowFormat::Json,
+            Action::Clean { .. } | Action::Rm { .. } => false,
+        }
+    }
+}
+
 fn store() -> Result<Executions, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
@@ -107,7 +118,13 @@ fn store() -> Result<Executions, CliError> {
 }
 
 fn error(e: SessionError) -> CliError {
-    match e {
+    let kind = match &e {
+        SessionError::NotFound(_) | SessionError::NoExecutions => "not_found",
+        SessionError::Busy { .. } => "busy",
+        SessionError::Corrupted { .. } => "corrupted",
+        _ => "failed",
+    };
+    let e = match e {
         SessionError::Reserved => CliError::usage(e.to_string())
             .hint("name the execution itself (`dygram exec status` shows which one `last` is)"),
         SessionError::InvalidId(_)
@@ -122,6 +139,11 @@ fn error(e: SessionError) -> CliError {
             CliError::new(e.to_string()).hint("start one with `dygram execute -i FILE`")
         }
         other => CliError::new(other.to_string()),
+    };
+    if e.exit() == Exit::Usage {
+        e
+    } else {
+        e.kind(kind)
     }
 }
 
@@ -161,24 +183,24 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
     let store = store()?;
     match args.action {
         Action::List {
-            json,
+            format,
             store: Some(url),
             ..
         } => {
             let shared = super::interactive::shared_store(&url)?;
             let all = shared.list().map_err(super::interactive::shared_error)?;
-            print_out(&list(&all, json));
+            print_out(&list(&all, format.is_json()));
             Ok(Exit::Ok)
         }
-        Action::List { json, .. } => {
-            print_out(&list(&store.list(), json));
+        Action::List { format, .. } => {
+            print_out(&list(&store.list(), format.is_json()));
             Ok(Exit::Ok)
         }
-        Action::Status { id, json, .. } => {
+        Action::Status { id, format, .. } => {
             let id = store.resolve(id.as_deref()).map_err(error)?;
             let m = store.metadata(&id).map_err(error)?;
             let nodes = store.current_nodes(&id);
-            if json {
+            if format.is_json() {
                 print_out(&format!("{}\n", status_json(&id, &m, &nodes, None)));
             } else {
                 print_out(&status_text(&id, &m, &nodes));

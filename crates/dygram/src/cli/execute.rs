@@ -250,7 +250,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     }
     let input = input::read(&args.file, true)?;
     let Some(machine) = machine_json(&input, args.no_imports, false, args.verbosity)? else {
-        return Ok(Exit::Failed);
+        return Err(super::invalid_machine());
     };
     let llm_client = client::build(&args.llm)?;
     let options = Options {
@@ -297,11 +297,14 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         other => print_out(&diagram(other, &state)),
     }
     if let Some(e) = failure {
-        let hint = match &e {
-            RuntimeError::NoClient { .. } => Some(client::missing_client_hint(args.llm.provider)),
-            _ => None,
+        let (hint, kind) = match &e {
+            RuntimeError::NoClient { .. } => (
+                Some(client::missing_client_hint(args.llm.provider)),
+                "missing_api_key",
+            ),
+            _ => (None, "failed"),
         };
-        let mut err = CliError::new(e.to_string());
+        let mut err = CliError::new(e.to_string()).kind(kind);
         if let Some(h) = hint {
             err = err.hint(h);
         }

@@ -61,6 +61,21 @@ enum Command {
     Exec(exec::ExecArgs),
 }
 
+impl Command {
+    /// Whether the command was asked for machine-readable output on stdout: then an error that
+    /// stops it is printed there too, as a result object ([`cli_edge::CliError::to_json`]).
+    fn json_output(&self) -> bool {
+        match self {
+            Self::ParseAndValidate(args) => args.json_output(),
+            Self::CheckImports(args) => args.json_output(),
+            Self::Batch(args) => args.json_output(),
+            Self::Execute(args) => args.format == execute::ExecFormat::Json,
+            Self::Exec(args) => args.json_output(),
+            Self::Generate(_) | Self::Bundle(_) => false,
+        }
+    }
+}
+
 /// Exit codes (see [`EXIT_CODES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -86,6 +101,14 @@ impl cli_edge::ExitStatus for Exit {
 
 /// An error shown at the edge: message, causes, hints, exit code (shared with delta).
 pub type CliError = cli_edge::CliError<Exit>;
+
+/// The error of a command whose machine has errors: they were shown on stderr already, so it
+/// adds nothing there (exit 1, and the result object of `--format json`).
+fn invalid_machine() -> CliError {
+    CliError::new("the machine has errors")
+        .kind("invalid_machine")
+        .already_reported()
+}
 
 /// Verbosity shared by the commands.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -145,15 +168,23 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 
 pub fn main() -> ExitCode {
     let _ = PRINTER.set(cli_edge::Printer::new(client::redactor()));
-    let cli = match Cli::try_parse_from(execute_alias(std::env::args_os().collect())) {
+    let args = execute_alias(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with exit 0; usage errors to stderr with exit 64
             // (2 means "complete" for `execute -i`).
+            if e.use_stderr() && cli_edge::asks_for_json(&args) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let usage = CliError::usage(first.trim_start_matches("error: "));
+                printer().print_out(&format!("{}\n", usage.to_json()));
+            }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
         }
     };
+    let json = cli.command.json_output();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::ParseAndValidate(args) => validate::run(args),
@@ -165,6 +196,6 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
-        Err(e) => printer().report(&e),
+        Err(e) => printer().report_as(&e, json),
     }
 }

@@ -12,6 +12,7 @@ mod dsl_output;
 mod durability;
 mod execution;
 mod faults;
+mod json_output;
 mod live;
 mod manage;
 mod nesting;

@@ -49,7 +49,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         None => call_files(&cwd, request, &mut host, &mut manual)?,
     };
     let Some((mut session, advance, saved)) = called else {
-        return Ok(Exit::Failed);
+        return Err(super::invalid_machine());
     };
     let Some(shown) = Shown::of(&session, saved) else {
         return Ok(Exit::Failed);
