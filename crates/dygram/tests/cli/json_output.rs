@@ -3,15 +3,8 @@
 
 use serde_json::{Value, json};
 
+use super::answers::ORDER;
 use super::support::{Dir, Out};
-
-const ORDER: &str = "machine \"Order flow\"
-Context order { total<number>: 0; }
-Task charge \"Charge the card\" { prompt: \"Charge the order\"; }
-State shipped;
-start -> charge -when: 'order.total > 0'-> shipped;
-charge -writes-> order;
-";
 
 /// The error object of a command that could not do its work: its kind, exit code and message.
 fn error_object(out: &Out, kind: &str, exit: i32) -> Value {

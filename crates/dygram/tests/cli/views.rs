@@ -5,15 +5,8 @@
 use serde_json::json;
 use testkit::{Reply, ScriptedServer, ToolCallSpec};
 
+use super::answers::ORDER;
 use super::support::{Dir, Out};
-
-const ORDER: &str = "machine \"Order flow\"
-Context order { total<number>: 0; }
-Task charge \"Charge the card\" { prompt: \"Charge the order\"; }
-State shipped;
-start -> charge -when: 'order.total > 0'-> shipped;
-charge -writes-> order;
-";
 
 /// The model's text of the first answer: markup that must show as text.
 const SHOUT: &str = "<script>document.title='owned'</script><b>Charging</b> now";
