@@ -69,7 +69,10 @@ impl Command {
             Self::ParseAndValidate(args) => args.json_output(),
             Self::CheckImports(args) => args.json_output(),
             Self::Batch(args) => args.json_output(),
-            Self::Execute(args) => args.format == execute::ExecFormat::Json,
+            Self::Execute(args) => matches!(
+                args.format,
+                execute::ExecFormat::Json | execute::ExecFormat::StreamJson
+            ),
             Self::Exec(args) => args.json_output(),
             Self::Generate(_) | Self::Bundle(_) => false,
         }

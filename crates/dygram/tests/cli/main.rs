@@ -24,6 +24,7 @@ mod session;
 mod stateful;
 mod status;
 mod store;
+mod stream_json;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
 mod views;
