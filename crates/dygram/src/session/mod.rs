@@ -165,6 +165,25 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// The line under the start of an execution whose answers are replayed or recorded:
+    /// `Mode: playback (DIR)` or `Mode: interactive (recording to DIR)`; none otherwise.
+    pub fn start_line(&self) -> Option<String> {
+        match (&self.kind, &self.playback_dir, &self.recordings_dir) {
+            (llm::SourceKind::Playback, Some(dir), _) => Some(format!("Mode: playback ({dir})")),
+            (_, _, Some(dir)) => Some(format!("Mode: interactive (recording to {dir})")),
+            _ => None,
+        }
+    }
+
+    /// What a resumed execution's line adds: `playback mode` or `recording mode`; none otherwise.
+    pub fn resume_mode(&self) -> Option<&'static str> {
+        match (&self.kind, &self.recordings_dir) {
+            (llm::SourceKind::Playback, _) => Some("playback mode"),
+            (_, Some(_)) => Some("recording mode"),
+            _ => None,
+        }
+    }
+
     /// The provider asked for `api` (Anthropic unless one is named).
     pub fn provider(&self) -> llm::Provider {
         self.provider.unwrap_or(llm::Provider::Anthropic)

@@ -7,6 +7,7 @@ mod answers;
 mod commands;
 mod conformance;
 mod context_window;
+mod display;
 mod dot_output;
 mod dsl_output;
 mod durability;

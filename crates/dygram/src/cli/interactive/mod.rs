@@ -246,8 +246,16 @@ impl Host for CliHost<'_> {
                 "Note: the previous call on {id} was interrupted after it was saved; {} brought up to date",
                 files.join(", ")
             )),
-            Notice::Started(id) => self.say(&format!("⚡ Starting interactive execution: {id}")),
-            Notice::Resumed(id) => self.say(&format!("⚡ Resuming execution: {id}")),
+            Notice::Started { id, config } => {
+                self.say(&format!("⚡ Starting interactive execution: {id}"));
+                if let Some(line) = config.start_line() {
+                    self.say(&format!("   {line}"));
+                }
+            }
+            Notice::Resumed { id, config } => match config.resume_mode() {
+                Some(mode) => self.say(&format!("⚡ Resuming execution: {id} ({mode})")),
+                None => self.say(&format!("⚡ Resuming execution: {id}")),
+            },
             Notice::Unrepaired(e) => eprint_line(&format!(
                 "⚠️  Warning: this call was saved, but a file derived from its state.json could not be written ({e}); the next call brings it up to date"
             )),
