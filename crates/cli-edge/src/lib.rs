@@ -15,6 +15,7 @@
 //! their source in their own message).
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod color;
 pub mod format;
 
 use std::error::Error as StdError;
@@ -22,6 +23,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use color::{ColorChoice, ColorFlag, Paint};
 pub use format::{FormatFlag, TextOrJson, asks_for_json};
 
 /// Whether this process wrote anything on stdout (through a [`Printer`]).
@@ -206,6 +208,7 @@ impl<X: ExitStatus> std::fmt::Display for CliError<X> {
 pub struct Printer {
     secrets: llm::Redactor,
     escape_controls: bool,
+    paint: Paint,
 }
 
 impl Printer {
@@ -214,7 +217,19 @@ impl Printer {
         Self {
             secrets,
             escape_controls: false,
+            paint: Paint::default(),
         }
+    }
+
+    /// Colours the reports of errors on stderr (`error:` in red) when `paint` is on.
+    pub fn with_paint(mut self, paint: Paint) -> Self {
+        self.paint = paint;
+        self
+    }
+
+    /// The colours of stderr.
+    pub fn paint(&self) -> Paint {
+        self.paint
     }
 
     /// Escapes control characters (other than line breaks and tabs) in what goes to stderr: for a
@@ -264,7 +279,10 @@ impl Printer {
     pub fn report<X: ExitStatus>(&self, error: &CliError<X>) -> ExitCode {
         if !error.reported {
             for line in error.report_lines() {
-                self.eprint_line(&line);
+                match line.strip_prefix("error:") {
+                    Some(rest) => self.eprint_line(&format!("{}{rest}", self.paint.red("error:"))),
+                    None => self.eprint_line(&line),
+                }
             }
         }
         ExitCode::from(error.exit.code())

@@ -137,3 +137,20 @@ fn format_json_and_the_older_json_flag_mean_the_same() {
     assert!(!parse(&["t", "--format", "text"]).unwrap());
     assert!(parse(&["t", "--format", "yaml"]).is_err());
 }
+
+#[test]
+fn colours_follow_the_flag_the_terminal_and_no_color() {
+    let set = Some(std::ffi::OsStr::new("1"));
+    let empty = Some(std::ffi::OsStr::new(""));
+    assert!(ColorChoice::Auto.decide(true, None));
+    assert!(
+        ColorChoice::Auto.decide(true, empty),
+        "an empty NO_COLOR is unset"
+    );
+    assert!(!ColorChoice::Auto.decide(true, set));
+    assert!(!ColorChoice::Auto.decide(false, None));
+    assert!(ColorChoice::Always.decide(false, set));
+    assert!(!ColorChoice::Never.decide(true, None));
+    assert_eq!(Paint::new(true).red("x"), "\x1b[31mx\x1b[0m");
+    assert_eq!(Paint::new(false).red("x"), "x");
+}

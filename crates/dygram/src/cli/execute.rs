@@ -349,12 +349,17 @@ fn run_once(args: &ExecuteArgs) -> Result<Finished, CliError> {
         executor.listen(Box::new(|event| print_out(&stream_line(event.to_json()))));
     }
     let quiet = args.verbosity.quiet;
+    let paint = super::paint();
     if !quiet {
-        eprint_line(&format!("executing {}", input.name()));
+        eprint_line(&paint.blue(&format!("executing {}", input.name())));
     }
     let failure = run_to_end(&mut executor, |event| {
         if let Some(line) = describe(&event).filter(|_| !quiet) {
-            eprint_line(&line);
+            eprint_line(&match event {
+                ExecutionEvent::Failed { .. } => paint.red(&line),
+                ExecutionEvent::Completed { .. } => paint.green(&line),
+                _ => line,
+            });
         }
     });
     let state = executor.into_state();

@@ -10,7 +10,6 @@ mod interactive;
 mod modules;
 mod validate;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +41,8 @@ Exit codes:
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    color: cli_edge::ColorFlag,
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,9 +125,14 @@ pub struct Verbosity {
     quiet: bool,
 }
 
-/// Whether stderr gets colours.
+/// Whether stderr gets colours (`--color`, `NO_COLOR`, a terminal; see [`paint`]).
 pub fn color() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    paint().enabled()
+}
+
+/// The colours of stderr, chosen once by [`main`] from `--color` (before that: `auto`).
+pub fn paint() -> cli_edge::Paint {
+    printer().paint()
 }
 
 /// How this process prints: the API keys in use scrubbed (see [`client::redactor`]); set once by
@@ -134,7 +140,10 @@ pub fn color() -> bool {
 static PRINTER: std::sync::OnceLock<cli_edge::Printer> = std::sync::OnceLock::new();
 
 fn printer() -> &'static cli_edge::Printer {
-    PRINTER.get_or_init(cli_edge::Printer::default)
+    PRINTER.get_or_init(|| {
+        cli_edge::Printer::new(client::redactor())
+            .with_paint(cli_edge::ColorChoice::Auto.for_stderr())
+    })
 }
 
 /// The process's redactor (empty before [`main`] sets it).
@@ -170,10 +179,13 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 }
 
 pub fn main() -> ExitCode {
-    let _ = PRINTER.set(cli_edge::Printer::new(client::redactor()));
     let args = execute_alias(std::env::args_os().collect());
     let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
+        Ok(cli) => {
+            let paint = cli.color.color.for_stderr();
+            let _ = PRINTER.set(cli_edge::Printer::new(client::redactor()).with_paint(paint));
+            cli
+        }
         Err(e) => {
             // Help and version go to stdout with exit 0; usage errors to stderr with exit 64
             // (2 means "complete" for `execute -i`).

@@ -4,6 +4,7 @@
 use assert_cmd::Command;
 
 mod answers;
+mod color;
 mod commands;
 mod conformance;
 mod context_window;
