@@ -17,6 +17,7 @@
 
 pub mod color;
 pub mod format;
+pub mod generated;
 
 use std::error::Error as StdError;
 use std::io::Write;
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use color::{ColorChoice, ColorFlag, Paint};
 pub use format::{FormatFlag, TextOrJson, asks_for_json};
+pub use generated::{CompletionsArgs, ManArgs, Shell};
 
 /// Whether this process wrote anything on stdout (through a [`Printer`]).
 static STDOUT_USED: AtomicBool = AtomicBool::new(false);

@@ -154,3 +154,39 @@ fn colours_follow_the_flag_the_terminal_and_no_color() {
     assert_eq!(Paint::new(true).red("x"), "\x1b[31mx\x1b[0m");
     assert_eq!(Paint::new(false).red("x"), "x");
 }
+
+#[derive(clap::Parser)]
+#[command(name = "tool", about = "A tool.")]
+struct Tool {
+    #[command(subcommand)]
+    command: ToolCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum ToolCommand {
+    /// Runs it.
+    Run {
+        /// Fast.
+        #[arg(long)]
+        fast: bool,
+    },
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_definition() {
+    use clap::CommandFactory;
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        let script = String::from_utf8(generated::completions(Tool::command(), shell)).unwrap();
+        assert!(script.contains("fast"), "{shell:?}: {script}");
+    }
+    let page = String::from_utf8(generated::man_page(Tool::command()).unwrap()).unwrap();
+    assert!(page.contains(".TH tool 1"), "{page}");
+    let dir = std::env::temp_dir().join(format!("cli-edge-man-{}", std::process::id()));
+    let written = generated::man_pages(Tool::command(), &dir).unwrap();
+    let names: Vec<String> = written
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["tool.1", "tool-run.1"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,7 +12,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -60,6 +60,21 @@ enum Command {
     Execute(execute::ExecuteArgs),
     /// Manage saved executions: list, status, show, clean, rm.
     Exec(exec::ExecArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// Examples:
+    ///   dygram completions bash > ~/.local/share/bash-completion/completions/dygram
+    ///   dygram completions zsh > ~/.zfunc/_dygram
+    ///   dygram completions fish > ~/.config/fish/completions/dygram.fish
+    #[command(verbatim_doc_comment)]
+    Completions(cli_edge::CompletionsArgs),
+    /// Print the man page (roff), or with -d write one page per command into a folder.
+    ///
+    /// Examples:
+    ///   dygram man | man -l -
+    ///   dygram man -d ~/.local/share/man/man1
+    #[command(verbatim_doc_comment)]
+    Man(cli_edge::ManArgs),
 }
 
 impl Command {
@@ -75,7 +90,7 @@ impl Command {
                 execute::ExecFormat::Json | execute::ExecFormat::StreamJson
             ),
             Self::Exec(args) => args.json_output(),
-            Self::Generate(_) | Self::Bundle(_) => false,
+            Self::Generate(_) | Self::Bundle(_) | Self::Completions(_) | Self::Man(_) => false,
         }
     }
 }
@@ -178,6 +193,26 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     args
 }
 
+/// `dygram man`: the page on stdout, or every page into a folder (their paths on stdout).
+fn man(args: cli_edge::ManArgs) -> Result<Exit, CliError> {
+    let Some(dir) = args.dir else {
+        let page = cli_edge::generated::man_page(Cli::command())
+            .map_err(|e| CliError::with_source("cannot render the man page", e))?;
+        print_out(&String::from_utf8_lossy(&page));
+        return Ok(Exit::Ok);
+    };
+    let written = cli_edge::generated::man_pages(Cli::command(), &dir).map_err(|e| {
+        CliError::with_source(
+            format!("cannot write the man pages to {}", dir.display()),
+            e,
+        )
+    })?;
+    for page in written {
+        print_out(&format!("{}\n", page.display()));
+    }
+    Ok(Exit::Ok)
+}
+
 pub fn main() -> ExitCode {
     let args = execute_alias(std::env::args_os().collect());
     let cli = match Cli::try_parse_from(&args) {
@@ -208,6 +243,12 @@ pub fn main() -> ExitCode {
         Command::Batch(args) => batch::run(args),
         Command::Execute(args) => execute::run(args),
         Command::Exec(args) => exec::run(args),
+        Command::Completions(args) => {
+            let script = cli_edge::generated::completions(Cli::command(), args.shell);
+            print_out(&String::from_utf8_lossy(&script));
+            Ok(Exit::Ok)
+        }
+        Command::Man(args) => man(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

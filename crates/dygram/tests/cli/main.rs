@@ -6,6 +6,7 @@ use assert_cmd::Command;
 mod answers;
 mod color;
 mod commands;
+mod completions;
 mod conformance;
 mod context_window;
 mod display;
