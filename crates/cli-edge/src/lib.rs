@@ -15,9 +15,21 @@
 //! their source in their own message).
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod color;
+pub mod format;
+pub mod generated;
+
 use std::error::Error as StdError;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use color::{ColorChoice, ColorFlag, Paint};
+pub use format::{FormatFlag, TextOrJson, asks_for_json};
+pub use generated::{CompletionsArgs, ManArgs, Shell};
+
+/// Whether this process wrote anything on stdout (through a [`Printer`]).
+static STDOUT_USED: AtomicBool = AtomicBool::new(false);
 
 /// A tool's exit codes.
 pub trait ExitStatus: Copy + std::fmt::Debug {
@@ -36,6 +48,8 @@ pub struct CliError<X: ExitStatus> {
     source: Option<Box<dyn StdError + Send + Sync>>,
     hints: Vec<String>,
     exit: X,
+    kind: Option<&'static str>,
+    reported: bool,
 }
 
 impl<X: ExitStatus> CliError<X> {
@@ -46,6 +60,8 @@ impl<X: ExitStatus> CliError<X> {
             source: None,
             hints: Vec::new(),
             exit: X::FAILED,
+            kind: None,
+            reported: false,
         }
     }
 
@@ -90,6 +106,43 @@ impl<X: ExitStatus> CliError<X> {
     pub fn code(mut self, exit: X) -> Self {
         self.exit = exit;
         self
+    }
+
+    /// Names the kind of error for programs (`kind` of [`CliError::to_json`]): a short
+    /// snake_case word such as `missing_api_key` or `invalid_machine`.
+    pub fn kind(mut self, kind: &'static str) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// The kind of error: the one named with [`CliError::kind`], else `usage` for a usage error and
+    /// `failed` for any other.
+    pub fn kind_name(&self) -> &'static str {
+        self.kind.unwrap_or(if self.exit.code() == X::USAGE.code() {
+            "usage"
+        } else {
+            "failed"
+        })
+    }
+
+    /// Marks the error as already shown on stderr (diagnostics a command printed itself): the
+    /// report prints nothing more, the JSON object is still printed where one is asked for.
+    pub fn already_reported(mut self) -> Self {
+        self.reported = true;
+        self
+    }
+
+    /// The error as the result object of a command asked for JSON:
+    /// `{"is_error": true, "kind", "message", "causes", "hints", "exit_code"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "is_error": true,
+            "kind": self.kind_name(),
+            "message": self.message,
+            "causes": self.causes(),
+            "hints": self.hints,
+            "exit_code": self.exit.code(),
+        })
     }
 
     /// What happened.
@@ -157,6 +210,7 @@ impl<X: ExitStatus> std::fmt::Display for CliError<X> {
 pub struct Printer {
     secrets: llm::Redactor,
     escape_controls: bool,
+    paint: Paint,
 }
 
 impl Printer {
@@ -165,7 +219,19 @@ impl Printer {
         Self {
             secrets,
             escape_controls: false,
+            paint: Paint::default(),
         }
+    }
+
+    /// Colours the reports of errors on stderr (`error:` in red) when `paint` is on.
+    pub fn with_paint(mut self, paint: Paint) -> Self {
+        self.paint = paint;
+        self
+    }
+
+    /// The colours of stderr.
+    pub fn paint(&self) -> Paint {
+        self.paint
     }
 
     /// Escapes control characters (other than line breaks and tabs) in what goes to stderr: for a
@@ -196,18 +262,42 @@ impl Printer {
     /// Writes text on stdout as it is (results, JSON), secrets scrubbed; a closed pipe
     /// (`… | head`) is not an error worth reporting.
     pub fn print_out(&self, text: &str) {
+        if !text.is_empty() {
+            STDOUT_USED.store(true, Ordering::Relaxed);
+        }
         let text = self.secrets.redact(text);
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     }
 
-    /// Reports `error` on stderr and gives the exit code to return.
+    /// Whether this process printed anything on stdout through a printer.
+    pub fn wrote_out(&self) -> bool {
+        STDOUT_USED.load(Ordering::Relaxed)
+    }
+
+    /// Reports `error` on stderr (unless it was [already reported](CliError::already_reported))
+    /// and gives the exit code to return.
     pub fn report<X: ExitStatus>(&self, error: &CliError<X>) -> ExitCode {
-        for line in error.report_lines() {
-            self.eprint_line(&line);
+        if !error.reported {
+            for line in error.report_lines() {
+                match line.strip_prefix("error:") {
+                    Some(rest) => self.eprint_line(&format!("{}{rest}", self.paint.red("error:"))),
+                    None => self.eprint_line(&line),
+                }
+            }
         }
         ExitCode::from(error.exit.code())
+    }
+
+    /// [`Printer::report`] for a command that was asked for JSON (`json`): its result object is the
+    /// error's ([`CliError::to_json`]), printed on stdout unless the command already printed its
+    /// own result there. So `--format json` always leaves one object on stdout.
+    pub fn report_as<X: ExitStatus>(&self, error: &CliError<X>, json: bool) -> ExitCode {
+        if json && !self.wrote_out() {
+            self.print_out(&format!("{}\n", error.to_json()));
+        }
+        self.report(error)
     }
 }
 

@@ -45,6 +45,33 @@ pub struct Module {
 }
 
 impl Project {
+    /// Every diagnostic of the imported files and then of the entry file, as JSON objects:
+    /// `{severity, stage, message, file, line, column, hint}` (line and column from 1; null for a
+    /// problem of the whole file).
+    pub fn diagnostics_json(&self) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        for module in self.modules.iter().chain(std::iter::once(&self.entry)) {
+            let file = &module.compiled.file;
+            for d in &module.compiled.diagnostics {
+                let position = d.span.map(|s| file.position(s.start as usize));
+                out.push(serde_json::json!({
+                    "severity": if d.is_error() { "error" } else { "warning" },
+                    "stage": match d.stage {
+                        Stage::Syntax => "syntax",
+                        Stage::Validation => "validation",
+                        Stage::Graph => "graph",
+                    },
+                    "message": d.message,
+                    "file": file.name(),
+                    "line": position.map(|p| p.line + 1),
+                    "column": position.map(|p| p.character + 1),
+                    "hint": d.hint,
+                }));
+            }
+        }
+        out
+    }
+
     /// The entry file.
     pub fn entry(&self) -> &Compiled {
         &self.entry.compiled

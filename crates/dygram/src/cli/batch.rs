@@ -159,6 +159,12 @@ fn not_a_file(path: &Path) -> String {
     }
 }
 
+impl BatchArgs {
+    pub fn json_output(&self) -> bool {
+        self.json
+    }
+}
+
 pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
     let formats = formats(&args.format)?;
     let files = matching_files(&args)?;

@@ -1,12 +1,12 @@
 //! `dygram exec list|status|show|clean|rm`: the saved executions of `execute -i`.
 
+use cli_edge::FormatFlag;
 use serde_json::{Value, json};
 
 use dygram::runtime::state::ExecutionState;
 use dygram::session::result::result_json;
 use dygram::session::{Cleaned, Executions, Metadata, SessionError, SetAside, Summary};
 
-use super::execute::ExecFormat;
 use super::{CliError, Exit, Verbosity, print_out};
 
 /// Manage saved executions (.dygram/executions/ in the current folder).
@@ -14,8 +14,9 @@ use super::{CliError, Exit, Verbosity, print_out};
 /// Examples:
 ///   dygram exec list
 ///   dygram exec status            # the last execution
-///   dygram exec status my-session --json
+///   dygram exec status my-session --format json
 ///   dygram exec show my-session --format mermaid
+///   dygram exec show my-session --format html > run.html
 ///   dygram exec clean             # remove completed executions
 ///   dygram exec rm my-session
 #[derive(Debug, clap::Args)]
@@ -25,15 +26,32 @@ pub struct ExecArgs {
     pub action: Action,
 }
 
+/// What `exec show` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShowFormat {
+    /// The path taken and a summary.
+    Text,
+    /// The result object.
+    Json,
+    /// Graphviz DOT of the machine with the path taken highlighted.
+    Dot,
+    /// Mermaid state diagram with the path taken highlighted.
+    Mermaid,
+    /// SVG of the highlighted machine (through Graphviz's `dot`).
+    Svg,
+    /// A self-contained HTML page: the drawing, the paths and a timeline of the calls.
+    Html,
+}
+
 /// What to do.
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
     /// List executions, most recent first, then folders set aside (corrupted or replaced ones).
     #[command(visible_alias = "ls")]
     List {
-        /// One JSON array on stdout.
-        #[arg(long)]
-        json: bool,
+        // json: one JSON array on stdout.
+        #[command(flatten)]
+        format: FormatFlag,
         /// List the executions shared through this PostgreSQL store instead (postgres://…; see
         /// `execute --store`).
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
@@ -45,9 +63,9 @@ pub enum Action {
     Status {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
-        /// One JSON object on stdout.
-        #[arg(long)]
-        json: bool,
+        // json: one JSON object on stdout.
+        #[command(flatten)]
+        format: FormatFlag,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -55,9 +73,12 @@ pub enum Action {
     Show {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
-        /// text, json, dot or mermaid.
+        /// What to print: the path as text, the result object (json), the machine drawn with the
+        /// visited path and the current node(s) (dot, mermaid, svg), or a self-contained HTML page
+        /// with that drawing, the paths and a timeline of the calls (html). svg and html need
+        /// Graphviz's `dot`.
         #[arg(long, value_enum, default_value = "text")]
-        format: ExecFormat,
+        format: ShowFormat,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -80,6 +101,16 @@ pub enum Action {
     },
 }
 
+impl ExecArgs {
+    pub fn json_output(&self) -> bool {
+        match &self.action {
+            Action::List { format, .. } | Action::Status { format, .. } => format.is_json(),
+            Action::Show { format, .. } => *format == ShowFormat::Json,
+            Action::Clean { .. } | Action::Rm { .. } => false,
+        }
+    }
+}
+
 fn store() -> Result<Executions, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
@@ -87,7 +118,13 @@ fn store() -> Result<Executions, CliError> {
 }
 
 fn error(e: SessionError) -> CliError {
-    match e {
+    let kind = match &e {
+        SessionError::NotFound(_) | SessionError::NoExecutions => "not_found",
+        SessionError::Busy { .. } => "busy",
+        SessionError::Corrupted { .. } => "corrupted",
+        _ => "failed",
+    };
+    let e = match e {
         SessionError::Reserved => CliError::usage(e.to_string())
             .hint("name the execution itself (`dygram exec status` shows which one `last` is)"),
         SessionError::InvalidId(_)
@@ -102,6 +139,11 @@ fn error(e: SessionError) -> CliError {
             CliError::new(e.to_string()).hint("start one with `dygram execute -i FILE`")
         }
         other => CliError::new(other.to_string()),
+    };
+    if e.exit() == Exit::Usage {
+        e
+    } else {
+        e.kind(kind)
     }
 }
 
@@ -118,21 +160,6 @@ fn ago(rfc3339: &str) -> String {
         _ => (secs / 86400, "day"),
     };
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
-}
-
-fn mode_text(m: &Metadata) -> String {
-    let c = &m.client_config;
-    let mut s = match c.kind {
-        llm::SourceKind::Playback => {
-            format!("playback ({})", c.playback_dir.as_deref().unwrap_or("?"))
-        }
-        llm::SourceKind::Api => format!("api ({})", c.provider()),
-        other => other.name().to_string(),
-    };
-    if let Some(r) = &c.recordings_dir {
-        s.push_str(&format!(", recording to {r}"));
-    }
-    s
 }
 
 fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAside>) -> Value {
@@ -156,24 +183,24 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
     let store = store()?;
     match args.action {
         Action::List {
-            json,
+            format,
             store: Some(url),
             ..
         } => {
             let shared = super::interactive::shared_store(&url)?;
             let all = shared.list().map_err(super::interactive::shared_error)?;
-            print_out(&list(&all, json));
+            print_out(&list(&all, format.is_json()));
             Ok(Exit::Ok)
         }
-        Action::List { json, .. } => {
-            print_out(&list(&store.list(), json));
+        Action::List { format, .. } => {
+            print_out(&list(&store.list(), format.is_json()));
             Ok(Exit::Ok)
         }
-        Action::Status { id, json, .. } => {
+        Action::Status { id, format, .. } => {
             let id = store.resolve(id.as_deref()).map_err(error)?;
             let m = store.metadata(&id).map_err(error)?;
             let nodes = store.current_nodes(&id);
-            if json {
+            if format.is_json() {
                 print_out(&format!("{}\n", status_json(&id, &m, &nodes, None)));
             } else {
                 print_out(&status_text(&id, &m, &nodes));
@@ -183,7 +210,7 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
         Action::Show { id, format, .. } => {
             let id = store.resolve(id.as_deref()).map_err(error)?;
             let (state, meta) = store.view(&id).map_err(error)?;
-            print_out(&show(&id, &state, &meta, format));
+            print_out(&show(&store, &id, &state, &meta, format)?);
             Ok(Exit::Ok)
         }
         Action::Clean { all, .. } => {
@@ -286,31 +313,50 @@ fn status_text(id: &str, m: &Metadata, nodes: &[String]) -> String {
         m.last_executed_at,
         ago(&m.last_executed_at)
     ));
-    s.push_str(&format!("  Mode: {}\n", mode_text(m)));
+    s.push_str(&format!("  Mode: {}\n", m.mode_text()));
     s
 }
 
 /// `exec show`: the execution's position, without advancing it.
-fn show(id: &str, state: &ExecutionState, meta: &Metadata, format: ExecFormat) -> String {
-    match format {
-        ExecFormat::Json => {
+fn show(
+    store: &Executions,
+    id: &str,
+    state: &ExecutionState,
+    meta: &Metadata,
+    format: ShowFormat,
+) -> Result<String, CliError> {
+    use dygram::render::execution;
+    let drawing = |e: dygram::render::svg::SvgError| CliError::new(e.to_string());
+    Ok(match format {
+        ShowFormat::Json => {
             let mut v = result_json(state);
             v["id"] = json!(id);
             v["turns"] = json!(meta.turn_count);
             format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
         }
-        ExecFormat::Text => {
+        ShowFormat::Text => {
             let mut s = format!("Runtime Snapshot: {id}\n");
             s.push_str(&format!(
-                "Machine: {}\nStatus: {}\n",
+                "Machine: {}\n",
                 meta.machine_file.as_deref().unwrap_or("(stdin)"),
-                meta.status
             ));
             s.push_str(&super::execute::text_report(state));
             s
         }
-        other => super::execute::diagram(other, state),
-    }
+        ShowFormat::Dot => execution::to_dot(state),
+        ShowFormat::Mermaid => execution::to_mermaid(state),
+        ShowFormat::Svg => execution::to_svg(state).map_err(drawing)?,
+        ShowFormat::Html => {
+            let history = store.history(id).map_err(error)?;
+            let page = execution::html::Page {
+                id,
+                meta,
+                state,
+                history: &history,
+            };
+            execution::html::to_html(&page).map_err(drawing)?
+        }
+    })
 }
 
 /// What `exec clean` says on stdout.

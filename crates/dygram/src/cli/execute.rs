@@ -6,11 +6,14 @@ use serde_json::Value;
 
 use dygram::runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError};
 use dygram::runtime::state::{ExecutionState, PathStatus, Status};
-use dygram::session::result::{run_to_end, write_result};
+use dygram::session::result::{
+    Written, run_to_end, stream_finished, stream_line, stream_started, write_result,
+};
 
 use super::client::{self, LlmArgs};
 use super::generate::machine_json;
 use super::{CliError, Exit, Verbosity, eprint_line, input, print_out};
+use cli_edge::ExitStatus;
 
 /// Output formats of `execute`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -23,6 +26,10 @@ pub enum ExecFormat {
     Dot,
     /// Mermaid state diagram with the path taken highlighted.
     Mermaid,
+    /// One JSON object per line as the run goes (run_started, llm_call, output, tool_started,
+    /// tool_finished, transition, …, run_finished with the result object); one-shot runs only.
+    #[value(name = "stream-json")]
+    StreamJson,
 }
 
 /// Run a machine: to completion, or one turn per call with -i.
@@ -42,6 +49,7 @@ pub enum ExecFormat {
 /// Examples:
 ///   dygram execute flow.dy
 ///   dygram e flow.dy --playback recordings/flow --format json
+///   dygram e flow.dy --playback recordings/flow --format stream-json | jq -c 'select(.type == "output")'
 ///   dygram e flow.dy --record recordings/flow -m claude-3-5-sonnet-latest
 ///   OPENAI_BASE_URL=http://127.0.0.1:8080/v1 dygram e flow.dy --provider openai
 ///   while dygram e -i flow.dy --playback recordings/flow; do :; done
@@ -100,9 +108,11 @@ pub struct ExecuteArgs {
     pub verbosity: Verbosity,
 }
 
-/// One line for an event (stderr progress).
-pub fn describe(event: &ExecutionEvent) -> String {
-    match event {
+/// One line for an event (stderr progress); none for a tool starting (its line comes when it
+/// has answered).
+pub fn describe(event: &ExecutionEvent) -> Option<String> {
+    Some(match event {
+        ExecutionEvent::ToolStarted { .. } => return None,
         ExecutionEvent::Transition {
             path,
             from,
@@ -126,6 +136,7 @@ pub fn describe(event: &ExecutionEvent) -> String {
             name,
             is_error,
             result,
+            ..
         } => {
             if *is_error {
                 format!("[{path}]   tool {name} (failed: {})", tool_error(result))
@@ -171,7 +182,7 @@ pub fn describe(event: &ExecutionEvent) -> String {
                  ({window} tokens): {what}, about {tokens_before} → {tokens_after} tokens"
             )
         }
-    }
+    })
 }
 
 /// Why a tool call failed, from its result (`{"error": "…"}`), on one line of at most 300
@@ -223,49 +234,11 @@ pub fn text_report(state: &ExecutionState) -> String {
     s
 }
 
-/// Highlighted diagram of the execution.
+/// Highlighted diagram of the execution (DOT, or Mermaid).
 pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
-    let visited = state.visited_nodes();
-    let mut all_visited: Vec<String> = Vec::new();
-    let mut taken = Vec::new();
-    for p in &state.paths {
-        for t in &p.history {
-            for n in [&t.from, &t.to] {
-                if !all_visited.contains(n) {
-                    all_visited.push(n.clone());
-                }
-            }
-            taken.push((t.from.clone(), t.to.clone()));
-        }
-        if !all_visited.contains(&p.current_node) {
-            all_visited.push(p.current_node.clone());
-        }
-    }
-    if all_visited.is_empty() {
-        all_visited = visited;
-    }
-    let current: Vec<String> = state
-        .paths
-        .iter()
-        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
-        .map(|p| p.current_node.clone())
-        .collect();
     match format {
-        ExecFormat::Mermaid => dygram::render::mermaid::to_mermaid_highlighted(
-            &state.machine_snapshot,
-            &all_visited,
-            &current,
-        ),
-        _ => {
-            let mut dot = dygram::render::dot::to_dot_highlighted(
-                &state.machine_snapshot,
-                &all_visited,
-                &current,
-                &taken,
-            );
-            dot.push('\n');
-            dot
-        }
+        ExecFormat::Mermaid => dygram::render::execution::to_mermaid(state),
+        _ => dygram::render::execution::to_dot(state),
     }
 }
 
@@ -277,6 +250,12 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         || args.id.is_some()
         || args.queue
     {
+        if args.format == ExecFormat::StreamJson {
+            let e = CliError::usage("--format stream-json is for runs to the end (without -i)")
+                .hint("use --format json with -i: one object per call");
+            print_out(&stream_line(stream_finished(e.exit().code(), e.to_json())));
+            return Err(e);
+        }
         return super::interactive::run(args);
     }
     if args.force {
@@ -285,9 +264,73 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
                 .hint("add -i (one turn per call), or leave --force out"),
         );
     }
+    let finished = run_once(&args);
+    if args.format == ExecFormat::StreamJson {
+        // The stream ends with its result line, also when the run could not start.
+        let (code, result) = match &finished {
+            Ok(f) => (f.exit_code(), f.written.value.clone()),
+            Err(e) => (e.exit().code(), e.to_json()),
+        };
+        print_out(&stream_line(stream_finished(code, result)));
+    }
+    let finished = finished?;
+    match args.format {
+        ExecFormat::Json => print_out(&finished.written.text),
+        ExecFormat::Text => {
+            print_out(&text_report(&finished.state));
+            print_out(&format!("Result: {}\n", finished.written.file.display()));
+        }
+        ExecFormat::StreamJson => {}
+        other => print_out(&diagram(other, &finished.state)),
+    }
+    finished.end()
+}
+
+/// A run to the end: its state, its result file, and the error that stopped it outside the
+/// machine (the model could not be asked).
+struct Finished {
+    state: ExecutionState,
+    written: Written,
+    failure: Option<CliError>,
+}
+
+impl Finished {
+    fn exit_code(&self) -> u8 {
+        let ok = self.failure.is_none() && self.state.status() == Status::Complete;
+        if ok { Exit::Ok } else { Exit::Failed }.code()
+    }
+
+    /// The exit, with the failed paths on stderr.
+    fn end(self) -> Result<Exit, CliError> {
+        if let Some(e) = self.failure {
+            return Err(e);
+        }
+        if self.state.status() == Status::Complete {
+            return Ok(Exit::Ok);
+        }
+        for p in self
+            .state
+            .paths
+            .iter()
+            .filter(|p| p.status == PathStatus::Failed)
+        {
+            eprint_line(&format!(
+                "error: {} failed at node {}: {}",
+                p.id,
+                p.current_node,
+                p.error.as_deref().unwrap_or("unknown error")
+            ));
+        }
+        Ok(Exit::Failed)
+    }
+}
+
+/// Compiles, connects, runs the machine to its end and writes the result file; with
+/// `--format stream-json` each event goes to stdout as it happens.
+fn run_once(args: &ExecuteArgs) -> Result<Finished, CliError> {
     let input = input::read(&args.file, true)?;
     let Some(machine) = machine_json(&input, args.no_imports, false, args.verbosity)? else {
-        return Ok(Exit::Failed);
+        return Err(super::invalid_machine());
     };
     let llm_client = client::build(&args.llm)?;
     let options = Options {
@@ -297,15 +340,26 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         ..Options::default()
     };
     let mut executor = Executor::start(machine, llm_client.as_deref(), options).map_err(|e| {
-        CliError::new(e.to_string()).hint("name a node `start`, or annotate one @start")
+        CliError::new(e.to_string())
+            .kind("invalid_machine")
+            .hint("name a node `start`, or annotate one @start")
     })?;
+    if args.format == ExecFormat::StreamJson {
+        print_out(&stream_line(stream_started(&input.name())));
+        executor.listen(Box::new(|event| print_out(&stream_line(event.to_json()))));
+    }
     let quiet = args.verbosity.quiet;
+    let paint = super::paint();
     if !quiet {
-        eprint_line(&format!("executing {}", input.name()));
+        eprint_line(&paint.blue(&format!("executing {}", input.name())));
     }
     let failure = run_to_end(&mut executor, |event| {
-        if !quiet {
-            eprint_line(&describe(&event));
+        if let Some(line) = describe(&event).filter(|_| !quiet) {
+            eprint_line(&match event {
+                ExecutionEvent::Failed { .. } => paint.red(&line),
+                ExecutionEvent::Completed { .. } => paint.green(&line),
+                _ => line,
+            });
         }
     });
     let state = executor.into_state();
@@ -325,39 +379,20 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         &super::secrets(),
     )
     .map_err(|e| CliError::new(e.to_string()))?;
-    match args.format {
-        ExecFormat::Json => print_out(&written.text),
-        ExecFormat::Text => {
-            print_out(&text_report(&state));
-            print_out(&format!("Result: {}\n", written.file.display()));
-        }
-        other => print_out(&diagram(other, &state)),
+    let failure = failure.map(|e| run_error(&e, args));
+    Ok(Finished {
+        state,
+        written,
+        failure,
+    })
+}
+
+/// The error of a run stopped outside the machine.
+fn run_error(e: &RuntimeError, args: &ExecuteArgs) -> CliError {
+    match e {
+        RuntimeError::NoClient { .. } => CliError::new(e.to_string())
+            .kind("missing_api_key")
+            .hint(client::missing_client_hint(args.llm.provider)),
+        _ => CliError::new(e.to_string()),
     }
-    if let Some(e) = failure {
-        let hint = match &e {
-            RuntimeError::NoClient { .. } => Some(client::missing_client_hint(args.llm.provider)),
-            _ => None,
-        };
-        let mut err = CliError::new(e.to_string());
-        if let Some(h) = hint {
-            err = err.hint(h);
-        }
-        return Err(err);
-    }
-    if state.status() == Status::Complete {
-        return Ok(Exit::Ok);
-    }
-    for p in state
-        .paths
-        .iter()
-        .filter(|p| p.status == PathStatus::Failed)
-    {
-        eprint_line(&format!(
-            "error: {} failed at node {}: {}",
-            p.id,
-            p.current_node,
-            p.error.as_deref().unwrap_or("unknown error")
-        ));
-    }
-    Ok(Exit::Failed)
 }

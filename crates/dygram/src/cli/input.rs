@@ -48,9 +48,9 @@ impl Input {
 pub fn read(arg: &Path, json_ok: bool) -> Result<Input, CliError> {
     if arg == Path::new("-") {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::new(format!("cannot read standard input: {e}")))?;
+        std::io::stdin().read_to_string(&mut text).map_err(|e| {
+            CliError::new(format!("cannot read standard input: {e}")).kind("unreadable_input")
+        })?;
         return Ok(Input { path: None, text });
     }
     let ext = arg
@@ -72,7 +72,8 @@ pub fn read(arg: &Path, json_ok: bool) -> Result<Input, CliError> {
         .hint("use - to read the machine from standard input"));
     }
     let text = std::fs::read_to_string(arg).map_err(|e| {
-        let err = CliError::new(format!("cannot read {}: {e}", arg.display()));
+        let err =
+            CliError::new(format!("cannot read {}: {e}", arg.display())).kind("unreadable_input");
         if e.kind() == std::io::ErrorKind::NotFound {
             err.hint("check the path (relative paths start at the current folder)")
         } else {

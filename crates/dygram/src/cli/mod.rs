@@ -10,10 +10,9 @@ mod interactive;
 mod modules;
 mod validate;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -42,6 +41,8 @@ Exit codes:
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    color: cli_edge::ColorFlag,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,6 +60,39 @@ enum Command {
     Execute(execute::ExecuteArgs),
     /// Manage saved executions: list, status, show, clean, rm.
     Exec(exec::ExecArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// Examples:
+    ///   dygram completions bash > ~/.local/share/bash-completion/completions/dygram
+    ///   dygram completions zsh > ~/.zfunc/_dygram
+    ///   dygram completions fish > ~/.config/fish/completions/dygram.fish
+    #[command(verbatim_doc_comment)]
+    Completions(cli_edge::CompletionsArgs),
+    /// Print the man page (roff), or with -d write one page per command into a folder.
+    ///
+    /// Examples:
+    ///   dygram man | man -l -
+    ///   dygram man -d ~/.local/share/man/man1
+    #[command(verbatim_doc_comment)]
+    Man(cli_edge::ManArgs),
+}
+
+impl Command {
+    /// Whether the command was asked for machine-readable output on stdout: then an error that
+    /// stops it is printed there too, as a result object ([`cli_edge::CliError::to_json`]).
+    fn json_output(&self) -> bool {
+        match self {
+            Self::ParseAndValidate(args) => args.json_output(),
+            Self::CheckImports(args) => args.json_output(),
+            Self::Batch(args) => args.json_output(),
+            Self::Execute(args) => matches!(
+                args.format,
+                execute::ExecFormat::Json | execute::ExecFormat::StreamJson
+            ),
+            Self::Exec(args) => args.json_output(),
+            Self::Generate(_) | Self::Bundle(_) | Self::Completions(_) | Self::Man(_) => false,
+        }
+    }
 }
 
 /// Exit codes (see [`EXIT_CODES`]).
@@ -87,6 +121,14 @@ impl cli_edge::ExitStatus for Exit {
 /// An error shown at the edge: message, causes, hints, exit code (shared with delta).
 pub type CliError = cli_edge::CliError<Exit>;
 
+/// The error of a command whose machine has errors: they were shown on stderr already, so it
+/// adds nothing there (exit 1, and the result object of `--format json`).
+fn invalid_machine() -> CliError {
+    CliError::new("the machine has errors")
+        .kind("invalid_machine")
+        .already_reported()
+}
+
 /// Verbosity shared by the commands.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct Verbosity {
@@ -98,9 +140,14 @@ pub struct Verbosity {
     quiet: bool,
 }
 
-/// Whether stderr gets colours.
+/// Whether stderr gets colours (`--color`, `NO_COLOR`, a terminal; see [`paint`]).
 pub fn color() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    paint().enabled()
+}
+
+/// The colours of stderr, chosen once by [`main`] from `--color` (before that: `auto`).
+pub fn paint() -> cli_edge::Paint {
+    printer().paint()
 }
 
 /// How this process prints: the API keys in use scrubbed (see [`client::redactor`]); set once by
@@ -108,7 +155,10 @@ pub fn color() -> bool {
 static PRINTER: std::sync::OnceLock<cli_edge::Printer> = std::sync::OnceLock::new();
 
 fn printer() -> &'static cli_edge::Printer {
-    PRINTER.get_or_init(cli_edge::Printer::default)
+    PRINTER.get_or_init(|| {
+        cli_edge::Printer::new(client::redactor())
+            .with_paint(cli_edge::ColorChoice::Auto.for_stderr())
+    })
 }
 
 /// The process's redactor (empty before [`main`] sets it).
@@ -143,17 +193,48 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     args
 }
 
+/// `dygram man`: the page on stdout, or every page into a folder (their paths on stdout).
+fn man(args: cli_edge::ManArgs) -> Result<Exit, CliError> {
+    let Some(dir) = args.dir else {
+        let page = cli_edge::generated::man_page(Cli::command())
+            .map_err(|e| CliError::with_source("cannot render the man page", e))?;
+        print_out(&String::from_utf8_lossy(&page));
+        return Ok(Exit::Ok);
+    };
+    let written = cli_edge::generated::man_pages(Cli::command(), &dir).map_err(|e| {
+        CliError::with_source(
+            format!("cannot write the man pages to {}", dir.display()),
+            e,
+        )
+    })?;
+    for page in written {
+        print_out(&format!("{}\n", page.display()));
+    }
+    Ok(Exit::Ok)
+}
+
 pub fn main() -> ExitCode {
-    let _ = PRINTER.set(cli_edge::Printer::new(client::redactor()));
-    let cli = match Cli::try_parse_from(execute_alias(std::env::args_os().collect())) {
-        Ok(cli) => cli,
+    let args = execute_alias(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => {
+            let paint = cli.color.color.for_stderr();
+            let _ = PRINTER.set(cli_edge::Printer::new(client::redactor()).with_paint(paint));
+            cli
+        }
         Err(e) => {
             // Help and version go to stdout with exit 0; usage errors to stderr with exit 64
             // (2 means "complete" for `execute -i`).
+            if e.use_stderr() && cli_edge::asks_for_json(&args) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let usage = CliError::usage(first.trim_start_matches("error: "));
+                printer().print_out(&format!("{}\n", usage.to_json()));
+            }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
         }
     };
+    let json = cli.command.json_output();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::ParseAndValidate(args) => validate::run(args),
@@ -162,9 +243,15 @@ pub fn main() -> ExitCode {
         Command::Batch(args) => batch::run(args),
         Command::Execute(args) => execute::run(args),
         Command::Exec(args) => exec::run(args),
+        Command::Completions(args) => {
+            let script = cli_edge::generated::completions(Cli::command(), args.shell);
+            print_out(&String::from_utf8_lossy(&script));
+            Ok(Exit::Ok)
+        }
+        Command::Man(args) => man(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
-        Err(e) => printer().report(&e),
+        Err(e) => printer().report_as(&e, json),
     }
 }

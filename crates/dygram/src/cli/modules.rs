@@ -14,11 +14,15 @@ use super::{CliError, Exit, Verbosity, print_out};
 /// Examples:
 ///   dygram check-imports app.dy
 ///   dygram ci app.dy -q && echo ok
+///   dygram ci app.dy --format json | jq -r '.files[]'
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct CheckImportsArgs {
     /// The machine (.dy, .dygram, .mach).
     file: PathBuf,
+    // json: {"valid": bool, "files": [… in dependency order], "diagnostics": […]}.
+    #[command(flatten)]
+    format: cli_edge::FormatFlag,
     #[command(flatten)]
     verbosity: Verbosity,
 }
@@ -60,9 +64,25 @@ fn files_in_order(project: &Project) -> Vec<String> {
         .collect()
 }
 
+impl CheckImportsArgs {
+    pub fn json_output(&self) -> bool {
+        self.format.is_json()
+    }
+}
+
 pub fn check_imports(args: CheckImportsArgs) -> Result<Exit, CliError> {
     let input = input::read(&args.file, false)?;
     let project = input::compile(&input, false);
+    if args.format.is_json() {
+        let valid = !project.has_errors();
+        let out = serde_json::json!({
+            "valid": valid,
+            "files": files_in_order(&project),
+            "diagnostics": project.diagnostics_json(),
+        });
+        print_out(&format!("{out}\n"));
+        return Ok(if valid { Exit::Ok } else { Exit::Failed });
+    }
     if input::show_diagnostics(&project, args.verbosity) > 0 {
         return Ok(Exit::Failed);
     }

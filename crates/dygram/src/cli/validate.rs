@@ -11,11 +11,11 @@ use super::{CliError, Exit, Verbosity, print_out};
 /// Check a machine: syntax, names, references, types; with its imports.
 ///
 /// Errors and warnings go to stderr with the file, line and column, the source line and a caret.
-/// On success stdout says so (or, with --json, every diagnostic as JSON whatever the outcome).
+/// On success stdout says so (or, with --format json, every diagnostic as JSON whatever the outcome).
 ///
 /// Examples:
 ///   dygram pv machine.dy
-///   dygram pv machine.dy --json | jq '.diagnostics[] | select(.severity == "error")'
+///   dygram pv machine.dy --format json | jq '.diagnostics[] | select(.severity == "error")'
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ValidateArgs {
@@ -24,41 +24,24 @@ pub struct ValidateArgs {
     /// Do not read imported files.
     #[arg(long)]
     no_imports: bool,
-    /// Print {"valid": bool, "diagnostics": [...]} on stdout instead of the rendered messages.
-    #[arg(long)]
-    json: bool,
+    // json: {"valid": bool, "diagnostics": [...]} on stdout instead of the rendered messages.
+    #[command(flatten)]
+    format: cli_edge::FormatFlag,
     #[command(flatten)]
     verbosity: Verbosity,
+}
+
+impl ValidateArgs {
+    pub fn json_output(&self) -> bool {
+        self.format.is_json()
+    }
 }
 
 pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
     let input = input::read(&args.file, false)?;
     let project = input::compile(&input, args.no_imports);
-    if args.json {
-        let mut diagnostics = Vec::new();
-        for module in project
-            .modules
-            .iter()
-            .chain(std::iter::once(&project.entry))
-        {
-            let file = &module.compiled.file;
-            for d in &module.compiled.diagnostics {
-                let position = d.span.map(|s| file.position(s.start as usize));
-                diagnostics.push(json!({
-                    "severity": if d.is_error() { "error" } else { "warning" },
-                    "stage": match d.stage {
-                        dygram::diagnostic::Stage::Syntax => "syntax",
-                        dygram::diagnostic::Stage::Validation => "validation",
-                        dygram::diagnostic::Stage::Graph => "graph",
-                    },
-                    "message": d.message,
-                    "file": file.name(),
-                    "line": position.map(|p| p.line + 1),
-                    "column": position.map(|p| p.character + 1),
-                    "hint": d.hint,
-                }));
-            }
-        }
+    if args.format.is_json() {
+        let diagnostics = project.diagnostics_json();
         let valid = !project.has_errors();
         let out = json!({"valid": valid, "diagnostics": diagnostics});
         print_out(&format!("{out}\n"));

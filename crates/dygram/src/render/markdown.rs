@@ -282,8 +282,9 @@ fn email_len(s: &[char]) -> Option<usize> {
     (dots > 0 && label > 0 && last != '-' && last != '_').then_some(j)
 }
 
-/// Escapes text for an HTML-like label.
-pub(super) fn escape_html(text: &str) -> String {
+/// Escapes text for HTML (and Graphviz's HTML-like labels): content and double-quoted attribute
+/// values; control characters other than line breaks and tabs are dropped.
+pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

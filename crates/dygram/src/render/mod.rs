@@ -1,5 +1,6 @@
 //! Outputs of a machine, all computed from its canonical JSON ([`crate::json`]): the JSON text,
-//! Graphviz DOT, SVG (DOT through Graphviz), Mermaid and `.dy` source.
+//! Graphviz DOT, SVG (DOT through Graphviz), Mermaid and `.dy` source; and the views of an
+//! execution on its machine ([`execution`]: DOT, SVG, Mermaid and an HTML page).
 //!
 //! [`Format`] is the one list of formats: `dygram generate -f` and `dygram batch -f` parse it,
 //! and [`render`] turns a machine into any of them. A new format is a variant of [`Format`], its
@@ -7,6 +8,7 @@
 
 pub mod dot;
 pub mod dsl;
+pub mod execution;
 pub mod mermaid;
 pub mod svg;
 

@@ -406,6 +406,20 @@ impl ExecutionState {
         distinct_nodes(&self.paths)
     }
 
+    /// Where the paths that can still go on stand (active, or waiting at a barrier), each node
+    /// once.
+    pub fn current_nodes(&self) -> Vec<String> {
+        let mut nodes: Vec<String> = Vec::new();
+        for p in &self.paths {
+            if matches!(p.status, PathStatus::Active | PathStatus::Waiting)
+                && !nodes.contains(&p.current_node)
+            {
+                nodes.push(p.current_node.clone());
+            }
+        }
+        nodes
+    }
+
     /// The last `state` node entered by the path (`activeState` in conditions).
     pub fn active_state(&self, path: &Path) -> String {
         path.state_transitions

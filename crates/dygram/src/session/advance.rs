@@ -314,5 +314,7 @@ fn history_entry(
         tools,
         output,
         status: meta.status,
+        text: super::history::text_of(events),
+        calls: super::history::calls_of(events),
     }
 }

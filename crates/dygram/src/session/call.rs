@@ -120,10 +120,20 @@ pub enum Notice<'a> {
         /// The files.
         files: &'a [&'static str],
     },
-    /// A new execution.
-    Started(&'a str),
-    /// An existing execution goes on.
-    Resumed(&'a str),
+    /// A new execution, with where its answers come from.
+    Started {
+        /// The id.
+        id: &'a str,
+        /// Where the answers come from.
+        config: &'a ClientConfig,
+    },
+    /// An existing execution goes on, with where its answers come from.
+    Resumed {
+        /// The id.
+        id: &'a str,
+        /// Where the answers come from.
+        config: &'a ClientConfig,
+    },
     /// A derived file could not be written after the commit (the next call repairs it).
     Unrepaired(&'a SessionError),
 }

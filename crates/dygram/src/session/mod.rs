@@ -33,6 +33,7 @@ mod call;
 mod checkout;
 mod commit;
 mod create;
+mod history;
 mod manual;
 mod open;
 mod record;
@@ -48,6 +49,7 @@ pub use call::{
 };
 pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
+pub use history::ToolCallRecord;
 pub use manual::{GRACE, ManualInput, Unread};
 pub use record::{ExecutionRecorder, RecordPosition};
 
@@ -163,6 +165,25 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// The line under the start of an execution whose answers are replayed or recorded:
+    /// `Mode: playback (DIR)` or `Mode: interactive (recording to DIR)`; none otherwise.
+    pub fn start_line(&self) -> Option<String> {
+        match (&self.kind, &self.playback_dir, &self.recordings_dir) {
+            (llm::SourceKind::Playback, Some(dir), _) => Some(format!("Mode: playback ({dir})")),
+            (_, _, Some(dir)) => Some(format!("Mode: interactive (recording to {dir})")),
+            _ => None,
+        }
+    }
+
+    /// What a resumed execution's line adds: `playback mode` or `recording mode`; none otherwise.
+    pub fn resume_mode(&self) -> Option<&'static str> {
+        match (&self.kind, &self.recordings_dir) {
+            (llm::SourceKind::Playback, _) => Some("playback mode"),
+            (_, Some(_)) => Some("recording mode"),
+            _ => None,
+        }
+    }
+
     /// The provider asked for `api` (Anthropic unless one is named).
     pub fn provider(&self) -> llm::Provider {
         self.provider.unwrap_or(llm::Provider::Anthropic)
@@ -220,6 +241,23 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Where the answers come from, for people: `playback (DIR)`, `api (openai)`, `queue`,
+    /// `manual`, with `, recording to DIR` when they are recorded.
+    pub fn mode_text(&self) -> String {
+        let c = &self.client_config;
+        let mut s = match c.kind {
+            llm::SourceKind::Playback => {
+                format!("playback ({})", c.playback_dir.as_deref().unwrap_or("?"))
+            }
+            llm::SourceKind::Api => format!("api ({})", c.provider()),
+            other => other.name().to_string(),
+        };
+        if let Some(r) = &c.recordings_dir {
+            s.push_str(&format!(", recording to {r}"));
+        }
+        s
+    }
+
     /// Records how a call's unit of work ended, at `at` (RFC 3339): waiting for the manual answer
     /// to `request`, or having advanced the execution to `status`. The pending request is the one
     /// the unit ends waiting for, so it is cleared whenever a unit does not end waiting, whoever
@@ -325,6 +363,13 @@ pub struct HistoryEntry {
     pub output: Option<String>,
     /// Status after the call.
     pub status: Status,
+    /// The model's text in this call, whole up to [`history::TEXT_LIMIT`] characters (answers of
+    /// several round trips one after the other); for the views of `exec show`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The tools the model called in this call, in order, with their arguments and results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ToolCallRecord>,
 }
 
 /// sha256 (hex) over a source text and the files it imports (path and bytes of each; a missing

@@ -63,14 +63,15 @@ impl Session {
         };
         let compiled = opener.compiled.take();
         let host = opener.host;
-        if session.started {
-            host.notice(Notice::Started(&session.id));
-        } else {
-            host.notice(Notice::Resumed(&session.id));
-        }
         session.meta.client_config =
             sources::client_config(&request.sources, Some(&session.meta.client_config), &*host);
         session.meta.mode = sources::mode_of(&session.meta.client_config).into();
+        let (id, config) = (&session.id, &session.meta.client_config);
+        host.notice(if session.started {
+            Notice::Started { id, config }
+        } else {
+            Notice::Resumed { id, config }
+        });
         if let Some(c) = compiled {
             session.meta.source_files = c.files;
             session.meta.source_fingerprint = Some(c.fingerprint);

@@ -54,6 +54,8 @@ pub struct Written {
     pub file: PathBuf,
     /// Its text (pretty JSON, secrets scrubbed).
     pub text: String,
+    /// The object itself (secrets scrubbed).
+    pub value: Value,
 }
 
 /// Writes `<dir>/<stem>-result.json` (durably, atomically) with the secrets of `redactor`
@@ -81,7 +83,11 @@ pub fn write_result(
         path: file.clone(),
         source: Box::new(source),
     })?;
-    Ok(Written { file, text })
+    Ok(Written {
+        file,
+        text,
+        value: result,
+    })
 }
 
 /// Runs an execution to its end, giving each event to `on_event` as it happens. When the run
@@ -110,4 +116,24 @@ pub fn run_to_end(
         executor.take_events().into_iter().for_each(&mut on_event);
     }
     failure
+}
+
+/// The first line of `--format stream-json`: the run of `machine` (its name) started.
+pub fn stream_started(machine: &str) -> Value {
+    json!({"type": "run_started", "machine": machine})
+}
+
+/// The last line of `--format stream-json`: how the run ended (`exit_code`, the process's) and its
+/// result object, the one `--format json` prints (the error object when the run could not start).
+pub fn stream_finished(exit_code: u8, result: Value) -> Value {
+    json!({"type": "run_finished", "exitCode": exit_code, "result": result})
+}
+
+/// A line of `--format stream-json`: the object with the time it was written (`time`, RFC 3339),
+/// on one line.
+pub fn stream_line(mut line: Value) -> String {
+    if let Some(object) = line.as_object_mut() {
+        object.insert("time".into(), json!(jiff::Timestamp::now().to_string()));
+    }
+    format!("{line}\n")
 }

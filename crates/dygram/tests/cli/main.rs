@@ -4,14 +4,18 @@
 use assert_cmd::Command;
 
 mod answers;
+mod color;
 mod commands;
+mod completions;
 mod conformance;
 mod context_window;
+mod display;
 mod dot_output;
 mod dsl_output;
 mod durability;
 mod execution;
 mod faults;
+mod json_output;
 mod live;
 mod manage;
 mod nesting;
@@ -23,8 +27,10 @@ mod session;
 mod stateful;
 mod status;
 mod store;
+mod stream_json;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
+mod views;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")

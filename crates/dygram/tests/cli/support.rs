@@ -194,9 +194,9 @@ impl Dir {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    /// `dygram exec status ID --json` (which must succeed), as one JSON object.
+    /// `dygram exec status ID --format json` (which must succeed), as one JSON object.
     pub fn status_json(&self, id: &str) -> Value {
-        let out = self.run(&["exec", "status", id, "--json"]);
+        let out = self.run(&["exec", "status", id, "--format", "json"]);
         assert_eq!(out.code, 0, "{out:?}");
         out.json_line()
     }

@@ -50,6 +50,30 @@ pub fn shared_error(e: SharedError) -> CliError {
 /// An error of a call; `meta` is the execution's when it was opened (its answer source names
 /// the hint for a missing API key).
 pub fn call_error(e: CallError<CliError>, meta: Option<&Metadata>) -> CliError {
+    let kind = call_kind(&e);
+    let error = call_error_with_hint(e, meta);
+    match kind {
+        Some(kind) if error.exit() != super::super::Exit::Usage => error.kind(kind),
+        _ => error,
+    }
+}
+
+/// The kind of a call's error for programs (`kind` of the JSON error object), where it is more
+/// than `failed`.
+fn call_kind(e: &CallError<CliError>) -> Option<&'static str> {
+    Some(match e {
+        CallError::Store(SessionError::Busy { .. }) => "busy",
+        CallError::Store(SessionError::NotFound(_)) => "not_found",
+        CallError::MachineChanged { .. } => "machine_changed",
+        CallError::Runtime(RuntimeError::NoClient { .. }) => "missing_api_key",
+        CallError::Llm { .. } => "llm",
+        CallError::BadAnswer(_) => "bad_answer",
+        CallError::NoStart(_) => "invalid_machine",
+        _ => return None,
+    })
+}
+
+fn call_error_with_hint(e: CallError<CliError>, meta: Option<&Metadata>) -> CliError {
     let message = e.to_string();
     let hint = match e {
         CallError::Store(e) => return session_error(e),

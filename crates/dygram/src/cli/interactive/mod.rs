@@ -49,7 +49,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
         None => call_files(&cwd, request, &mut host, &mut manual)?,
     };
     let Some((mut session, advance, saved)) = called else {
-        return Ok(Exit::Failed);
+        return Err(super::invalid_machine());
     };
     let Some(shown) = Shown::of(&session, saved) else {
         return Ok(Exit::Failed);
@@ -232,25 +232,35 @@ impl Host for CliHost<'_> {
     }
 
     fn notice(&mut self, notice: Notice<'_>) {
+        let paint = super::paint();
         match notice {
             Notice::StartedOver { previous, aside } => self.say(&format!(
                 "Starting over: the previous execution {previous} was moved to {}",
                 aside.display()
             )),
-            Notice::Corrupted { reason, folder } => eprint_line(&format!(
+            Notice::Corrupted { reason, folder } => eprint_line(&paint.yellow(&format!(
                 "⚠️  Warning: State file corrupted, starting fresh execution ({reason}; the old folder was kept as {})",
                 folder.display()
-            )),
-            Notice::SourceLost { id, now } => eprint_line(&source_lost(id, now)),
+            ))),
+            Notice::SourceLost { id, now } => eprint_line(&paint.yellow(&source_lost(id, now))),
             Notice::Repaired { id, files } => self.say(&format!(
                 "Note: the previous call on {id} was interrupted after it was saved; {} brought up to date",
                 files.join(", ")
             )),
-            Notice::Started(id) => self.say(&format!("⚡ Starting interactive execution: {id}")),
-            Notice::Resumed(id) => self.say(&format!("⚡ Resuming execution: {id}")),
-            Notice::Unrepaired(e) => eprint_line(&format!(
+            Notice::Started { id, config } => {
+                self.say(&paint.blue(&format!("⚡ Starting interactive execution: {id}")));
+                if let Some(line) = config.start_line() {
+                    self.say(&paint.dim(&format!("   {line}")));
+                }
+            }
+            Notice::Resumed { id, config } => {
+                let mode = config.resume_mode().map(|m| format!(" ({m})"));
+                let line = format!("⚡ Resuming execution: {id}{}", mode.unwrap_or_default());
+                self.say(&paint.blue(&line));
+            }
+            Notice::Unrepaired(e) => eprint_line(&paint.yellow(&format!(
                 "⚠️  Warning: this call was saved, but a file derived from its state.json could not be written ({e}); the next call brings it up to date"
-            )),
+            ))),
         }
     }
 }

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use dygram::runtime::executor::ExecutionEvent;
-use dygram::runtime::state::{ExecutionState, PathStatus, Status};
+use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{Metadata, Report, Session};
 
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
@@ -85,14 +85,7 @@ pub fn exit_for(status: Status, waiting: bool) -> Exit {
 }
 
 pub fn current_nodes(state: &ExecutionState) -> Vec<String> {
-    let mut v: Vec<String> = state
-        .paths
-        .iter()
-        .filter(|p| matches!(p.status, PathStatus::Active | PathStatus::Waiting))
-        .map(|p| p.current_node.clone())
-        .collect();
-    v.dedup();
-    v
+    state.current_nodes()
 }
 
 fn final_results(id: &str, state: &ExecutionState, meta: &Metadata) -> String {
@@ -129,7 +122,7 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         saved,
     } = *shown;
     if args.format == ExecFormat::Json {
-        let events: Vec<Value> = r.events.iter().filter_map(event_json).collect();
+        let events: Vec<Value> = r.events.iter().map(ExecutionEvent::to_json).collect();
         let mut out = json!({
             "id": id,
             "started": r.started,
@@ -160,7 +153,9 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
             }
             ExecutionEvent::ToolCall { .. } | ExecutionEvent::Output { .. } => {}
             other => {
-                s.push_str(&format!("{}\n", describe(other)));
+                if let Some(line) = describe(other) {
+                    s.push_str(&format!("{line}\n"));
+                }
             }
         }
     }
@@ -241,61 +236,4 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         ));
     }
     print_out(&s);
-}
-
-fn event_json(e: &ExecutionEvent) -> Option<Value> {
-    Some(match e {
-        ExecutionEvent::Transition {
-            path,
-            from,
-            to,
-            reason,
-        } => {
-            json!({"type": "transition", "path": path, "from": from, "to": to, "transition": reason})
-        }
-        ExecutionEvent::LlmCall {
-            path,
-            node,
-            tools,
-            messages,
-            model,
-        } => json!({"type": "llm_call", "path": path, "node": node, "tools": tools,
-            "messages": messages, "model": model}),
-        ExecutionEvent::ToolCall {
-            path,
-            name,
-            is_error,
-            result,
-        } => {
-            json!({"type": "tool", "path": path, "name": name, "isError": is_error, "result": result})
-        }
-        ExecutionEvent::Output { path, text } => {
-            json!({"type": "output", "path": path, "text": text})
-        }
-        ExecutionEvent::Spawned { path, node, parent } => {
-            json!({"type": "spawned", "path": path, "node": node, "parent": parent})
-        }
-        ExecutionEvent::Completed { path, node } => {
-            json!({"type": "completed", "path": path, "node": node})
-        }
-        ExecutionEvent::Failed { path, node, error } => {
-            json!({"type": "failed", "path": path, "node": node, "error": error})
-        }
-        ExecutionEvent::Waiting { path, node, reason } => {
-            json!({"type": "waiting", "path": path, "node": node, "reason": reason})
-        }
-        ExecutionEvent::Compacted {
-            path,
-            node,
-            answers,
-            strategy,
-            window,
-            tokens_before,
-            tokens_after,
-        } => json!({
-            "type": "compacted", "path": path, "node": node, "answers": answers,
-            "strategy": strategy, "window": window, "tokensBefore": tokens_before,
-            "tokensAfter": tokens_after
-        }),
-    })
 }

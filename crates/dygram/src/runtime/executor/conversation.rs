@@ -268,6 +268,11 @@ impl Executor<'_> {
         let mut chosen: Option<String> = None;
         for (call_id, name, args) in &calls {
             // A transition may open during the answer (a write before it): the tool checks that.
+            self.events.push(ExecutionEvent::ToolStarted {
+                path: id.clone(),
+                name: name.clone(),
+                input: args.clone(),
+            });
             let outcome = if !offered.contains(name) && !name.starts_with(tools::TRANSITION) {
                 Err(ToolError::Unknown(name.clone()))
             } else {
@@ -280,6 +285,7 @@ impl Executor<'_> {
             self.events.push(ExecutionEvent::ToolCall {
                 path: id.clone(),
                 name: name.clone(),
+                input: args.clone(),
                 is_error,
                 result: content.clone(),
             });

@@ -23,10 +23,12 @@ use super::state::{
 use super::tools;
 
 mod conversation;
+mod events;
 mod planning;
 mod tool_calls;
 mod window;
 
+pub use events::{EventLog, ExecutionEvent, Listener};
 pub use tool_calls::{MapError, ToolError};
 pub use window::{CONTEXT_WINDOW, KEEP_RECENT, MIN_CONTEXT_WINDOW};
 
@@ -88,104 +90,6 @@ pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
-/// What happened, for the caller to report.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExecutionEvent {
-    /// A path took a transition.
-    Transition {
-        /// Path.
-        path: String,
-        /// From.
-        from: String,
-        /// To.
-        to: String,
-        /// Why.
-        reason: String,
-    },
-    /// The model was asked.
-    LlmCall {
-        /// Path.
-        path: String,
-        /// Node.
-        node: String,
-        /// Tools offered, in order.
-        tools: Vec<String>,
-        /// Messages sent.
-        messages: usize,
-        /// Model.
-        model: String,
-    },
-    /// The model called a tool.
-    ToolCall {
-        /// Path.
-        path: String,
-        /// Tool.
-        name: String,
-        /// Whether it failed.
-        is_error: bool,
-        /// The result (JSON text).
-        result: String,
-    },
-    /// The model answered with text.
-    Output {
-        /// Path.
-        path: String,
-        /// Text.
-        text: String,
-    },
-    /// A path was created.
-    Spawned {
-        /// New path.
-        path: String,
-        /// Where it starts.
-        node: String,
-        /// The path that created it.
-        parent: String,
-    },
-    /// A path reached a node without transitions.
-    Completed {
-        /// Path.
-        path: String,
-        /// Node.
-        node: String,
-    },
-    /// A path failed.
-    Failed {
-        /// Path.
-        path: String,
-        /// Node.
-        node: String,
-        /// Why.
-        error: String,
-    },
-    /// An agent node's conversation was compacted to fit the model's context window.
-    Compacted {
-        /// Path.
-        path: String,
-        /// Node.
-        node: String,
-        /// Answers of the model replaced (with their tool results).
-        answers: u64,
-        /// `summarize` or `truncate`.
-        strategy: String,
-        /// The window, in tokens.
-        window: u32,
-        /// Estimated tokens of the next request before.
-        tokens_before: u32,
-        /// And after.
-        tokens_after: u32,
-    },
-    /// A path waits (barrier, or conditions that may change).
-    Waiting {
-        /// Path.
-        path: String,
-        /// Node.
-        node: String,
-        /// Why.
-        reason: String,
-    },
-}
-
 /// What one call to [`Executor::step_turn`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnOutcome {
@@ -240,7 +144,7 @@ pub struct Executor<'c> {
     machine: MachineIndex,
     client: Option<&'c dyn LlmClient>,
     options: Options,
-    events: Vec<ExecutionEvent>,
+    events: EventLog<'c>,
     machine_changed: bool,
 }
 
@@ -288,7 +192,7 @@ impl<'c> Executor<'c> {
             machine,
             client,
             options,
-            events: Vec::new(),
+            events: EventLog::default(),
             machine_changed: false,
         })
     }
@@ -305,7 +209,7 @@ impl<'c> Executor<'c> {
             machine,
             client,
             options,
-            events: Vec::new(),
+            events: EventLog::default(),
             machine_changed: false,
         }
     }
@@ -332,7 +236,14 @@ impl<'c> Executor<'c> {
 
     /// Events since the last call, taken.
     pub fn take_events(&mut self) -> Vec<ExecutionEvent> {
-        std::mem::take(&mut self.events)
+        self.events.take()
+    }
+
+    /// Gives every event to `listener` the moment it happens (besides keeping it for
+    /// [`Executor::take_events`]): a caller that streams progress sees a tool start before the model
+    /// is asked again.
+    pub fn listen(&mut self, listener: Listener<'c>) {
+        self.events.listen(listener);
     }
 
     /// Overall status.

@@ -1,0 +1,149 @@
+//! `dygram exec show --format svg|html`: the machine drawn with the execution's path, and the HTML
+//! page loaded by a real browser (headless Chromium) that must find the tool names, their results
+//! and the status in the DOM, run none of the model's markup and fetch nothing.
+
+use serde_json::json;
+use testkit::{Reply, ScriptedServer, ToolCallSpec};
+
+use super::answers::ORDER;
+use super::support::{Dir, Out};
+
+/// The model's text of the first answer: markup that must show as text.
+const SHOUT: &str = "<script>document.title='owned'</script><b>Charging</b> now";
+
+/// An execution `v` run to its end turn by turn: the model writes, calls a tool that does not
+/// exist (a failed call), then writes the total and moves on.
+fn finished_execution() -> Dir {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ToolCallSpec::new("c1", "launch_rockets", json!({"count": 3})),
+            ToolCallSpec::new("c2", "write_order", json!({"data": {"total": 42}})),
+        ])
+        .with_text(SHOUT),
+        Reply::tool_call("c3", "transition_to_shipped", json!({})),
+    ]);
+    let mut d = Dir::with_file("order.dy", ORDER);
+    d.env("OPENAI_BASE_URL", &server.openai_base());
+    for _ in 0..10 {
+        let out = d.run(&["e", "-i", "order.dy", "--id", "v", "--provider", "openai"]);
+        match out.code {
+            0 => continue,
+            2 => return d,
+            _ => panic!("{out:?}"),
+        }
+    }
+    panic!("the execution did not end in 10 calls");
+}
+
+fn show(d: &Dir, format: &str) -> Out {
+    let out = d.run(&["exec", "show", "v", "--format", format]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out
+}
+
+#[test]
+fn the_history_keeps_the_model_text_and_each_tool_call_with_its_result() {
+    let d = finished_execution();
+    let history = d.history("v");
+    let first = history
+        .iter()
+        .find(|h| h["calls"].as_array().is_some_and(|c| c.len() == 2))
+        .unwrap_or_else(|| panic!("no line with two calls: {history:?}"));
+    assert_eq!(first["text"], SHOUT);
+    assert_eq!(first["calls"][0]["name"], "launch_rockets");
+    assert_eq!(first["calls"][0]["isError"], true);
+    assert_eq!(first["calls"][0]["input"], json!({"count": 3}));
+    assert!(
+        first["calls"][0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown tool: launch_rockets"),
+        "{first}"
+    );
+    assert_eq!(first["calls"][1]["isError"], false);
+    assert_eq!(first["tools"], json!(["launch_rockets", "write_order"]));
+}
+
+#[test]
+fn svg_draws_the_machine_with_the_visited_path() {
+    if testkit::needs::graphviz().is_none() {
+        return;
+    }
+    let d = finished_execution();
+    let svg = show(&d, "svg").stdout;
+    assert!(
+        svg.contains("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    for node in ["start", "charge", "shipped"] {
+        assert!(svg.contains(&format!("<title>{node}</title>")), "{svg}");
+    }
+    // Visited nodes and the transitions taken are drawn in the trace's green.
+    assert!(svg.to_ascii_lowercase().contains("#2e7d32"), "{svg}");
+}
+
+#[test]
+fn svg_and_html_say_what_is_missing_without_graphviz() {
+    let mut d = Dir::with_file("order.dy", ORDER);
+    let out = d.run(&["e", "-i", "order.dy", "--id", "v"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    d.env("PATH", "/nonexistent");
+    for format in ["svg", "html"] {
+        let out = d.run(&["exec", "show", "v", "--format", format]);
+        assert_eq!(out.code, 1, "{out:?}");
+        assert_eq!(out.stdout, "", "{out:?}");
+        assert!(out.stderr.contains("Graphviz"), "{out:?}");
+    }
+}
+
+#[test]
+fn the_html_page_is_self_contained_and_escapes_what_the_model_wrote() {
+    if testkit::needs::graphviz().is_none() {
+        return;
+    }
+    let d = finished_execution();
+    let html = show(&d, "html").stdout;
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(
+        !html.contains("<script>document"),
+        "the model's markup is escaped"
+    );
+    assert!(html.contains("&lt;script&gt;document.title"), "{html}");
+    for external in ["src=\"http", "href=\"http", "@import", "url("] {
+        assert!(!html.contains(external), "{external} in the page");
+    }
+}
+
+#[test]
+fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
+    if testkit::needs::graphviz().is_none() {
+        return;
+    }
+    let Some(browser) = testkit::browser::browser() else {
+        return;
+    };
+    let d = finished_execution();
+    let page = d.path().join("exec-show.html");
+    std::fs::write(&page, show(&d, "html").stdout).unwrap();
+    let loaded = browser.load(&page);
+    assert_eq!(loaded.requests, Vec::<String>::new(), "the page fetched");
+    let dom = &loaded.dom;
+    for text in [
+        "launch_rockets",
+        "Unknown tool: launch_rockets",
+        "write_order",
+        "transition_to_shipped",
+        "\"total\": 42",
+        "id=\"status\">complete<",
+        "<title>charge</title>",
+        "&lt;b&gt;Charging&lt;/b&gt; now",
+    ] {
+        assert!(dom.contains(text), "{text} not in the DOM:\n{dom}");
+    }
+    // The model's script did not run (it would have renamed the page).
+    assert!(dom.contains("<title>dygram · v</title>"), "{dom}");
+    assert!(!dom.contains("owned</title>"), "{dom}");
+    if let Some(dir) = testkit::browser::artifacts_dir() {
+        browser.screenshot(&page, &dir.join("dygram-exec-show.png"), 1200, 1600);
+    }
+}
