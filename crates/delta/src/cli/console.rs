@@ -4,8 +4,6 @@ use delta::engine::{Observer, Progress};
 use delta::events::HookStatus;
 use serde_json::Value;
 
-use super::eprint_line;
-
 /// Prints engine progress on stderr.
 #[derive(Debug, Default)]
 pub struct Console {
@@ -19,6 +17,18 @@ pub struct Console {
     streaming: bool,
     /// The wait line is on the screen.
     waiting: bool,
+    /// Colours (`--color`, `NO_COLOR`, a terminal).
+    paint: cli_edge::Paint,
+}
+
+/// How a line is coloured.
+#[derive(Debug, Clone, Copy)]
+enum Tone {
+    Plain,
+    Good,
+    Bad,
+    Warn,
+    Strong,
 }
 
 impl Console {
@@ -28,8 +38,23 @@ impl Console {
             verbose,
             quiet,
             tty,
+            paint: super::paint(),
             ..Self::default()
         }
+    }
+
+    /// Writes a line on stderr: its control characters escaped, then coloured by `tone`.
+    fn say(&self, tone: Tone, text: &str) {
+        let safe = llm::terminal_safe(text);
+        let line = match tone {
+            Tone::Plain => safe.into_owned(),
+            Tone::Good => self.paint.green(&safe),
+            Tone::Bad => self.paint.red(&safe),
+            Tone::Warn => self.paint.yellow(&safe),
+            Tone::Strong => self.paint.bold(&safe),
+        };
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
 
     /// Writes `text` on stderr as it is (no line break), control characters escaped.
@@ -117,16 +142,21 @@ impl Observer for Console {
                 n,
                 max,
                 run_iteration,
-            } => eprint_line(&if run_iteration == u64::from(n) {
-                format!("\n[Iteration {n}/{max}]")
-            } else {
-                format!("\n[Iteration {run_iteration} ({n}/{max} in this call)]")
-            }),
-            Progress::Thinking => eprint_line("🤔 Thinking..."),
-            Progress::Thought(text) => eprint_line(&format!("💭 {}", text.trim())),
-            Progress::Executing(n) => eprint_line(&format!("🛠️  Executing {n} tool call(s)...")),
+            } => self.say(
+                Tone::Strong,
+                &if run_iteration == u64::from(n) {
+                    format!("\n[Iteration {n}/{max}]")
+                } else {
+                    format!("\n[Iteration {run_iteration} ({n}/{max} in this call)]")
+                },
+            ),
+            Progress::Thinking => self.say(Tone::Plain, "🤔 Thinking..."),
+            Progress::Thought(text) => self.say(Tone::Plain, &format!("💭 {}", text.trim())),
+            Progress::Executing(n) => {
+                self.say(Tone::Plain, &format!("🛠️  Executing {n} tool call(s)..."))
+            }
             Progress::ToolCall { name, args, .. } => {
-                eprint_line(&format!("  → {}", call_preview(&name, &args)))
+                self.say(Tone::Plain, &format!("  → {}", call_preview(&name, &args)))
             }
             Progress::ToolDone {
                 exit_code,
@@ -135,31 +165,37 @@ impl Observer for Console {
                 chars,
                 stopped,
                 ..
-            } => eprint_line(&tool_done(exit_code, success, preview, chars, stopped)),
-            Progress::ToolNotFound(name) => eprint_line(&format!("  ❌ Tool not found: {name}")),
-            Progress::ToolError(message) => eprint_line(&format!("  ❌ {message}")),
+            } => {
+                let (tone, line) = tool_done(exit_code, success, preview, chars, stopped);
+                self.say(tone, &line)
+            }
+            Progress::ToolNotFound(name) => {
+                self.say(Tone::Bad, &format!("  ❌ Tool not found: {name}"))
+            }
+            Progress::ToolError(message) => self.say(Tone::Bad, &format!("  ❌ {message}")),
             Progress::Hook {
                 name,
                 status,
                 problems,
             } => {
                 if status == HookStatus::Failed || !problems.is_empty() {
-                    eprint_line(&format!(
+                    let line = format!(
                         "  ⚠️  hook {} {}: {}",
                         name.as_str(),
                         status_word(status),
                         problems.join("; ")
-                    ));
+                    );
+                    self.say(Tone::Warn, &line);
                 } else if self.verbose {
-                    eprint_line(&format!("  ↪ hook {} ok", name.as_str()));
+                    self.say(Tone::Plain, &format!("  ↪ hook {} ok", name.as_str()));
                 }
             }
             Progress::Question(prompt) => {
-                eprint_line("🔔 Agent is asking for your input:");
-                eprint_line(&format!("   {prompt}"));
+                self.say(Tone::Warn, "🔔 Agent is asking for your input:");
+                self.say(Tone::Plain, &format!("   {prompt}"));
             }
             Progress::Note(text) | Progress::Compacted { note: text, .. } => {
-                eprint_line(&format!("⚠️  {text}"))
+                self.say(Tone::Warn, &format!("⚠️  {text}"))
             }
             // The result says it, once the run has stopped; the others were handled above.
             Progress::Paused(_) | Progress::TextDelta(_) | Progress::Waiting { .. } => {}
@@ -174,7 +210,7 @@ fn tool_done(
     preview: Option<String>,
     chars: usize,
     stopped: Option<String>,
-) -> String {
+) -> (Tone, String) {
     let shown = preview
         .map(|p| format!("\"{p}\""))
         .unwrap_or_else(|| "(no output)".into());
@@ -182,11 +218,12 @@ fn tool_done(
         if let Some(first) = why.get_mut(..1) {
             first.make_ascii_uppercase();
         }
-        format!("  ✗ {why}: {shown}")
+        (Tone::Bad, format!("  ✗ {why}: {shown}"))
     } else if success {
-        format!("  ✓ Output: {shown} ({chars} chars, exit {exit_code})")
+        let line = format!("  ✓ Output: {shown} ({chars} chars, exit {exit_code})");
+        (Tone::Good, line)
     } else {
-        format!("  ✗ Failed: {shown} (exit {exit_code})")
+        (Tone::Bad, format!("  ✗ Failed: {shown} (exit {exit_code})"))
     }
 }
 

@@ -44,6 +44,8 @@ Exit codes:
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    color: cli_edge::ColorFlag,
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +64,21 @@ enum Command {
     Worker(fleet::WorkerArgs),
     Export(fleet::ExportArgs),
     Import(fleet::ImportArgs),
+    /// Print a shell completion script: bash, zsh or fish.
+    ///
+    /// Examples:
+    ///   delta completions bash > ~/.local/share/bash-completion/completions/delta
+    ///   delta completions zsh > "${fpath[1]}/_delta"
+    ///   delta completions fish > ~/.config/fish/completions/delta.fish
+    #[command(verbatim_doc_comment)]
+    Completions(cli_edge::CompletionsArgs),
+    /// Print delta's man page, or write one page per command into a folder with -d.
+    ///
+    /// Examples:
+    ///   delta man | man -l -
+    ///   delta man -d /usr/local/share/man/man1
+    #[command(verbatim_doc_comment)]
+    Man(cli_edge::ManArgs),
 }
 
 /// Process exit codes (documented in `--help` and the README).
@@ -157,10 +174,22 @@ pub fn message_arg(message: Option<String>) -> Result<Option<String>, CliError> 
     }
 }
 
-/// How delta prints: progress carries the model's and the tools' text, whose control characters
-/// (other than line breaks and tabs) are shown escaped so it never drives the terminal.
-fn printer() -> cli_edge::Printer {
-    cli_edge::Printer::default().escaping_controls()
+/// How this process prints: progress carries the model's and the tools' text, whose control
+/// characters (other than line breaks and tabs) are shown escaped so it never drives the terminal;
+/// colours as `--color` says (set once by [`main`]; before that: `auto`).
+static PRINTER: std::sync::OnceLock<cli_edge::Printer> = std::sync::OnceLock::new();
+
+fn printer() -> &'static cli_edge::Printer {
+    PRINTER.get_or_init(|| {
+        cli_edge::Printer::default()
+            .escaping_controls()
+            .with_paint(cli_edge::ColorChoice::Auto.for_stderr())
+    })
+}
+
+/// The colours of stderr.
+pub fn paint() -> cli_edge::Paint {
+    printer().paint()
 }
 
 /// Writes one line on stderr, ignoring failures (a closed stderr must not crash a run), its control
@@ -178,13 +207,52 @@ fn report(err: &CliError) -> ExitCode {
     printer().report(err)
 }
 
+/// `delta man`: the page on stdout, or every command's page written into `-d DIR`.
+fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
+    let Some(dir) = args.dir else {
+        let page = cli_edge::generated::man_page(Cli::command())
+            .map_err(|e| CliError::with_source("cannot render the man page", e))?;
+        print_out(&String::from_utf8_lossy(&page));
+        return Ok(());
+    };
+    let written = cli_edge::generated::man_pages(Cli::command(), &dir).map_err(|e| {
+        CliError::with_source(
+            format!("cannot write the man pages to {}", dir.display()),
+            e,
+        )
+    })?;
+    for page in written {
+        print_out(&format!("{}\n", page.display()));
+    }
+    Ok(())
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     if std::env::args_os().len() == 1 {
         let _ = Cli::command().print_help();
         return ExitCode::SUCCESS;
     }
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // With --format json (or stream-json) a script reads stdout: it gets the error too.
+            if e.use_stderr() && cli_edge::asks_for_json(&args) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let usage = CliError::usage(first.trim_start_matches("error: "));
+                print_out(&format!("{}\n", result::error_json(&usage)));
+            }
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
+        }
+    };
+    let _ = PRINTER.set(
+        cli_edge::Printer::default()
+            .escaping_controls()
+            .with_paint(cli.color.color.for_stderr()),
+    );
     if matches!(
         cli.command,
         Command::Run(_) | Command::Continue(_) | Command::Worker(_)
@@ -206,6 +274,12 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => fleet::cmd_worker(args),
         Command::Export(args) => fleet::cmd_export(args).map(|()| Exit::Ok),
         Command::Import(args) => fleet::cmd_import(args).map(|()| Exit::Ok),
+        Command::Completions(args) => {
+            let script = cli_edge::generated::completions(Cli::command(), args.shell);
+            print_out(&String::from_utf8_lossy(&script));
+            Ok(Exit::Ok)
+        }
+        Command::Man(args) => man(args).map(|()| Exit::Ok),
     });
     let Ok(result) = dispatched else {
         eprint_line(

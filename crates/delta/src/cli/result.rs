@@ -62,6 +62,7 @@ pub fn error_json(error: &CliError) -> Value {
         "is_error": true,
         "error": {
             "type": kind,
+            "kind": error.kind_name(),
             "message": error.message(),
             "causes": error.causes(),
             "hints": error.hints(),

@@ -425,6 +425,16 @@ fn on_terminal(
     server: &ScriptedServer,
     args: &str,
 ) -> Option<crate::support::Output> {
+    on_terminal_with(sb, server, args, &[])
+}
+
+/// [`on_terminal`] with more variables in the environment.
+fn on_terminal_with(
+    sb: &Sandbox,
+    server: &ScriptedServer,
+    args: &str,
+    vars: &[(&str, &str)],
+) -> Option<crate::support::Output> {
     if std::process::Command::new("script")
         .arg("--version")
         .output()
@@ -439,7 +449,9 @@ fn on_terminal(
         .current_dir(sb.root.path())
         .args(["-qec", &format!("{} {args}", env!("CARGO_BIN_EXE_delta"))])
         .arg("/dev/null")
-        .envs(delta.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        .envs(delta.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env_remove("NO_COLOR")
+        .envs(vars.iter().copied());
     Some(output(script))
 }
 
@@ -522,4 +534,81 @@ fn quiet_leaves_only_the_result() {
     let out = sb.run(None, "go", &["-q"]);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("API key"), "{}", out.stderr);
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_line_definition() {
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let run = |args: &[&str]| {
+        let mut cmd = sb.delta(None);
+        cmd.args(args);
+        let out = output(cmd);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        out.stdout
+    };
+    let bash = run(&["completions", "bash"]);
+    assert!(
+        bash.contains("_delta()") && bash.contains("list-runs") && bash.contains("--format"),
+        "{bash}"
+    );
+    assert!(run(&["completions", "zsh"]).starts_with("#compdef delta"));
+    assert!(run(&["completions", "fish"]).contains("complete -c delta"));
+    let page = run(&["man"]);
+    assert!(
+        page.contains(".TH delta 1") && page.contains("show"),
+        "{page}"
+    );
+    let dir = sb.path("man");
+    let listed = run(&["man", "-d", dir.to_str().unwrap()]);
+    for name in ["delta.1", "delta-run.1", "delta-continue.1", "delta-show.1"] {
+        assert!(dir.join(name).is_file(), "{name}: {listed}");
+    }
+}
+
+#[test]
+fn colours_follow_the_color_flag_and_no_color() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", serde_json::json!({"message": "hi"})),
+        Reply::text("done"),
+        Reply::tool_call("c2", "echo", serde_json::json!({"message": "hi"})),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let out = sb.run(Some(&server), "go", &["--color", "always"]);
+    assert!(out.stderr.contains("\x1b[32m  ✓ Output"), "{}", out.stderr);
+    let out = sb.run(Some(&server), "go", &["--color", "never", "-w", "ws2"]);
+    assert!(!out.stderr.contains('\x1b'), "{}", out.stderr);
+    // On a terminal: colours, unless NO_COLOR is set.
+    let server = ScriptedServer::start([Reply::text("one"), Reply::text("two")]);
+    let Some(out) = on_terminal(&sb, &server, "run --agent agent -w ws3 -m go") else {
+        return;
+    };
+    assert!(out.stdout.contains("\x1b[1m"), "{}", out.stdout);
+    let out = on_terminal_with(
+        &sb,
+        &server,
+        "run --agent agent -w ws4 -m go",
+        &[("NO_COLOR", "1")],
+    )
+    .unwrap();
+    assert!(!out.stdout.contains("\x1b[1m"), "{}", out.stdout);
+}
+
+#[test]
+fn a_command_line_delta_cannot_read_still_gets_a_json_object_when_json_is_asked_for() {
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let mut cmd = sb.delta(None);
+    cmd.args(["run", "-m", "x", "--format", "json", "--no-such-flag"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 2);
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["error"]["type"], "UsageError");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--no-such-flag"),
+        "{result}"
+    );
+    assert!(out.stderr.contains("--no-such-flag"));
 }
