@@ -119,3 +119,25 @@ fn skip<T>(required: &str, what: &str) -> Option<T> {
     let _ = std::io::stderr().write_all(line.as_bytes());
     None
 }
+
+/// Makes the tests that need a pseudo-terminal required.
+pub const TERMINAL_REQUIRED: &str = "TERMINAL_TEST_REQUIRED";
+
+/// util-linux's `script`, which runs a command on a pseudo-terminal (for tests of what a tool does
+/// on a terminal).
+pub fn pseudo_terminal() -> Option<PathBuf> {
+    let found = Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        Some(PathBuf::from("script"))
+    } else {
+        skip(
+            TERMINAL_REQUIRED,
+            "util-linux's script, which gives a command a pseudo-terminal (apt-get install util-linux)",
+        )
+    }
+}

@@ -371,21 +371,14 @@ fn without_a_terminal_continue_says_which_of_several_runs_it_took() {
 
 #[test]
 fn on_a_terminal_continue_offers_the_runs_to_choose_from() {
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "SKIPPED scripting::on_a_terminal_continue_offers_the_runs_to_choose_from: needs util-linux script (a pseudo-terminal)"
-        );
+    let Some(script_program) = testkit::needs::pseudo_terminal() else {
         return;
-    }
+    };
     let server = ScriptedServer::start((0..3).map(|i| Reply::text(&format!("answer {i}"))));
     let sb = two_runs(&server);
     // `script` gives delta a pseudo-terminal; the choice (2: the older run) is typed into it.
     let delta = sb.delta(Some(&server));
-    let mut script = std::process::Command::new("script");
+    let mut script = std::process::Command::new(script_program);
     script
         .current_dir(sb.root.path())
         .args([
@@ -435,16 +428,9 @@ fn on_terminal_with(
     args: &str,
     vars: &[(&str, &str)],
 ) -> Option<crate::support::Output> {
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED a terminal test: needs util-linux script (a pseudo-terminal)");
-        return None;
-    }
+    let program = testkit::needs::pseudo_terminal()?;
     let delta = sb.delta(Some(server));
-    let mut script = std::process::Command::new("script");
+    let mut script = std::process::Command::new(program);
     script
         .current_dir(sb.root.path())
         .args(["-qec", &format!("{} {args}", env!("CARGO_BIN_EXE_delta"))])

@@ -48,7 +48,8 @@ fn on_a_terminal(d: &Dir, args: &str, no_color: bool) -> Option<String> {
     match cmd.output() {
         Ok(out) => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
         Err(_) => {
-            eprintln!("SKIPPED {}: needs `script` (util-linux)", module_path!());
+            // `script` is missing: say so (a failure where pseudo-terminal tests are required).
+            let _ = testkit::needs::pseudo_terminal();
             None
         }
     }
