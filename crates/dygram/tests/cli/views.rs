@@ -35,6 +35,35 @@ fn finished_execution() -> Dir {
     panic!("the execution did not end in 10 calls");
 }
 
+/// An execution `v` whose model ends its conversation while the only way out is closed: the
+/// path fails.
+fn failed_execution() -> Dir {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "write_order", json!({"data": {"total": 0}})).with_text("Hm."),
+        Reply::text("Nothing to charge."),
+    ]);
+    let mut d = Dir::with_file("order.dy", ORDER);
+    d.env("OPENAI_BASE_URL", &server.openai_base());
+    let call = [
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "v",
+        "--provider",
+        "openai",
+        "--step",
+    ];
+    for _ in 0..10 {
+        let out = d.run(&call);
+        if out.code == 1 && out.stdout.contains("Status: error") {
+            return d;
+        }
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    panic!("the execution did not fail in 10 calls");
+}
+
 fn show(d: &Dir, format: &str) -> Out {
     let out = d.run(&["exec", "show", "v", "--format", format]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -145,5 +174,35 @@ fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
     assert!(!dom.contains("owned</title>"), "{dom}");
     if let Some(dir) = testkit::browser::artifacts_dir() {
         browser.screenshot(&page, &dir.join("dygram-exec-show.png"), 1200, 1600);
+    }
+}
+
+#[test]
+fn a_browser_shows_why_an_execution_failed() {
+    if testkit::needs::graphviz().is_none() {
+        return;
+    }
+    let Some(browser) = testkit::browser::browser() else {
+        return;
+    };
+    let d = failed_execution();
+    let page = d.path().join("exec-show-error.html");
+    std::fs::write(&page, show(&d, "html").stdout).unwrap();
+    let loaded = browser.load(&page);
+    assert_eq!(loaded.requests, Vec::<String>::new(), "the page fetched");
+    for text in [
+        "id=\"status\">error<",
+        "No transition available",
+        "write_order",
+        "status-failed",
+    ] {
+        assert!(
+            loaded.dom.contains(text),
+            "{text} not in the DOM:\n{}",
+            loaded.dom
+        );
+    }
+    if let Some(dir) = testkit::browser::artifacts_dir() {
+        browser.screenshot(&page, &dir.join("dygram-exec-show-error.png"), 1200, 1400);
     }
 }
