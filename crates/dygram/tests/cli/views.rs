@@ -143,20 +143,28 @@ fn the_html_page_is_self_contained_and_escapes_what_the_model_wrote() {
     }
 }
 
-#[test]
-fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
-    if testkit::needs::graphviz().is_none() {
-        return;
-    }
-    let Some(browser) = testkit::browser::browser() else {
-        return;
-    };
-    let d = finished_execution();
-    let page = d.path().join("exec-show.html");
+/// The HTML page of execution `v` of `d`, as a headless Chromium built its DOM (checked to have
+/// fetched nothing); its screenshot is kept as `picture` when CI collects them. `None` (after a
+/// SKIPPED line) without Graphviz or the browser.
+fn browse(make: fn() -> Dir, picture: &str) -> Option<String> {
+    testkit::needs::graphviz()?;
+    let browser = testkit::browser::browser()?;
+    let d = make();
+    let page = d.path().join(format!("{picture}.html"));
     std::fs::write(&page, show(&d, "html").stdout).unwrap();
     let loaded = browser.load(&page);
     assert_eq!(loaded.requests, Vec::<String>::new(), "the page fetched");
-    let dom = &loaded.dom;
+    if let Some(dir) = testkit::browser::artifacts_dir() {
+        browser.screenshot(&page, &dir.join(format!("{picture}.png")), 1200, 1600);
+    }
+    Some(loaded.dom)
+}
+
+#[test]
+fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
+    let Some(dom) = browse(finished_execution, "dygram-exec-show") else {
+        return;
+    };
     for text in [
         "launch_rockets",
         "Unknown tool: launch_rockets",
@@ -172,37 +180,19 @@ fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
     // The model's script did not run (it would have renamed the page).
     assert!(dom.contains("<title>dygram · v</title>"), "{dom}");
     assert!(!dom.contains("owned</title>"), "{dom}");
-    if let Some(dir) = testkit::browser::artifacts_dir() {
-        browser.screenshot(&page, &dir.join("dygram-exec-show.png"), 1200, 1600);
-    }
 }
 
 #[test]
 fn a_browser_shows_why_an_execution_failed() {
-    if testkit::needs::graphviz().is_none() {
-        return;
-    }
-    let Some(browser) = testkit::browser::browser() else {
+    let Some(dom) = browse(failed_execution, "dygram-exec-show-error") else {
         return;
     };
-    let d = failed_execution();
-    let page = d.path().join("exec-show-error.html");
-    std::fs::write(&page, show(&d, "html").stdout).unwrap();
-    let loaded = browser.load(&page);
-    assert_eq!(loaded.requests, Vec::<String>::new(), "the page fetched");
     for text in [
         "id=\"status\">error<",
         "No transition available",
         "write_order",
         "status-failed",
     ] {
-        assert!(
-            loaded.dom.contains(text),
-            "{text} not in the DOM:\n{}",
-            loaded.dom
-        );
-    }
-    if let Some(dir) = testkit::browser::artifacts_dir() {
-        browser.screenshot(&page, &dir.join("dygram-exec-show-error.png"), 1200, 1400);
+        assert!(dom.contains(text), "{text} not in the DOM:\n{dom}");
     }
 }
