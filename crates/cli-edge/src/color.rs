@@ -38,14 +38,7 @@ impl ColorChoice {
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct ColorFlag {
     /// When to colour stderr: auto (on a terminal, unless NO_COLOR is set), always or never.
-    #[arg(
-        long,
-        value_enum,
-        value_name = "WHEN",
-        default_value_t = ColorChoice::Auto,
-        global = true,
-        hide_possible_values = true
-    )]
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
 }
 
