@@ -65,6 +65,7 @@ fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Pat
             task: "go".into(),
             workspace: None,
             max_iterations: None,
+            model: None,
             submitted: String::new(),
         };
         let id = format!("b{round}-{n:03}");

@@ -28,6 +28,8 @@ pub mod run_result;
 pub mod runner;
 pub mod runs;
 pub mod session;
+pub mod stream;
 pub mod tail;
 pub mod templates;
+pub mod transcript;
 pub mod workspace;

@@ -78,18 +78,26 @@ pub fn scrub_progress(redactor: &Redactor, mut progress: Progress) -> Progress {
         | Progress::ToolNotFound(text)
         | Progress::ToolError(text)
         | Progress::Question(text)
+        | Progress::Paused(text)
+        | Progress::TextDelta(text)
         | Progress::Note(text) => scrub(redactor, text),
-        Progress::ToolCall { name, args } => {
+        Progress::Compacted { note, .. } => scrub(redactor, note),
+        Progress::ToolCall { id, name, args } => {
+            scrub(redactor, id);
             scrub(redactor, name);
             redactor.redact_json(args);
         }
-        Progress::ToolDone { preview, .. } => {
+        Progress::ToolDone { id, preview, .. } => {
+            scrub(redactor, id);
             if let Some(p) = preview {
                 scrub(redactor, p);
             }
         }
         Progress::Hook { problems, .. } => problems.iter_mut().for_each(|p| scrub(redactor, p)),
-        Progress::Iteration { .. } | Progress::Thinking | Progress::Executing(_) => {}
+        Progress::Iteration { .. }
+        | Progress::Thinking
+        | Progress::Executing(_)
+        | Progress::Waiting { .. } => {}
     }
     progress
 }
@@ -169,6 +177,7 @@ mod tests {
         let p = scrub_progress(
             &r,
             Progress::ToolCall {
+                id: "c1".into(),
                 name: "t".into(),
                 args: json!({"a": "x sk-secret-1"}),
             },
@@ -176,6 +185,7 @@ mod tests {
         assert_eq!(
             p,
             Progress::ToolCall {
+                id: "c1".into(),
                 name: "t".into(),
                 args: json!({"a": "x [REDACTED]"}),
             }

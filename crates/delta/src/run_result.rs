@@ -50,6 +50,7 @@ pub fn json_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Value {
         "schema_version": "2.0",
         "run_id": m.run_id,
         "status": m.status.as_str(),
+        "is_error": m.status == RunStatus::Failed,
         "metrics": {
             "iterations": m.iterations_completed,
             "duration_ms": outcome.duration.as_millis() as u64,

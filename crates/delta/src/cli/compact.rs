@@ -53,13 +53,18 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
     let (clock, ids) = clock_and_ids()?;
     let interrupt = terminal::install_signal_handlers()?;
     let flags = Flags {
+        quiet: false,
+        model: None,
         max_iterations: None,
         interactive: false,
         verbose: false,
-        format: args.format,
+        format: match args.format {
+            Format::Json => super::result::RunFormat::Json,
+            _ => super::result::RunFormat::Text,
+        },
         mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
     };
-    let mut console = Console { verbose: false };
+    let mut console = Console::new(false, false, false);
     let mut host = CliHost::new(&flags, clock);
     host.quiet = true;
     let runner = Runner {

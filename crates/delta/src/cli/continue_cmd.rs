@@ -1,5 +1,6 @@
 //! `delta continue`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -7,7 +8,7 @@ use delta::runner::{Continue, Request, WorkspaceRef};
 
 use super::fleet::{self, StoreContinue};
 use super::report::{self, Flags, clock_and_ids};
-use super::result::Format;
+use super::result::RunFormat;
 use super::{CliError, Exit};
 
 /// Continue a run: resume it, answer its question, extend it, or retry it.
@@ -61,9 +62,14 @@ pub struct ContinueArgs {
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
 
-    /// Message: the answer to a question, new instructions, or guidance for a retry.
+    /// Message: the answer to a question, new instructions, or guidance for a retry ("-": read it
+    /// from standard input).
     #[arg(short = 'm', long, value_name = "TEXT")]
     message: Option<String>,
+
+    /// The model to ask instead of the agent's llm.model (also DELTA_MODEL).
+    #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
+    model: Option<String>,
 
     /// Add this file's content to the message.
     #[arg(long, value_name = "FILE")]
@@ -81,13 +87,17 @@ pub struct ContinueArgs {
     #[arg(short, long)]
     verbose: bool,
 
+    /// Quiet: no progress or notices on stderr, only errors (the result still goes to stdout).
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+
     /// Answer ask_human questions on the terminal instead of pausing the run.
     #[arg(short, long)]
     interactive: bool,
 
-    /// What to print on stdout when the run stops.
+    /// What to print on stdout.
     #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    format: RunFormat,
 
     /// Keep every LLM exchange as DIR/turn-<n>.json.
     #[arg(long, value_name = "DIR", conflicts_with = "playback")]
@@ -99,9 +109,17 @@ pub struct ContinueArgs {
 }
 
 pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
+    let format = args.format;
+    super::result::with_json_error(format, continue_run(args))
+}
+
+fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
     let (clock, ids) = clock_and_ids()?;
+    let message = super::message_arg(args.message)?;
     let flags = Flags {
+        quiet: args.quiet,
         max_iterations: args.max_iterations,
+        model: args.model,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,
@@ -111,21 +129,51 @@ pub fn cmd_continue(args: ContinueArgs) -> Result<Exit, CliError> {
         let cont = StoreContinue {
             url,
             run_id: run_id.clone(),
-            message: args.message,
+            message,
             with_file: args.with_file,
             dir: args.dir.unwrap_or_else(fleet::default_copies),
         };
         return fleet::continue_in_store(cont, &flags, clock, ids);
     }
+    let run_id = match (&args.run_id, &args.work_dir) {
+        (None, Some(dir)) => pick_run(dir)?,
+        _ => args.run_id,
+    };
     let request = Request::Continue(Continue {
         workspace: match args.work_dir {
             Some(dir) => WorkspaceRef::Dir(dir),
             None => WorkspaceRef::Last,
         },
-        run_id: args.run_id,
-        message: args.message,
+        run_id,
+        message,
         with_file: args.with_file,
         fork_at: args.from_iteration,
     });
     report::execute(request, &flags, clock, ids)
+}
+
+/// Which run of the workspace `dir` to continue when `--run-id` is not given and it has several:
+/// the user's choice on a terminal; otherwise the newest (as `LATEST` names it), said on stderr.
+fn pick_run(dir: &std::path::Path) -> Result<Option<String>, CliError> {
+    let ws = std::env::current_dir().unwrap_or_default().join(dir);
+    let Ok(runs) = delta::runs::list(&ws) else {
+        return Ok(None);
+    };
+    if runs.len() < 2 {
+        return Ok(None);
+    }
+    if std::io::stdin().is_terminal() {
+        let interrupt = super::terminal::install_signal_handlers()?;
+        return super::terminal::choose_run(&runs, &interrupt).map(Some);
+    }
+    if let Some(latest) = delta::runs::latest(&ws) {
+        super::eprint_line(&format!(
+            "Continuing run {} (the latest of {} runs in {}; --run-id picks another, delta list-runs -w {} lists them)",
+            latest.run_id,
+            runs.len(),
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(None)
 }

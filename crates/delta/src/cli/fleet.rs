@@ -69,9 +69,13 @@ pub struct SubmitArgs {
     #[arg(short = 'a', long, value_name = "PATH", default_value = ".")]
     agent: PathBuf,
 
-    /// The task.
+    /// The task ("-": read it from standard input).
     #[arg(short = 'm', long, value_name = "TEXT")]
     message: String,
+
+    /// The model to ask instead of the agent's llm.model (also DELTA_MODEL).
+    #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
+    model: Option<String>,
 
     /// Workspace every worker reaches (shared storage); default: one the worker creates per run.
     #[arg(short = 'w', long = "work-dir", value_name = "PATH")]
@@ -87,7 +91,8 @@ pub struct SubmitArgs {
 }
 
 pub fn cmd_submit(args: SubmitArgs) -> Result<(), CliError> {
-    if args.message.trim().is_empty() {
+    let message = super::message_arg(Some(args.message))?.unwrap_or_default();
+    if message.trim().is_empty() {
         return Err(CliError::usage("the task (-m) is empty")
             .hint("delta submit --agent <path> -m \"your task\""));
     }
@@ -97,7 +102,8 @@ pub fn cmd_submit(args: SubmitArgs) -> Result<(), CliError> {
     let loaded = agent::load(&args.agent).map_err(agent_error)?;
     let submission = Submission {
         agent: loaded.dir.clone(),
-        task: args.message,
+        task: message,
+        model: args.model,
         workspace: args.work_dir.map(|w| cwd.join(w)),
         max_iterations: args.max_iterations,
         submitted: delta::events::timestamp(clock.now()),
@@ -188,7 +194,7 @@ impl Crew for CliCrew<'_> {
 
     fn observer(&self) -> Box<dyn Observer + '_> {
         if self.flags.verbose {
-            Box::new(Console { verbose: true })
+            Box::new(Console::new(true, false, false))
         } else {
             Box::new(Silent)
         }
@@ -245,10 +251,12 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<Exit, CliError> {
     let shutdown = terminal::install_signal_handlers()?;
     let lease = Duration::from_secs_f64(args.lease);
     let flags = Flags {
+        quiet: false,
+        model: None,
         max_iterations: None,
         interactive: false,
         verbose: args.verbose,
-        format: Format::Text,
+        format: super::result::RunFormat::Text,
         mode: Flags::mode(None, args.playback.as_deref()),
     };
     let config = WorkerConfig {

@@ -13,7 +13,7 @@ use delta::templates::{self, ScaffoldError, TEMPLATES};
 ///
 /// Writes agent.yaml, system_prompt.md, context.yaml and README.md into NAME (created) or, without
 /// NAME, into the current folder. The folder must be empty (dot-files such as .git are ignored).
-/// Prints the agent folder on stdout.
+/// Prints the agent folder on stdout (--format json: an object).
 ///
 /// Templates: minimal (default with -y), hello-world, file-ops, api-tester.
 ///
@@ -33,6 +33,19 @@ pub struct InitArgs {
     /// Do not ask: use the minimal template unless -t says otherwise.
     #[arg(short = 'y', long)]
     yes: bool,
+
+    /// text: the agent folder; json: {"agent_dir", "name", "template", "files"}.
+    #[arg(long, value_enum, default_value = "text")]
+    format: TextOrJson,
+}
+
+/// `--format` of commands with one result: text or one JSON object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TextOrJson {
+    /// For reading.
+    Text,
+    /// One JSON object.
+    Json,
 }
 
 pub fn cmd_init(args: InitArgs) -> Result<(), CliError> {
@@ -87,6 +100,17 @@ pub fn cmd_init(args: InitArgs) -> Result<(), CliError> {
         "  export DELTA_API_KEY=...   # or DELTA_BASE_URL for another OpenAI-compatible server",
     );
     eprint_line("  delta run -m \"your task\" -y");
-    print_out(&format!("{}\n", target.display()));
+    match args.format {
+        TextOrJson::Text => print_out(&format!("{}\n", target.display())),
+        TextOrJson::Json => print_out(&format!(
+            "{}\n",
+            serde_json::json!({
+                "agent_dir": target,
+                "name": agent_name,
+                "template": template.name,
+                "files": template.files.iter().map(|f| f.name).collect::<Vec<_>>(),
+            })
+        )),
+    }
     Ok(())
 }

@@ -1,14 +1,13 @@
 //! `delta list-runs`.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use delta::metadata::RunStatus;
 use delta::runs::{self, RunSummary};
+use delta::transcript::{self, Outcome};
 use serde_json::{Value, json};
 
 use super::result::Format;
-use super::{CliError, eprint_line, print_out};
+use super::{CliError, WorkspaceArg, eprint_line, print_out};
 
 /// List the runs of a workspace, newest first.
 ///
@@ -22,14 +21,8 @@ use super::{CliError, eprint_line, print_out};
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ListRunsArgs {
-    /// Workspace (default: the current folder).
-    #[arg(
-        short = 'w',
-        long = "work-dir",
-        value_name = "PATH",
-        default_value = "."
-    )]
-    work_dir: PathBuf,
+    #[command(flatten)]
+    workspace: WorkspaceArg,
 
     /// List the runs of this store (a PostgreSQL URL; also DELTA_STORE) instead of a workspace's.
     /// Their status may also be QUEUED (no worker has started it yet) or NOT_STARTED.
@@ -58,9 +51,31 @@ pub struct ListRunsArgs {
     format: Format,
 }
 
+/// The final answer or the pending question, as (answer, question).
+fn outcome(s: &RunSummary) -> (Option<String>, Option<String>) {
+    match transcript::outcome(&s.run, s.status) {
+        Some(Outcome::Answer(a)) => (Some(a), None),
+        Some(Outcome::Question(q)) => (None, Some(q)),
+        None => (None, None),
+    }
+}
+
+/// `text` on one line of at most `limit` characters.
+fn one_line(text: &str, limit: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > limit {
+        format!("{}...", flat.chars().take(limit).collect::<String>())
+    } else {
+        flat
+    }
+}
+
 fn to_json(s: &RunSummary) -> Value {
     let m = &s.metadata;
+    let (answer, question) = outcome(s);
     json!({
+        "final_answer": answer,
+        "pending_question": question,
         "run_id": m.run_id,
         "status": s.status.as_str(),
         "crashed": s.crashed,
@@ -78,15 +93,7 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
     if let Some(url) = &args.store {
         return super::fleet::list_in_store(url, args.status.as_deref(), args.first, args.format);
     }
-    let ws = std::env::current_dir()
-        .unwrap_or_default()
-        .join(&args.work_dir);
-    if !ws.join(".delta").is_dir() {
-        return Err(
-            CliError::new(format!("No .delta directory found in {}", ws.display()))
-                .hint("is this a workspace? runs live in <workspace>/.delta/"),
-        );
-    }
+    let ws = args.workspace.existing()?;
     let wanted = match &args.status {
         Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
             CliError::usage(format!("unknown status {s:?}"))
@@ -133,28 +140,37 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
             if list.is_empty() {
                 eprint_line("No runs found.");
             }
-            let mut out = String::new();
-            for r in &list {
-                let m = &r.metadata;
-                let task: String = m.task.chars().take(60).collect();
-                let ellipsis = if m.task.chars().count() > 60 {
-                    "..."
-                } else {
-                    ""
-                };
-                let crashed = if r.crashed { " (crashed)" } else { "" };
-                out.push_str(&format!(
-                    "{}\nRun ID:     {}\nStatus:     {}{crashed}\nStart Time: {}\nEnd Time:   {}\nIterations: {}\nTask:       {task}{ellipsis}\n",
-                    "-".repeat(80),
-                    m.run_id,
-                    r.status,
-                    m.start_time,
-                    m.end_time.as_deref().unwrap_or("-"),
-                    m.iterations_completed,
-                ));
-            }
-            print_out(&out);
+            print_out(&list.iter().map(text_block).collect::<String>());
         }
     }
     Ok(())
+}
+
+/// A run as `--format text` shows it: a rule, then a line per fact.
+fn text_block(r: &RunSummary) -> String {
+    let m = &r.metadata;
+    let task: String = m.task.chars().take(60).collect();
+    let ellipsis = if m.task.chars().count() > 60 {
+        "..."
+    } else {
+        ""
+    };
+    let crashed = if r.crashed { " (crashed)" } else { "" };
+    let mut out = format!(
+        "{}\nRun ID:     {}\nStatus:     {}{crashed}\nStart Time: {}\nEnd Time:   {}\nIterations: {}\nTask:       {task}{ellipsis}\n",
+        "-".repeat(80),
+        m.run_id,
+        r.status,
+        m.start_time,
+        m.end_time.as_deref().unwrap_or("-"),
+        m.iterations_completed,
+    );
+    match outcome(r) {
+        (Some(answer), _) => out.push_str(&format!("Answer:     {}\n", one_line(&answer, 100))),
+        (_, Some(question)) => {
+            out.push_str(&format!("Question:   {}\n", one_line(&question, 100)));
+        }
+        _ => {}
+    }
+    out
 }

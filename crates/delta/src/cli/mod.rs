@@ -11,6 +11,7 @@ mod list_runs;
 mod report;
 mod result;
 mod run;
+mod show;
 mod terminal;
 mod tool_expand;
 
@@ -43,6 +44,8 @@ Exit codes:
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    color: cli_edge::ColorFlag,
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,6 +54,8 @@ enum Command {
     Continue(continue_cmd::ContinueArgs),
     #[command(name = "list-runs")]
     ListRuns(list_runs::ListRunsArgs),
+    #[command(visible_alias = "log")]
+    Show(show::ShowArgs),
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
@@ -59,6 +64,21 @@ enum Command {
     Worker(fleet::WorkerArgs),
     Export(fleet::ExportArgs),
     Import(fleet::ImportArgs),
+    /// Print a shell completion script: bash, zsh or fish.
+    ///
+    /// Examples:
+    ///   delta completions bash > ~/.local/share/bash-completion/completions/delta
+    ///   delta completions zsh > "${fpath[1]}/_delta"
+    ///   delta completions fish > ~/.config/fish/completions/delta.fish
+    #[command(verbatim_doc_comment)]
+    Completions(cli_edge::CompletionsArgs),
+    /// Print delta's man page, or write one page per command into a folder with -d.
+    ///
+    /// Examples:
+    ///   delta man | man -l -
+    ///   delta man -d /usr/local/share/man/man1
+    #[command(verbatim_doc_comment)]
+    Man(cli_edge::ManArgs),
 }
 
 /// Process exit codes (documented in `--help` and the README).
@@ -107,10 +127,69 @@ pub fn store_error(e: store::StoreError) -> CliError {
     }
 }
 
-/// How delta prints: progress carries the model's and the tools' text, whose control characters
-/// (other than line breaks and tabs) are shown escaped so it never drives the terminal.
-fn printer() -> cli_edge::Printer {
-    cli_edge::Printer::default().escaping_controls()
+/// `-w PATH`: a workspace whose runs a command reads (default: the current folder).
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArg {
+    /// Workspace (default: the current folder).
+    #[arg(
+        short = 'w',
+        long = "work-dir",
+        value_name = "PATH",
+        default_value = "."
+    )]
+    work_dir: std::path::PathBuf,
+}
+
+impl WorkspaceArg {
+    /// The workspace, absolute; an error with a hint when it holds no `.delta/` folder.
+    pub fn existing(&self) -> Result<std::path::PathBuf, CliError> {
+        let ws = std::env::current_dir()
+            .unwrap_or_default()
+            .join(&self.work_dir);
+        if ws.join(".delta").is_dir() {
+            Ok(ws)
+        } else {
+            Err(
+                CliError::new(format!("No .delta directory found in {}", ws.display()))
+                    .hint("is this a workspace? runs live in <workspace>/.delta/"),
+            )
+        }
+    }
+}
+
+/// The text of `-m`: as given, or standard input's whole content for `-` (its final line break
+/// dropped).
+pub fn message_arg(message: Option<String>) -> Result<Option<String>, CliError> {
+    match message.as_deref() {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| {
+                CliError::new(format!("cannot read the message from standard input: {e}"))
+                    .hint("-m - reads UTF-8 text until the end of standard input")
+            })?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            Ok(Some(text.strip_suffix('\r').unwrap_or(text).to_string()))
+        }
+        _ => Ok(message),
+    }
+}
+
+/// How this process prints: progress carries the model's and the tools' text, whose control
+/// characters (other than line breaks and tabs) are shown escaped so it never drives the terminal;
+/// colours as `--color` says (set once by [`main`]; before that: `auto`).
+static PRINTER: std::sync::OnceLock<cli_edge::Printer> = std::sync::OnceLock::new();
+
+fn printer() -> &'static cli_edge::Printer {
+    PRINTER.get_or_init(|| {
+        cli_edge::Printer::default()
+            .escaping_controls()
+            .with_paint(cli_edge::ColorChoice::Auto.for_stderr())
+    })
+}
+
+/// The colours of stderr.
+pub fn paint() -> cli_edge::Paint {
+    printer().paint()
 }
 
 /// Writes one line on stderr, ignoring failures (a closed stderr must not crash a run), its control
@@ -128,13 +207,52 @@ fn report(err: &CliError) -> ExitCode {
     printer().report(err)
 }
 
+/// `delta man`: the page on stdout, or every command's page written into `-d DIR`.
+fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
+    let Some(dir) = args.dir else {
+        let page = cli_edge::generated::man_page(Cli::command())
+            .map_err(|e| CliError::with_source("cannot render the man page", e))?;
+        print_out(&String::from_utf8_lossy(&page));
+        return Ok(());
+    };
+    let written = cli_edge::generated::man_pages(Cli::command(), &dir).map_err(|e| {
+        CliError::with_source(
+            format!("cannot write the man pages to {}", dir.display()),
+            e,
+        )
+    })?;
+    for page in written {
+        print_out(&format!("{}\n", page.display()));
+    }
+    Ok(())
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     if std::env::args_os().len() == 1 {
         let _ = Cli::command().print_help();
         return ExitCode::SUCCESS;
     }
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // With --format json (or stream-json) a script reads stdout: it gets the error too.
+            if e.use_stderr() && cli_edge::asks_for_json(&args) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let usage = CliError::usage(first.trim_start_matches("error: "));
+                print_out(&format!("{}\n", result::error_json(&usage)));
+            }
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
+        }
+    };
+    let _ = PRINTER.set(
+        cli_edge::Printer::default()
+            .escaping_controls()
+            .with_paint(cli.color.color.for_stderr()),
+    );
     if matches!(
         cli.command,
         Command::Run(_) | Command::Continue(_) | Command::Worker(_)
@@ -148,6 +266,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::cmd_run(args),
         Command::Continue(args) => continue_cmd::cmd_continue(args),
         Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
+        Command::Show(args) => show::cmd_show(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
         Command::Compact(args) => compact::cmd_compact(args).map(|()| Exit::Ok),
@@ -155,6 +274,12 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => fleet::cmd_worker(args),
         Command::Export(args) => fleet::cmd_export(args).map(|()| Exit::Ok),
         Command::Import(args) => fleet::cmd_import(args).map(|()| Exit::Ok),
+        Command::Completions(args) => {
+            let script = cli_edge::generated::completions(Cli::command(), args.shell);
+            print_out(&String::from_utf8_lossy(&script));
+            Ok(Exit::Ok)
+        }
+        Command::Man(args) => man(args).map(|()| Exit::Ok),
     });
     let Ok(result) = dispatched else {
         eprint_line(

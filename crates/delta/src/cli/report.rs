@@ -1,6 +1,7 @@
 //! What `run` and `continue` share: handing a request to the runner, the model connection, and
 //! printing the runner's notices, errors and the stopped run.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -16,16 +17,19 @@ use store::{Clock, IdSource};
 use super::console::Console;
 use delta::run_result::ResultContext;
 
-use super::result::{self, Format};
+use super::result::{self, RunFormat};
 use super::terminal::{self, TerminalHuman};
 use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out};
 
 /// How `run` and `continue` run: the flags they share.
 pub struct Flags {
     pub max_iterations: Option<u32>,
+    /// `-q`: no progress or notices on stderr, only errors (the result still goes to stdout).
+    pub quiet: bool,
+    pub model: Option<String>,
     pub interactive: bool,
     pub verbose: bool,
-    pub format: Format,
+    pub format: RunFormat,
     pub mode: LlmMode,
 }
 
@@ -87,21 +91,29 @@ pub fn drive(
     go: impl FnOnce(Runner<'_>) -> Result<Finished, CliError>,
 ) -> Result<Exit, CliError> {
     let interrupt = terminal::install_signal_handlers()?;
-    let mut console = Console {
-        verbose: flags.verbose,
+    let tty = std::io::stderr().is_terminal();
+    let mut console = Console::new(flags.verbose, flags.quiet, tty);
+    let mut stream = delta::stream::StreamJson::new(|line| print_out(&format!("{line}\n")));
+    let observer: &mut dyn delta::engine::Observer = if flags.format == RunFormat::StreamJson {
+        &mut stream
+    } else {
+        &mut console
     };
     let mut human = TerminalHuman {
         interrupt: Arc::clone(&interrupt),
     };
     let mut host = CliHost::new(flags, clock);
+    host.quiet = flags.quiet;
+    let mut options = options(flags, clock, ids, interrupt);
+    options.stream_text = tty && !flags.quiet && flags.format != RunFormat::StreamJson;
     let runner = Runner {
-        options: options(flags, clock, ids, interrupt),
-        observer: &mut console,
+        options,
+        observer,
         human: Some(&mut human as &mut dyn HumanInput),
         host: &mut host,
     };
     let finished = go(runner)?;
-    let code = finish(&finished, flags.format);
+    let code = finish(&finished, flags.format, flags.quiet);
     drop(finished.locks);
     Ok(code)
 }
@@ -110,6 +122,7 @@ pub fn drive(
 pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<AtomicBool>) -> Options {
     Options {
         max_iterations: flags.max_iterations,
+        model: flags.model.clone(),
         interactive: flags.interactive,
         env: Env::from_process(),
         cwd: std::env::current_dir().unwrap_or_default(),
@@ -119,6 +132,7 @@ pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<Atomic
         last_workspace_record: delta::runs::last_workspace_file(),
         process_ends: true,
         upstream: None,
+        stream_text: false,
     }
 }
 
@@ -202,7 +216,12 @@ impl Host for CliHost<'_> {
             Notice::WorkspaceCreated { name: None, path } => {
                 eprint_line(&format!("Created work directory: {}", path.display()));
             }
-            Notice::Launching(launching) => banner(launching),
+            Notice::Launching(launching) => {
+                banner(launching);
+                if self.flags.format == RunFormat::StreamJson {
+                    print_out(&format!("{}\n", delta::stream::started(launching)));
+                }
+            }
         }
     }
 
@@ -296,9 +315,32 @@ fn banner(l: &Launching<'_>) {
 }
 
 /// Prints what a stopped run means and how to go on (stderr), then the result (stdout).
-fn finish(f: &Finished, format: Format) -> Exit {
+fn finish(f: &Finished, format: RunFormat, quiet: bool) -> Exit {
     let outcome = &f.outcome;
     let ws = f.workspace.display().to_string();
+    if !quiet {
+        tell_how_it_ended(f, &ws);
+    }
+    let response_file = response_path(&f.run).display().to_string();
+    let ctx = ResultContext {
+        agent_name: &f.agent.name,
+        model: f.agent.llm.model.as_deref(),
+        workspace: &ws,
+        response_file: &response_file,
+        priced: f.priced,
+    };
+    print_out(&result::render(format, outcome, &ctx));
+    match outcome.status {
+        RunStatus::Completed => Exit::Ok,
+        RunStatus::WaitingForInput => Exit::Waiting,
+        RunStatus::Interrupted => Exit::Interrupted,
+        RunStatus::Failed | RunStatus::Running => Exit::Error,
+    }
+}
+
+/// Says on stderr how the run stopped and what to do next.
+fn tell_how_it_ended(f: &Finished, ws: &str) {
+    let outcome = &f.outcome;
     match outcome.status {
         RunStatus::Completed => match outcome.reason {
             None => eprint_line("\n✨ Agent completed successfully."),
@@ -331,19 +373,4 @@ fn finish(f: &Finished, format: Format) -> Exit {
         RunStatus::Running => {}
     }
     eprint_line(&format!("   Journal: {}", f.run.journal().display()));
-    let response_file = response_path(&f.run).display().to_string();
-    let ctx = ResultContext {
-        agent_name: &f.agent.name,
-        model: f.agent.llm.model.as_deref(),
-        workspace: &ws,
-        response_file: &response_file,
-        priced: f.priced,
-    };
-    print_out(&result::render(format, outcome, &ctx));
-    match outcome.status {
-        RunStatus::Completed => Exit::Ok,
-        RunStatus::WaitingForInput => Exit::Waiting,
-        RunStatus::Interrupted => Exit::Interrupted,
-        RunStatus::Failed | RunStatus::Running => Exit::Error,
-    }
 }

@@ -9,7 +9,7 @@ use delta::runner::{NewRun, Request};
 use delta::workspace;
 
 use super::report::{self, Flags, agent_error, clock_and_ids, show_agent};
-use super::result::Format;
+use super::result::RunFormat;
 use super::terminal;
 use super::{CliError, Exit};
 
@@ -29,9 +29,13 @@ pub struct RunArgs {
     #[arg(short = 'a', long, value_name = "PATH", default_value = ".")]
     agent: PathBuf,
 
-    /// The task or message for the agent.
+    /// The task or message for the agent ("-": read it from standard input).
     #[arg(short = 'm', long, value_name = "TEXT")]
     message: Option<String>,
+
+    /// The model to ask instead of the agent's llm.model (also DELTA_MODEL).
+    #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
+    model: Option<String>,
 
     /// Workspace folder: where tools run and the run is journaled (created if missing).
     #[arg(short = 'w', long = "work-dir", value_name = "PATH")]
@@ -45,6 +49,10 @@ pub struct RunArgs {
     #[arg(short, long)]
     verbose: bool,
 
+    /// Quiet: no progress or notices on stderr, only errors (the result still goes to stdout).
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+
     /// Answer ask_human questions on the terminal instead of pausing the run.
     #[arg(short, long)]
     interactive: bool,
@@ -53,9 +61,9 @@ pub struct RunArgs {
     #[arg(short = 'y', long)]
     yes: bool,
 
-    /// What to print on stdout when the run stops.
+    /// What to print on stdout.
     #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    format: RunFormat,
 
     /// Keep every LLM exchange as DIR/turn-<n>.json (for --playback later).
     #[arg(long, value_name = "DIR", conflicts_with = "playback")]
@@ -95,11 +103,17 @@ fn resolve_workspace(args: &RunArgs, agent: &Agent) -> Result<(PathBuf, Option<S
 }
 
 pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
+    let format = args.format;
+    super::result::with_json_error(format, run(args))
+}
+
+fn run(args: RunArgs) -> Result<Exit, CliError> {
     if args.task.is_some() {
         return Err(CliError::usage("--task was replaced by -m/--message")
             .hint("delta run --agent <path> -m \"your task\""));
     }
-    let Some(message) = args.message.clone().filter(|m| !m.trim().is_empty()) else {
+    let Some(message) = super::message_arg(args.message.clone())?.filter(|m| !m.trim().is_empty())
+    else {
         return Err(
             CliError::usage("missing -m/--message: what should the agent do?")
                 .hint("delta run --agent <path> -m \"your task\""),
@@ -123,7 +137,9 @@ pub fn cmd_run(args: RunArgs) -> Result<Exit, CliError> {
         run_id: args.run_id,
     }));
     let flags = Flags {
+        quiet: args.quiet,
         max_iterations: args.max_iterations,
+        model: args.model,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,

@@ -239,3 +239,47 @@ pub fn choose_template(names: &[&str], interrupt: &AtomicBool) -> Result<String,
         }
     }
 }
+
+/// Lets the user pick one of `runs` (newest first) to continue: a numbered list with each run's
+/// start, status and task (stdin must be a terminal). Enter takes the newest.
+pub fn choose_run(
+    runs: &[delta::runs::RunSummary],
+    interrupt: &AtomicBool,
+) -> Result<String, CliError> {
+    eprint_line("Multiple runs found. Which to continue?");
+    for (i, run) in runs.iter().enumerate() {
+        let m = &run.metadata;
+        let start = m
+            .start_time
+            .get(..16)
+            .unwrap_or(&m.start_time)
+            .replace('T', " ");
+        let task: String = m.task.split_whitespace().collect::<Vec<_>>().join(" ");
+        let task = if task.chars().count() > 60 {
+            format!("{}...", task.chars().take(57).collect::<String>())
+        } else {
+            task
+        };
+        eprint_line(&format!("{}. {start} ({}) - \"{task}\"", i + 1, run.status));
+    }
+    loop {
+        prompt(&format!("Select [1-{}] (Enter = 1): ", runs.len()));
+        let Some(answer) = read_line(interrupt)
+            .map_err(|e| CliError::new(format!("cannot read your choice: {e}")))?
+        else {
+            return Err(CliError::new("no run chosen").code(super::Exit::Interrupted));
+        };
+        let answer = answer.trim();
+        if answer.is_empty() {
+            return Ok(runs[0].run.run_id.clone());
+        }
+        if let Ok(k) = answer.parse::<usize>()
+            && (1..=runs.len()).contains(&k)
+        {
+            return Ok(runs[k - 1].run.run_id.clone());
+        }
+        if let Some(run) = runs.iter().find(|r| r.run.run_id == answer) {
+            return Ok(run.run.run_id.clone());
+        }
+    }
+}

@@ -13,7 +13,8 @@ use super::{CliError, eprint_line, print_out};
 ///
 /// PATH is an agent folder, its agent.yaml, or any YAML file with tools: (such as an imported
 /// module). Prints YAML on stdout: for each tool the exact argument vector (placeholders as ${name}),
-/// its parameters and how each value is passed. A summary goes to stderr.
+/// its parameters and how each value is passed (--format json: the same as JSON). A summary goes to
+/// stderr.
 ///
 /// Example:
 ///   delta tool:expand examples/hello-world
@@ -23,6 +24,19 @@ pub struct ToolExpandArgs {
     /// Agent folder or YAML file.
     #[arg(value_name = "PATH")]
     path: PathBuf,
+
+    /// yaml, or json (the same document).
+    #[arg(long, value_enum, default_value = "yaml")]
+    format: ExpandFormat,
+}
+
+/// What `tool:expand` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExpandFormat {
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
 }
 
 pub fn cmd_tool_expand(args: ToolExpandArgs) -> Result<(), CliError> {
@@ -41,8 +55,15 @@ pub fn cmd_tool_expand(args: ToolExpandArgs) -> Result<(), CliError> {
         args.path.display()
     ));
     let doc = json!({"tools": tools.iter().map(Tool::expansion).collect::<Vec<_>>()});
-    let yaml = serde_saphyr::to_string(&doc)
-        .map_err(|e| CliError::new(format!("cannot write YAML: {e}")))?;
-    print_out(&yaml);
+    match args.format {
+        ExpandFormat::Yaml => print_out(
+            &serde_saphyr::to_string(&doc)
+                .map_err(|e| CliError::new(format!("cannot write YAML: {e}")))?,
+        ),
+        ExpandFormat::Json => print_out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        )),
+    }
     Ok(())
 }

@@ -43,6 +43,7 @@ impl Engine<'_> {
             return Ok(None);
         };
         self.observer.progress(Progress::ToolCall {
+            id: id.to_string(),
             name: name.to_string(),
             args: Value::Object(args.clone()),
         });
@@ -166,6 +167,8 @@ impl Engine<'_> {
         let stdout = "Tool execution skipped by pre_tool_exec hook";
         self.write_execution(&call.exec_ref, call.resolved, stdout, "", 0, Duration::ZERO);
         self.observer.progress(Progress::ToolDone {
+            id: call.id.to_string(),
+            duration_ms: 0,
             exit_code: 0,
             success: true,
             preview: Some(stdout.into()),
@@ -257,6 +260,8 @@ impl Engine<'_> {
             Ending::Interrupted => Some("interrupted".to_string()),
         };
         self.observer.progress(Progress::ToolDone {
+            id: id.to_string(),
+            duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
             exit_code: out.exit_code,
             success: out.success(),
             preview: observation::preview(&stdout, &stderr),

@@ -282,9 +282,25 @@ impl Engine<'_> {
             event = self.with_tokens_after(event);
         }
         let note = describe(&event, replace);
+        let progress = match &event {
+            Event::Compaction {
+                strategy,
+                iterations,
+                tokens_before,
+                tokens_after,
+                ..
+            } => Progress::Compacted {
+                strategy: strategy.clone(),
+                iterations: *iterations,
+                tokens_before: *tokens_before,
+                tokens_after: *tokens_after,
+                note: note.clone(),
+            },
+            _ => Progress::Note(note.clone()),
+        };
         self.append(event)?;
         self.log(&note);
-        self.observer.progress(Progress::Note(note));
+        self.observer.progress(progress);
         Ok(Ok(()))
     }
 

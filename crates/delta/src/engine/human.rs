@@ -211,6 +211,8 @@ impl Engine<'_> {
         }
         store::write_json_atomic(&dir.join("request.json"), &request, true)?;
         self.set_status(RunStatus::WaitingForInput, false)?;
+        self.observer
+            .progress(Progress::Paused(request.prompt.clone()));
         self.system(Level::Info, "Agent pausing for human input")?;
         self.log("Paused for human input");
         self.run_hook(

@@ -11,6 +11,7 @@ pub use compact::{CompactNow, Compacted};
 mod hook;
 mod human;
 pub mod io_writer;
+mod model_call;
 pub mod observation;
 mod reason;
 mod records;
@@ -68,6 +69,8 @@ pub enum Progress {
     Executing(usize),
     /// A tool is about to run.
     ToolCall {
+        /// The call id.
+        id: String,
         /// Tool name.
         name: String,
         /// Its arguments.
@@ -75,6 +78,10 @@ pub enum Progress {
     },
     /// A tool finished.
     ToolDone {
+        /// The call id.
+        id: String,
+        /// How long it ran.
+        duration_ms: u64,
         /// Exit code.
         exit_code: i32,
         /// Whether it succeeded.
@@ -99,8 +106,30 @@ pub enum Progress {
         /// Problems, if any.
         problems: Vec<String>,
     },
+    /// A piece of the model's text, as it arrives (streaming; the whole text follows as `Thought`).
+    TextDelta(String),
+    /// Still waiting for the model, this many seconds now (once a second).
+    Waiting {
+        /// Seconds since the request was sent.
+        seconds: u64,
+    },
     /// The model asks the human something (interactive mode shows it).
     Question(String),
+    /// The run stops to wait for the answer to this question.
+    Paused(String),
+    /// The oldest part of the conversation was replaced to fit the context window.
+    Compacted {
+        /// `summarize` or `truncate`.
+        strategy: String,
+        /// Model answers replaced.
+        iterations: u64,
+        /// Estimated tokens before.
+        tokens_before: u64,
+        /// Estimated tokens after.
+        tokens_after: u64,
+        /// What happened, in a line.
+        note: String,
+    },
     /// Something worth a line (skipped context sources, the iteration limit).
     Note(String),
 }
@@ -224,6 +253,8 @@ pub struct EngineSetup {
     pub resuming: bool,
     /// The store holding the run of record, when the run's files are a working copy of it.
     pub upstream: Option<Arc<dyn crate::events::Upstream>>,
+    /// Report the model's text as it arrives ([`Progress::TextDelta`]), where the server can stream.
+    pub stream_text: bool,
 }
 
 /// A run in progress.
@@ -246,7 +277,9 @@ pub struct Engine<'a> {
     tool_env: Vec<(String, String)>,
     started: Instant,
     io: IoWriter,
-    llm_worker: Option<mpsc::Sender<LlmJob>>,
+    llm_worker: Option<mpsc::Sender<model_call::Job>>,
+    /// The server sent nothing on a streamed request: the rest of the run is not streamed.
+    no_streaming: bool,
     programs: process::ProgramCache,
     /// The tools offered to the model, by name.
     tools: ToolRegistry,
@@ -260,12 +293,6 @@ pub struct Engine<'a> {
     /// without a record then never started its program.
     records_complete: bool,
 }
-
-/// A request for the LLM worker thread and where to send the answer.
-type LlmJob = (
-    Arc<ChatRequest>,
-    mpsc::Sender<Result<ChatResponse, LlmError>>,
-);
 
 /// A tool call of the model's answer: its id, tool name and arguments (redacted).
 type Call = (String, String, Value);
@@ -365,6 +392,7 @@ impl<'a> Engine<'a> {
             started: Instant::now(),
             io: IoWriter::start(),
             llm_worker: None,
+            no_streaming: false,
             programs: process::ProgramCache::default(),
             tools,
             progress_saved: Instant::now(),
@@ -630,48 +658,6 @@ impl<'a> Engine<'a> {
             temperature: llm.temperature,
             max_tokens: llm.max_tokens,
         })
-    }
-
-    /// Calls the model on the worker thread so that SIGINT is noticed while waiting.
-    fn call_llm(&mut self, request: &Arc<ChatRequest>) -> Option<Result<ChatResponse, LlmError>> {
-        if self.interrupted() {
-            return None;
-        }
-        if let Err(e) = self.sync() {
-            return Some(Err(LlmError::Recording(format!(
-                "cannot flush the journal: {e}"
-            ))));
-        }
-        let worker = self.llm_worker.get_or_insert_with(|| {
-            let (tx, rx) = mpsc::channel::<LlmJob>();
-            let client = Arc::clone(&self.setup.client);
-            std::thread::spawn(move || {
-                for (request, reply) in rx {
-                    let _ = reply.send(client.complete(&request));
-                }
-            });
-            tx
-        });
-        let (reply_tx, reply_rx) = mpsc::channel();
-        if worker.send((Arc::clone(request), reply_tx)).is_err() {
-            return Some(Err(LlmError::Transport {
-                url: String::new(),
-                message: "the LLM worker thread stopped".into(),
-            }));
-        }
-        loop {
-            match reply_rx.recv_timeout(Duration::from_millis(25)) {
-                Ok(result) => return Some(result),
-                Err(mpsc::RecvTimeoutError::Timeout) if self.interrupted() => return None,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Some(Err(LlmError::Transport {
-                        url: String::new(),
-                        message: "the request thread ended without an answer".into(),
-                    }));
-                }
-            }
-        }
     }
 
     fn call_info(&self, took: Duration) -> records::CallInfo {

@@ -147,6 +147,7 @@ pub fn import(store: &PgStore, ws: &Path, run_id: &str, clock: Clock) -> Result<
         task: metadata.task.clone(),
         workspace: Some(ws.clone()),
         max_iterations: None,
+        model: None,
         submitted: crate::events::timestamp(clock.now()),
     };
     let place = Place {

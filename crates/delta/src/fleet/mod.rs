@@ -133,6 +133,9 @@ pub struct Submission {
     pub workspace: Option<PathBuf>,
     /// Iteration budget (default: the agent's).
     pub max_iterations: Option<u32>,
+    /// The model to ask instead of the agent's (absent: the agent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// When it was submitted.
     pub submitted: String,
 }

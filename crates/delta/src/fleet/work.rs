@@ -109,6 +109,7 @@ pub fn work(
     );
     options.upstream = Some(upstream.clone());
     options.max_iterations = options.max_iterations.or(submission.max_iterations);
+    options.model = options.model.take().or_else(|| submission.model.clone());
     let runner = Runner {
         options,
         observer,

@@ -150,7 +150,7 @@ struct Plan {
 }
 
 /// Null-terminated pointers to `strings`, valid while they live.
-fn pointers<'a>(strings: impl Iterator<Item = &'a CString>) -> Vec<*const c_char> {
+fn pointers<'a>(strings: impl Iterator<Item = &'a std::ffi::CStr>) -> Vec<*const c_char> {
     strings
         .map(|s| s.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
@@ -189,22 +189,22 @@ enum Failure {
     Os(io::Error),
 }
 
+/// What the creating thread found: the child's pid, or why it did not run (with its pid, if it
+/// existed).
+type Created = Result<i32, (Option<i32>, Failure)>;
+
 /// Creates the child on this thread and waits until it has called `exec` or exited: the pid, or why
 /// it did not run.
-fn create(
-    program: &Program,
-    fds: ChildFds,
-    report: OwnedFd,
-) -> Result<i32, (Option<i32>, Failure)> {
-    let argv = pointers(program.argv.iter());
+fn create(program: &Program, fds: ChildFds, report: OwnedFd) -> Created {
+    let argv = pointers(program.argv.iter().map(CString::as_c_str));
     // A file that `exec` refuses as having no known format is run by the shell, as `execvp` does.
     let shell = c"/bin/sh";
-    let shell_argv: Vec<*const c_char> = std::iter::once(shell.as_ptr())
-        .chain(std::iter::once(program.path.as_ptr()))
-        .chain(program.argv.iter().skip(1).map(|a| a.as_ptr()))
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp = pointers(program.env.iter());
+    let shell_argv = pointers(
+        [shell, program.path.as_c_str()]
+            .into_iter()
+            .chain(program.argv.iter().skip(1).map(CString::as_c_str)),
+    );
+    let envp = pointers(program.env.iter().map(CString::as_c_str));
     let plan = Plan {
         path: program.path.as_ptr(),
         argv: argv.as_ptr(),
@@ -222,11 +222,24 @@ fn create(
         go_write: fds.go_write,
         report: fds.report.as_raw_fd(),
     };
+    let pid = clone_held(&plan).map_err(|e| (None, Failure::Os(e)))?;
+    // The child's copies of its ends were closed by `exec` (close-on-exec) or by its exit; ours go
+    // now, so that the program's output and the report below end when the child's do.
+    drop(fds);
+    match child_report(report) {
+        None => Ok(pid),
+        Some(failure) => Err((Some(pid), failure)),
+    }
+}
+
+/// Creates the child that runs [`child_main`] with `plan`; returns once it has called `exec` or
+/// exited (`CLONE_VFORK`).
+fn clone_held(plan: &Plan) -> io::Result<i32> {
     let mut stack = vec![0u8; CHILD_STACK];
     // SAFETY: the child runs `child_main` on `stack`, reading `plan`, which outlive `clone`: with
     // CLONE_VFORK it returns only once the child has called `exec` or exited. Signals stay blocked on
     // this thread while the child is created (the child starts with this mask), and are restored.
-    let pid = unsafe {
+    unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut before: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&raw mut all);
@@ -237,28 +250,25 @@ fn create(
             child_main,
             top.cast(),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&raw const plan).cast_mut().cast(),
+            std::ptr::from_ref(plan).cast_mut().cast(),
         );
         let error = io::Error::last_os_error();
         libc::pthread_sigmask(libc::SIG_SETMASK, &raw const before, std::ptr::null_mut());
-        if pid < 0 {
-            return Err((None, Failure::Os(error)));
-        }
-        pid
-    };
-    drop(stack);
-    // The child's copies of its ends were closed by `exec` (close-on-exec) or by its exit; ours go
-    // now, so that the program's output and the report below end when the child's do.
-    drop(fds);
-    let mut report = std::fs::File::from(report);
+        if pid < 0 { Err(error) } else { Ok(pid) }
+    }
+}
+
+/// What a child that ended before `exec` wrote on `report`; `None` when it wrote nothing (its
+/// `exec` closed the pipe).
+fn child_report(report: OwnedFd) -> Option<Failure> {
     let mut bytes = Vec::with_capacity(5);
-    let _ = report.read_to_end(&mut bytes);
+    let _ = std::fs::File::from(report).read_to_end(&mut bytes);
     match bytes.as_slice() {
-        [] => Ok(pid),
-        [STAGE_GATE, ..] => Err((Some(pid), Failure::Refused)),
+        [] => None,
+        [STAGE_GATE, ..] => Some(Failure::Refused),
         [_, errno @ ..] => {
             let errno = <[u8; 4]>::try_from(errno).map_or(libc::EIO, c_int::from_ne_bytes);
-            Err((Some(pid), Failure::Os(io::Error::from_raw_os_error(errno))))
+            Some(Failure::Os(io::Error::from_raw_os_error(errno)))
         }
     }
 }
@@ -342,26 +352,31 @@ fn reap(pid: i32) {
     let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
 }
 
-/// Starts `program` held at the gate (in its own process group, which exists while it waits), calls
-/// `decide` with its pid, and lets the program run only if `decide` agrees.
-pub fn spawn<E>(
-    program: Program,
-    decide: impl FnOnce(i32) -> Result<(), E>,
-) -> Result<Started, GateError<E>> {
-    let start = GateError::Start;
-    let (stdin_read, stdin_write) = if program.stdin {
-        let (r, w) = pipe().map_err(start)?;
+/// The parent's ends of a gated child's pipes.
+struct ParentEnds {
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    pid_read: OwnedFd,
+    go_write: OwnedFd,
+    report: OwnedFd,
+}
+
+/// Every pipe a gated child needs (standard input a pipe only with `stdin`, else `/dev/null`): the
+/// child's ends and ours.
+fn pipes(stdin: bool) -> io::Result<(ChildFds, ParentEnds)> {
+    let (stdin_read, stdin_write) = if stdin {
+        let (r, w) = pipe()?;
         (r, Some(w))
     } else {
-        let null = std::fs::File::open("/dev/null").map_err(start)?;
-        (above_std(null.into()).map_err(start)?, None)
+        (above_std(std::fs::File::open("/dev/null")?.into())?, None)
     };
-    let (stdout_read, stdout_write) = pipe().map_err(start)?;
-    let (stderr_read, stderr_write) = pipe().map_err(start)?;
-    let (pid_read, pid_write) = pipe().map_err(start)?;
-    let (go_read, go_write) = pipe().map_err(start)?;
-    let (report_read, report_write) = pipe().map_err(start)?;
-    let fds = ChildFds {
+    let (stdout_read, stdout_write) = pipe()?;
+    let (stderr_read, stderr_write) = pipe()?;
+    let (pid_read, pid_write) = pipe()?;
+    let (go_read, go_write) = pipe()?;
+    let (report_read, report_write) = pipe()?;
+    let child = ChildFds {
         stdin: stdin_read,
         stdout: stdout_write,
         stderr: stderr_write,
@@ -371,79 +386,88 @@ pub fn spawn<E>(
         pid_read: pid_read.as_raw_fd(),
         go_write: go_write.as_raw_fd(),
     };
+    let ours = ParentEnds {
+        stdin: stdin_write,
+        stdout: stdout_read,
+        stderr: stderr_read,
+        pid_read,
+        go_write,
+        report: report_read,
+    };
+    Ok((child, ours))
+}
+
+/// The pid the child announces at the gate, or `None` when it ended before.
+fn announced_pid(pid_read: OwnedFd) -> Option<i32> {
+    let mut pid = [0u8; 4];
+    std::fs::File::from(pid_read).read_exact(&mut pid).ok()?;
+    Some(i32::from_ne_bytes(pid))
+}
+
+/// Reaps a child that did not run its program, and says why: what it reported, else `otherwise`.
+fn why_not(created: Created, otherwise: impl FnOnce() -> io::Error) -> io::Error {
+    match created {
+        Ok(pid) => {
+            reap(pid);
+            otherwise()
+        }
+        Err((child, failure)) => {
+            if let Some(child) = child {
+                reap(child);
+            }
+            match failure {
+                Failure::Os(e) => e,
+                Failure::Refused => otherwise(),
+            }
+        }
+    }
+}
+
+/// Starts `program` held at the gate (in its own process group, which exists while it waits), calls
+/// `decide` with its pid, and lets the program run only if `decide` agrees.
+pub fn spawn<E>(
+    program: Program,
+    decide: impl FnOnce(i32) -> Result<(), E>,
+) -> Result<Started, GateError<E>> {
+    let (fds, ours) = pipes(program.stdin).map_err(GateError::Start)?;
     let (tx, rx) = mpsc::channel();
+    let report = ours.report;
     on_spawner(Box::new(move || {
-        let _ = tx.send(create(&program, fds, report_read));
+        let _ = tx.send(create(&program, fds, report));
     }));
-    let created = || {
+    let created = move || {
         rx.recv().unwrap_or_else(|_| {
-            Err((
-                None,
-                Failure::Os(io::Error::other("the spawning thread ended")),
-            ))
+            let gone = io::Error::other("the spawning thread ended");
+            Err((None, Failure::Os(gone)))
         })
     };
-    let mut pid_read = std::fs::File::from(pid_read);
-    let mut pid = [0u8; 4];
-    if pid_read.read_exact(&mut pid).is_err() {
+    let Some(pid) = announced_pid(ours.pid_read) else {
         // The child ended before the gate (working folder, ...): it reported why.
-        drop(go_write);
-        return Err(start(match created() {
-            Ok(pid) => {
-                reap(pid);
-                io::Error::other("the program started without passing the gate")
-            }
-            Err((child, failure)) => {
-                if let Some(child) = child {
-                    reap(child);
-                }
-                match failure {
-                    Failure::Os(e) => e,
-                    Failure::Refused => io::Error::other("the program stopped at the gate"),
-                }
-            }
-        }));
-    }
-    let pid = i32::from_ne_bytes(pid);
+        drop(ours.go_write);
+        let early = || io::Error::other("the program started without passing the gate");
+        return Err(GateError::Start(why_not(created(), early)));
+    };
     if let Err(refusal) = decide(pid) {
         // End-of-file at the gate: the child exits without running the program.
-        drop(go_write);
-        if let Err((Some(child), _)) | Ok(child) = created() {
-            reap(child);
-        }
+        drop(ours.go_write);
+        why_not(created(), || io::Error::other("refused"));
         return Err(GateError::Refused(refusal));
     }
-    let mut go = std::fs::File::from(go_write);
-    let opened = go.write_all(&[GO]);
-    drop(go);
+    // The write end closes with the file: the child has what it needs.
+    let opened = std::fs::File::from(ours.go_write).write_all(&[GO]);
     match (opened, created()) {
         (Ok(()), Ok(pid)) => Ok(Started {
             pid,
-            stdin: stdin_write.map(std::fs::File::from),
-            stdout: stdout_read.into(),
-            stderr: stderr_read.into(),
+            stdin: ours.stdin.map(std::fs::File::from),
+            stdout: ours.stdout.into(),
+            stderr: ours.stderr.into(),
         }),
         (opened, created) => {
             let at_gate = || {
-                opened
-                    .err()
-                    .unwrap_or_else(|| io::Error::other("the program stopped at the gate"))
+                let stopped = || io::Error::other("the program stopped at the gate");
+                opened.err().unwrap_or_else(stopped)
             };
-            Err(start(match created {
-                Ok(child) => {
-                    reap(child);
-                    at_gate()
-                }
-                Err((child, failure)) => {
-                    if let Some(child) = child {
-                        reap(child);
-                    }
-                    match failure {
-                        Failure::Os(e) => e,
-                        Failure::Refused => at_gate(),
-                    }
-                }
-            }))
+            Err(GateError::Start(why_not(created, at_gate)))
         }
     }
 }

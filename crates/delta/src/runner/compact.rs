@@ -67,6 +67,7 @@ impl Runner<'_> {
             recovered: None,
             resuming: true,
             upstream: self.options.upstream.clone(),
+            stream_text: false,
         };
         let mut engine = Engine::new(setup, opened.metadata, self.observer, None)?;
         let compaction = engine.compact_now()?;

@@ -81,7 +81,8 @@ impl Runner<'_> {
 
     /// Loads the agent of a run picked up again.
     pub(super) fn load_agent(&mut self, dir: &Path) -> Result<Agent, RunnerError> {
-        let agent = agent::load(dir)?;
+        let mut agent = agent::load(dir)?;
+        self.options.choose_model(&mut agent);
         self.host.notice(Notice::AgentLoaded(&agent));
         Ok(agent)
     }
@@ -150,6 +151,7 @@ impl Runner<'_> {
             recovered,
             resuming,
             upstream: self.options.upstream.clone(),
+            stream_text: self.options.stream_text,
         };
         let human = if self.options.interactive {
             self.human

@@ -91,6 +91,10 @@ pub struct Continue {
 pub struct Options {
     /// Iteration budget (default: the agent's).
     pub max_iterations: Option<u32>,
+    /// The model to ask instead of the agent's `llm.model` (`--model`, `DELTA_MODEL`).
+    pub model: Option<String>,
+    /// Report the model's text as it arrives, where the server can stream (for a terminal).
+    pub stream_text: bool,
     /// Answer `ask_human` through the [`HumanInput`] given to the runner.
     pub interactive: bool,
     /// The environment before `.env` files are added (usually the process environment).
@@ -112,6 +116,15 @@ pub struct Options {
     /// The store holding the run of record, when the workspace's files are a working copy of a run
     /// kept in a shared store ([`crate::fleet`]): its journal lines and metadata go there first.
     pub upstream: Option<Arc<dyn crate::events::Upstream>>,
+}
+
+impl Options {
+    /// Puts the model `--model` names in place of the agent's.
+    pub fn choose_model(&self, agent: &mut Agent) {
+        if let Some(model) = self.model.as_ref().filter(|m| !m.trim().is_empty()) {
+            agent.llm.model = Some(model.clone());
+        }
+    }
 }
 
 /// What the runner tells the user while it works (the CLI prints these on stderr).
@@ -410,7 +423,10 @@ impl Runner<'_> {
     /// Carries out `request` until the run stops.
     pub fn run(self, request: Request) -> Result<Finished, RunnerError> {
         match request {
-            Request::Run(new) => self.start(*new),
+            Request::Run(mut new) => {
+                self.options.choose_model(&mut new.agent);
+                self.start(*new)
+            }
             Request::Continue(cont) => self.go_on(cont),
         }
     }

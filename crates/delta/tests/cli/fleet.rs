@@ -657,3 +657,33 @@ fn a_run_whose_agent_is_gone_leaves_the_queue_with_the_reason() {
     );
     assert!(fleet.log("w").contains("orphan"), "{}", fleet.log("w"));
 }
+
+#[test]
+fn the_model_named_at_submit_is_the_one_the_worker_asks() {
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    let out = output({
+        let mut cmd = fleet.delta("here");
+        cmd.args(["submit", "--agent"]).arg(fleet.sb.agent()).args([
+            "--run-id",
+            "m1",
+            "-m",
+            "mark task-m",
+            "--model",
+            "fleet-model",
+        ]);
+        cmd
+    });
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    fleet.worker("worker", &["--exit-when-done"]);
+    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    let asked: Vec<String> = fleet
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.json()["model"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!asked.is_empty());
+    assert!(asked.iter().all(|m| m == "fleet-model"), "{asked:?}");
+}

@@ -348,3 +348,21 @@ fn a_name_with_yaml_special_characters_is_quoted() {
     let result: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(result["metadata"]["agent_name"], name);
 }
+
+#[test]
+fn format_json_names_the_folder_and_its_files() {
+    let sb = Sandbox::new("name: unused\n");
+    let out = init(
+        &sb,
+        sb.root.path(),
+        &["json-agent", "-t", "file-ops", "--format", "json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let made: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(made["name"], "json-agent");
+    assert_eq!(made["template"], "file-ops");
+    let dir = std::path::PathBuf::from(made["agent_dir"].as_str().unwrap());
+    for file in made["files"].as_array().unwrap() {
+        assert!(dir.join(file.as_str().unwrap()).is_file(), "{file}");
+    }
+}

@@ -67,6 +67,8 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
     ]);
     Options {
         max_iterations: None,
+        model: None,
+        stream_text: false,
         interactive: false,
         env,
         cwd: sb.root.path().to_path_buf(),

@@ -156,6 +156,7 @@ fn the_delta_quick_start_runs_as_written() {
             "delta continue --last -m \"One more thing\"",
             "delta continue -w workspaces/W001 --from-iteration 2 -m \"Do it differently\"",
             "delta list-runs -w workspaces/W001 --format json",
+            "delta show -w workspaces/W001",
         ]
     );
     let notes = "1. Hike\n2. Museum\n3. Market\n";
@@ -212,6 +213,8 @@ fn the_delta_quick_start_runs_as_written() {
     let listing = expect(&mut session, 10, 0, "");
     let runs: Value = serde_json::from_str(&listing).unwrap();
     assert_eq!(runs.as_array().map(Vec::len), Some(2), "{listing}");
+    let transcript = expect(&mut session, 11, 0, "");
+    assert!(transcript.contains("A different plan."), "{transcript}");
     // The question got the answer given with -m, as the result of its own call.
     let bodies: Vec<Value> = server.requests().iter().map(|r| r.json()).collect();
     let answered =

@@ -241,3 +241,16 @@ fn an_invalid_module_is_reported_with_its_location() {
         out.stderr
     );
 }
+
+#[test]
+fn format_json_prints_the_same_document() {
+    let sb = Sandbox::new(AGENT);
+    let yaml = expand(&sb, "agent");
+    let mut cmd = sb.delta(None);
+    cmd.args(["tool:expand", "agent", "--format", "json"]);
+    let json_out = output(cmd);
+    assert_eq!(json_out.code, 0, "{}", json_out.stderr);
+    let from_json: Value = serde_json::from_str(&json_out.stdout).unwrap();
+    assert_eq!(from_json, parse(&yaml.stdout));
+    assert_eq!(from_json["tools"].as_array().unwrap().len(), 4);
+}

@@ -1,0 +1,70 @@
+//! `delta show` (alias `log`): a run's transcript.
+
+use clap::Args;
+use delta::transcript::{self, Transcript, TranscriptError};
+
+use super::{CliError, WorkspaceArg, print_out};
+
+/// Show what a run did: its transcript.
+///
+/// The user's messages, the model's text, each tool call with its arguments, exit code, duration and
+/// output (clipped; the full output's folder is named), failed model requests, compactions, token
+/// usage per call and in total, the run's status, and the question it waits on. Reads the run's
+/// files only: it may be shown while another process works on it.
+///
+/// Examples:
+///   delta show -w ./ws                              # the workspace's latest run
+///   delta show -w ./ws --run-id 20251013_110024_a1b2c3 --format json
+///   delta show -w ./ws --format html > run.html     # one self-contained page
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    workspace: WorkspaceArg,
+
+    /// The run (default: the workspace's latest).
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+
+    /// text: for reading; json: the transcript as one object; html: one self-contained page.
+    #[arg(long, value_enum, default_value = "text")]
+    format: ShowFormat,
+}
+
+/// What `delta show` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShowFormat {
+    /// Readable text.
+    Text,
+    /// One JSON object.
+    Json,
+    /// One HTML page, no external assets.
+    Html,
+}
+
+pub fn cmd_show(args: ShowArgs) -> Result<(), CliError> {
+    if let Some(id) = &args.run_id {
+        delta::workspace::validate_run_id(id)
+            .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
+    }
+    let ws = args.workspace.existing()?;
+    let Some(run) = transcript::find_run(&ws, args.run_id.as_deref()) else {
+        return Err(match &args.run_id {
+            Some(id) => CliError::new(format!("no run {id} in {}", ws.display())),
+            None => CliError::new(format!("no run in {}", ws.display())),
+        }
+        .hint("delta list-runs -w WORKSPACE lists the runs"));
+    };
+    let transcript = Transcript::load(&run).map_err(|e| match e {
+        TranscriptError::Store(e) => super::store_error(e),
+    })?;
+    print_out(&match args.format {
+        ShowFormat::Text => transcript::text::render(&transcript),
+        ShowFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&transcript).unwrap_or_default()
+        ),
+        ShowFormat::Html => transcript::html::render(&transcript),
+    });
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! `delta show` (alias `log`): a run's transcript as text, JSON and an HTML page in a real browser.
+
+use serde_json::{Value, json};
+use testkit::{Reply, ScriptedServer, ToolCallSpec};
+
+use crate::support::{Sandbox, agent_yaml, output};
+
+const TOOLS: &str = "  - name: echo\n    exec: \"echo ${message}\"\n  - name: fail\n    exec: \"sh -c 'echo broken >&2; exit 3'\"\n";
+
+/// A run that calls a tool that works and one that fails, then asks a question (and waits).
+fn waiting_run() -> (Sandbox, ScriptedServer) {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ToolCallSpec::new("c1", "echo", json!({"message": "hello <b>world</b>"})),
+            ToolCallSpec::new("c2", "fail", json!({})),
+        ])
+        .with_text("Let me look.")
+        .usage(120, 30),
+        Reply::tool_call("c3", "ask_human", json!({"prompt": "Which colour?"})).usage(200, 12),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(TOOLS));
+    let out = sb.run(Some(&server), "Paint the fence", &[]);
+    assert_eq!(out.code, 101, "{}", out.stderr);
+    (sb, server)
+}
+
+fn show(sb: &Sandbox, args: &[&str]) -> String {
+    let mut cmd = sb.delta(None);
+    cmd.args(["show", "-w", "ws"]).args(args);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+}
+
+/// `text` with every duration (`12 ms`) replaced by `[N] ms`: they differ from run to run.
+fn without_durations(text: &str) -> String {
+    let mut out = String::new();
+    let mut digits = String::new();
+    for (i, c) in text.char_indices() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        if !digits.is_empty() {
+            let unit = text[i..].starts_with(" ms");
+            out.push_str(if unit { "[N]" } else { &digits });
+            digits.clear();
+        }
+        out.push(c);
+    }
+    out + &digits
+}
+
+#[test]
+fn a_waiting_run_shows_its_calls_their_outcomes_and_the_question() {
+    let (sb, _server) = waiting_run();
+    let text = without_durations(&sb.scrub(&show(&sb, &[])));
+    insta::assert_snapshot!(text);
+    // `log` is the same command.
+    let mut cmd = sb.delta(None);
+    cmd.args(["log", "-w", "ws"]);
+    assert_eq!(without_durations(&sb.scrub(&output(cmd).stdout)), text);
+}
+
+#[test]
+fn the_json_transcript_has_every_call_with_its_exit_code_and_the_totals() {
+    let (sb, server) = waiting_run();
+    server.push(Reply::text("Blue it is.").usage(250, 5));
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "blue"]);
+    assert_eq!(output(cmd).code, 0);
+    let t: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+    assert_eq!(t["status"], "COMPLETED");
+    assert_eq!(t["final_answer"], "Blue it is.");
+    assert_eq!(t["pending_question"], Value::Null);
+    assert_eq!(t["usage"]["input_tokens"], 570);
+    assert_eq!(t["usage"]["llm_calls"], 3);
+    let tools: Vec<&Value> = t["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool")
+        .collect();
+    let summary: Vec<(String, Value, Value)> = tools
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["status"].clone(),
+                t["exit_code"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("echo".to_string(), json!("SUCCESS"), json!(0)),
+            ("fail".to_string(), json!("FAILED"), json!(3)),
+            ("ask_human".to_string(), json!("SUCCESS"), json!(0)),
+        ]
+    );
+    assert!(tools[1]["output"].as_str().unwrap().contains("broken"));
+    assert!(
+        tools[0]["record"]
+            .as_str()
+            .unwrap()
+            .ends_with("io/tool_executions/c1")
+    );
+    // The answer is the question's result.
+    assert!(
+        tools[2]["output"].as_str().unwrap().contains("blue"),
+        "{:#}",
+        tools[2]
+    );
+}
+
+#[test]
+fn a_failed_request_is_in_the_transcript_with_the_servers_message() {
+    let server = ScriptedServer::start([Reply::error(400, "the model is unwell")]);
+    let sb = Sandbox::new(&agent_yaml(TOOLS));
+    let out = sb.run(Some(&server), "Try", &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let t: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+    assert_eq!(t["status"], "FAILED");
+    let failed: Vec<&Value> = t["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "failed_request")
+        .collect();
+    assert_eq!(failed.len(), 1, "{t:#}");
+    assert_eq!(failed[0]["http_status"], 400);
+    assert!(
+        failed[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the model is unwell")
+    );
+    let text = show(&sb, &[]);
+    assert!(text.contains("model request failed"), "{text}");
+    assert!(text.contains(": FAILED"), "{text}");
+}
+
+#[test]
+fn unknown_runs_and_workspaces_are_errors_with_a_hint() {
+    let sb = Sandbox::new(&agent_yaml(TOOLS));
+    let mut cmd = sb.delta(None);
+    cmd.args(["show", "-w", "ws"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("No .delta directory"), "{}", out.stderr);
+    let (sb, _server) = waiting_run();
+    let mut cmd = sb.delta(None);
+    cmd.args(["show", "-w", "ws", "--run-id", "20990101_000000_abcdef"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("delta list-runs"), "{}", out.stderr);
+    let mut cmd = sb.delta(None);
+    cmd.args(["show", "-w", "ws", "--run-id", "../escape"]);
+    assert_eq!(output(cmd).code, 2);
+}
+
+#[test]
+fn the_html_page_holds_the_tools_outputs_and_status_and_asks_the_network_for_nothing() {
+    let (sb, _server) = waiting_run();
+    let page = sb.path("run.html");
+    std::fs::write(&page, show(&sb, &["--format", "html"])).unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("<b>world</b>"),
+        "model and tool text is escaped"
+    );
+    let Some(browser) = testkit::browser::browser() else {
+        return;
+    };
+    let loaded = browser.load(&page);
+    assert_eq!(loaded.requests, Vec::<String>::new());
+    for needle in [
+        "Tool echo",
+        "Tool fail",
+        "Tool ask_human",
+        "hello &lt;b&gt;world&lt;/b&gt;",
+        "broken",
+        "exit 3",
+        "WAITING_FOR_INPUT",
+        "Which colour?",
+        "Let me look.",
+    ] {
+        assert!(
+            loaded.dom.contains(needle),
+            "{needle} is not in the page:\n{}",
+            loaded.dom
+        );
+    }
+    if let Some(dir) = testkit::browser::artifacts_dir() {
+        browser.screenshot(&page, &dir.join("delta-show.png"), 1000, 1400);
+    }
+}
