@@ -86,9 +86,9 @@ impl Executor<'_> {
     }
 
     /// Sends `request`: as a stream when the options ask for one (each piece of text announced as
-    /// it arrives), else whole. A streamed request the server refuses before answering anything (a
-    /// 400 or a 5xx: some servers cannot stream with tools) is sent again whole, and later requests
-    /// of this executor go whole from the start.
+    /// it arrives), else whole. A streamed request the server refuses before answering anything
+    /// ([`refuses_streams`]: some servers cannot stream with tools) is sent again whole, and later
+    /// requests of this executor go whole from the start.
     fn ask(
         &mut self,
         client: &dyn LlmClient,
@@ -115,7 +115,7 @@ impl Executor<'_> {
             }
         });
         match streamed {
-            Err(LlmError::BadRequest { .. } | LlmError::Server { .. }) if !heard => {
+            Err(error) if !heard && refuses_streams(&error) => {
                 self.stream_refused = true;
                 client.complete(request)
             }
@@ -367,6 +367,21 @@ impl Executor<'_> {
             _ => (truncated(answers), "truncate"),
         }
     }
+}
+
+/// Whether a streamed request that failed before any piece of the answer arrived may be a server
+/// that cannot stream it: a refusal (400, 5xx) or a stream that is empty or broken (llama.cpp's
+/// server answers a streamed request with tools by an empty 200). Not the failures that a request
+/// without a stream would meet too (the key, the rate, the network, time).
+fn refuses_streams(error: &LlmError) -> bool {
+    matches!(
+        error,
+        LlmError::BadRequest { .. }
+            | LlmError::Server { .. }
+            | LlmError::Decode { .. }
+            | LlmError::StreamError { .. }
+            | LlmError::IncompleteStream { .. }
+    )
 }
 
 /// The first message of a compacted conversation: the prompt, then what stands for the answers
