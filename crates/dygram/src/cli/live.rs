@@ -44,6 +44,8 @@ impl Shows {
 struct Screen {
     /// Asked the model (what, since when) and no answer yet.
     waiting: Option<(String, Instant)>,
+    /// The seconds the waiting line shows (redrawn when they change).
+    shown_secs: Option<u64>,
     /// The waiting line is on screen (no newline after it).
     ticking: bool,
     /// The model's text is being written on the last line.
@@ -173,9 +175,14 @@ impl Live {
             if waited < QUIET_WAIT || screen.streaming {
                 continue;
             }
-            let line = format!("⏳ waiting for {what}: {}s", waited.as_secs());
+            let secs = waited.as_secs();
+            if screen.ticking && screen.shown_secs == Some(secs) {
+                continue;
+            }
+            let line = format!("⏳ waiting for {what}: {secs}s");
             write_err(&format!("\r\x1b[2K{}", self.shows.paint.dim(&line)));
             screen.ticking = true;
+            screen.shown_secs = Some(secs);
         }
     }
 }

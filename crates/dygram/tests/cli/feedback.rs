@@ -70,10 +70,21 @@ fn without_a_terminal_nothing_is_streamed() {
 
 #[test]
 fn a_server_that_cannot_stream_with_tools_is_asked_again_without() {
-    // A refusal, and what llama.cpp's server does: an empty 200.
+    // A refusal, and what llama.cpp's servers do: an empty 200, or a stream with nothing but the
+    // role and its end marker.
+    let role_only = || {
+        let chunk = json!({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": null}]});
+        Reply::raw(
+            200,
+            "text/event-stream",
+            &format!("data: {chunk}\n\ndata: [DONE]\n\n"),
+        )
+    };
     for refusal in [
         || Reply::error(400, "streaming is not supported with tools"),
         Reply::empty_ok,
+        role_only,
     ] {
         let server = ScriptedServer::responding(move |request: &Value| {
             if request["stream"] == json!(true) {
