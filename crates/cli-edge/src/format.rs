@@ -18,7 +18,13 @@ pub enum TextOrJson {
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct FormatFlag {
     /// What to print on stdout: text, or json (one JSON value, for programs).
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = TextOrJson::Text)]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = TextOrJson::Text,
+        hide_possible_values = true
+    )]
     format: TextOrJson,
     /// The same as --format json.
     #[arg(long, hide = true)]

@@ -83,14 +83,20 @@ pub fn default_model(provider: Provider) -> String {
     with_environment(|env| vars(provider).model(env)).unwrap_or_default()
 }
 
-/// The client `source` asks for.
-pub fn connect(provider: Provider, source: &llm::Source) -> Result<Connection, ConnectError> {
-    with_environment(|env| llm::connect(provider, &vars(provider), env, source, Options::default()))
+/// The client `source` asks for; `on_retry` hears of each retry of a request to an API.
+pub fn connect(
+    provider: Provider,
+    source: &llm::Source,
+    on_retry: Option<llm::RetryHook>,
+) -> Result<Connection, ConnectError> {
+    let mut options = Options::default();
+    options.http.on_retry = on_retry;
+    with_environment(|env| llm::connect(provider, &vars(provider), env, source, options))
 }
 
 /// An API client when its key (for OpenAI: its key or URL) is set; `None` otherwise.
 pub fn api_client(provider: Provider) -> Option<Arc<dyn LlmClient>> {
-    connect(provider, &llm::Source::api())
+    connect(provider, &llm::Source::api(), None)
         .ok()
         .map(|c| c.client)
 }
@@ -111,12 +117,14 @@ pub fn node_of(request: &ChatRequest) -> String {
 /// The connection of a saved execution (`id`) to its remembered source, the file queue being in
 /// `queue_dir`; `None` in manual mode, or for the API without a key. Replayed recordings go on
 /// from the state the execution saved. Recording is the execution's own
-/// (`session::ExecutionRecorder`), so the source records nothing.
+/// (`session::ExecutionRecorder`), so the source records nothing. `on_retry` hears of each retry
+/// of a request to an API.
 pub fn for_execution(
     config: &ClientConfig,
     queue_dir: &Path,
     queue_timeout: Duration,
     id: &str,
+    on_retry: Option<llm::RetryHook>,
 ) -> Result<Option<Connection>, ConnectError> {
     let answers = match config.kind {
         SourceKind::Api => Answers::Api,
@@ -135,7 +143,7 @@ pub fn for_execution(
         answers,
         record: None,
     };
-    let conn = match connect(config.provider(), &source) {
+    let conn = match connect(config.provider(), &source, on_retry) {
         Ok(conn) => conn,
         // No key: the node that needs the model says so.
         Err(ConnectError::MissingKey { .. }) => return Ok(None),

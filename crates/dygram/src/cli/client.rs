@@ -115,7 +115,10 @@ pub fn missing_client_hint(provider: Provider) -> &'static str {
 }
 
 /// The client for a one-shot execution: playback or API, wrapped in a recorder when asked.
-pub fn build(args: &LlmArgs) -> Result<Option<Arc<dyn LlmClient>>, CliError> {
+pub fn build(
+    args: &LlmArgs,
+    on_retry: Option<llm::RetryHook>,
+) -> Result<Option<Arc<dyn LlmClient>>, CliError> {
     let answers = match &args.playback {
         Some(dir) if !dir.is_dir() => return Err(no_playback_dir(dir)),
         Some(dir) => Answers::Playback(dir.clone()),
@@ -125,7 +128,7 @@ pub fn build(args: &LlmArgs) -> Result<Option<Arc<dyn LlmClient>>, CliError> {
         answers,
         record: args.record.clone(),
     };
-    match source::connect(args.provider, &src) {
+    match source::connect(args.provider, &src, on_retry) {
         Ok(conn) => Ok(Some(conn.client)),
         // Machines that never need the model run without a key.
         Err(ConnectError::MissingKey { .. }) => Ok(None),
@@ -144,12 +147,13 @@ pub fn for_execution(
     queue_dir: &Path,
     queue_timeout: Duration,
     id: &str,
+    on_retry: Option<llm::RetryHook>,
 ) -> Result<Option<Connection>, CliError> {
     let playback = (config.kind == SourceKind::Playback)
         .then(|| Path::new(config.playback_dir.as_deref().unwrap_or_default()));
     if let Some(dir) = playback.filter(|d| !d.is_dir()) {
         return Err(no_playback_dir(dir));
     }
-    source::for_execution(config, queue_dir, queue_timeout, id)
+    source::for_execution(config, queue_dir, queue_timeout, id, on_retry)
         .map_err(|e| connect_error(e, None, playback))
 }

@@ -1,6 +1,7 @@
 //! `dygram execute`: run a machine to the end in one call.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -12,6 +13,7 @@ use dygram::session::result::{
 
 use super::client::{self, LlmArgs};
 use super::generate::machine_json;
+use super::live::{Live, Shows};
 use super::{CliError, Exit, Verbosity, eprint_line, input, print_out};
 use cli_edge::ExitStatus;
 
@@ -112,7 +114,7 @@ pub struct ExecuteArgs {
 /// has answered).
 pub fn describe(event: &ExecutionEvent) -> Option<String> {
     Some(match event {
-        ExecutionEvent::ToolStarted { .. } => return None,
+        ExecutionEvent::ToolStarted { .. } | ExecutionEvent::TextDelta { .. } => return None,
         ExecutionEvent::Transition {
             path,
             from,
@@ -332,11 +334,15 @@ fn run_once(args: &ExecuteArgs) -> Result<Finished, CliError> {
     let Some(machine) = machine_json(&input, args.no_imports, false, args.verbosity)? else {
         return Err(super::invalid_machine());
     };
-    let llm_client = client::build(&args.llm)?;
+    let quiet = args.verbosity.quiet;
+    let paint = super::paint();
+    let live = (!quiet).then(|| Live::start(Shows::now(paint, true)));
+    let llm_client = client::build(&args.llm, live.as_ref().map(Live::retry_hook))?;
     let options = Options {
         model: args.llm.model.clone(),
         default_model: client::default_model(args.llm.provider),
         max_tokens: args.llm.max_tokens.unwrap_or(4096),
+        stream: live.as_ref().is_some_and(|l| l.streams()),
         ..Options::default()
     };
     let mut executor = Executor::start(machine, llm_client.as_deref(), options).map_err(|e| {
@@ -344,33 +350,24 @@ fn run_once(args: &ExecuteArgs) -> Result<Finished, CliError> {
             .kind("invalid_machine")
             .hint("name a node `start`, or annotate one @start")
     })?;
-    if args.format == ExecFormat::StreamJson {
+    let stream_json = args.format == ExecFormat::StreamJson;
+    if stream_json {
         print_out(&stream_line(stream_started(&input.name())));
-        executor.listen(Box::new(|event| print_out(&stream_line(event.to_json()))));
     }
-    let quiet = args.verbosity.quiet;
-    let paint = super::paint();
     if !quiet {
         eprint_line(&paint.blue(&format!("executing {}", input.name())));
     }
-    let failure = run_to_end(&mut executor, |event| {
-        if let Some(line) = describe(&event).filter(|_| !quiet) {
-            eprint_line(&match event {
-                ExecutionEvent::Failed { .. } => paint.red(&line),
-                ExecutionEvent::Completed { .. } => paint.green(&line),
-                _ => line,
-            });
-        }
-    });
+    listen(&mut executor, stream_json, live.clone());
+    // The listener shows each event as it happens.
+    let failure = run_to_end(&mut executor, |_| {});
+    if let Some(live) = &live {
+        live.finish();
+    }
     let state = executor.into_state();
-    let dest = args.destination.clone().unwrap_or_else(|| {
-        input
-            .path
-            .as_ref()
-            .and_then(|p| p.parent())
-            .map(|p| p.join("generated"))
-            .unwrap_or_else(|| PathBuf::from("generated"))
-    });
+    let dest = args
+        .destination
+        .clone()
+        .unwrap_or_else(|| result_folder(&input));
     let written = write_result(
         &dest,
         &input.stem(),
@@ -385,6 +382,29 @@ fn run_once(args: &ExecuteArgs) -> Result<Finished, CliError> {
         written,
         failure,
     })
+}
+
+/// Where the result file goes without -d: `generated/` beside the machine.
+fn result_folder(input: &input::Input) -> PathBuf {
+    input
+        .path
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("generated"))
+        .unwrap_or_else(|| PathBuf::from("generated"))
+}
+
+/// Each event, as it happens: a line on stdout with `--format stream-json` (not the pieces of
+/// streamed text: `output` carries the whole), and the live display on stderr.
+fn listen(executor: &mut Executor<'_>, stream_json: bool, live: Option<Arc<Live>>) {
+    executor.listen(Box::new(move |event| {
+        if stream_json && !matches!(event, ExecutionEvent::TextDelta { .. }) {
+            print_out(&stream_line(event.to_json()));
+        }
+        if let Some(live) = &live {
+            live.event(event);
+        }
+    }));
 }
 
 /// The error of a run stopped outside the machine.

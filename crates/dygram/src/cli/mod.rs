@@ -7,6 +7,7 @@ mod execute;
 mod generate;
 mod input;
 mod interactive;
+mod live;
 mod modules;
 mod validate;
 

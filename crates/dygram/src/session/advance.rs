@@ -89,16 +89,21 @@ impl Session {
             Some(r) => Some(r),
             None => sources.client(),
         };
+        let live = host.live();
         let options = Options {
             model: self.meta.client_config.model.clone(),
             default_model: host.default_model(&self.meta.client_config),
             max_tokens: self.meta.client_config.max_tokens.unwrap_or(4096),
+            stream: live.is_some(),
             ..Options::default()
         };
         let Some(state) = self.state.take() else {
             return Err(CallError::Unsettled(self.id.clone()));
         };
         let mut executor = Executor::resume(state, client, options);
+        if let Some(listener) = live {
+            executor.listen(listener);
+        }
         let answers = Answers {
             client,
             sources: &sources,

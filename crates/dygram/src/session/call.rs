@@ -160,6 +160,12 @@ pub trait Host {
     fn default_model(&self, config: &ClientConfig) -> String;
     /// Hears of progress and warnings.
     fn notice(&mut self, notice: Notice<'_>);
+    /// A listener of the unit's events as they happen; with one, the model's answers are asked
+    /// for as a stream, so that their text reaches it as it arrives
+    /// ([`crate::runtime::executor::ExecutionEvent::TextDelta`]). None by default.
+    fn live(&mut self) -> Option<crate::runtime::executor::Listener<'static>> {
+        None
+    }
 }
 
 /// Why input given to a call was refused (nothing was changed).

@@ -1,10 +1,8 @@
 //! Colours on stderr: `--color auto|always|never`, `NO_COLOR`, and whether stderr is a terminal
 //! (a real one: the command runs under `script`, which gives it a pseudo-terminal); and `-q`.
 
-use std::process::Command;
-
 use super::answers::ORDER;
-use super::support::{Dir, LLM_ENV, bin, copy_dir, repo_root};
+use super::support::{Dir, copy_dir, repo_root};
 
 const RED_ERROR: &str = "\x1b[31merror:\x1b[0m";
 
@@ -31,38 +29,15 @@ fn color_always_and_never_win_over_the_pipe_and_no_color() {
     assert_eq!(bad.code, 64, "{bad:?}");
 }
 
-/// What `dygram ARGS` wrote on a terminal (stdout and stderr both), with `NO_COLOR` set or not;
-/// `None` when `script` is missing.
-fn on_a_terminal(d: &Dir, args: &str, no_color: bool) -> Option<String> {
-    let line = format!("'{}' {args}", bin().display());
-    let mut cmd = Command::new("script");
-    cmd.args(["-qec", &line, "/dev/null"]).current_dir(d.path());
-    for var in LLM_ENV {
-        cmd.env_remove(var);
-    }
-    if no_color {
-        cmd.env("NO_COLOR", "1");
-    } else {
-        cmd.env_remove("NO_COLOR");
-    }
-    match cmd.output() {
-        Ok(out) => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
-        Err(_) => {
-            // `script` is missing: say so (a failure where pseudo-terminal tests are required).
-            let _ = testkit::needs::pseudo_terminal();
-            None
-        }
-    }
-}
-
 #[test]
 fn on_a_terminal_colours_are_on_unless_no_color_is_set() {
-    let d = Dir::new();
-    let Some(tty) = on_a_terminal(&d, "e missing.dy", false) else {
+    let mut d = Dir::new();
+    let Some(tty) = d.run_on_terminal(&["e", "missing.dy"]) else {
         return;
     };
     assert!(tty.contains(RED_ERROR), "{tty:?}");
-    let Some(tty) = on_a_terminal(&d, "e missing.dy", true) else {
+    d.env("NO_COLOR", "1");
+    let Some(tty) = d.run_on_terminal(&["e", "missing.dy"]) else {
         return;
     };
     assert!(tty.contains("error: cannot read missing.dy"), "{tty:?}");

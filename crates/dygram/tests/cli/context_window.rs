@@ -17,7 +17,7 @@ const STEPS: usize = 8;
 
 /// A machine whose agent node reads a long text at every step; `setting` is an attribute of the
 /// machine, `node_setting` one of the node.
-fn machine(setting: &str, node_setting: &str) -> String {
+pub(super) fn machine(setting: &str, node_setting: &str) -> String {
     let text = "lorem ipsum dolor sit amet ".repeat(50);
     format!(
         "machine \"Window\" {{ {setting} }}\n\
@@ -56,7 +56,7 @@ fn logged(body: &Value) -> Vec<u64> {
 
 /// What the scripted model did.
 #[derive(Default)]
-struct Counts {
+pub(super) struct Counts {
     /// Summary requests fail (HTTP 400).
     no_summaries: bool,
     refused: AtomicUsize,
@@ -67,7 +67,7 @@ struct Counts {
 /// A model with a 2 048-token window: a request that does not fit (with its `max_tokens`) is
 /// refused as OpenAI's and llama.cpp's servers do; a request without tools is a summary;
 /// otherwise the next step is written and Doc read, then the transition.
-fn model(counts: Arc<Counts>) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
+pub(super) fn model(counts: Arc<Counts>) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
     move |body: &Value| {
         let asked = tokens(body);
         let completion = body["max_tokens"].as_u64().unwrap_or(0) as usize;

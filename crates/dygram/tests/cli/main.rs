@@ -15,6 +15,7 @@ mod dsl_output;
 mod durability;
 mod execution;
 mod faults;
+mod feedback;
 mod json_output;
 mod live;
 mod manage;

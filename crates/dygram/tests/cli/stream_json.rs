@@ -178,6 +178,22 @@ fn every_line_of_a_run_with_tool_calls_and_a_failure_follows_the_schema() {
 }
 
 #[test]
+fn a_compaction_is_a_line_of_its_own() {
+    use super::context_window::{Counts, machine, model};
+    let server = ScriptedServer::responding(model(std::sync::Arc::new(Counts::default())));
+    let mut d = Dir::with_file("m.dy", &machine("", ""));
+    d.env("OPENAI_BASE_URL", &server.openai_base());
+    let run = ["e", "m.dy", "--provider", "openai", "--max-tokens", "256"];
+    let out = d.run(&[&run[..], &["--format", "stream-json"]].concat());
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines = lines(&out);
+    let compacted: Vec<&Value> = lines.iter().filter(|l| l["type"] == "compacted").collect();
+    assert!(!compacted.is_empty(), "{out:?}");
+    assert_eq!(compacted[0]["node"], "work");
+    assert_eq!(lines.last().unwrap()["result"]["status"], "complete");
+}
+
+#[test]
 fn a_stream_that_cannot_start_still_ends_with_its_result_line() {
     let d = Dir::with_file("bad.dy", "machine \"x\"\nstart -> ;\n");
     for (args, kind, code) in [

@@ -169,6 +169,35 @@ impl Dir {
             .unwrap()
     }
 
+    /// Runs `dygram ARGS` on a pseudo-terminal (util-linux's `script` gives it one): what it
+    /// showed there, stdout and stderr together (at most 60 s). `NO_COLOR` is unset unless the test
+    /// set it. `None`, after a SKIPPED line, without `script`.
+    pub fn run_on_terminal(&self, args: &[&str]) -> Option<String> {
+        let quote = |a: &str| format!("'{}'", a.replace('\'', "'\\''"));
+        let line: Vec<String> = std::iter::once(bin().display().to_string())
+            .chain(args.iter().map(|a| a.to_string()))
+            .map(|a| quote(&a))
+            .collect();
+        let program = testkit::needs::pseudo_terminal()?;
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(["-qec", &line.join(" "), "/dev/null"])
+            .current_dir(self.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("NO_COLOR")
+            .env_remove("DYGRAM_STORE");
+        for var in LLM_ENV {
+            cmd.env_remove(var);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().ok()?;
+        let out = wait_output(child, Duration::from_secs(60));
+        Some(String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"))
+    }
+
     /// `.dygram/executions/<name>`.
     pub fn exec_dir(&self, name: &str) -> PathBuf {
         self.path().join(".dygram/executions").join(name)

@@ -35,6 +35,35 @@ fn finished_execution() -> Dir {
     panic!("the execution did not end in 10 calls");
 }
 
+/// An execution `v` whose model ends its conversation while the only way out is closed: the
+/// path fails.
+fn failed_execution() -> Dir {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "write_order", json!({"data": {"total": 0}})).with_text("Hm."),
+        Reply::text("Nothing to charge."),
+    ]);
+    let mut d = Dir::with_file("order.dy", ORDER);
+    d.env("OPENAI_BASE_URL", &server.openai_base());
+    let call = [
+        "e",
+        "-i",
+        "order.dy",
+        "--id",
+        "v",
+        "--provider",
+        "openai",
+        "--step",
+    ];
+    for _ in 0..10 {
+        let out = d.run(&call);
+        if out.code == 1 && out.stdout.contains("Status: error") {
+            return d;
+        }
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    panic!("the execution did not fail in 10 calls");
+}
+
 fn show(d: &Dir, format: &str) -> Out {
     let out = d.run(&["exec", "show", "v", "--format", format]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -114,20 +143,28 @@ fn the_html_page_is_self_contained_and_escapes_what_the_model_wrote() {
     }
 }
 
-#[test]
-fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
-    if testkit::needs::graphviz().is_none() {
-        return;
-    }
-    let Some(browser) = testkit::browser::browser() else {
-        return;
-    };
-    let d = finished_execution();
-    let page = d.path().join("exec-show.html");
+/// The HTML page of execution `v` of `d`, as a headless Chromium built its DOM (checked to have
+/// fetched nothing); its screenshot is kept as `picture` when CI collects them. `None` (after a
+/// SKIPPED line) without Graphviz or the browser.
+fn browse(make: fn() -> Dir, picture: &str) -> Option<String> {
+    testkit::needs::graphviz()?;
+    let browser = testkit::browser::browser()?;
+    let d = make();
+    let page = d.path().join(format!("{picture}.html"));
     std::fs::write(&page, show(&d, "html").stdout).unwrap();
     let loaded = browser.load(&page);
     assert_eq!(loaded.requests, Vec::<String>::new(), "the page fetched");
-    let dom = &loaded.dom;
+    if let Some(dir) = testkit::browser::artifacts_dir() {
+        browser.screenshot(&page, &dir.join(format!("{picture}.png")), 1200, 1600);
+    }
+    Some(loaded.dom)
+}
+
+#[test]
+fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
+    let Some(dom) = browse(finished_execution, "dygram-exec-show") else {
+        return;
+    };
     for text in [
         "launch_rockets",
         "Unknown tool: launch_rockets",
@@ -143,7 +180,19 @@ fn a_browser_shows_the_tool_calls_their_results_and_the_status() {
     // The model's script did not run (it would have renamed the page).
     assert!(dom.contains("<title>dygram · v</title>"), "{dom}");
     assert!(!dom.contains("owned</title>"), "{dom}");
-    if let Some(dir) = testkit::browser::artifacts_dir() {
-        browser.screenshot(&page, &dir.join("dygram-exec-show.png"), 1200, 1600);
+}
+
+#[test]
+fn a_browser_shows_why_an_execution_failed() {
+    let Some(dom) = browse(failed_execution, "dygram-exec-show-error") else {
+        return;
+    };
+    for text in [
+        "id=\"status\">error<",
+        "No transition available",
+        "write_order",
+        "status-failed",
+    ] {
+        assert!(dom.contains(text), "{text} not in the DOM:\n{dom}");
     }
 }

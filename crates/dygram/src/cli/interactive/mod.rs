@@ -10,7 +10,9 @@ mod report;
 use std::io::IsTerminal;
 
 use std::path::Path;
+use std::sync::Arc;
 
+use dygram::runtime::executor::Listener;
 use dygram::session::shared::{SharedCall, SharedStore};
 use dygram::session::{
     Advance, CallRequest, ClientConfig, CompiledMachine, Executions, Host, ManualInput, Notice,
@@ -20,6 +22,7 @@ use dygram::session::{
 use super::client;
 use super::execute::ExecuteArgs;
 use super::input::Input;
+use super::live::{Live, Shows};
 use super::{CliError, Exit, eprint_line, input};
 pub use errors::shared_error;
 use errors::{call_error, source_lost};
@@ -42,12 +45,17 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     let mut host = CliHost {
         args: &args,
         input: &input,
+        live: (!args.verbosity.quiet).then(|| Live::start(Shows::now(super::paint(), false))),
     };
     let request = call_request(&args, &input);
     let called = match store_url {
-        Some(url) => call_shared(url, &cwd, request, &mut host, &mut manual)?,
-        None => call_files(&cwd, request, &mut host, &mut manual)?,
+        Some(url) => call_shared(url, &cwd, request, &mut host, &mut manual),
+        None => call_files(&cwd, request, &mut host, &mut manual),
     };
+    if let Some(live) = &host.live {
+        live.finish();
+    }
+    let called = called?;
     let Some((mut session, advance, saved)) = called else {
         return Err(super::invalid_machine());
     };
@@ -183,6 +191,8 @@ fn call_request(args: &ExecuteArgs, input: &Input) -> CallRequest {
 struct CliHost<'a> {
     args: &'a ExecuteArgs,
     input: &'a Input,
+    /// The model's text as it streams in, the waiting line and retries (none with -q).
+    live: Option<Arc<Live>>,
 }
 
 impl CliHost<'_> {
@@ -220,7 +230,13 @@ impl Host for CliHost<'_> {
         (queue_dir, queue_timeout): (&Path, std::time::Duration),
         id: &str,
     ) -> Result<Option<llm::Connection>, CliError> {
-        client::for_execution(config, queue_dir, queue_timeout, id)
+        let on_retry = self.live.as_ref().map(Live::retry_hook);
+        client::for_execution(config, queue_dir, queue_timeout, id, on_retry)
+    }
+
+    fn live(&mut self) -> Option<Listener<'static>> {
+        let live = Arc::clone(self.live.as_ref().filter(|l| l.streams())?);
+        Some(Box::new(move |event| live.event(event)))
     }
 
     fn api_configured(&self, config: &ClientConfig) -> bool {

@@ -52,6 +52,14 @@ pub enum ExecutionEvent {
         /// The result (JSON text).
         result: String,
     },
+    /// A piece of the model's text as it arrives (streamed answers only). Given to the listener
+    /// and not kept: the whole text follows as [`ExecutionEvent::Output`].
+    TextDelta {
+        /// Path.
+        path: String,
+        /// The piece.
+        text: String,
+    },
     /// The model answered with text.
     Output {
         /// Path.
@@ -131,6 +139,13 @@ impl<'c> EventLog<'c> {
         self.kept.push(event);
     }
 
+    /// Gives an event to the listener only (a live event such as [`ExecutionEvent::TextDelta`]).
+    pub fn announce(&mut self, event: ExecutionEvent) {
+        if let Some(listener) = &mut self.listener {
+            listener(&event);
+        }
+    }
+
     /// The events kept since the last call, taken.
     pub fn take(&mut self) -> Vec<ExecutionEvent> {
         std::mem::take(&mut self.kept)
@@ -144,7 +159,7 @@ impl<'c> EventLog<'c> {
 
 impl ExecutionEvent {
     /// The event as one JSON object, `type` first: `transition`, `llm_call`, `output` (the model's
-    /// text), `tool_started`, `tool_finished`, `spawned`, `completed`, `failed`, `waiting` or
+    /// text; `output_delta` for a piece of it, never kept), `tool_started`, `tool_finished`, `spawned`, `completed`, `failed`, `waiting` or
     /// `compacted` (the lines of `--format stream-json`, and the `events` of `execute -i --format
     /// json`; see docs/dygram/stream-json.md).
     pub fn to_json(&self) -> Value {
@@ -176,6 +191,9 @@ impl ExecutionEvent {
             } => json!({"type": "tool_finished", "path": path, "name": name, "input": input,
                 "isError": is_error, "result": result}),
             Self::Output { path, text } => json!({"type": "output", "path": path, "text": text}),
+            Self::TextDelta { path, text } => {
+                json!({"type": "output_delta", "path": path, "text": text})
+            }
             Self::Spawned { path, node, parent } => {
                 json!({"type": "spawned", "path": path, "node": node, "parent": parent})
             }

@@ -70,6 +70,10 @@ pub struct Options {
     pub clock: fn() -> i64,
     /// Output limit of each model answer.
     pub max_tokens: u32,
+    /// Ask the model for its answers as a stream, so that its text is reported as it arrives
+    /// ([`ExecutionEvent::TextDelta`]); a server that refuses a streamed request (some cannot
+    /// stream with tools) is asked again without, and from then on.
+    pub stream: bool,
 }
 
 impl Default for Options {
@@ -81,6 +85,7 @@ impl Default for Options {
             js_limits: js::Limits::default(),
             clock: now_ms,
             max_tokens: 4096,
+            stream: false,
         }
     }
 }
@@ -146,6 +151,8 @@ pub struct Executor<'c> {
     options: Options,
     events: EventLog<'c>,
     machine_changed: bool,
+    /// The server refused a streamed request: ask whole from now on.
+    stream_refused: bool,
 }
 
 impl<'c> Executor<'c> {
@@ -194,6 +201,7 @@ impl<'c> Executor<'c> {
             options,
             events: EventLog::default(),
             machine_changed: false,
+            stream_refused: false,
         })
     }
 
@@ -211,6 +219,7 @@ impl<'c> Executor<'c> {
             options,
             events: EventLog::default(),
             machine_changed: false,
+            stream_refused: false,
         }
     }
 

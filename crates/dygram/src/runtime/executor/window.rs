@@ -15,7 +15,7 @@
 //! again once. Compaction needs a client: answers given by hand see the whole conversation.
 
 use llm::window::{self, Estimator, Overflow};
-use llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Message, Role};
+use llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Message, Role, StreamEvent};
 use serde_json::Value;
 
 use super::{ExecutionEvent, Executor, TurnOutcome};
@@ -41,7 +41,7 @@ impl Executor<'_> {
         };
         let request = self.fit(client, request);
         self.announce(&request);
-        let (request, response) = match client.complete(&request) {
+        let (request, response) = match self.ask(client, &request) {
             Ok(response) => (request, response),
             Err(error) => self.after_refusal(client, &request, error)?,
         };
@@ -83,6 +83,44 @@ impl Executor<'_> {
         }
         let response = client.complete(&retry)?;
         Ok((retry, response))
+    }
+
+    /// Sends `request`: as a stream when the options ask for one (each piece of text announced as
+    /// it arrives), else whole. A streamed request the server refuses before answering anything
+    /// ([`refuses_streams`]: some servers cannot stream with tools) is sent again whole, and later
+    /// requests of this executor go whole from the start.
+    fn ask(
+        &mut self,
+        client: &dyn LlmClient,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, LlmError> {
+        if !self.options.stream || self.stream_refused {
+            return client.complete(request);
+        }
+        let path = self
+            .state
+            .turn_state
+            .as_ref()
+            .map(|t| t.path_id.clone())
+            .unwrap_or_default();
+        let mut heard = false;
+        let events = &mut self.events;
+        let streamed = client.complete_streaming(request, &mut |event| {
+            heard = true;
+            if let StreamEvent::TextDelta(text) = event {
+                events.announce(ExecutionEvent::TextDelta {
+                    path: path.clone(),
+                    text,
+                });
+            }
+        });
+        match streamed {
+            Err(error) if !heard && refuses_streams(&error) => {
+                self.stream_refused = true;
+                client.complete(request)
+            }
+            other => other,
+        }
     }
 
     /// The `LlmCall` event of a request about to be sent.
@@ -329,6 +367,21 @@ impl Executor<'_> {
             _ => (truncated(answers), "truncate"),
         }
     }
+}
+
+/// Whether a streamed request that failed before any piece of the answer arrived may be a server
+/// that cannot stream it: a refusal (400, 5xx) or a stream that is empty or broken (llama.cpp's
+/// server answers a streamed request with tools by an empty 200). Not the failures that a request
+/// without a stream would meet too (the key, the rate, the network, time).
+fn refuses_streams(error: &LlmError) -> bool {
+    matches!(
+        error,
+        LlmError::BadRequest { .. }
+            | LlmError::Server { .. }
+            | LlmError::Decode { .. }
+            | LlmError::StreamError { .. }
+            | LlmError::IncompleteStream { .. }
+    )
 }
 
 /// The first message of a compacted conversation: the prompt, then what stands for the answers
