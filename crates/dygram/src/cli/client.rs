@@ -57,7 +57,8 @@ pub fn default_model(provider: Provider) -> String {
 
 /// Says that `dir` holds no recordings, listing the recording directories beside it.
 fn no_playback_dir(dir: &Path) -> CliError {
-    let err = CliError::new(format!("Playback directory not found: {}", dir.display()));
+    let err =
+        CliError::new(format!("Playback directory not found: {}", dir.display())).kind("not_found");
     let siblings = llm::recording::dirs_beside(dir);
     if siblings.is_empty() {
         err.hint("no recordings directory next to it; record one first with --record DIR")

@@ -28,8 +28,9 @@ pub enum ExecFormat {
     Dot,
     /// Mermaid state diagram with the path taken highlighted.
     Mermaid,
-    /// One JSON object per line as the run goes (run_started, llm_call, output, tool_started,
-    /// tool_finished, transition, …, run_finished with the result object); one-shot runs only.
+    /// One JSON object per line as the run goes (run_started, model_request, model_text,
+    /// tool_started, tool_finished, transition, …, run_finished with the result object); one-shot
+    /// runs only.
     #[value(name = "stream-json")]
     StreamJson,
 }
@@ -51,7 +52,7 @@ pub enum ExecFormat {
 /// Examples:
 ///   dygram execute flow.dy
 ///   dygram e flow.dy --playback recordings/flow --format json
-///   dygram e flow.dy --playback recordings/flow --format stream-json | jq -c 'select(.type == "output")'
+///   dygram e flow.dy --playback recordings/flow --format stream-json | jq -c 'select(.type == "model_text")'
 ///   dygram e flow.dy --record recordings/flow -m claude-3-5-sonnet-latest
 ///   OPENAI_BASE_URL=http://127.0.0.1:8080/v1 dygram e flow.dy --provider openai
 ///   while dygram e -i flow.dy --playback recordings/flow; do :; done

@@ -65,6 +65,7 @@ pub(super) fn calls_of(events: &[ExecutionEvent]) -> Vec<ToolCallRecord> {
                 input,
                 is_error,
                 result,
+                ..
             } => Some(ToolCallRecord {
                 path: path.clone(),
                 name: name.clone(),
@@ -111,6 +112,7 @@ mod tests {
             },
             ExecutionEvent::ToolCall {
                 path: "p".into(),
+                id: "c".into(),
                 name: "t".into(),
                 input: serde_json::json!({"a": 1}),
                 is_error: true,

@@ -30,17 +30,18 @@ fn schema(kind: &str) -> Option<&'static [(&'static str, Kind)]> {
             ("to", Str),
             ("transition", Str),
         ],
-        "llm_call" => &[
+        "model_request" => &[
             ("path", Str),
             ("node", Str),
             ("model", Str),
             ("tools", Strs),
             ("messages", Num),
         ],
-        "output" => &[("path", Str), ("text", Str)],
-        "tool_started" => &[("path", Str), ("name", Str), ("input", Any)],
+        "model_text" => &[("path", Str), ("text", Str)],
+        "tool_started" => &[("path", Str), ("id", Str), ("name", Str), ("input", Any)],
         "tool_finished" => &[
             ("path", Str),
+            ("id", Str),
             ("name", Str),
             ("input", Any),
             ("isError", Bool),
@@ -50,7 +51,7 @@ fn schema(kind: &str) -> Option<&'static [(&'static str, Kind)]> {
         "completed" => &[("path", Str), ("node", Str)],
         "failed" => &[("path", Str), ("node", Str), ("error", Str)],
         "waiting" => &[("path", Str), ("node", Str), ("reason", Str)],
-        "compacted" => &[
+        "compaction" => &[
             ("path", Str),
             ("node", Str),
             ("strategy", Str),
@@ -145,13 +146,13 @@ fn every_line_of_a_run_with_tool_calls_and_a_failure_follows_the_schema() {
         [
             "run_started",
             "transition",
-            "llm_call",
-            "output",
+            "model_request",
+            "model_text",
             "tool_started",
             "tool_finished",
             "tool_started",
             "tool_finished",
-            "llm_call",
+            "model_request",
             "failed",
             "run_finished"
         ],
@@ -160,6 +161,10 @@ fn every_line_of_a_run_with_tool_calls_and_a_failure_follows_the_schema() {
     assert_eq!(lines[0]["machine"], "order.dy");
     assert_eq!(lines[3]["text"], "Charging.");
     assert_eq!(lines[5]["name"], "launch_rockets");
+    assert_eq!(
+        (&lines[4]["id"], &lines[5]["id"]),
+        (&json!("c1"), &json!("c1"))
+    );
     assert_eq!(lines[5]["isError"], true);
     assert_eq!(lines[7]["isError"], false);
     assert!(
@@ -187,7 +192,7 @@ fn a_compaction_is_a_line_of_its_own() {
     let out = d.run(&[&run[..], &["--format", "stream-json"]].concat());
     assert_eq!(out.code, 0, "{out:?}");
     let lines = lines(&out);
-    let compacted: Vec<&Value> = lines.iter().filter(|l| l["type"] == "compacted").collect();
+    let compacted: Vec<&Value> = lines.iter().filter(|l| l["type"] == "compaction").collect();
     assert!(!compacted.is_empty(), "{out:?}");
     assert_eq!(compacted[0]["node"], "work");
     assert_eq!(lines.last().unwrap()["result"]["status"], "complete");
@@ -226,7 +231,7 @@ fn the_documented_table_names_exactly_the_types_the_schema_checks() {
             "{kind} is documented but not checked"
         );
     }
-    for kind in ["run_started", "tool_started", "compacted", "run_finished"] {
+    for kind in ["run_started", "tool_started", "compaction", "run_finished"] {
         assert!(documented.contains(&kind), "{kind} is not documented");
     }
 }

@@ -255,8 +255,77 @@ fn readable(result: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::runtime::executor::{Executor, Options};
+    use crate::runtime::state::Status;
+    use crate::session::ClientConfig;
+
+    fn metadata(pending: bool) -> Metadata {
+        Metadata {
+            id: "x".into(),
+            machine_file: Some("m<1>.dy".into()),
+            machine_source: "file".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            last_executed_at: "2026-01-01T00:00:01Z".into(),
+            turn_count: 1,
+            step_count: 1,
+            status: Status::Paused,
+            mode: "interactive".into(),
+            client_config: ClientConfig::default(),
+            pending_request: pending.then(|| serde_json::json!({})),
+            source_files: Vec::new(),
+            source_fingerprint: None,
+        }
+    }
+
+    #[test]
+    fn the_page_escapes_the_execution_and_says_what_waits() {
+        let source = "Task ask \"Ask\" { prompt: \"Go\"; }\nState end;\nstart -> ask -> end;";
+        let machine =
+            crate::compile(crate::source::SourceFile::new("m.dy", source)).json(Default::default());
+        let state = Executor::start(machine, None, Options::default())
+            .unwrap()
+            .into_state();
+        let meta = metadata(true);
+        let history = [HistoryEntry {
+            turn: 1,
+            timestamp: "2026-01-01T00:00:01Z".into(),
+            node: "ask".into(),
+            tools: vec!["t<x>".into()],
+            output: None,
+            status: Status::Paused,
+            text: Some("<img src=x onerror=alert(1)>".into()),
+            calls: vec![ToolCallRecord {
+                path: "path_0".into(),
+                name: "t<x>".into(),
+                input: serde_json::json!({"q": "</pre>"}),
+                result: "{\"error\":\"<b>no</b>\"}".into(),
+                is_error: true,
+            }],
+        }];
+        let page = Page {
+            id: "x",
+            meta: &meta,
+            state: &state,
+            history: &history,
+        };
+        let html = with_drawing(
+            &page,
+            "<?xml version=\"1.0\"?>\n<svg><g class=\"node\"></g></svg>",
+        );
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(!html.contains("<?xml"), "the prolog is left out");
+        assert!(html.contains("<svg><g class=\"node\"></g></svg>"));
+        for raw in ["<img src=x", "t<x>", "</pre>\"", "<b>no</b>", "m<1>.dy"] {
+            assert!(!html.contains(raw), "{raw} unescaped");
+        }
+        assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+        assert!(html.contains("Waiting for an answer"));
+        assert!(html.contains("class=\"call failed\""));
+        assert!(html.contains("id=\"status\">paused<"));
+    }
 
     #[test]
     fn markup_in_texts_is_escaped() {

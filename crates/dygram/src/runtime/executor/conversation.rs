@@ -270,6 +270,7 @@ impl Executor<'_> {
             // A transition may open during the answer (a write before it): the tool checks that.
             self.events.push(ExecutionEvent::ToolStarted {
                 path: id.clone(),
+                id: call_id.clone(),
                 name: name.clone(),
                 input: args.clone(),
             });
@@ -284,6 +285,7 @@ impl Executor<'_> {
             };
             self.events.push(ExecutionEvent::ToolCall {
                 path: id.clone(),
+                id: call_id.clone(),
                 name: name.clone(),
                 input: args.clone(),
                 is_error,

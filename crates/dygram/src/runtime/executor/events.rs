@@ -34,6 +34,8 @@ pub enum ExecutionEvent {
     ToolStarted {
         /// Path.
         path: String,
+        /// The call's id (the model's).
+        id: String,
         /// Tool.
         name: String,
         /// The arguments the model gave.
@@ -43,6 +45,8 @@ pub enum ExecutionEvent {
     ToolCall {
         /// Path.
         path: String,
+        /// The call's id (the model's).
+        id: String,
         /// Tool.
         name: String,
         /// The arguments the model gave.
@@ -158,10 +162,12 @@ impl<'c> EventLog<'c> {
 }
 
 impl ExecutionEvent {
-    /// The event as one JSON object, `type` first: `transition`, `llm_call`, `output` (the model's
-    /// text; `output_delta` for a piece of it, never kept), `tool_started`, `tool_finished`, `spawned`, `completed`, `failed`, `waiting` or
-    /// `compacted` (the lines of `--format stream-json`, and the `events` of `execute -i --format
-    /// json`; see docs/dygram/stream-json.md).
+    /// The event as one JSON object, `type` first: `transition`, `model_request`, `model_text`
+    /// (`model_text_delta` for a piece of it, never kept), `tool_started`, `tool_finished`,
+    /// `spawned`, `completed`, `failed`, `waiting` or `compaction` (the lines of `--format
+    /// stream-json`, and the `events` of `execute -i --format json`; see
+    /// docs/dygram/stream-json.md). The names are the ones delta's stream uses where the two
+    /// tools report the same thing.
     pub fn to_json(&self) -> Value {
         match self {
             Self::Transition {
@@ -177,22 +183,29 @@ impl ExecutionEvent {
                 tools,
                 messages,
                 model,
-            } => json!({"type": "llm_call", "path": path, "node": node, "tools": tools,
+            } => json!({"type": "model_request", "path": path, "node": node, "tools": tools,
                 "messages": messages, "model": model}),
-            Self::ToolStarted { path, name, input } => {
-                json!({"type": "tool_started", "path": path, "name": name, "input": input})
-            }
+            Self::ToolStarted {
+                path,
+                id,
+                name,
+                input,
+            } => json!({"type": "tool_started", "path": path, "id": id, "name": name,
+                "input": input}),
             Self::ToolCall {
                 path,
+                id,
                 name,
                 input,
                 is_error,
                 result,
-            } => json!({"type": "tool_finished", "path": path, "name": name, "input": input,
-                "isError": is_error, "result": result}),
-            Self::Output { path, text } => json!({"type": "output", "path": path, "text": text}),
+            } => json!({"type": "tool_finished", "path": path, "id": id, "name": name,
+                "input": input, "isError": is_error, "result": result}),
+            Self::Output { path, text } => {
+                json!({"type": "model_text", "path": path, "text": text})
+            }
             Self::TextDelta { path, text } => {
-                json!({"type": "output_delta", "path": path, "text": text})
+                json!({"type": "model_text_delta", "path": path, "text": text})
             }
             Self::Spawned { path, node, parent } => {
                 json!({"type": "spawned", "path": path, "node": node, "parent": parent})
@@ -215,7 +228,7 @@ impl ExecutionEvent {
                 tokens_before,
                 tokens_after,
             } => json!({
-                "type": "compacted", "path": path, "node": node, "answers": answers,
+                "type": "compaction", "path": path, "node": node, "answers": answers,
                 "strategy": strategy, "window": window, "tokensBefore": tokens_before,
                 "tokensAfter": tokens_after
             }),
