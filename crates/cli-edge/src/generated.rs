@@ -63,6 +63,27 @@ pub fn man_pages(cmd: clap::Command, dir: &Path) -> std::io::Result<Vec<PathBuf>
     Ok(written)
 }
 
+/// What `TOOL man` prints for `args`: the tool's page, or (with `-d DIR`) the paths of the pages
+/// written there, one per line.
+pub fn man_output<X: crate::ExitStatus>(
+    cmd: clap::Command,
+    args: &ManArgs,
+) -> Result<String, crate::CliError<X>> {
+    let Some(dir) = &args.dir else {
+        let page = man_page(cmd)
+            .map_err(|e| crate::CliError::with_source("cannot render the man page", e))?;
+        return Ok(String::from_utf8_lossy(&page).into_owned());
+    };
+    let written = man_pages(cmd, dir).map_err(|e| {
+        let what = format!("cannot write the man pages to {}", dir.display());
+        crate::CliError::with_source(what, e)
+    })?;
+    Ok(written
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect())
+}
+
 fn write_pages(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let subcommands: Vec<clap::Command> = cmd
         .get_subcommands()

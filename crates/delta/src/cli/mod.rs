@@ -209,21 +209,7 @@ fn report(err: &CliError) -> ExitCode {
 
 /// `delta man`: the page on stdout, or every command's page written into `-d DIR`.
 fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
-    let Some(dir) = args.dir else {
-        let page = cli_edge::generated::man_page(Cli::command())
-            .map_err(|e| CliError::with_source("cannot render the man page", e))?;
-        print_out(&String::from_utf8_lossy(&page));
-        return Ok(());
-    };
-    let written = cli_edge::generated::man_pages(Cli::command(), &dir).map_err(|e| {
-        CliError::with_source(
-            format!("cannot write the man pages to {}", dir.display()),
-            e,
-        )
-    })?;
-    for page in written {
-        print_out(&format!("{}\n", page.display()));
-    }
+    print_out(&cli_edge::generated::man_output(Cli::command(), &args)?);
     Ok(())
 }
 

@@ -67,7 +67,6 @@ fn text_tools_replays_with_real_tool_output() {
 
 /// Runs the long-reader example (answering its `ask_human` questions on stdin) with `extra` flags.
 pub fn read_long(sb: &Sandbox, base_url: Option<&str>, extra: &[&str]) -> crate::support::Output {
-    use std::io::Write;
     let dir = example("long-reader");
     let mut cmd = sb.delta(None);
     if let Some(url) = base_url {
@@ -76,24 +75,9 @@ pub fn read_long(sb: &Sandbox, base_url: Option<&str>, extra: &[&str]) -> crate:
     cmd.args(["run", "--agent"])
         .arg(&dir)
         .args(["-m", "Read the book.", "-w", "ws", "-i"])
-        .args(extra)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+        .args(extra);
     let answers = "Keep reading the book with next_page.\n".repeat(40);
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(answers.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    crate::support::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    crate::support::output_with_stdin(cmd, &answers)
 }
 
 /// A long run's journal: it completed after at least 15 tool iterations, compacted at least

@@ -1,8 +1,5 @@
 //! ask_human: pausing for an answer (exit 101) and answering on the terminal (-i).
 
-use std::io::Write;
-use std::process::Stdio;
-
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer, ToolCallSpec};
 
@@ -89,22 +86,7 @@ fn ask_human_pauses_the_run_with_exit_101() {
 fn run_interactive(sb: &Sandbox, server: &ScriptedServer, input: &str) -> crate::support::Output {
     let mut cmd = sb.delta(Some(server));
     cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "ask me", "-i"]);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    crate::support::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    crate::support::output_with_stdin(cmd, input)
 }
 
 #[test]

@@ -2,9 +2,6 @@
 //! with llama.cpp's server and a tiny model. The model's choices are not asserted, only the protocol:
 //! the run completes and real token usage is recorded.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use crate::support::{Sandbox, read_json};
 
 #[test]
@@ -32,20 +29,10 @@ fn a_real_server_runs_an_agent_with_a_tool_to_completion() {
         "--format",
         "json",
     ]);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"yes\nyes\nyes\nyes\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = crate::support::output_with_stdin(cmd, "yes\nyes\nyes\nyes\n");
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 0, "{stderr}");
+    let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(result["status"], "COMPLETED");
     let meta = sb.metadata();
     assert!(

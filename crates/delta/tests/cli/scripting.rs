@@ -1,31 +1,8 @@
 //! What scripts rely on: `--model` / `DELTA_MODEL`, `-m -` (the message from standard input).
 
-use std::io::Write;
-use std::process::Stdio;
-
 use testkit::{Reply, ScriptedServer};
 
-use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml, bodies, output};
-
-/// Runs `cmd` with `input` on its standard input.
-fn with_stdin(mut cmd: std::process::Command, input: &str) -> crate::support::Output {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    crate::support::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml, bodies, output, output_with_stdin};
 
 fn models(server: &ScriptedServer) -> Vec<String> {
     bodies(server)
@@ -73,12 +50,12 @@ fn a_dash_message_is_read_from_standard_input() {
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "-"]);
     let task = "Summarise this:\nline one\nline \"two\"\n";
-    let out = with_stdin(cmd, task);
+    let out = output_with_stdin(cmd, task);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(sb.metadata()["task"], task.trim_end_matches('\n'));
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["continue", "-w", "ws", "-m", "-"]);
-    assert_eq!(with_stdin(cmd, "and more\n").code, 0);
+    assert_eq!(output_with_stdin(cmd, "and more\n").code, 0);
     let users: Vec<String> = sb
         .events("USER_MESSAGE")
         .iter()
@@ -88,7 +65,7 @@ fn a_dash_message_is_read_from_standard_input() {
     // An empty standard input is no task.
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["run", "--agent", "agent", "-w", "ws3", "-m", "-"]);
-    let out = with_stdin(cmd, "");
+    let out = output_with_stdin(cmd, "");
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
 
@@ -387,7 +364,7 @@ fn on_a_terminal_continue_offers_the_runs_to_choose_from() {
         ])
         .arg("/dev/null")
         .envs(delta.get_envs().filter_map(|(k, v)| Some((k, v?))));
-    let out = with_stdin(script, "2\n");
+    let out = output_with_stdin(script, "2\n");
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout

@@ -161,6 +161,23 @@ pub fn output(mut cmd: Command) -> Output {
     }
 }
 
+/// Runs `cmd` with `input` on its standard input and collects its output.
+pub fn output_with_stdin(mut cmd: Command, input: &str) -> Output {
+    use std::io::Write;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // A program that exits without reading all of it closes the pipe; that is its business.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Reads a JSONL file.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

@@ -196,21 +196,7 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 
 /// `dygram man`: the page on stdout, or every page into a folder (their paths on stdout).
 fn man(args: cli_edge::ManArgs) -> Result<Exit, CliError> {
-    let Some(dir) = args.dir else {
-        let page = cli_edge::generated::man_page(Cli::command())
-            .map_err(|e| CliError::with_source("cannot render the man page", e))?;
-        print_out(&String::from_utf8_lossy(&page));
-        return Ok(Exit::Ok);
-    };
-    let written = cli_edge::generated::man_pages(Cli::command(), &dir).map_err(|e| {
-        CliError::with_source(
-            format!("cannot write the man pages to {}", dir.display()),
-            e,
-        )
-    })?;
-    for page in written {
-        print_out(&format!("{}\n", page.display()));
-    }
+    print_out(&cli_edge::generated::man_output(Cli::command(), &args)?);
     Ok(Exit::Ok)
 }
 
