@@ -620,10 +620,14 @@ pub fn clip(text: &str, limit: usize) -> (&str, usize) {
     }
 }
 
-/// The run `run_id` of `workspace`, or the one `LATEST` names.
+/// The run `run_id` of `workspace`, or the one `LATEST` names; `None` for an id that is not a valid
+/// run id (it never reaches the filesystem).
 pub fn find_run(workspace: &Path, run_id: Option<&str>) -> Option<RunDir> {
     match run_id {
-        Some(id) => Some(RunDir::new(workspace, id)).filter(|r| r.metadata().is_file()),
+        Some(id) => {
+            crate::workspace::validate_run_id(id).ok()?;
+            Some(RunDir::new(workspace, id)).filter(|r| r.metadata().is_file())
+        }
         None => runs::latest(workspace),
     }
 }
@@ -641,6 +645,16 @@ mod tests {
         assert_eq!(uuid_time("not-a-uuid"), None);
         // Version 4 ids carry no time.
         assert_eq!(uuid_time("9b2f3c1e-5d4a-4e8b-9c7d-1a2b3c4d5e6f"), None);
+    }
+
+    #[test]
+    fn a_run_id_that_is_not_one_never_reaches_the_filesystem() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = ws.path().join("outside");
+        std::fs::create_dir_all(outside.join(".delta")).unwrap();
+        std::fs::write(outside.join("metadata.json"), "{}").unwrap();
+        assert!(find_run(&ws.path().join("ws"), Some("../../outside")).is_none());
+        assert!(find_run(ws.path(), Some("no-such-run")).is_none());
     }
 
     #[test]
