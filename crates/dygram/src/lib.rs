@@ -13,6 +13,7 @@ pub mod connect;
 pub mod diagnostic;
 pub mod imports;
 pub mod json;
+pub mod lsp;
 pub mod model;
 pub mod render;
 pub mod runtime;

@@ -76,6 +76,11 @@ enum Command {
     ///   dygram man -d ~/.local/share/man/man1
     #[command(verbatim_doc_comment)]
     Man(cli_edge::ManArgs),
+    /// Run the language server on stdin/stdout, for editors (errors and warnings as you type).
+    ///
+    /// Editors start it themselves: point an LSP client at the command `dygram lsp` for .dy files
+    /// (see docs/dygram/editors.md).
+    Lsp,
 }
 
 impl Command {
@@ -91,7 +96,11 @@ impl Command {
                 execute::ExecFormat::Json | execute::ExecFormat::StreamJson
             ),
             Self::Exec(args) => args.json_output(),
-            Self::Generate(_) | Self::Bundle(_) | Self::Completions(_) | Self::Man(_) => false,
+            Self::Generate(_)
+            | Self::Bundle(_)
+            | Self::Completions(_)
+            | Self::Man(_)
+            | Self::Lsp => false,
         }
     }
 }
@@ -194,6 +203,17 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     args
 }
 
+/// `dygram lsp`: serves the editor on stdin and stdout until it says `shutdown` and `exit`.
+fn lsp() -> Result<Exit, CliError> {
+    let (connection, io) = lsp_server::Connection::stdio();
+    dygram::lsp::serve(&connection)
+        .map_err(|e| CliError::with_source("the language server stopped", e))?;
+    drop(connection);
+    io.join()
+        .map_err(|e| CliError::with_source("the language server lost its input or output", e))?;
+    Ok(Exit::Ok)
+}
+
 /// `dygram man`: the page on stdout, or every page into a folder (their paths on stdout).
 fn man(args: cli_edge::ManArgs) -> Result<Exit, CliError> {
     print_out(&cli_edge::generated::man_output(Cli::command(), &args)?);
@@ -236,6 +256,7 @@ pub fn main() -> ExitCode {
             Ok(Exit::Ok)
         }
         Command::Man(args) => man(args),
+        Command::Lsp => lsp(),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

@@ -18,6 +18,7 @@ mod faults;
 mod feedback;
 mod json_output;
 mod live;
+mod lsp;
 mod manage;
 mod nesting;
 mod readme;

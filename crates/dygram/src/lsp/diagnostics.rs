@@ -1,0 +1,64 @@
+//! The compiler's diagnostics of a document, as LSP diagnostics: the same errors and warnings as
+//! `dygram pv`, with ranges, codes (the stage) and related information.
+
+use std::path::Path;
+
+use lsp_types::{DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Uri};
+
+use super::text;
+use crate::diagnostic::{Diagnostic, Severity, Stage};
+use crate::imports;
+use crate::source::SourceFile;
+
+/// The diagnostics of the document `uri` with `content` (found at `path` on disk, if it is a file
+/// there: its imports are read relative to it).
+pub fn check(uri: &Uri, path: Option<&Path>, content: &str) -> Vec<lsp_types::Diagnostic> {
+    let name = path.map_or_else(|| uri.as_str().to_string(), |p| p.display().to_string());
+    let project = imports::load(SourceFile::new(name, content), path);
+    project
+        .entry
+        .compiled
+        .diagnostics
+        .iter()
+        .map(|d| convert(uri, content, d))
+        .collect()
+}
+
+fn convert(uri: &Uri, content: &str, d: &Diagnostic) -> lsp_types::Diagnostic {
+    let range = d.span.map_or_else(
+        || text::range(content, 0, 0),
+        |s| text::range(content, s.start as usize, s.end as usize),
+    );
+    let message = match &d.hint {
+        Some(hint) => format!("{}\n{hint}", d.message),
+        None => d.message.clone(),
+    };
+    let related = d.related.as_ref().map(|(span, note)| {
+        vec![DiagnosticRelatedInformation {
+            location: Location::new(
+                uri.clone(),
+                text::range(content, span.start as usize, span.end as usize),
+            ),
+            message: note.clone(),
+        }]
+    });
+    lsp_types::Diagnostic {
+        range,
+        severity: Some(match d.severity {
+            Severity::Error => DiagnosticSeverity::ERROR,
+            Severity::Warning => DiagnosticSeverity::WARNING,
+        }),
+        code: Some(NumberOrString::String(
+            match d.stage {
+                Stage::Syntax => "syntax",
+                Stage::Validation => "validation",
+                Stage::Graph => "graph",
+            }
+            .to_string(),
+        )),
+        source: Some("dygram".to_string()),
+        message,
+        related_information: related,
+        ..lsp_types::Diagnostic::default()
+    }
+}

@@ -1,0 +1,217 @@
+//! `dygram lsp`: a language server (the Language Server Protocol over a connection, stdio for the
+//! CLI), so that any editor with an LSP client shows dygram's errors and warnings as you type.
+//!
+//! Documents are kept as the editor sends them (incremental changes); each change is compiled
+//! again, imports read from disk relative to the document, and its diagnostics published. A
+//! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
+
+pub mod diagnostics;
+pub mod text;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
+use lsp_types::notification::{
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
+    Notification as _, PublishDiagnostics,
+};
+use lsp_types::{
+    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+    LogMessageParams, MessageType, PublishDiagnosticsParams, ServerCapabilities,
+    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+};
+
+use text::Document;
+
+/// Why the server stopped other than by the editor's `shutdown` and `exit`.
+#[derive(Debug, thiserror::Error)]
+pub enum LspError {
+    /// The editor broke the protocol, or the connection failed.
+    #[error("the editor's connection failed: {0}")]
+    Protocol(#[from] lsp_server::ProtocolError),
+    /// The editor went away while the server was answering.
+    #[error("the editor's connection closed")]
+    Closed,
+}
+
+/// What the server can do.
+pub fn capabilities() -> ServerCapabilities {
+    ServerCapabilities {
+        text_document_sync: Some(TextDocumentSyncCapability::Kind(
+            TextDocumentSyncKind::INCREMENTAL,
+        )),
+        ..ServerCapabilities::default()
+    }
+}
+
+/// Serves `connection` until the editor shuts the server down (`shutdown`, then `exit`).
+pub fn serve(connection: &Connection) -> Result<(), LspError> {
+    let capabilities = serde_json::to_value(capabilities()).unwrap_or_default();
+    connection.initialize(capabilities)?;
+    let mut server = Server::default();
+    let send = |message: Message| {
+        connection
+            .sender
+            .send(message)
+            .map_err(|_| LspError::Closed)
+    };
+    for message in &connection.receiver {
+        match message {
+            Message::Request(request) => {
+                if connection.handle_shutdown(&request)? {
+                    return Ok(());
+                }
+                send(Message::Response(unknown_request(&request)))?;
+            }
+            Message::Notification(notification) => {
+                let method = notification.method.clone();
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    server.notification(notification)
+                }));
+                match handled {
+                    Ok(out) => {
+                        for message in out {
+                            send(Message::Notification(message))?;
+                        }
+                    }
+                    Err(_) => send(Message::Notification(log_error(&format!(
+                        "dygram lsp: handling {method} failed unexpectedly (a bug; the server goes on)"
+                    ))))?,
+                }
+            }
+            Message::Response(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The answer to a request the server does not know.
+fn unknown_request(request: &Request) -> Response {
+    Response::new_err(
+        request.id.clone(),
+        ErrorCode::MethodNotFound as i32,
+        format!("dygram lsp does not handle {}", request.method),
+    )
+}
+
+fn log_error(text: &str) -> Notification {
+    Notification::new(
+        LogMessage::METHOD.to_string(),
+        LogMessageParams {
+            typ: MessageType::ERROR,
+            message: text.to_string(),
+        },
+    )
+}
+
+/// The open documents.
+#[derive(Debug, Default)]
+struct Server {
+    documents: HashMap<Uri, Document>,
+}
+
+impl Server {
+    /// Handles a notification; returns what to send the editor.
+    fn notification(&mut self, notification: Notification) -> Vec<Notification> {
+        let params = notification.params;
+        let uri = match notification.method.as_str() {
+            DidOpenTextDocument::METHOD => {
+                let Ok(p) = serde_json::from_value::<DidOpenTextDocumentParams>(params) else {
+                    return Vec::new();
+                };
+                let doc = p.text_document;
+                self.documents
+                    .insert(doc.uri.clone(), Document::new(doc.text, doc.version));
+                doc.uri
+            }
+            DidChangeTextDocument::METHOD => {
+                let Ok(p) = serde_json::from_value::<DidChangeTextDocumentParams>(params) else {
+                    return Vec::new();
+                };
+                let doc = self
+                    .documents
+                    .entry(p.text_document.uri.clone())
+                    .or_default();
+                doc.apply(p.content_changes, p.text_document.version);
+                p.text_document.uri
+            }
+            DidCloseTextDocument::METHOD => {
+                let Ok(p) = serde_json::from_value::<DidCloseTextDocumentParams>(params) else {
+                    return Vec::new();
+                };
+                self.documents.remove(&p.text_document.uri);
+                // A closed document keeps no diagnostics.
+                return vec![publish(p.text_document.uri, Vec::new(), None)];
+            }
+            _ => return Vec::new(),
+        };
+        self.diagnose(uri).into_iter().collect()
+    }
+
+    /// The diagnostics of the open document `uri`.
+    fn diagnose(&self, uri: Uri) -> Option<Notification> {
+        let doc = self.documents.get(&uri)?;
+        let path = file_path(&uri);
+        let found = diagnostics::check(&uri, path.as_deref(), &doc.text);
+        Some(publish(uri, found, Some(doc.version)))
+    }
+}
+
+fn publish(
+    uri: Uri,
+    diagnostics: Vec<lsp_types::Diagnostic>,
+    version: Option<i32>,
+) -> Notification {
+    Notification::new(
+        PublishDiagnostics::METHOD.to_string(),
+        PublishDiagnosticsParams {
+            uri,
+            diagnostics,
+            version,
+        },
+    )
+}
+
+/// The file a `file:` URI names (its `%XX` escapes decoded).
+fn file_path(uri: &Uri) -> Option<PathBuf> {
+    let rest = uri.as_str().strip_prefix("file://")?;
+    let bytes = rest.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                decoded.push(u8::try_from(high * 16 + low).unwrap_or(b'?'));
+                i += 3;
+            }
+            (b, _, _) => {
+                decoded.push(b);
+                i += 1;
+            }
+        }
+    }
+    let path = PathBuf::from(String::from_utf8(decoded).ok()?);
+    path.is_absolute().then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_name_their_files() {
+        let uri: Uri = "file:///home/me/my%20machines/a.dy".parse().unwrap();
+        assert_eq!(
+            file_path(&uri),
+            Some(PathBuf::from("/home/me/my machines/a.dy"))
+        );
+        let untitled: Uri = "untitled:Untitled-1".parse().unwrap();
+        assert_eq!(file_path(&untitled), None);
+    }
+}

@@ -1,0 +1,121 @@
+//! An open document's text and the conversions between byte offsets (the compiler's spans) and
+//! LSP positions (lines and UTF-16 code units, the protocol's default).
+
+use lsp_types::{Position, Range, TextDocumentContentChangeEvent};
+
+/// The text of an open document.
+#[derive(Debug, Clone, Default)]
+pub struct Document {
+    /// Its text now.
+    pub text: String,
+    /// The version the client gave it.
+    pub version: i32,
+}
+
+impl Document {
+    /// A document opened with `text`.
+    pub fn new(text: String, version: i32) -> Self {
+        Self { text, version }
+    }
+
+    /// Applies the client's changes in order: a change with a range replaces that range, one
+    /// without replaces the whole text.
+    pub fn apply(&mut self, changes: Vec<TextDocumentContentChangeEvent>, version: i32) {
+        for change in changes {
+            match change.range {
+                Some(range) => {
+                    let start = offset(&self.text, range.start);
+                    let end = offset(&self.text, range.end).max(start);
+                    self.text.replace_range(start..end, &change.text);
+                }
+                None => self.text = change.text,
+            }
+        }
+        self.version = version;
+    }
+}
+
+/// The byte offset of `position` in `text`; a position past a line's end is its end, past the
+/// text's end the text's end.
+pub fn offset(text: &str, position: Position) -> usize {
+    let mut line_start = 0;
+    for _ in 0..position.line {
+        match text[line_start..].find('\n') {
+            Some(i) => line_start += i + 1,
+            None => return text.len(),
+        }
+    }
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let mut units = 0u32;
+    for (i, c) in text[line_start..line_end].char_indices() {
+        if units >= position.character {
+            return line_start + i;
+        }
+        units += c.len_utf16() as u32;
+    }
+    line_end
+}
+
+/// The position of byte `at` in `text` (clamped to the text, moved back to a character boundary).
+pub fn position(text: &str, at: usize) -> Position {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count();
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let character: usize = before[line_start..].chars().map(char::len_utf16).sum();
+    Position::new(
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(character).unwrap_or(u32::MAX),
+    )
+}
+
+/// The range of bytes `start..end` in `text`.
+pub fn range(text: &str, start: usize, end: usize) -> Range {
+    Range::new(position(text, start), position(text, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_count_utf16_units_and_round_trip() {
+        let text = "ab\nçé𝄞x\n";
+        assert_eq!(position(text, 0), Position::new(0, 0));
+        assert_eq!(position(text, 3), Position::new(1, 0));
+        // ç and é are one unit each, 𝄞 two.
+        let x = text.find('x').unwrap();
+        assert_eq!(position(text, x), Position::new(1, 4));
+        assert_eq!(offset(text, Position::new(1, 4)), x);
+        assert_eq!(offset(text, Position::new(1, 99)), text.len() - 1);
+        assert_eq!(offset(text, Position::new(9, 0)), text.len());
+    }
+
+    #[test]
+    fn changes_apply_in_order_with_and_without_ranges() {
+        let mut doc = Document::new("machine \"A\"\nstate s;\n".into(), 1);
+        doc.apply(
+            vec![TextDocumentContentChangeEvent {
+                range: Some(Range::new(Position::new(1, 6), Position::new(1, 7))),
+                range_length: None,
+                text: "start".into(),
+            }],
+            2,
+        );
+        assert_eq!(doc.text, "machine \"A\"\nstate start;\n");
+        doc.apply(
+            vec![TextDocumentContentChangeEvent {
+                range: None,
+                range_length: None,
+                text: "x".into(),
+            }],
+            3,
+        );
+        assert_eq!((doc.text.as_str(), doc.version), ("x", 3));
+    }
+}
