@@ -6,6 +6,7 @@
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
 
 pub mod diagnostics;
+pub mod symbols;
 pub mod text;
 
 use std::collections::HashMap;
@@ -16,10 +17,12 @@ use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
     Notification as _, PublishDiagnostics,
 };
+use lsp_types::request::{DocumentSymbolRequest, Request as _};
 use lsp_types::{
     DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    LogMessageParams, MessageType, PublishDiagnosticsParams, ServerCapabilities,
-    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    DocumentSymbolParams, DocumentSymbolResponse, LogMessageParams, MessageType,
+    PublishDiagnosticsParams, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind,
+    Uri,
 };
 
 use text::Document;
@@ -41,6 +44,7 @@ pub fn capabilities() -> ServerCapabilities {
         text_document_sync: Some(TextDocumentSyncCapability::Kind(
             TextDocumentSyncKind::INCREMENTAL,
         )),
+        document_symbol_provider: Some(lsp_types::OneOf::Left(true)),
         ..ServerCapabilities::default()
     }
 }
@@ -62,7 +66,17 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
                 if connection.handle_shutdown(&request)? {
                     return Ok(());
                 }
-                send(Message::Response(unknown_request(&request)))?;
+                let (id, method) = (request.id.clone(), request.method.clone());
+                let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    server.request(request)
+                }));
+                send(Message::Response(answered.unwrap_or_else(|_| {
+                    Response::new_err(
+                        id,
+                        ErrorCode::InternalError as i32,
+                        format!("dygram lsp: handling {method} failed unexpectedly (a bug)"),
+                    )
+                })))?;
             }
             Message::Notification(notification) => {
                 let method = notification.method.clone();
@@ -84,6 +98,15 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
         }
     }
     Ok(())
+}
+
+/// The answer to a request whose parameters are not what its method takes.
+fn invalid_params(id: lsp_server::RequestId) -> Response {
+    Response::new_err(
+        id,
+        ErrorCode::InvalidParams as i32,
+        "the parameters are not those of this request".to_string(),
+    )
 }
 
 /// The answer to a request the server does not know.
@@ -112,6 +135,24 @@ struct Server {
 }
 
 impl Server {
+    /// Answers a request.
+    fn request(&mut self, request: Request) -> Response {
+        match request.method.as_str() {
+            DocumentSymbolRequest::METHOD => {
+                let Ok(p) = serde_json::from_value::<DocumentSymbolParams>(request.params) else {
+                    return invalid_params(request.id);
+                };
+                let outline = self
+                    .documents
+                    .get(&p.text_document.uri)
+                    .map(|doc| symbols::outline(&doc.text))
+                    .unwrap_or_default();
+                Response::new_ok(request.id, DocumentSymbolResponse::Nested(outline))
+            }
+            _ => unknown_request(&request),
+        }
+    }
+
     /// Handles a notification; returns what to send the editor.
     fn notification(&mut self, notification: Notification) -> Vec<Notification> {
         let params = notification.params;

@@ -230,3 +230,45 @@ fn a_type_error_and_an_unknown_request_leave_the_server_answering() {
     assert_eq!(client.diagnostics(uri)["version"], 2);
     assert_eq!(client.stop(), 0);
 }
+
+#[test]
+fn the_outline_nests_nodes_and_their_attributes_even_with_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = Client::start(dir.path());
+    let uri = "untitled:outline";
+    let text = "machine \"Shop\"\nmaxSteps: 10;\nContext order { total<number>: 0; }\nProcess checkout {\n  Task pay \"Pay\" { prompt: \"Pay\"; }\n  State done;\n}\ncheckout -> ;\n";
+    client.open(uri, text);
+    client.diagnostics(uri);
+    let answer = client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    let symbols = answer["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"));
+    let names: Vec<&str> = symbols
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Shop", "order", "checkout"], "{answer}");
+    assert_eq!(symbols[0]["children"][0]["name"], "maxSteps");
+    assert_eq!(symbols[1]["children"][0]["name"], "total");
+    let inner: Vec<&str> = symbols[2]["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(inner, ["pay", "done"]);
+    assert_eq!(symbols[2]["children"][0]["children"][0]["name"], "prompt");
+    assert_eq!(symbols[2]["children"][0]["detail"], "Task \"Pay\"");
+    // The node's name is where the editor puts the cursor: line 4, after `Process `.
+    assert_eq!(
+        symbols[2]["selectionRange"]["start"],
+        json!({"line": 3, "character": 8})
+    );
+    // Parameters that are not a document's are refused, and the server goes on.
+    let bad = client.request("textDocument/documentSymbol", json!({"nope": 1}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert_eq!(client.stop(), 0);
+}
