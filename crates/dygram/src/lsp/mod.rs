@@ -6,6 +6,7 @@
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
 
 pub mod diagnostics;
+pub mod hover;
 pub mod symbols;
 pub mod text;
 
@@ -17,10 +18,10 @@ use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
     Notification as _, PublishDiagnostics,
 };
-use lsp_types::request::{DocumentSymbolRequest, Request as _};
+use lsp_types::request::{DocumentSymbolRequest, HoverRequest, Request as _};
 use lsp_types::{
     DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DocumentSymbolParams, DocumentSymbolResponse, LogMessageParams, MessageType,
+    DocumentSymbolParams, DocumentSymbolResponse, HoverParams, LogMessageParams, MessageType,
     PublishDiagnosticsParams, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind,
     Uri,
 };
@@ -45,6 +46,7 @@ pub fn capabilities() -> ServerCapabilities {
             TextDocumentSyncKind::INCREMENTAL,
         )),
         document_symbol_provider: Some(lsp_types::OneOf::Left(true)),
+        hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
         ..ServerCapabilities::default()
     }
 }
@@ -148,6 +150,17 @@ impl Server {
                     .map(|doc| symbols::outline(&doc.text))
                     .unwrap_or_default();
                 Response::new_ok(request.id, DocumentSymbolResponse::Nested(outline))
+            }
+            HoverRequest::METHOD => {
+                let Ok(p) = serde_json::from_value::<HoverParams>(request.params) else {
+                    return invalid_params(request.id);
+                };
+                let at = p.text_document_position_params;
+                let shown = self
+                    .documents
+                    .get(&at.text_document.uri)
+                    .and_then(|doc| hover::hover(&doc.text, at.position));
+                Response::new_ok(request.id, shown)
             }
             _ => unknown_request(&request),
         }

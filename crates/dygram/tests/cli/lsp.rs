@@ -272,3 +272,44 @@ fn the_outline_nests_nodes_and_their_attributes_even_with_errors() {
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
     assert_eq!(client.stop(), 0);
 }
+
+#[test]
+fn hovering_a_node_where_it_is_declared_or_used_shows_its_type_title_and_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = Client::start(dir.path());
+    let uri = "untitled:hover";
+    let text = "machine \"Shop\"\nProcess checkout {\n  Task pay \"Pay the bill\" @Async { prompt: \"Pay\"; retries<number>: 2; }\n}\nstart -> checkout.pay;\n";
+    client.open(uri, text);
+    client.diagnostics(uri);
+    let hover = |client: &mut Client, line: u32, character: u32| {
+        client.request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+        )
+    };
+    // On the declaration's name.
+    let declared = hover(&mut client, 2, 8);
+    let shown = declared["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{declared}"));
+    assert!(
+        shown.starts_with("**Task** `checkout.pay` — Pay the bill"),
+        "{shown}"
+    );
+    assert!(shown.contains("- `@Async`"), "{shown}");
+    assert!(shown.contains("- `prompt: \"Pay\"`"), "{shown}");
+    assert!(shown.contains("- `retries<number>: 2`"), "{shown}");
+    // On the edge that names it (qualified): the same node, the range of the name used.
+    let used = hover(&mut client, 4, 15);
+    assert_eq!(
+        used["result"]["contents"]["value"],
+        declared["result"]["contents"]["value"]
+    );
+    assert_eq!(
+        used["result"]["range"]["start"],
+        json!({"line": 4, "character": 9})
+    );
+    // Nowhere in particular: nothing.
+    assert_eq!(hover(&mut client, 0, 0)["result"], Value::Null);
+    assert_eq!(client.stop(), 0);
+}
