@@ -145,6 +145,14 @@ impl<X: ExitStatus> CliError<X> {
         })
     }
 
+    /// The usage error clap reported for an unreadable command line (its first line, without
+    /// clap's `error: `), for the JSON object a script asked for.
+    pub fn from_clap(error: &clap::Error) -> Self {
+        let text = error.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        Self::usage(first.trim_start_matches("error: "))
+    }
+
     /// What happened.
     pub fn message(&self) -> &str {
         &self.message

@@ -225,9 +225,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // With --format json (or stream-json) a script reads stdout: it gets the error too.
             if e.use_stderr() && cli_edge::asks_for_json(&args) {
-                let text = e.to_string();
-                let first = text.lines().next().unwrap_or_default();
-                let usage = CliError::usage(first.trim_start_matches("error: "));
+                let usage = CliError::from_clap(&e);
                 print_out(&format!("{}\n", result::error_json(&usage)));
             }
             let _ = e.print();

@@ -55,6 +55,8 @@ pub fn error_json(error: &CliError) -> Value {
         Exit::Internal => "InternalError",
         _ => "SetupError",
     };
+    // The object both tools print (`CliError::to_json`), in the RunResult's shape.
+    let shared = error.to_json();
     json!({
         "schema_version": "2.0",
         "run_id": null,
@@ -62,12 +64,12 @@ pub fn error_json(error: &CliError) -> Value {
         "is_error": true,
         "error": {
             "type": kind,
-            "kind": error.kind_name(),
-            "message": error.message(),
-            "causes": error.causes(),
-            "hints": error.hints(),
+            "kind": shared["kind"],
+            "message": shared["message"],
+            "causes": shared["causes"],
+            "hints": shared["hints"],
         },
-        "exit_code": error.exit() as u8,
+        "exit_code": shared["exit_code"],
     })
 }
 

@@ -116,8 +116,10 @@ impl Engine<'_> {
         request: &Arc<ChatRequest>,
         stream: bool,
     ) -> Option<(Result<ChatResponse, LlmError>, bool)> {
-        let client = Arc::clone(&self.setup.client);
-        let worker = self.llm_worker.get_or_insert_with(|| worker(client));
+        let setup = &self.setup;
+        let worker = self
+            .llm_worker
+            .get_or_insert_with(|| worker(Arc::clone(&setup.client)));
         let (reply, replies) = mpsc::channel();
         let job = Job {
             request: Arc::clone(request),

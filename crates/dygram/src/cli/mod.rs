@@ -232,9 +232,7 @@ pub fn main() -> ExitCode {
             // Help and version go to stdout with exit 0; usage errors to stderr with exit 64
             // (2 means "complete" for `execute -i`).
             if e.use_stderr() && cli_edge::asks_for_json(&args) {
-                let text = e.to_string();
-                let first = text.lines().next().unwrap_or_default();
-                let usage = CliError::usage(first.trim_start_matches("error: "));
+                let usage = CliError::from_clap(&e);
                 printer().print_out(&format!("{}\n", usage.to_json()));
             }
             let _ = e.print();
