@@ -21,9 +21,8 @@ use lsp_types::notification::{
 use lsp_types::request::{DocumentSymbolRequest, HoverRequest, Request as _};
 use lsp_types::{
     DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DocumentSymbolParams, DocumentSymbolResponse, HoverParams, LogMessageParams, MessageType,
-    PublishDiagnosticsParams, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind,
-    Uri,
+    DocumentSymbolResponse, LogMessageParams, MessageType, PublishDiagnosticsParams,
+    ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
 use text::Document;
@@ -141,28 +140,35 @@ impl Server {
     fn request(&mut self, request: Request) -> Response {
         match request.method.as_str() {
             DocumentSymbolRequest::METHOD => {
-                let Ok(p) = serde_json::from_value::<DocumentSymbolParams>(request.params) else {
-                    return invalid_params(request.id);
-                };
-                let outline = self
-                    .documents
-                    .get(&p.text_document.uri)
-                    .map(|doc| symbols::outline(&doc.text))
-                    .unwrap_or_default();
-                Response::new_ok(request.id, DocumentSymbolResponse::Nested(outline))
+                self.answer::<DocumentSymbolRequest>(request, |server, p| {
+                    let outline = server
+                        .documents
+                        .get(&p.text_document.uri)
+                        .map(|doc| symbols::outline(&doc.text))
+                        .unwrap_or_default();
+                    Some(DocumentSymbolResponse::Nested(outline))
+                })
             }
-            HoverRequest::METHOD => {
-                let Ok(p) = serde_json::from_value::<HoverParams>(request.params) else {
-                    return invalid_params(request.id);
-                };
+            HoverRequest::METHOD => self.answer::<HoverRequest>(request, |server, p| {
                 let at = p.text_document_position_params;
-                let shown = self
+                server
                     .documents
                     .get(&at.text_document.uri)
-                    .and_then(|doc| hover::hover(&doc.text, at.position));
-                Response::new_ok(request.id, shown)
-            }
+                    .and_then(|doc| hover::hover(&doc.text, at.position))
+            }),
             _ => unknown_request(&request),
+        }
+    }
+
+    /// Answers `request` of kind `R` with `handle`, or refuses parameters that are not `R`'s.
+    fn answer<R: lsp_types::request::Request>(
+        &self,
+        request: Request,
+        handle: impl FnOnce(&Self, R::Params) -> R::Result,
+    ) -> Response {
+        match serde_json::from_value::<R::Params>(request.params) {
+            Ok(params) => Response::new_ok(request.id, handle(self, params)),
+            Err(_) => invalid_params(request.id),
         }
     }
 

@@ -1,0 +1,144 @@
+//! `dygram lsp`: the language server driven over stdio with real JSON-RPC framing
+//! (`Content-Length` headers), as an editor drives it. [`Client`] is the editor's side; each file
+//! below tests one group of features.
+
+mod basics;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::bin;
+
+/// How long the server may take to answer anything.
+pub const ANSWER: Duration = Duration::from_secs(20);
+
+/// An editor's side of the connection.
+pub struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    incoming: mpsc::Receiver<Value>,
+    next_id: i64,
+}
+
+/// Reads framed messages from `out` into `tx` until the stream ends.
+fn read_messages(out: impl Read + Send + 'static, tx: mpsc::Sender<Value>) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(out);
+        loop {
+            let mut length = None;
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                    return;
+                }
+                let header = header.trim();
+                if header.is_empty() {
+                    break;
+                }
+                if let Some(n) = header.strip_prefix("Content-Length: ") {
+                    length = n.parse::<usize>().ok();
+                }
+            }
+            let mut body = vec![0u8; length.expect("a message without Content-Length")];
+            reader.read_exact(&mut body).unwrap();
+            if tx.send(serde_json::from_slice(&body).unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+impl Client {
+    /// Starts `dygram lsp` in `dir` and initializes it.
+    pub fn start(dir: &std::path::Path) -> Self {
+        let mut child = Command::new(bin())
+            .arg("lsp")
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (tx, incoming) = mpsc::channel();
+        read_messages(child.stdout.take().unwrap(), tx);
+        let stdin = child.stdin.take().unwrap();
+        let mut client = Self {
+            child,
+            stdin,
+            incoming,
+            next_id: 1,
+        };
+        let init = client.request("initialize", json!({"capabilities": {}, "processId": null}));
+        assert_eq!(
+            init["result"]["capabilities"]["textDocumentSync"], 2,
+            "incremental sync: {init}"
+        );
+        client.notify("initialized", json!({}));
+        client
+    }
+
+    pub fn send(&mut self, message: Value) {
+        let body = message.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request and waits for its response (notifications on the way are dropped).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self.incoming.recv_timeout(ANSWER).expect("no response");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Waits for the next diagnostics published for `uri`.
+    pub fn diagnostics(&mut self, uri: &str) -> Value {
+        loop {
+            let message = self.incoming.recv_timeout(ANSWER).expect("no diagnostics");
+            if message["method"] == "textDocument/publishDiagnostics"
+                && message["params"]["uri"] == uri
+            {
+                return message["params"].clone();
+            }
+        }
+    }
+
+    pub fn open(&mut self, uri: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "dygram", "version": 1, "text": text}}),
+        );
+    }
+
+    /// `shutdown`, then `exit`: the server's exit code.
+    pub fn stop(mut self) -> i32 {
+        let answer = self.request("shutdown", Value::Null);
+        assert_eq!(answer["result"], Value::Null, "{answer}");
+        self.notify("exit", Value::Null);
+        drop(self.stdin);
+        let deadline = std::time::Instant::now() + ANSWER;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
