@@ -329,8 +329,8 @@ fn short(p: &Path) -> String {
     )
 }
 
-/// The file an import path names, if it exists.
-fn find_file(base: &Path, written: &str) -> Option<PathBuf> {
+/// The file an import path names, relative to the folder `base`, if it exists.
+pub fn find_file(base: &Path, written: &str) -> Option<PathBuf> {
     let candidate = base.join(written);
     let has_extension = candidate
         .extension()

@@ -7,6 +7,8 @@
 
 pub mod diagnostics;
 pub mod hover;
+pub mod names;
+pub mod navigate;
 pub mod symbols;
 pub mod text;
 
@@ -18,11 +20,15 @@ use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
     Notification as _, PublishDiagnostics,
 };
-use lsp_types::request::{DocumentSymbolRequest, HoverRequest, Request as _};
+use lsp_types::request::{
+    DocumentSymbolRequest, GotoDefinition, HoverRequest, PrepareRenameRequest, References, Rename,
+    Request as _,
+};
 use lsp_types::{
     DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DocumentSymbolResponse, LogMessageParams, MessageType, PublishDiagnosticsParams,
-    ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams, MessageType,
+    PrepareRenameResponse, PublishDiagnosticsParams, RenameParams, ServerCapabilities,
+    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
 use text::Document;
@@ -46,6 +52,12 @@ pub fn capabilities() -> ServerCapabilities {
         )),
         document_symbol_provider: Some(lsp_types::OneOf::Left(true)),
         hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
+        definition_provider: Some(lsp_types::OneOf::Left(true)),
+        references_provider: Some(lsp_types::OneOf::Left(true)),
+        rename_provider: Some(lsp_types::OneOf::Right(lsp_types::RenameOptions {
+            prepare_provider: Some(true),
+            work_done_progress_options: lsp_types::WorkDoneProgressOptions::default(),
+        })),
         ..ServerCapabilities::default()
     }
 }
@@ -53,8 +65,11 @@ pub fn capabilities() -> ServerCapabilities {
 /// Serves `connection` until the editor shuts the server down (`shutdown`, then `exit`).
 pub fn serve(connection: &Connection) -> Result<(), LspError> {
     let capabilities = serde_json::to_value(capabilities()).unwrap_or_default();
-    connection.initialize(capabilities)?;
-    let mut server = Server::default();
+    let initialize = connection.initialize(capabilities)?;
+    let mut server = Server {
+        root: workspace_root(&initialize),
+        ..Server::default()
+    };
     let send = |message: Message| {
         connection
             .sender
@@ -129,10 +144,20 @@ fn log_error(text: &str) -> Notification {
     )
 }
 
-/// The open documents.
+/// The folder the editor works in, from its `initialize` parameters.
+fn workspace_root(initialize: &serde_json::Value) -> Option<PathBuf> {
+    let params = serde_json::from_value::<lsp_types::InitializeParams>(initialize.clone()).ok()?;
+    let folder = params.workspace_folders.and_then(|f| f.into_iter().next());
+    #[allow(deprecated)] // Older editors send only `rootUri`.
+    let uri = folder.map(|f| f.uri).or(params.root_uri)?;
+    file_path(&uri)
+}
+
+/// The open documents and the workspace's folder.
 #[derive(Debug, Default)]
 struct Server {
     documents: HashMap<Uri, Document>,
+    root: Option<PathBuf>,
 }
 
 impl Server {
@@ -156,7 +181,54 @@ impl Server {
                     .get(&at.text_document.uri)
                     .and_then(|doc| hover::hover(&doc.text, at.position))
             }),
+            GotoDefinition::METHOD => self.answer::<GotoDefinition>(request, |server, p| {
+                let at = p.text_document_position_params;
+                server
+                    .workspace()
+                    .definition(&at.text_document.uri, at.position)
+                    .map(GotoDefinitionResponse::Scalar)
+            }),
+            References::METHOD => self.answer::<References>(request, |server, p| {
+                let at = p.text_document_position;
+                let found = server.workspace().references(
+                    &at.text_document.uri,
+                    at.position,
+                    p.context.include_declaration,
+                );
+                Some(found)
+            }),
+            PrepareRenameRequest::METHOD => {
+                self.answer::<PrepareRenameRequest>(request, |server, p| {
+                    server
+                        .workspace()
+                        .prepare_rename(&p.text_document.uri, p.position)
+                        .map(PrepareRenameResponse::Range)
+                })
+            }
+            Rename::METHOD => {
+                let id = request.id.clone();
+                let Ok(p) = serde_json::from_value::<RenameParams>(request.params) else {
+                    return invalid_params(id);
+                };
+                let at = p.text_document_position;
+                match self
+                    .workspace()
+                    .rename(&at.text_document.uri, at.position, &p.new_name)
+                {
+                    Ok(edit) => Response::new_ok(id, edit),
+                    Err(refused) => {
+                        Response::new_err(id, ErrorCode::InvalidParams as i32, refused.to_string())
+                    }
+                }
+            }
             _ => unknown_request(&request),
+        }
+    }
+
+    fn workspace(&self) -> navigate::Workspace<'_> {
+        navigate::Workspace {
+            open: &self.documents,
+            root: self.root.as_deref(),
         }
     }
 
@@ -260,6 +332,20 @@ fn file_path(uri: &Uri) -> Option<PathBuf> {
     path.is_absolute().then_some(path)
 }
 
+/// The `file:` URI of `path` (absolute), its unsafe characters escaped.
+fn file_uri(path: &std::path::Path) -> Option<Uri> {
+    let text = path.to_str()?;
+    let mut out = String::from("file://");
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +356,12 @@ mod tests {
         assert_eq!(
             file_path(&uri),
             Some(PathBuf::from("/home/me/my machines/a.dy"))
+        );
+        let back = file_uri(std::path::Path::new("/home/me/my machines/é.dy")).unwrap();
+        assert_eq!(back.as_str(), "file:///home/me/my%20machines/%C3%A9.dy");
+        assert_eq!(
+            file_path(&back),
+            Some(PathBuf::from("/home/me/my machines/é.dy"))
         );
         let untitled: Uri = "untitled:Untitled-1".parse().unwrap();
         assert_eq!(file_path(&untitled), None);

@@ -3,6 +3,7 @@
 //! below tests one group of features.
 
 mod basics;
+mod navigate;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
