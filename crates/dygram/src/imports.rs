@@ -85,9 +85,19 @@ impl Project {
 
 /// Loads `file` (found at `path`, `None` for standard input) and everything it imports.
 pub fn load(file: SourceFile, path: Option<&Path>) -> Project {
+    load_with(file, path, &|_| None)
+}
+
+/// Reads an imported file instead of the disk: its text, or `None` to read it from disk.
+pub type Overlay<'a> = &'a dyn Fn(&Path) -> Option<String>;
+
+/// [`load`], with imported files read through `overlay` first (an editor's unsaved documents,
+/// keyed by their canonical paths).
+pub fn load_with(file: SourceFile, path: Option<&Path>, overlay: Overlay<'_>) -> Project {
     let mut loader = Loader {
         modules: Vec::new(),
         by_path: HashMap::new(),
+        overlay,
     };
     let base = path
         .and_then(Path::parent)
@@ -126,12 +136,13 @@ fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-struct Loader {
+struct Loader<'a> {
     modules: Vec<Module>,
     by_path: HashMap<PathBuf, usize>,
+    overlay: Overlay<'a>,
 }
 
-impl Loader {
+impl Loader<'_> {
     /// Loads one file (its imports first, which are added to the loader's modules).
     fn load(
         &mut self,
@@ -288,7 +299,7 @@ impl Loader {
         if let Some(&index) = self.by_path.get(&path) {
             return Some(index);
         }
-        let text = match std::fs::read_to_string(&found) {
+        let text = match (self.overlay)(&path).map_or_else(|| std::fs::read_to_string(&found), Ok) {
             Ok(t) => t,
             Err(e) => {
                 diagnostics.push(Diagnostic::error(

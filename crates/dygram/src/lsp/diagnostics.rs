@@ -1,7 +1,7 @@
 //! The compiler's diagnostics of a document, as LSP diagnostics: the same errors and warnings as
 //! `dygram pv`, with ranges, codes (the stage) and related information.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use lsp_types::{DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Uri};
 
@@ -10,18 +10,35 @@ use crate::diagnostic::{Diagnostic, Severity, Stage};
 use crate::imports;
 use crate::source::SourceFile;
 
+/// A document's diagnostics and the files it imports.
+#[derive(Debug, Clone, Default)]
+pub struct Checked {
+    /// The diagnostics, for the editor.
+    pub diagnostics: Vec<lsp_types::Diagnostic>,
+    /// The canonical paths of every file it imports, directly or not.
+    pub imports: Vec<PathBuf>,
+}
+
 /// The diagnostics of the document `uri` with `content` (found at `path` on disk, if it is a file
-/// there: its imports are read relative to it).
-pub fn check(uri: &Uri, path: Option<&Path>, content: &str) -> Vec<lsp_types::Diagnostic> {
+/// there: its imports are read relative to it, through `overlay` first).
+pub fn check(
+    uri: &Uri,
+    path: Option<&Path>,
+    content: &str,
+    overlay: imports::Overlay<'_>,
+) -> Checked {
     let name = path.map_or_else(|| uri.as_str().to_string(), |p| p.display().to_string());
-    let project = imports::load(SourceFile::new(name, content), path);
-    project
-        .entry
-        .compiled
-        .diagnostics
-        .iter()
-        .map(|d| convert(uri, content, d))
-        .collect()
+    let project = imports::load_with(SourceFile::new(name, content), path, overlay);
+    Checked {
+        diagnostics: project
+            .entry
+            .compiled
+            .diagnostics
+            .iter()
+            .map(|d| convert(uri, content, d))
+            .collect(),
+        imports: project.modules.iter().map(|m| m.path.clone()).collect(),
+    }
 }
 
 fn convert(uri: &Uri, content: &str, d: &Diagnostic) -> lsp_types::Diagnostic {

@@ -6,6 +6,7 @@
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
 
 pub mod diagnostics;
+mod flow;
 pub mod hover;
 pub mod names;
 pub mod navigate;
@@ -15,20 +16,21 @@ pub mod text;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
+use lsp_server::{Connection, ErrorCode, Notification, Request, Response};
 use lsp_types::notification::{
-    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
-    Notification as _, PublishDiagnostics,
+    DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument,
+    DidSaveTextDocument, LogMessage, Notification as _, PublishDiagnostics,
 };
 use lsp_types::request::{
     DocumentSymbolRequest, GotoDefinition, HoverRequest, PrepareRenameRequest, References, Rename,
     Request as _,
 };
 use lsp_types::{
-    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams, MessageType,
-    PrepareRenameResponse, PublishDiagnosticsParams, RenameParams, ServerCapabilities,
-    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    DidChangeTextDocumentParams, DidChangeWatchedFilesParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DidSaveTextDocumentParams, DocumentSymbolResponse,
+    GotoDefinitionResponse, LogMessageParams, MessageType, PrepareRenameResponse,
+    PublishDiagnosticsParams, RenameParams, ServerCapabilities, TextDocumentSyncCapability,
+    TextDocumentSyncKind, Uri,
 };
 
 use text::Document;
@@ -42,13 +44,22 @@ pub enum LspError {
     /// The editor went away while the server was answering.
     #[error("the editor's connection closed")]
     Closed,
+    /// The editor sent `exit` without `shutdown` first.
+    #[error("the editor asked the server to exit without shutting it down first")]
+    ExitBeforeShutdown,
 }
 
 /// What the server can do.
 pub fn capabilities() -> ServerCapabilities {
     ServerCapabilities {
-        text_document_sync: Some(TextDocumentSyncCapability::Kind(
-            TextDocumentSyncKind::INCREMENTAL,
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            lsp_types::TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                // Saving a file re-checks the documents that import it.
+                save: Some(lsp_types::TextDocumentSyncSaveOptions::Supported(true)),
+                ..lsp_types::TextDocumentSyncOptions::default()
+            },
         )),
         document_symbol_provider: Some(lsp_types::OneOf::Left(true)),
         hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
@@ -70,50 +81,7 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
         root: workspace_root(&initialize),
         ..Server::default()
     };
-    let send = |message: Message| {
-        connection
-            .sender
-            .send(message)
-            .map_err(|_| LspError::Closed)
-    };
-    for message in &connection.receiver {
-        match message {
-            Message::Request(request) => {
-                if connection.handle_shutdown(&request)? {
-                    return Ok(());
-                }
-                let (id, method) = (request.id.clone(), request.method.clone());
-                let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    server.request(request)
-                }));
-                send(Message::Response(answered.unwrap_or_else(|_| {
-                    Response::new_err(
-                        id,
-                        ErrorCode::InternalError as i32,
-                        format!("dygram lsp: handling {method} failed unexpectedly (a bug)"),
-                    )
-                })))?;
-            }
-            Message::Notification(notification) => {
-                let method = notification.method.clone();
-                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    server.notification(notification)
-                }));
-                match handled {
-                    Ok(out) => {
-                        for message in out {
-                            send(Message::Notification(message))?;
-                        }
-                    }
-                    Err(_) => send(Message::Notification(log_error(&format!(
-                        "dygram lsp: handling {method} failed unexpectedly (a bug; the server goes on)"
-                    ))))?,
-                }
-            }
-            Message::Response(_) => {}
-        }
-    }
-    Ok(())
+    flow::run(connection, &mut server)
 }
 
 /// The answer to a request whose parameters are not what its method takes.
@@ -158,11 +126,13 @@ fn workspace_root(initialize: &serde_json::Value) -> Option<PathBuf> {
 struct Server {
     documents: HashMap<Uri, Document>,
     root: Option<PathBuf>,
+    /// For each open document, the canonical paths of the files it imports (as last checked).
+    imports: HashMap<Uri, Vec<PathBuf>>,
 }
 
 impl Server {
     /// Answers a request.
-    fn request(&mut self, request: Request) -> Response {
+    fn request(&self, request: Request) -> Response {
         match request.method.as_str() {
             DocumentSymbolRequest::METHOD => {
                 self.answer::<DocumentSymbolRequest>(request, |server, p| {
@@ -244,50 +214,100 @@ impl Server {
         }
     }
 
-    /// Handles a notification; returns what to send the editor.
-    fn notification(&mut self, notification: Notification) -> Vec<Notification> {
+    /// Handles a notification.
+    fn notification(&mut self, notification: Notification) -> flow::Handled {
         let params = notification.params;
-        let uri = match notification.method.as_str() {
+        let mut handled = flow::Handled::default();
+        match notification.method.as_str() {
             DidOpenTextDocument::METHOD => {
-                let Ok(p) = serde_json::from_value::<DidOpenTextDocumentParams>(params) else {
-                    return Vec::new();
-                };
-                let doc = p.text_document;
-                self.documents
-                    .insert(doc.uri.clone(), Document::new(doc.text, doc.version));
-                doc.uri
+                if let Ok(p) = serde_json::from_value::<DidOpenTextDocumentParams>(params) {
+                    let doc = p.text_document;
+                    self.documents
+                        .insert(doc.uri.clone(), Document::new(doc.text, doc.version));
+                    handled.changed.push(doc.uri);
+                }
             }
             DidChangeTextDocument::METHOD => {
-                let Ok(p) = serde_json::from_value::<DidChangeTextDocumentParams>(params) else {
-                    return Vec::new();
-                };
-                let doc = self
-                    .documents
-                    .entry(p.text_document.uri.clone())
-                    .or_default();
-                doc.apply(p.content_changes, p.text_document.version);
-                p.text_document.uri
+                if let Ok(p) = serde_json::from_value::<DidChangeTextDocumentParams>(params) {
+                    let doc = self
+                        .documents
+                        .entry(p.text_document.uri.clone())
+                        .or_default();
+                    doc.apply(p.content_changes, p.text_document.version);
+                    handled.changed.push(p.text_document.uri);
+                }
             }
             DidCloseTextDocument::METHOD => {
-                let Ok(p) = serde_json::from_value::<DidCloseTextDocumentParams>(params) else {
-                    return Vec::new();
-                };
-                self.documents.remove(&p.text_document.uri);
-                // A closed document keeps no diagnostics.
-                return vec![publish(p.text_document.uri, Vec::new(), None)];
+                if let Ok(p) = serde_json::from_value::<DidCloseTextDocumentParams>(params) {
+                    let uri = p.text_document.uri;
+                    self.documents.remove(&uri);
+                    self.imports.remove(&uri);
+                    // A closed document keeps no diagnostics; its importers read the disk again.
+                    handled.publish.push(publish(uri.clone(), Vec::new(), None));
+                    handled.changed.push(uri);
+                }
             }
-            _ => return Vec::new(),
-        };
-        self.diagnose(uri).into_iter().collect()
+            DidSaveTextDocument::METHOD => {
+                if let Ok(p) = serde_json::from_value::<DidSaveTextDocumentParams>(params) {
+                    handled.changed.push(p.text_document.uri);
+                }
+            }
+            DidChangeWatchedFiles::METHOD => {
+                if let Ok(p) = serde_json::from_value::<DidChangeWatchedFilesParams>(params) {
+                    handled.changed.extend(p.changes.into_iter().map(|c| c.uri));
+                }
+            }
+            _ => {}
+        }
+        handled
     }
 
-    /// The diagnostics of the open document `uri`.
-    fn diagnose(&self, uri: Uri) -> Option<Notification> {
+    /// The diagnostics of the documents in `changed` that are open, and of the open documents
+    /// importing any of them.
+    fn diagnose_changed(&mut self, changed: &[Uri]) -> Vec<Notification> {
+        let paths: Vec<PathBuf> = changed
+            .iter()
+            .filter_map(file_path)
+            .map(|p| canonical(&p))
+            .collect();
+        let mut wanted: Vec<Uri> = Vec::new();
+        for uri in changed {
+            if self.documents.contains_key(uri) && !wanted.contains(uri) {
+                wanted.push(uri.clone());
+            }
+        }
+        for (uri, imported) in &self.imports {
+            if imported.iter().any(|p| paths.contains(p)) && !wanted.contains(uri) {
+                wanted.push(uri.clone());
+            }
+        }
+        wanted
+            .into_iter()
+            .filter_map(|uri| self.diagnose(uri))
+            .collect()
+    }
+
+    /// The diagnostics of the open document `uri` (its imports read from the open documents
+    /// first, then the disk).
+    fn diagnose(&mut self, uri: Uri) -> Option<Notification> {
         let doc = self.documents.get(&uri)?;
         let path = file_path(&uri);
-        let found = diagnostics::check(&uri, path.as_deref(), &doc.text);
-        Some(publish(uri, found, Some(doc.version)))
+        let open: HashMap<PathBuf, &str> = self
+            .documents
+            .iter()
+            .filter(|(other, _)| **other != uri)
+            .filter_map(|(other, d)| Some((canonical(&file_path(other)?), d.text.as_str())))
+            .collect();
+        let overlay = |p: &std::path::Path| open.get(p).map(|t| (*t).to_string());
+        let checked = diagnostics::check(&uri, path.as_deref(), &doc.text, &overlay);
+        let version = doc.version;
+        self.imports.insert(uri.clone(), checked.imports);
+        Some(publish(uri, checked.diagnostics, Some(version)))
     }
+}
+
+fn canonical(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn publish(

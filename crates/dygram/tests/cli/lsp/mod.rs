@@ -4,6 +4,7 @@
 
 mod basics;
 mod navigate;
+mod sync;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -20,8 +21,8 @@ pub const ANSWER: Duration = Duration::from_secs(20);
 /// An editor's side of the connection.
 pub struct Client {
     child: Child,
-    stdin: ChildStdin,
-    incoming: mpsc::Receiver<Value>,
+    pub stdin: ChildStdin,
+    pub incoming: mpsc::Receiver<Value>,
     next_id: i64,
 }
 
@@ -75,7 +76,7 @@ impl Client {
         };
         let init = client.request("initialize", json!({"capabilities": {}, "processId": null}));
         assert_eq!(
-            init["result"]["capabilities"]["textDocumentSync"], 2,
+            init["result"]["capabilities"]["textDocumentSync"]["change"], 2,
             "incremental sync: {init}"
         );
         client.notify("initialized", json!({}));
