@@ -163,17 +163,59 @@ fn hovering_a_node_where_it_is_declared_or_used_shows_its_type_title_and_attribu
     assert!(shown.contains("- `@Async`"), "{shown}");
     assert!(shown.contains("- `prompt: \"Pay\"`"), "{shown}");
     assert!(shown.contains("- `retries<number>: 2`"), "{shown}");
-    // On the edge that names it (qualified): the same node, the range of the name used.
-    let used = hover(&mut client, 4, 15);
+    // On the edge that names it (qualified): the same node, the range of the part under the
+    // cursor; the first part is the parent.
+    let used = hover(&mut client, 4, 19);
     assert_eq!(
         used["result"]["contents"]["value"],
         declared["result"]["contents"]["value"]
     );
     assert_eq!(
         used["result"]["range"]["start"],
-        json!({"line": 4, "character": 9})
+        json!({"line": 4, "character": 18})
+    );
+    let parent = hover(&mut client, 4, 12);
+    assert_eq!(
+        parent["result"]["contents"]["value"],
+        "**Process** `checkout`\n"
     );
     // Nowhere in particular: nothing.
     assert_eq!(hover(&mut client, 0, 0)["result"], Value::Null);
+    assert_eq!(client.stop(), 0);
+}
+
+#[test]
+fn hovering_a_context_field_or_an_edge_shows_its_type_or_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = Client::start(dir.path());
+    let uri = "untitled:hover-more";
+    let text = "machine \"Shop\"\nContext order { total<number>: 12; }\nTask pay { prompt: \"Pay {{ order.total }}\"; }\npay -when: \"order.total > 10\"-> review;\n";
+    client.open(uri, text);
+    client.diagnostics(uri);
+    let mut hover = |line: u32, character: u32| {
+        let answer = client.request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+        );
+        answer["result"]["contents"]["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_string()
+    };
+    // The field inside a template: its owner and declared type, and the declaration as written.
+    let field = hover(2, 35);
+    assert!(
+        field.starts_with("**attribute** `total` of `order` — `number`"),
+        "{field}"
+    );
+    assert!(field.contains("total<number>: 12"), "{field}");
+    // The same field in a condition.
+    assert_eq!(hover(3, 19), field);
+    // The edge's arrow or label: the kind, its ends and the label as written.
+    let edge = hover(3, 5);
+    assert_eq!(
+        edge,
+        "**transition** `pay` → `review`\n\nlabel: `when: \"order.total > 10\"`"
+    );
     assert_eq!(client.stop(), 0);
 }
