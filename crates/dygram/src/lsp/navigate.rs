@@ -22,6 +22,8 @@ use crate::syntax;
 const SKIPPED: [&str; 4] = ["target", "node_modules", ".git", ".dygram"];
 /// At most this many files are read when looking for importers.
 const MAX_FILES: usize = 5_000;
+/// At most this many folder entries are looked at (a workspace that is a whole home folder).
+const MAX_ENTRIES: usize = 100_000;
 
 /// The documents the editor has open and the folder it works in.
 #[derive(Debug, Clone, Copy)]
@@ -345,15 +347,21 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// The machine files under `root` (hidden and build folders skipped), at most [`MAX_FILES`].
+/// The machine files under `root` (hidden and build folders skipped), at most [`MAX_FILES`]
+/// among the first [`MAX_ENTRIES`] entries.
 fn machine_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut folders = vec![root.to_path_buf()];
+    let mut looked = 0;
     while let Some(folder) = folders.pop() {
         let Ok(entries) = std::fs::read_dir(&folder) else {
             continue;
         };
         for entry in entries.flatten() {
+            looked += 1;
+            if looked > MAX_ENTRIES {
+                return out;
+            }
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
             let Ok(kind) = entry.file_type() else {
