@@ -4,11 +4,15 @@
 //! Documents are kept as the editor sends them (incremental changes); each change is compiled
 //! again, imports read from disk relative to the document, and its diagnostics published. A
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
+//! Requests are answered from the document's text as it is now: the outline, hover, completion and
+//! semantic tokens, all of which read a document with errors as far as it can be read.
 
+pub mod complete;
 pub mod diagnostics;
 pub mod hover;
 pub mod symbols;
 pub mod text;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,11 +22,15 @@ use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
     Notification as _, PublishDiagnostics,
 };
-use lsp_types::request::{DocumentSymbolRequest, HoverRequest, Request as _};
+use lsp_types::request::{
+    Completion, DocumentSymbolRequest, HoverRequest, Request as _, SemanticTokensFullRequest,
+};
 use lsp_types::{
-    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DocumentSymbolResponse, LogMessageParams, MessageType, PublishDiagnosticsParams,
-    ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    CompletionOptions, CompletionResponse, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DocumentSymbolResponse, LogMessageParams, MessageType,
+    PublishDiagnosticsParams, SemanticTokensFullOptions, SemanticTokensOptions,
+    SemanticTokensResult, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind,
+    Uri,
 };
 
 use text::Document;
@@ -46,6 +54,22 @@ pub fn capabilities() -> ServerCapabilities {
         )),
         document_symbol_provider: Some(lsp_types::OneOf::Left(true)),
         hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
+        // `@` annotations, `.` qualified names and template paths, `<` types, `>` the end of an
+        // arrow, `{` a template's `{{`. Not space: it would ask at every word of every title and
+        // prompt, and the editors ask anyway as a name is typed.
+        completion_provider: Some(CompletionOptions {
+            trigger_characters: Some(["@", ".", "<", ">", "{"].map(String::from).to_vec()),
+            ..CompletionOptions::default()
+        }),
+        semantic_tokens_provider: Some(
+            SemanticTokensOptions {
+                legend: tokens::legend(),
+                range: Some(false),
+                full: Some(SemanticTokensFullOptions::Bool(true)),
+                ..SemanticTokensOptions::default()
+            }
+            .into(),
+        ),
         ..ServerCapabilities::default()
     }
 }
@@ -99,6 +123,26 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
         }
     }
     Ok(())
+}
+
+/// `content` parsed as an editor has it, often unfinished: the blocks it leaves open are closed
+/// after its end (so every span is still the text's own), and what they hold stays in the tree.
+pub fn parse_open(content: &str) -> crate::syntax::Parsed {
+    use crate::syntax::lexer::{TokenKind, lex};
+    let (tokens, _) = lex(content);
+    let open = tokens.iter().fold(0usize, |depth, t| match t.kind {
+        TokenKind::LBrace => depth + 1,
+        TokenKind::RBrace => depth.saturating_sub(1),
+        _ => depth,
+    });
+    if open == 0 {
+        return crate::syntax::parse(content);
+    }
+    let mut closed = String::with_capacity(content.len() + 1 + open);
+    closed.push_str(content);
+    closed.push('\n');
+    closed.extend(std::iter::repeat_n('}', open));
+    crate::syntax::parse(&closed)
 }
 
 /// The answer to a request whose parameters are not what its method takes.
@@ -156,6 +200,20 @@ impl Server {
                     .get(&at.text_document.uri)
                     .and_then(|doc| hover::hover(&doc.text, at.position))
             }),
+            Completion::METHOD => self.answer::<Completion>(request, |server, p| {
+                let at = p.text_document_position;
+                let doc = server.documents.get(&at.text_document.uri)?;
+                Some(CompletionResponse::Array(complete::complete(
+                    &doc.text,
+                    at.position,
+                )))
+            }),
+            SemanticTokensFullRequest::METHOD => {
+                self.answer::<SemanticTokensFullRequest>(request, |server, p| {
+                    let doc = server.documents.get(&p.text_document.uri)?;
+                    Some(SemanticTokensResult::Tokens(tokens::tokens(&doc.text)))
+                })
+            }
             _ => unknown_request(&request),
         }
     }
@@ -263,6 +321,17 @@ fn file_path(uri: &Uri) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unclosed_block_keeps_what_it_holds() {
+        let text = "Process p {\n  Task a;\n  State b {\n";
+        let parsed = parse_open(text);
+        let [crate::syntax::ast::Item::Node(p)] = parsed.program.items.as_slice() else {
+            panic!("{:?}", parsed.program.items)
+        };
+        assert_eq!(p.items.len(), 2);
+        assert!(crate::syntax::parse(text).program.items.is_empty());
+    }
 
     #[test]
     fn file_uris_name_their_files() {

@@ -3,6 +3,7 @@
 //! below tests one group of features.
 
 mod basics;
+mod complete;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -18,6 +19,8 @@ pub const ANSWER: Duration = Duration::from_secs(20);
 
 /// An editor's side of the connection.
 pub struct Client {
+    /// What the server said it can do (`initialize`'s answer).
+    pub capabilities: Value,
     child: Child,
     stdin: ChildStdin,
     incoming: mpsc::Receiver<Value>,
@@ -67,6 +70,7 @@ impl Client {
         read_messages(child.stdout.take().unwrap(), tx);
         let stdin = child.stdin.take().unwrap();
         let mut client = Self {
+            capabilities: Value::Null,
             child,
             stdin,
             incoming,
@@ -77,6 +81,7 @@ impl Client {
             init["result"]["capabilities"]["textDocumentSync"], 2,
             "incremental sync: {init}"
         );
+        client.capabilities = init["result"]["capabilities"].clone();
         client.notify("initialized", json!({}));
         client
     }
