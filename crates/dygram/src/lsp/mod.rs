@@ -4,7 +4,10 @@
 //! Documents are kept as the editor sends them (incremental changes); each change is compiled
 //! again, imports read from disk relative to the document, and its diagnostics published. A
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
+//! Requests are answered from the document's text as it is now: the outline, hover, completion and
+//! semantic tokens, all of which read a document with errors as far as it can be read.
 
+pub mod complete;
 pub mod diagnostics;
 mod flow;
 pub mod hover;
@@ -12,6 +15,7 @@ pub mod names;
 pub mod navigate;
 pub mod symbols;
 pub mod text;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,14 +26,15 @@ use lsp_types::notification::{
     DidSaveTextDocument, LogMessage, Notification as _, PublishDiagnostics,
 };
 use lsp_types::request::{
-    DocumentSymbolRequest, GotoDefinition, HoverRequest, PrepareRenameRequest, References, Rename,
-    Request as _,
+    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, PrepareRenameRequest,
+    References, Rename, Request as _, SemanticTokensFullRequest,
 };
 use lsp_types::{
-    DidChangeTextDocumentParams, DidChangeWatchedFilesParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, DidSaveTextDocumentParams, DocumentSymbolResponse,
-    GotoDefinitionResponse, LogMessageParams, MessageType, PrepareRenameResponse,
-    PublishDiagnosticsParams, RenameParams, ServerCapabilities, TextDocumentSyncCapability,
+    CompletionOptions, CompletionResponse, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
+    DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams, MessageType,
+    PrepareRenameResponse, PublishDiagnosticsParams, RenameParams, SemanticTokensFullOptions,
+    SemanticTokensOptions, SemanticTokensResult, ServerCapabilities, TextDocumentSyncCapability,
     TextDocumentSyncKind, Uri,
 };
 
@@ -69,6 +74,22 @@ pub fn capabilities() -> ServerCapabilities {
             prepare_provider: Some(true),
             work_done_progress_options: lsp_types::WorkDoneProgressOptions::default(),
         })),
+        // `@` annotations, `.` qualified names and template paths, `<` types, `>` the end of an
+        // arrow, `{` a template's `{{`. Not space: it would ask at every word of every title and
+        // prompt, and the editors ask anyway as a name is typed.
+        completion_provider: Some(CompletionOptions {
+            trigger_characters: Some(["@", ".", "<", ">", "{"].map(String::from).to_vec()),
+            ..CompletionOptions::default()
+        }),
+        semantic_tokens_provider: Some(
+            SemanticTokensOptions {
+                legend: tokens::legend(),
+                range: Some(false),
+                full: Some(SemanticTokensFullOptions::Bool(true)),
+                ..SemanticTokensOptions::default()
+            }
+            .into(),
+        ),
         ..ServerCapabilities::default()
     }
 }
@@ -82,6 +103,26 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
         ..Server::default()
     };
     flow::run(connection, &mut server)
+}
+
+/// `content` parsed as an editor has it, often unfinished: the blocks it leaves open are closed
+/// after its end (so every span is still the text's own), and what they hold stays in the tree.
+pub fn parse_open(content: &str) -> crate::syntax::Parsed {
+    use crate::syntax::lexer::{TokenKind, lex};
+    let (tokens, _) = lex(content);
+    let open = tokens.iter().fold(0usize, |depth, t| match t.kind {
+        TokenKind::LBrace => depth + 1,
+        TokenKind::RBrace => depth.saturating_sub(1),
+        _ => depth,
+    });
+    if open == 0 {
+        return crate::syntax::parse(content);
+    }
+    let mut closed = String::with_capacity(content.len() + 1 + open);
+    closed.push_str(content);
+    closed.push('\n');
+    closed.extend(std::iter::repeat_n('}', open));
+    crate::syntax::parse(&closed)
 }
 
 /// The answer to a request whose parameters are not what its method takes.
@@ -190,6 +231,20 @@ impl Server {
                         Response::new_err(id, ErrorCode::InvalidParams as i32, refused.to_string())
                     }
                 }
+            }
+            Completion::METHOD => self.answer::<Completion>(request, |server, p| {
+                let at = p.text_document_position;
+                let doc = server.documents.get(&at.text_document.uri)?;
+                Some(CompletionResponse::Array(complete::complete(
+                    &doc.text,
+                    at.position,
+                )))
+            }),
+            SemanticTokensFullRequest::METHOD => {
+                self.answer::<SemanticTokensFullRequest>(request, |server, p| {
+                    let doc = server.documents.get(&p.text_document.uri)?;
+                    Some(SemanticTokensResult::Tokens(tokens::tokens(&doc.text)))
+                })
             }
             _ => unknown_request(&request),
         }
@@ -369,6 +424,17 @@ fn file_uri(path: &std::path::Path) -> Option<Uri> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unclosed_block_keeps_what_it_holds() {
+        let text = "Process p {\n  Task a;\n  State b {\n";
+        let parsed = parse_open(text);
+        let [crate::syntax::ast::Item::Node(p)] = parsed.program.items.as_slice() else {
+            panic!("{:?}", parsed.program.items)
+        };
+        assert_eq!(p.items.len(), 2);
+        assert!(crate::syntax::parse(text).program.items.is_empty());
+    }
 
     #[test]
     fn file_uris_name_their_files() {

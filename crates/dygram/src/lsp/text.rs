@@ -79,6 +79,44 @@ pub fn range(text: &str, start: usize, end: usize) -> Range {
     Range::new(position(text, start), position(text, end))
 }
 
+/// Where each line of a text starts, for many [`position`]s without reading the text from its
+/// start each time.
+#[derive(Debug)]
+pub struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// The lines of `text`.
+    pub fn new(text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { text, starts }
+    }
+
+    /// The position of byte `at` (as [`position`] has it).
+    pub fn position(&self, at: usize) -> Position {
+        let mut at = at.min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
+        let start = self.starts.get(line).copied().unwrap_or(0);
+        let character: usize = self.text[start..at].chars().map(char::len_utf16).sum();
+        Position::new(
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(character).unwrap_or(u32::MAX),
+        )
+    }
+}
+
+/// How many UTF-16 code units `text` takes.
+pub fn utf16_len(text: &str) -> u32 {
+    u32::try_from(text.chars().map(char::len_utf16).sum::<usize>()).unwrap_or(u32::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +132,16 @@ mod tests {
         assert_eq!(offset(text, Position::new(1, 4)), x);
         assert_eq!(offset(text, Position::new(1, 99)), text.len() - 1);
         assert_eq!(offset(text, Position::new(9, 0)), text.len());
+    }
+
+    #[test]
+    fn the_line_index_agrees_with_position() {
+        let text = "ab\nçé𝄞x\n\nlast";
+        let index = LineIndex::new(text);
+        for at in 0..=text.len() + 2 {
+            assert_eq!(index.position(at), position(text, at), "at {at}");
+        }
+        assert_eq!(utf16_len("é𝄞x"), 4);
     }
 
     #[test]

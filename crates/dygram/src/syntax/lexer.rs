@@ -174,12 +174,22 @@ pub struct LexError {
 
 /// The tokens of `text` (ending with [`TokenKind::Eof`]) and the lexing errors.
 pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
+    let (tokens, errors, _) = lex_with_comments(text);
+    (tokens, errors)
+}
+
+/// [`lex`], and where the comments are (an unterminated `/*` runs to the end of the text).
+pub fn lex_with_comments(text: &str) -> (Vec<Token>, Vec<LexError>, Vec<Span>) {
     let bytes = text.as_bytes();
     let mut tokens = Vec::with_capacity(text.len() / 4);
     let mut errors = Vec::new();
+    let mut comments = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
         if let Some(next) = skip_trivia(bytes, i, &mut errors) {
+            if bytes[i] == b'/' {
+                comments.push(Span::new(i, next));
+            }
             i = next;
             continue;
         }
@@ -201,7 +211,7 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<LexError>) {
         kind: TokenKind::Eof,
         span: Span::new(bytes.len(), bytes.len()),
     });
-    (tokens, errors)
+    (tokens, errors, comments)
 }
 
 /// Where the text goes on after whitespace or a comment at `i`; `None` when a token starts there.
@@ -554,5 +564,14 @@ mod tests {
         let (tokens, errors) = lex("a $$ b");
         assert_eq!(errors[0].message, "unexpected character `$$`");
         assert_eq!(tokens.len(), 3);
+    }
+
+    #[test]
+    fn comments_are_found_where_they_are_skipped() {
+        let text = "a // x \"y\n/* b\n*/ c / d /* open";
+        let (tokens, errors, comments) = lex_with_comments(text);
+        let found: Vec<&str> = comments.iter().map(|s| &text[s.range()]).collect();
+        assert_eq!(found, ["// x \"y", "/* b\n*/", "/* open"]);
+        assert_eq!((tokens, errors), lex(text));
     }
 }

@@ -3,6 +3,7 @@
 //! below tests one group of features.
 
 mod basics;
+mod complete;
 mod navigate;
 mod sync;
 
@@ -20,6 +21,8 @@ pub const ANSWER: Duration = Duration::from_secs(20);
 
 /// An editor's side of the connection.
 pub struct Client {
+    /// What the server said it can do (`initialize`'s answer).
+    pub capabilities: Value,
     child: Child,
     pub stdin: ChildStdin,
     pub incoming: mpsc::Receiver<Value>,
@@ -69,6 +72,7 @@ impl Client {
         read_messages(child.stdout.take().unwrap(), tx);
         let stdin = child.stdin.take().unwrap();
         let mut client = Self {
+            capabilities: Value::Null,
             child,
             stdin,
             incoming,
@@ -79,6 +83,7 @@ impl Client {
             init["result"]["capabilities"]["textDocumentSync"]["change"], 2,
             "incremental sync: {init}"
         );
+        client.capabilities = init["result"]["capabilities"].clone();
         client.notify("initialized", json!({}));
         client
     }
