@@ -8,7 +8,7 @@ use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position};
 use super::names::{self, Names, Target};
 use super::text;
 use crate::source::Span;
-use crate::syntax::{self, ast};
+use crate::syntax::ast;
 
 /// A node with its qualified name (`parent.child`).
 struct Declared<'a> {
@@ -40,7 +40,7 @@ fn contains(span: Span, at: usize) -> bool {
 /// arrow or label, the edge.
 pub fn hover(content: &str, position: Position) -> Option<Hover> {
     let at = text::offset(content, position);
-    let parsed = syntax::parse(content);
+    let parsed = super::parse_open(content);
     let names = names::index(&parsed.program);
     let range = |span: Span| Some(text::range(content, span.start as usize, span.end as usize));
     let Some(found) = names.at(at) else {

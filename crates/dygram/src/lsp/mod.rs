@@ -30,12 +30,12 @@ use lsp_types::request::{
     References, Rename, Request as _, SemanticTokensFullRequest,
 };
 use lsp_types::{
-    CompletionOptions, CompletionResponse, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
-    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
-    DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams, MessageType,
-    PrepareRenameResponse, PublishDiagnosticsParams, RenameParams, SemanticTokensFullOptions,
-    SemanticTokensOptions, SemanticTokensResult, ServerCapabilities, TextDocumentSyncCapability,
-    TextDocumentSyncKind, Uri,
+    CompletionOptions, CompletionResponse, DidChangeTextDocumentParams,
+    DidChangeWatchedFilesParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+    DidSaveTextDocumentParams, DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams,
+    MessageType, PrepareRenameResponse, PublishDiagnosticsParams, RenameParams,
+    SemanticTokensFullOptions, SemanticTokensOptions, SemanticTokensResult, ServerCapabilities,
+    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
 use text::Document;

@@ -16,7 +16,6 @@ use super::text::{self, Document};
 use super::{file_path, file_uri};
 use crate::imports::{self, EXTENSIONS};
 use crate::source::Span;
-use crate::syntax;
 
 /// Folders never searched for importers.
 const SKIPPED: [&str; 4] = ["target", "node_modules", ".git", ".dygram"];
@@ -76,7 +75,7 @@ impl Workspace<'_> {
 
     fn indexed(&self, uri: &Uri) -> Option<Indexed> {
         let text = self.text(uri)?;
-        let names = names::index(&syntax::parse(&text).program);
+        let names = names::index(&super::parse_open(&text).program);
         Some(Indexed {
             uri: uri.clone(),
             text,

@@ -5,11 +5,11 @@
 use lsp_types::{DocumentSymbol, SymbolKind};
 
 use super::text;
-use crate::syntax::{self, ast};
+use crate::syntax::ast;
 
 /// The nested symbols of `content`.
 pub fn outline(content: &str) -> Vec<DocumentSymbol> {
-    let parsed = syntax::parse(content);
+    let parsed = super::parse_open(content);
     let mut symbols = Vec::new();
     if let Some(header) = &parsed.program.header {
         let mut machine = symbol(

@@ -190,3 +190,22 @@ fn rename_edits_the_file_and_the_files_that_import_it() {
     );
     assert_eq!(client.stop(), 0);
 }
+
+#[test]
+fn a_block_still_being_typed_keeps_its_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = Client::start(dir.path());
+    let uri = "untitled:typing";
+    // The block of `checkout` is not closed yet.
+    let text = "Process checkout {\n  Task pay;\n  start -> pay";
+    client.open(uri, text);
+    client.diagnostics(uri);
+    let answer = client.request("textDocument/definition", at(uri, 2, 12));
+    assert_eq!(start(&answer["result"]["range"]), (1, 7), "{answer}");
+    let hover = client.request("textDocument/hover", at(uri, 2, 12));
+    let shown = hover["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(shown.starts_with("**Task** `checkout.pay`"), "{hover}");
+    assert_eq!(client.stop(), 0);
+}
