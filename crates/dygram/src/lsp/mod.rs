@@ -4,8 +4,14 @@
 //! Documents are kept as the editor sends them (incremental changes); each change is compiled
 //! again, imports read from disk relative to the document, and its diagnostics published. A
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
+//!
+//! Besides diagnostics: the outline, hover, formatting with the `.dy` printer ([`mod@format`]: only
+//! when nothing is lost, else the editor is told why) and quick fixes for "did you mean"
+//! suggestions ([`actions`]).
 
+pub mod actions;
 pub mod diagnostics;
+pub mod format;
 pub mod hover;
 pub mod symbols;
 pub mod text;
@@ -16,13 +22,16 @@ use std::path::PathBuf;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, LogMessage,
-    Notification as _, PublishDiagnostics,
+    Notification as _, PublishDiagnostics, ShowMessage,
 };
-use lsp_types::request::{DocumentSymbolRequest, HoverRequest, Request as _};
+use lsp_types::request::{
+    CodeActionRequest, DocumentSymbolRequest, Formatting, HoverRequest, Request as _,
+};
 use lsp_types::{
-    DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DocumentSymbolResponse, LogMessageParams, MessageType, PublishDiagnosticsParams,
-    ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, DidChangeTextDocumentParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DocumentSymbolResponse,
+    LogMessageParams, MessageType, PublishDiagnosticsParams, ServerCapabilities, ShowMessageParams,
+    TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
 use text::Document;
@@ -46,6 +55,11 @@ pub fn capabilities() -> ServerCapabilities {
         )),
         document_symbol_provider: Some(lsp_types::OneOf::Left(true)),
         hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
+        document_formatting_provider: Some(lsp_types::OneOf::Left(true)),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+            ..CodeActionOptions::default()
+        })),
         ..ServerCapabilities::default()
     }
 }
@@ -71,6 +85,10 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
                 let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     server.request(request)
                 }));
+                // What the request had to tell the editor goes before its answer.
+                for message in std::mem::take(&mut server.outbox) {
+                    send(Message::Notification(message))?;
+                }
                 send(Message::Response(answered.unwrap_or_else(|_| {
                     Response::new_err(
                         id,
@@ -133,6 +151,11 @@ fn log_error(text: &str) -> Notification {
 #[derive(Debug, Default)]
 struct Server {
     documents: HashMap<Uri, Document>,
+    /// Notifications a request has for the editor, sent before its answer.
+    outbox: Vec<Notification>,
+    /// By document, why formatting last left it as is, once shown to the user: the same reason
+    /// again (format on save) goes to the log instead of showing again.
+    refusals: HashMap<Uri, String>,
 }
 
 impl Server {
@@ -156,15 +179,58 @@ impl Server {
                     .get(&at.text_document.uri)
                     .and_then(|doc| hover::hover(&doc.text, at.position))
             }),
+            Formatting::METHOD => self.answer::<Formatting>(request, |server, p| {
+                let uri = p.text_document.uri;
+                let doc = server.documents.get(&uri)?;
+                match format::format(&doc.text, &p.options) {
+                    Ok(edits) => {
+                        server.refusals.remove(&uri);
+                        Some(edits)
+                    }
+                    Err(refusal) => {
+                        server.refused(uri, refusal.to_string());
+                        None
+                    }
+                }
+            }),
+            CodeActionRequest::METHOD => self.answer::<CodeActionRequest>(request, |server, p| {
+                let uri = &p.text_document.uri;
+                let doc = server.documents.get(uri)?;
+                let path = file_path(uri);
+                Some(actions::actions(uri, path.as_deref(), &doc.text, &p))
+            }),
             _ => unknown_request(&request),
         }
     }
 
+    /// Tells the editor why formatting left `uri` as it is: shown to the user, or logged when that
+    /// reason was the last one shown for it.
+    fn refused(&mut self, uri: Uri, why: String) {
+        if self.refusals.get(&uri) == Some(&why) {
+            self.outbox.push(Notification::new(
+                LogMessage::METHOD.to_string(),
+                LogMessageParams {
+                    typ: MessageType::INFO,
+                    message: why,
+                },
+            ));
+            return;
+        }
+        self.outbox.push(Notification::new(
+            ShowMessage::METHOD.to_string(),
+            ShowMessageParams {
+                typ: MessageType::WARNING,
+                message: why.clone(),
+            },
+        ));
+        self.refusals.insert(uri, why);
+    }
+
     /// Answers `request` of kind `R` with `handle`, or refuses parameters that are not `R`'s.
     fn answer<R: lsp_types::request::Request>(
-        &self,
+        &mut self,
         request: Request,
-        handle: impl FnOnce(&Self, R::Params) -> R::Result,
+        handle: impl FnOnce(&mut Self, R::Params) -> R::Result,
     ) -> Response {
         match serde_json::from_value::<R::Params>(request.params) {
             Ok(params) => Response::new_ok(request.id, handle(self, params)),
@@ -201,6 +267,7 @@ impl Server {
                     return Vec::new();
                 };
                 self.documents.remove(&p.text_document.uri);
+                self.refusals.remove(&p.text_document.uri);
                 // A closed document keeps no diagnostics.
                 return vec![publish(p.text_document.uri, Vec::new(), None)];
             }

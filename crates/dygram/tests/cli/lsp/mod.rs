@@ -3,6 +3,7 @@
 //! below tests one group of features.
 
 mod basics;
+mod format;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -13,6 +14,41 @@ use serde_json::{Value, json};
 
 use crate::support::bin;
 
+/// `text` with the LSP text edits `edits` applied (ranges of `text`, in UTF-16 positions, none
+/// overlapping), as an editor applies them.
+pub fn apply_edits(text: &str, edits: &[Value]) -> String {
+    let offset = |position: &Value| {
+        let line = position["line"].as_u64().unwrap() as usize;
+        let character = position["character"].as_u64().unwrap() as usize;
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        let rest = &text[start.min(text.len())..];
+        let mut units = 0;
+        for (i, c) in rest.char_indices() {
+            if units >= character || c == '\n' {
+                return start + i;
+            }
+            units += c.len_utf16();
+        }
+        text.len()
+    };
+    let mut ranges: Vec<(usize, usize, &str)> = edits
+        .iter()
+        .map(|e| {
+            (
+                offset(&e["range"]["start"]),
+                offset(&e["range"]["end"]),
+                e["newText"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let mut out = text.to_string();
+    for (start, end, new) in ranges {
+        out.replace_range(start..end, new);
+    }
+    out
+}
+
 /// How long the server may take to answer anything.
 pub const ANSWER: Duration = Duration::from_secs(20);
 
@@ -22,6 +58,8 @@ pub struct Client {
     stdin: ChildStdin,
     incoming: mpsc::Receiver<Value>,
     next_id: i64,
+    /// What the server said it can do (`initialize`'s answer).
+    pub capabilities: Value,
 }
 
 /// Reads framed messages from `out` into `tx` until the stream ends.
@@ -71,12 +109,14 @@ impl Client {
             stdin,
             incoming,
             next_id: 1,
+            capabilities: Value::Null,
         };
         let init = client.request("initialize", json!({"capabilities": {}, "processId": null}));
         assert_eq!(
             init["result"]["capabilities"]["textDocumentSync"], 2,
             "incremental sync: {init}"
         );
+        client.capabilities = init["result"]["capabilities"].clone();
         client.notify("initialized", json!({}));
         client
     }
@@ -93,13 +133,22 @@ impl Client {
 
     /// Sends a request and waits for its response (notifications on the way are dropped).
     pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_noting(method, params).0
+    }
+
+    /// Sends a request and waits for its response; with it, the notifications that came before.
+    pub fn request_noting(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notes = Vec::new();
         loop {
             let message = self.incoming.recv_timeout(ANSWER).expect("no response");
             if message["id"] == id {
-                return message;
+                return (message, notes);
+            }
+            if message.get("id").is_none() {
+                notes.push(message);
             }
         }
     }
@@ -120,6 +169,14 @@ impl Client {
         self.notify(
             "textDocument/didOpen",
             json!({"textDocument": {"uri": uri, "languageId": "dygram", "version": 1, "text": text}}),
+        );
+    }
+
+    /// Replaces the whole text of `uri` (a change without a range).
+    pub fn replace(&mut self, uri: &str, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
         );
     }
 
