@@ -26,6 +26,16 @@ pub enum Stage {
     Graph,
 }
 
+/// A machine-readable fix: the text at `span` becomes `replacement` (e.g. a misspelled name the
+/// closest known one, see [`crate::suggest`]). Editors offer it as a quick fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suggestion {
+    /// What to replace.
+    pub span: Span,
+    /// The text to put there.
+    pub replacement: String,
+}
+
 /// One problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
@@ -41,6 +51,8 @@ pub struct Diagnostic {
     pub related: Option<(Span, String)>,
     /// How to fix it, when there is something useful to say.
     pub hint: Option<String>,
+    /// A fix that can be applied as it is, when there is one (the hint then says it in words).
+    pub suggestion: Option<Suggestion>,
 }
 
 impl Diagnostic {
@@ -53,6 +65,7 @@ impl Diagnostic {
             span,
             related: None,
             hint: None,
+            suggestion: None,
         }
     }
 
@@ -65,12 +78,22 @@ impl Diagnostic {
             span,
             related: None,
             hint: None,
+            suggestion: None,
         }
     }
 
     /// Adds a hint.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
+        self
+    }
+
+    /// Adds a fix: the text at `span` becomes `replacement`.
+    pub fn with_suggestion(mut self, span: Span, replacement: impl Into<String>) -> Self {
+        self.suggestion = Some(Suggestion {
+            span,
+            replacement: replacement.into(),
+        });
         self
     }
 

@@ -183,11 +183,21 @@ impl Loader<'_> {
             for symbol in &import.symbols {
                 let wanted = symbol.name.text();
                 let Some(found) = find_path(&module.compiled.machine.nodes, &symbol.name) else {
-                    diagnostics.push(Diagnostic::error(
+                    let mut d = Diagnostic::error(
                         Stage::Validation,
                         format!("Module \"{shown}\" has no node named \"{wanted}\""),
                         Some(symbol.name.span),
-                    ));
+                    );
+                    let mut importable = Vec::new();
+                    paths(&module.compiled.machine.nodes, "", &mut importable);
+                    if let Some(close) =
+                        crate::suggest::closest(&wanted, importable.iter().map(String::as_str))
+                    {
+                        d = d
+                            .with_hint(format!("did you mean `{close}`?"))
+                            .with_suggestion(symbol.name.span, close);
+                    }
+                    diagnostics.push(d);
                     continue;
                 };
                 let mut node = found.clone();
@@ -366,6 +376,19 @@ fn find_path<'n>(nodes: &'n [Node], name: &ast::QName) -> Option<&'n Node> {
         current = &node.nodes;
     }
     found
+}
+
+/// What an import can name in `nodes`, in declaration order: each node's dotted path.
+fn paths(nodes: &[Node], prefix: &str, out: &mut Vec<String>) {
+    for n in nodes.iter().filter(|n| n.kind.as_deref() != Some("note")) {
+        let path = if prefix.is_empty() {
+            n.name.clone()
+        } else {
+            format!("{prefix}.{}", n.name)
+        };
+        out.push(path.clone());
+        paths(&n.nodes, &path, out);
+    }
 }
 
 fn subtree_names(node: &Node) -> Vec<String> {

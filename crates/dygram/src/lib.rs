@@ -20,6 +20,7 @@ pub mod runtime;
 pub mod session;
 pub mod source;
 pub mod style;
+pub mod suggest;
 pub mod syntax;
 pub mod validate;
 pub mod values;

@@ -4,6 +4,10 @@
 //! multiplicities, typed attributes without a value or with a value of the wrong type, `@Abstract`
 //! on an `init` node. Warnings: graph problems (unreachable or orphaned nodes, no entry point),
 //! names that shadow built-in condition variables, annotations where they mean little.
+//!
+//! Where a name that names nothing is close to a known one (an undefined reference or note in
+//! `@StrictMode`, an attribute type that is no type), the error's hint says "did you mean `X`?" and
+//! the error carries the fix ([`crate::diagnostic::Suggestion`], found by [`crate::suggest`]).
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -11,6 +15,7 @@ use crate::diagnostic::{Diagnostic, Stage};
 use crate::json::type_text;
 use crate::model::{Machine, Node, flatten};
 use crate::source::Span;
+use crate::suggest;
 use crate::syntax::ast::{Attribute, Edge, Primitive, TypeDef, Value};
 
 /// Every diagnostic for `machine`, errors first, each group in source order.
@@ -103,23 +108,26 @@ impl<'m> Validator<'m> {
         if !self.machine.no_placeholders {
             return;
         }
-        let mut known: HashSet<String> = HashSet::default();
-        fn collect(nodes: &[Node], prefix: Option<&str>, known: &mut HashSet<String>) {
+        // What a reference can name, in declaration order (the order decides between names
+        // equally close to a misspelled one).
+        let mut known: Vec<String> = Vec::new();
+        fn collect(nodes: &[Node], prefix: Option<&str>, known: &mut Vec<String>) {
             for n in nodes {
                 let path = match prefix {
                     Some(p) => format!("{p}.{}", n.name),
                     None => n.name.clone(),
                 };
-                known.insert(n.name.clone());
-                known.insert(path.clone());
+                known.push(n.name.clone());
+                known.push(path.clone());
                 for a in &n.attributes {
-                    known.insert(format!("{path}.{}", a.name.text));
-                    known.insert(format!("{}.{}", n.name, a.name.text));
+                    known.push(format!("{path}.{}", a.name.text));
+                    known.push(format!("{}.{}", n.name, a.name.text));
                 }
                 collect(&n.nodes, Some(&path), known);
             }
         }
         collect(&self.machine.nodes, None, &mut known);
+        let lookup: HashSet<&str> = known.iter().map(String::as_str).collect();
         let mut edges: Vec<&Edge> = self.machine.edges.iter().collect();
         for (n, _) in self.nodes.iter().filter(|(n, _)| !n.imported) {
             edges.extend(n.edges.iter());
@@ -131,21 +139,31 @@ impl<'m> Validator<'m> {
                 .chain(edge.segments.iter().flat_map(|s| s.targets.iter()));
             for name in names {
                 let text = name.text();
-                if !known.contains(&text) {
-                    self.push(
-                        Diagnostic::error(
-                            Stage::Validation,
-                            format!("Reference to undefined state: {text}"),
-                            Some(name.span),
-                        )
-                        .with_hint(
-                            "declare the node, or remove @StrictMode to let undeclared nodes be created",
-                        ),
+                if !lookup.contains(text.as_str()) {
+                    const HINT: &str = "declare the node, or remove @StrictMode to let undeclared nodes be created";
+                    let d = Diagnostic::error(
+                        Stage::Validation,
+                        format!("Reference to undefined state: {text}"),
+                        Some(name.span),
                     );
+                    let d = match suggest::closest(&text, known.iter().map(String::as_str)) {
+                        Some(close) => d
+                            .with_hint(format!("did you mean `{close}`? Otherwise, {HINT}"))
+                            .with_suggestion(name.span, close),
+                        None => d.with_hint(HINT),
+                    };
+                    self.push(d);
                 }
             }
         }
         let declared: HashSet<&str> = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| !is_note(n))
+            .map(|(n, _)| n.name.as_str())
+            .collect();
+        // In declaration order, for suggestions.
+        let declared_in_order: Vec<&str> = self
             .nodes
             .iter()
             .filter(|(n, _)| !is_note(n))
@@ -159,7 +177,21 @@ impl<'m> Validator<'m> {
             .map(|(n, _)| (n.name.clone(), n.name_span))
             .collect();
         for (name, span) in notes {
-            self.error(format!("Note references undefined node: {name}"), span);
+            let mut d = Diagnostic::error(
+                Stage::Validation,
+                format!("Note references undefined node: {name}"),
+                span,
+            );
+            if let Some(close) = suggest::closest(&name, declared_in_order.iter().copied()) {
+                d = d.with_hint(format!("did you mean `{close}`?"));
+                // The name is the last part of what was written (`note Group.child`).
+                if let Some(span) = span {
+                    let end = span.end as usize;
+                    let start = end.saturating_sub(name.len()).max(span.start as usize);
+                    d = d.with_suggestion(Span::new(start, end), close);
+                }
+            }
+            self.push(d);
         }
     }
 
@@ -229,7 +261,17 @@ impl<'m> Validator<'m> {
             }
             Some(value) => {
                 if let Err(mismatch) = self.check_value(ty, value) {
-                    self.error(mismatch.to_string(), Some(value.span()));
+                    let mut d = Diagnostic::error(
+                        Stage::Validation,
+                        mismatch.to_string(),
+                        Some(value.span()),
+                    );
+                    if let Some((span, close)) = self.type_suggestion(ty, value) {
+                        d = d
+                            .with_hint(format!("did you mean `{close}`?"))
+                            .with_suggestion(span, close);
+                    }
+                    self.push(d);
                 }
             }
         }
@@ -375,6 +417,33 @@ impl<'m> Validator<'m> {
             }
             _ => Err(mismatch(None)),
         }
+    }
+
+    /// For a value that does not fit a type whose name is no known type (`strng`): the span of
+    /// that name and the closest known type name, when it is close and the value fits it.
+    fn type_suggestion(&self, ty: &TypeDef, value: &Value) -> Option<(Span, String)> {
+        let TypeDef::Named { name, .. } = ty else {
+            return None;
+        };
+        let written = name.text();
+        if KNOWN_TYPES.contains(&written.as_str()) || self.node_type(&written).is_some() {
+            return None;
+        }
+        let nodes = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| !is_note(n))
+            .map(|(n, _)| n.name.as_str());
+        let close = suggest::closest(&written, KNOWN_TYPES.iter().copied().chain(nodes))?;
+        let mut fixed = ty.clone();
+        if let TypeDef::Named { name, .. } = &mut fixed {
+            name.parts = vec![crate::syntax::ast::Ident {
+                text: close.to_string(),
+                span: name.span,
+            }];
+        }
+        self.check_value(&fixed, value).ok()?;
+        Some((name.span, close.to_string()))
     }
 
     /// A node usable as a type: any node with that name.
@@ -567,6 +636,15 @@ fn name_list(names: &[&str]) -> String {
         names.len() - SHOWN
     )
 }
+
+/// The type names [`Validator::check_value`] knows, the usual spellings first (they win a tie
+/// when a misspelled name is as close to several).
+const KNOWN_TYPES: &[&str] = &[
+    "string", "number", "boolean", "Integer", "Float", "Date", "Duration", "UUID", "URL", "Array",
+    "Map", "Record", "object", "any", "String", "Number", "Boolean", "integer", "int", "float",
+    "double", "decimal", "bool", "DateTime", "Url", "List", "array", "Set", "Object", "Any",
+    "unknown", "Promise", "Result", "Optional", "Tuple",
+];
 
 /// Whether a type is one of the built-in scalar types.
 fn is_builtin(ty: &TypeDef) -> bool {
@@ -765,6 +843,127 @@ mod tests {
             "{orphans}"
         );
         assert!(!orphans.contains("lonely20,"), "{orphans}");
+    }
+
+    /// A fix as `(replaced text, replacement)`.
+    type Fix = Option<(String, String)>;
+
+    /// The errors of `text`: `(message, hint, fix)`.
+    fn suggested(text: &str) -> Vec<(String, Option<String>, Fix)> {
+        let compiled = crate::compile(crate::source::SourceFile::new("m.dy", text));
+        compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| {
+                let fix = d.suggestion.as_ref().map(|s| {
+                    (
+                        text[s.span.start as usize..s.span.end as usize].to_string(),
+                        s.replacement.clone(),
+                    )
+                });
+                (d.message.clone(), d.hint.clone(), fix)
+            })
+            .collect()
+    }
+
+    fn fix(replaced: &str, replacement: &str) -> Fix {
+        Some((replaced.to_string(), replacement.to_string()))
+    }
+
+    #[test]
+    fn undefined_references_suggest_the_closest_declared_name() {
+        let found = suggested(
+            "machine \"M\" @StrictMode\nstate start;\nTask review;\nProcess flow { state inner; }\nstart -> reveiw -> flow.iner;\nstart -> payment;\n",
+        );
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0].0, "Reference to undefined state: reveiw");
+        assert_eq!(
+            found[0].1.as_deref(),
+            Some(
+                "did you mean `review`? Otherwise, declare the node, or remove @StrictMode to let undeclared nodes be created"
+            )
+        );
+        assert_eq!(found[0].2, fix("reveiw", "review"));
+        // A qualified name: the closest path.
+        assert_eq!(found[1].2, fix("flow.iner", "flow.inner"));
+        // Nothing close: the hint as it was, no fix.
+        assert_eq!(found[2].0, "Reference to undefined state: payment");
+        assert_eq!(
+            found[2].1.as_deref(),
+            Some("declare the node, or remove @StrictMode to let undeclared nodes be created")
+        );
+        assert_eq!(found[2].2, None);
+    }
+
+    #[test]
+    fn notes_of_undefined_nodes_suggest_the_closest_node() {
+        let found = suggested(
+            "machine \"M\" @StrictMode\nstate review;\nstate done;\nreview -> done;\nnote reveiw \"Check it\";\n",
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "Note references undefined node: reveiw");
+        assert_eq!(found[0].1.as_deref(), Some("did you mean `review`?"));
+        assert_eq!(found[0].2, fix("reveiw", "review"));
+        // Of a dotted note, the last part is the name.
+        let text =
+            "machine \"M\" @StrictMode\nProcess flow { state inner; }\nnote flow.iner \"x\";\n";
+        let found = suggested(text);
+        assert_eq!(found[0].2, fix("iner", "inner"), "{found:?}");
+    }
+
+    #[test]
+    fn unknown_attribute_types_suggest_a_close_type_the_value_fits() {
+        let found = suggested(
+            "Context c {\n  a<strng>: \"x\";\n  b<Interger>: 3;\n  c<Interger>: \"three\";\n  d<Widget>: 1;\n}\n",
+        );
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert_eq!(found[0].0, "Type mismatch: expected strng, got string");
+        assert_eq!(found[0].1.as_deref(), Some("did you mean `string`?"));
+        assert_eq!(found[0].2, fix("strng", "string"));
+        assert_eq!(found[1].2, fix("Interger", "Integer"));
+        // `Integer` is close, but "three" is no integer either: no fix that would not fix it.
+        assert_eq!(found[2].2, None);
+        assert_eq!(found[2].1, None);
+        // Nothing close.
+        assert_eq!(found[3].2, None);
+        // A known type that the value does not fit is no misspelling.
+        let found = suggested("Context c { n<number>: \"x\"; }\n");
+        assert_eq!(found[0].2, None, "{found:?}");
+    }
+
+    #[test]
+    fn imports_of_missing_names_suggest_the_closest_importable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("lib.dy"),
+            "state Alpha;\nGroup g { state beta; }\n",
+        )
+        .unwrap();
+        let main = dir.path().join("main.dy");
+        let text = "import { Alpa, g.bta, Gamma } from \"./lib.dy\"\n";
+        let project =
+            crate::imports::load(crate::source::SourceFile::new("main.dy", text), Some(&main));
+        let fixes: Vec<Fix> = project
+            .entry()
+            .diagnostics
+            .iter()
+            .filter(|d| d.message.contains("has no node named"))
+            .map(|d| {
+                d.suggestion.as_ref().map(|s| {
+                    (
+                        text[s.span.start as usize..s.span.end as usize].to_string(),
+                        s.replacement.clone(),
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(
+            fixes,
+            [fix("Alpa", "Alpha"), fix("g.bta", "g.beta"), None],
+            "{:?}",
+            project.entry().diagnostics
+        );
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The compiler's diagnostics of a document, as LSP diagnostics: the same errors and warnings as
-//! `dygram pv`, with ranges, codes (the stage) and related information.
+//! `dygram pv`, with ranges, codes (the stage) and related information; a diagnostic with a fix
+//! (a "did you mean" suggestion) carries it in `data` ([`super::actions::Data`]), from which the
+//! quick fix is made when the editor sends the diagnostic back.
 
 use std::path::{Path, PathBuf};
 
 use lsp_types::{DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Uri};
 
-use super::text;
+use super::{actions, text};
 use crate::diagnostic::{Diagnostic, Severity, Stage};
 use crate::imports;
 use crate::source::SourceFile;
@@ -76,6 +78,10 @@ fn convert(uri: &Uri, content: &str, d: &Diagnostic) -> lsp_types::Diagnostic {
         source: Some("dygram".to_string()),
         message,
         related_information: related,
+        data: d
+            .suggestion
+            .as_ref()
+            .map(|s| actions::Data::of(content, s).to_json()),
         ..lsp_types::Diagnostic::default()
     }
 }

@@ -76,6 +76,10 @@ pub(super) fn run(connection: &Connection, server: &mut Server) -> Result<(), Ls
                 } else {
                     plan.answer(seq, request, server)
                 };
+                // What the request had to tell the editor goes before its answer.
+                for message in std::mem::take(&mut server.outbox) {
+                    send(Message::Notification(message))?;
+                }
                 send(Message::Response(answer))?;
             }
             Message::Notification(notification) if notification.method == "exit" => {
@@ -172,7 +176,7 @@ impl Plan {
     }
 
     /// The answer to the request that arrived `seq`-th.
-    fn answer(&self, seq: u64, request: Request, server: &Server) -> Response {
+    fn answer(&self, seq: u64, request: Request, server: &mut Server) -> Response {
         if self.cancelled.contains(&request.id) {
             return refuse(
                 request.id,

@@ -5,11 +5,15 @@
 //! again, imports read from disk relative to the document, and its diagnostics published. A
 //! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
 //! Requests are answered from the document's text as it is now: the outline, hover, completion and
-//! semantic tokens, all of which read a document with errors as far as it can be read.
+//! semantic tokens, all of which read a document with errors as far as it can be read; formatting
+//! uses the `.dy` printer ([`mod@format`]: only when nothing is lost, else the editor is told why)
+//! and quick fixes apply "did you mean" suggestions ([`actions`]).
 
+pub mod actions;
 pub mod complete;
 pub mod diagnostics;
 mod flow;
+pub mod format;
 pub mod hover;
 pub mod names;
 pub mod navigate;
@@ -23,18 +27,19 @@ use std::path::PathBuf;
 use lsp_server::{Connection, ErrorCode, Notification, Request, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument,
-    DidSaveTextDocument, LogMessage, Notification as _, PublishDiagnostics,
+    DidSaveTextDocument, LogMessage, Notification as _, PublishDiagnostics, ShowMessage,
 };
 use lsp_types::request::{
-    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, PrepareRenameRequest,
-    References, Rename, Request as _, SemanticTokensFullRequest,
+    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
+    PrepareRenameRequest, References, Rename, Request as _, SemanticTokensFullRequest,
 };
 use lsp_types::{
-    CompletionOptions, CompletionResponse, DidChangeTextDocumentParams,
-    DidChangeWatchedFilesParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-    DidSaveTextDocumentParams, DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams,
-    MessageType, PrepareRenameResponse, PublishDiagnosticsParams, RenameParams,
-    SemanticTokensFullOptions, SemanticTokensOptions, SemanticTokensResult, ServerCapabilities,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
+    CompletionResponse, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
+    DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams, MessageType,
+    PrepareRenameResponse, PublishDiagnosticsParams, RenameParams, SemanticTokensFullOptions,
+    SemanticTokensOptions, SemanticTokensResult, ServerCapabilities, ShowMessageParams,
     TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
@@ -90,6 +95,11 @@ pub fn capabilities() -> ServerCapabilities {
             }
             .into(),
         ),
+        document_formatting_provider: Some(lsp_types::OneOf::Left(true)),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+            ..CodeActionOptions::default()
+        })),
         ..ServerCapabilities::default()
     }
 }
@@ -169,11 +179,16 @@ struct Server {
     root: Option<PathBuf>,
     /// For each open document, the canonical paths of the files it imports (as last checked).
     imports: HashMap<Uri, Vec<PathBuf>>,
+    /// Notifications a request has for the editor, sent before its answer.
+    outbox: Vec<Notification>,
+    /// By document, why formatting last left it as is, once shown to the user: the same reason
+    /// again (format on save) goes to the log instead of showing again.
+    refusals: HashMap<Uri, String>,
 }
 
 impl Server {
     /// Answers a request.
-    fn request(&self, request: Request) -> Response {
+    fn request(&mut self, request: Request) -> Response {
         match request.method.as_str() {
             DocumentSymbolRequest::METHOD => {
                 self.answer::<DocumentSymbolRequest>(request, |server, p| {
@@ -246,8 +261,51 @@ impl Server {
                     Some(SemanticTokensResult::Tokens(tokens::tokens(&doc.text)))
                 })
             }
+            Formatting::METHOD => self.answer::<Formatting>(request, |server, p| {
+                let uri = p.text_document.uri;
+                let doc = server.documents.get(&uri)?;
+                match format::format(&doc.text, &p.options) {
+                    Ok(edits) => {
+                        server.refusals.remove(&uri);
+                        Some(edits)
+                    }
+                    Err(refusal) => {
+                        server.refused(uri, refusal.to_string());
+                        None
+                    }
+                }
+            }),
+            CodeActionRequest::METHOD => self.answer::<CodeActionRequest>(request, |server, p| {
+                let uri = &p.text_document.uri;
+                let doc = server.documents.get(uri)?;
+                let path = file_path(uri);
+                Some(actions::actions(uri, path.as_deref(), &doc.text, &p))
+            }),
             _ => unknown_request(&request),
         }
+    }
+
+    /// Tells the editor why formatting left `uri` as it is: shown to the user, or logged when that
+    /// reason was the last one shown for it.
+    fn refused(&mut self, uri: Uri, why: String) {
+        if self.refusals.get(&uri) == Some(&why) {
+            self.outbox.push(Notification::new(
+                LogMessage::METHOD.to_string(),
+                LogMessageParams {
+                    typ: MessageType::INFO,
+                    message: why,
+                },
+            ));
+            return;
+        }
+        self.outbox.push(Notification::new(
+            ShowMessage::METHOD.to_string(),
+            ShowMessageParams {
+                typ: MessageType::WARNING,
+                message: why.clone(),
+            },
+        ));
+        self.refusals.insert(uri, why);
     }
 
     fn workspace(&self) -> navigate::Workspace<'_> {
@@ -259,9 +317,9 @@ impl Server {
 
     /// Answers `request` of kind `R` with `handle`, or refuses parameters that are not `R`'s.
     fn answer<R: lsp_types::request::Request>(
-        &self,
+        &mut self,
         request: Request,
-        handle: impl FnOnce(&Self, R::Params) -> R::Result,
+        handle: impl FnOnce(&mut Self, R::Params) -> R::Result,
     ) -> Response {
         match serde_json::from_value::<R::Params>(request.params) {
             Ok(params) => Response::new_ok(request.id, handle(self, params)),

@@ -138,3 +138,65 @@ fn json_matches_the_reference() {
     }
     assert!(pct >= 97.0, "{pct:.1}%");
 }
+
+/// How many `//` and `/*` a text has (strings included): formatting keeps every comment.
+fn comment_marks(text: &str) -> usize {
+    text.matches("//").count() + text.matches("/*").count()
+}
+
+#[test]
+fn formatting_keeps_every_corpus_machine_and_comment() {
+    let Some(corpus) = corpus() else { return };
+    let rows = manifest(&corpus);
+    let options = lsp_types::FormattingOptions {
+        tab_size: 4,
+        insert_spaces: true,
+        ..Default::default()
+    };
+    let mut formatted = 0;
+    let mut refused: std::collections::BTreeMap<String, usize> = Default::default();
+    for row in &rows {
+        let text = std::fs::read_to_string(corpus.join("examples").join(&row.path)).unwrap();
+        match dygram::lsp::format::formatted(&text, &options) {
+            Ok(result) => {
+                formatted += 1;
+                let json = |t: &str| {
+                    dygram::compile(dygram::source::SourceFile::new(&row.path, t))
+                        .json(Default::default())
+                };
+                assert_eq!(json(&result), json(&text), "{}", row.path);
+                assert!(
+                    comment_marks(&result) >= comment_marks(&text),
+                    "{}:\n{result}",
+                    row.path
+                );
+                // Formatted, it formats to itself.
+                assert_eq!(
+                    dygram::lsp::format::formatted(&result, &options).as_ref(),
+                    Ok(&result),
+                    "{}",
+                    row.path
+                );
+            }
+            Err(why) => {
+                let kind = format!("{why:?}");
+                let kind = kind
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                *refused.entry(kind).or_default() += 1;
+            }
+        }
+    }
+    eprintln!(
+        "formatted: {formatted}/{}; left as they are: {refused:?}",
+        rows.len()
+    );
+    // Most of the corpus has comments and is valid; a regression would refuse it wholesale.
+    assert!(
+        formatted * 10 >= rows.len() * 7,
+        "{formatted}/{}",
+        rows.len()
+    );
+}

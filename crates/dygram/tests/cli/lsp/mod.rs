@@ -4,6 +4,7 @@
 
 mod basics;
 mod complete;
+mod format;
 mod navigate;
 mod sync;
 
@@ -15,6 +16,41 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::bin;
+
+/// `text` with the LSP text edits `edits` applied (ranges of `text`, in UTF-16 positions, none
+/// overlapping), as an editor applies them.
+pub fn apply_edits(text: &str, edits: &[Value]) -> String {
+    let offset = |position: &Value| {
+        let line = position["line"].as_u64().unwrap() as usize;
+        let character = position["character"].as_u64().unwrap() as usize;
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        let rest = &text[start.min(text.len())..];
+        let mut units = 0;
+        for (i, c) in rest.char_indices() {
+            if units >= character || c == '\n' {
+                return start + i;
+            }
+            units += c.len_utf16();
+        }
+        text.len()
+    };
+    let mut ranges: Vec<(usize, usize, &str)> = edits
+        .iter()
+        .map(|e| {
+            (
+                offset(&e["range"]["start"]),
+                offset(&e["range"]["end"]),
+                e["newText"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let mut out = text.to_string();
+    for (start, end, new) in ranges {
+        out.replace_range(start..end, new);
+    }
+    out
+}
 
 /// How long the server may take to answer anything.
 pub const ANSWER: Duration = Duration::from_secs(20);
@@ -100,13 +136,22 @@ impl Client {
 
     /// Sends a request and waits for its response (notifications on the way are dropped).
     pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_noting(method, params).0
+    }
+
+    /// Sends a request and waits for its response; with it, the notifications that came before.
+    pub fn request_noting(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notes = Vec::new();
         loop {
             let message = self.incoming.recv_timeout(ANSWER).expect("no response");
             if message["id"] == id {
-                return message;
+                return (message, notes);
+            }
+            if message.get("id").is_none() {
+                notes.push(message);
             }
         }
     }
@@ -127,6 +172,14 @@ impl Client {
         self.notify(
             "textDocument/didOpen",
             json!({"textDocument": {"uri": uri, "languageId": "dygram", "version": 1, "text": text}}),
+        );
+    }
+
+    /// Replaces the whole text of `uri` (a change without a range).
+    pub fn replace(&mut self, uri: &str, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
         );
     }
 
