@@ -19,12 +19,6 @@ use super::{LspError, Server, log_error};
 
 /// Runs the loop until `exit`.
 pub(super) fn run(connection: &Connection, server: &mut Server) -> Result<(), LspError> {
-    let send = |message: Message| {
-        connection
-            .sender
-            .send(message)
-            .map_err(|_| LspError::Closed)
-    };
     // The connection hands messages over one at a time; a thread moves them to a queue as they
     // arrive, so what waits while the server works can be seen together.
     let (queue, waiting) = std::sync::mpsc::channel();
@@ -36,10 +30,14 @@ pub(super) fn run(connection: &Connection, server: &mut Server) -> Result<(), Ls
             }
         }
     });
-    let mut shut_down = false;
+    let mut state = Loop {
+        server,
+        connection,
+        shut_down: false,
+        plan: Plan::default(),
+        changed: Vec::new(),
+    };
     let mut pending: VecDeque<(u64, Message)> = VecDeque::new();
-    let mut plan = Plan::default();
-    let mut changed: Vec<Uri> = Vec::new();
     let mut arrived = 0u64;
     loop {
         if pending.is_empty() {
@@ -54,6 +52,7 @@ pub(super) fn run(connection: &Connection, server: &mut Server) -> Result<(), Ls
             pending.push_back((arrived, message));
             arrived += 1;
         }
+        let plan = &mut state.plan;
         for (seq, message) in pending.iter().skip(plan.seen) {
             plan.note(*seq, message);
         }
@@ -62,59 +61,113 @@ pub(super) fn run(connection: &Connection, server: &mut Server) -> Result<(), Ls
             continue;
         };
         plan.seen -= 1;
+        if state.handle(seq, message)? == Step::Exit {
+            return Ok(());
+        }
+        // Once nothing waits: diagnostics for what changed, and a fresh plan.
+        if pending.is_empty() {
+            state.settle()?;
+        }
+    }
+}
+
+/// Whether the loop goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Continue,
+    Exit,
+}
+
+/// The loop's state between messages.
+struct Loop<'a> {
+    server: &'a mut Server,
+    connection: &'a Connection,
+    /// `shutdown` was answered: only `exit` is accepted now.
+    shut_down: bool,
+    plan: Plan,
+    /// Documents changed since diagnostics were last published.
+    changed: Vec<Uri>,
+}
+
+impl Loop<'_> {
+    fn send(&self, message: Message) -> Result<(), LspError> {
+        self.connection
+            .sender
+            .send(message)
+            .map_err(|_| LspError::Closed)
+    }
+
+    /// Handles the message that arrived `seq`-th.
+    fn handle(&mut self, seq: u64, message: Message) -> Result<Step, LspError> {
         match message {
-            Message::Request(request) => {
-                let answer = if shut_down {
-                    refuse(
-                        request.id,
-                        ErrorCode::InvalidRequest,
-                        "the server is shut down",
-                    )
-                } else if request.method == "shutdown" {
-                    shut_down = true;
-                    Response::new_ok(request.id, ())
-                } else {
-                    plan.answer(seq, request, server)
-                };
-                // What the request had to tell the editor goes before its answer.
-                for message in std::mem::take(&mut server.outbox) {
-                    send(Message::Notification(message))?;
-                }
-                send(Message::Response(answer))?;
-            }
+            Message::Request(request) => self.request(seq, request)?,
             Message::Notification(notification) if notification.method == "exit" => {
-                return if shut_down {
-                    Ok(())
+                return if self.shut_down {
+                    Ok(Step::Exit)
                 } else {
                     Err(LspError::ExitBeforeShutdown)
                 };
             }
-            Message::Notification(notification) => {
-                let method = notification.method.clone();
-                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    server.notification(notification)
-                }));
-                match handled {
-                    Ok(handled) => {
-                        for message in handled.publish {
-                            send(Message::Notification(message))?;
-                        }
-                        changed.extend(handled.changed);
-                    }
-                    Err(_) => send(Message::Notification(log_error(&format!(
-                        "dygram lsp: handling {method} failed unexpectedly (a bug; the server goes on)"
-                    ))))?,
-                }
-            }
+            Message::Notification(notification) => self.notification(notification)?,
             Message::Response(_) => {}
         }
-        // Once nothing waits: diagnostics for what changed, and a fresh plan.
-        if pending.is_empty() {
-            plan = Plan::default();
-            if !changed.is_empty() {
-                publish_changed(server, &std::mem::take(&mut changed), &send)?;
-            }
+        Ok(Step::Continue)
+    }
+
+    fn request(&mut self, seq: u64, request: Request) -> Result<(), LspError> {
+        let answer = if self.shut_down {
+            refuse(
+                request.id,
+                ErrorCode::InvalidRequest,
+                "the server is shut down",
+            )
+        } else if request.method == "shutdown" {
+            self.shut_down = true;
+            Response::new_ok(request.id, ())
+        } else {
+            self.plan.answer(seq, request, self.server)
+        };
+        // What the request had to tell the editor goes before its answer.
+        for message in std::mem::take(&mut self.server.outbox) {
+            self.send(Message::Notification(message))?;
         }
+        self.send(Message::Response(answer))
+    }
+
+    fn notification(&mut self, notification: Notification) -> Result<(), LspError> {
+        let method = notification.method.clone();
+        let server = &mut *self.server;
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            server.notification(notification)
+        }));
+        match handled {
+            Ok(handled) => {
+                for message in handled.publish {
+                    self.send(Message::Notification(message))?;
+                }
+                self.changed.extend(handled.changed);
+                Ok(())
+            }
+            Err(_) => self.send(Message::Notification(log_error(&format!(
+                "dygram lsp: handling {method} failed unexpectedly (a bug; the server goes on)"
+            )))),
+        }
+    }
+
+    /// Nothing waits: a fresh plan, and the diagnostics of what changed.
+    fn settle(&mut self) -> Result<(), LspError> {
+        self.plan = Plan::default();
+        if self.changed.is_empty() {
+            return Ok(());
+        }
+        let changed = std::mem::take(&mut self.changed);
+        let connection = self.connection;
+        publish_changed(self.server, &changed, &|message| {
+            connection
+                .sender
+                .send(message)
+                .map_err(|_| LspError::Closed)
+        })
     }
 }
 
