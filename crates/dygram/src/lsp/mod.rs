@@ -17,6 +17,7 @@ pub mod format;
 pub mod hover;
 pub mod names;
 pub mod navigate;
+mod requests;
 pub mod symbols;
 pub mod text;
 pub mod tokens;
@@ -27,19 +28,13 @@ use std::path::PathBuf;
 use lsp_server::{Connection, ErrorCode, Notification, Request, Response};
 use lsp_types::notification::{
     DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument,
-    DidSaveTextDocument, LogMessage, Notification as _, PublishDiagnostics, ShowMessage,
-};
-use lsp_types::request::{
-    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
-    PrepareRenameRequest, References, Rename, Request as _, SemanticTokensFullRequest,
+    DidSaveTextDocument, LogMessage, Notification as _, PublishDiagnostics,
 };
 use lsp_types::{
     CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
-    CompletionResponse, DidChangeTextDocumentParams, DidChangeWatchedFilesParams,
-    DidCloseTextDocumentParams, DidOpenTextDocumentParams, DidSaveTextDocumentParams,
-    DocumentSymbolResponse, GotoDefinitionResponse, LogMessageParams, MessageType,
-    PrepareRenameResponse, PublishDiagnosticsParams, RenameParams, SemanticTokensFullOptions,
-    SemanticTokensOptions, SemanticTokensResult, ServerCapabilities, ShowMessageParams,
+    DidChangeTextDocumentParams, DidChangeWatchedFilesParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DidSaveTextDocumentParams, LogMessageParams, MessageType,
+    PublishDiagnosticsParams, SemanticTokensFullOptions, SemanticTokensOptions, ServerCapabilities,
     TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
@@ -187,146 +182,6 @@ struct Server {
 }
 
 impl Server {
-    /// Answers a request.
-    fn request(&mut self, request: Request) -> Response {
-        match request.method.as_str() {
-            DocumentSymbolRequest::METHOD => {
-                self.answer::<DocumentSymbolRequest>(request, |server, p| {
-                    let outline = server
-                        .documents
-                        .get(&p.text_document.uri)
-                        .map(|doc| symbols::outline(&doc.text))
-                        .unwrap_or_default();
-                    Some(DocumentSymbolResponse::Nested(outline))
-                })
-            }
-            HoverRequest::METHOD => self.answer::<HoverRequest>(request, |server, p| {
-                let at = p.text_document_position_params;
-                server
-                    .documents
-                    .get(&at.text_document.uri)
-                    .and_then(|doc| hover::hover(&doc.text, at.position))
-            }),
-            GotoDefinition::METHOD => self.answer::<GotoDefinition>(request, |server, p| {
-                let at = p.text_document_position_params;
-                server
-                    .workspace()
-                    .definition(&at.text_document.uri, at.position)
-                    .map(GotoDefinitionResponse::Scalar)
-            }),
-            References::METHOD => self.answer::<References>(request, |server, p| {
-                let at = p.text_document_position;
-                let found = server.workspace().references(
-                    &at.text_document.uri,
-                    at.position,
-                    p.context.include_declaration,
-                );
-                Some(found)
-            }),
-            PrepareRenameRequest::METHOD => {
-                self.answer::<PrepareRenameRequest>(request, |server, p| {
-                    server
-                        .workspace()
-                        .prepare_rename(&p.text_document.uri, p.position)
-                        .map(PrepareRenameResponse::Range)
-                })
-            }
-            Rename::METHOD => {
-                let id = request.id.clone();
-                let Ok(p) = serde_json::from_value::<RenameParams>(request.params) else {
-                    return invalid_params(id);
-                };
-                let at = p.text_document_position;
-                match self
-                    .workspace()
-                    .rename(&at.text_document.uri, at.position, &p.new_name)
-                {
-                    Ok(edit) => Response::new_ok(id, edit),
-                    Err(refused) => {
-                        Response::new_err(id, ErrorCode::InvalidParams as i32, refused.to_string())
-                    }
-                }
-            }
-            Completion::METHOD => self.answer::<Completion>(request, |server, p| {
-                let at = p.text_document_position;
-                let doc = server.documents.get(&at.text_document.uri)?;
-                Some(CompletionResponse::Array(complete::complete(
-                    &doc.text,
-                    at.position,
-                )))
-            }),
-            SemanticTokensFullRequest::METHOD => {
-                self.answer::<SemanticTokensFullRequest>(request, |server, p| {
-                    let doc = server.documents.get(&p.text_document.uri)?;
-                    Some(SemanticTokensResult::Tokens(tokens::tokens(&doc.text)))
-                })
-            }
-            Formatting::METHOD => self.answer::<Formatting>(request, |server, p| {
-                let uri = p.text_document.uri;
-                let doc = server.documents.get(&uri)?;
-                match format::format(&doc.text, &p.options) {
-                    Ok(edits) => {
-                        server.refusals.remove(&uri);
-                        Some(edits)
-                    }
-                    Err(refusal) => {
-                        server.refused(uri, refusal.to_string());
-                        None
-                    }
-                }
-            }),
-            CodeActionRequest::METHOD => self.answer::<CodeActionRequest>(request, |server, p| {
-                let uri = &p.text_document.uri;
-                let doc = server.documents.get(uri)?;
-                let path = file_path(uri);
-                Some(actions::actions(uri, path.as_deref(), &doc.text, &p))
-            }),
-            _ => unknown_request(&request),
-        }
-    }
-
-    /// Tells the editor why formatting left `uri` as it is: shown to the user, or logged when that
-    /// reason was the last one shown for it.
-    fn refused(&mut self, uri: Uri, why: String) {
-        if self.refusals.get(&uri) == Some(&why) {
-            self.outbox.push(Notification::new(
-                LogMessage::METHOD.to_string(),
-                LogMessageParams {
-                    typ: MessageType::INFO,
-                    message: why,
-                },
-            ));
-            return;
-        }
-        self.outbox.push(Notification::new(
-            ShowMessage::METHOD.to_string(),
-            ShowMessageParams {
-                typ: MessageType::WARNING,
-                message: why.clone(),
-            },
-        ));
-        self.refusals.insert(uri, why);
-    }
-
-    fn workspace(&self) -> navigate::Workspace<'_> {
-        navigate::Workspace {
-            open: &self.documents,
-            root: self.root.as_deref(),
-        }
-    }
-
-    /// Answers `request` of kind `R` with `handle`, or refuses parameters that are not `R`'s.
-    fn answer<R: lsp_types::request::Request>(
-        &mut self,
-        request: Request,
-        handle: impl FnOnce(&mut Self, R::Params) -> R::Result,
-    ) -> Response {
-        match serde_json::from_value::<R::Params>(request.params) {
-            Ok(params) => Response::new_ok(request.id, handle(self, params)),
-            Err(_) => invalid_params(request.id),
-        }
-    }
-
     /// Handles a notification.
     fn notification(&mut self, notification: Notification) -> flow::Handled {
         let params = notification.params;
