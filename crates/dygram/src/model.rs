@@ -317,7 +317,8 @@ fn create_placeholders(machine: &mut Machine) {
             continue;
         }
         add_path(&mut machine.nodes, &reference);
-        known = Known::of(&machine.nodes);
+        // What `Known::of` would now find, without walking the whole tree again for each name.
+        known.add_path(&reference);
     }
 }
 
@@ -356,6 +357,7 @@ fn add_path(nodes: &mut Vec<Node>, path: &str) {
 }
 
 /// The names references can use: simple names and full paths, and each node's attributes.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Known {
     names: rustc_hash::FxHashSet<String>,
     attributes: rustc_hash::FxHashMap<String, rustc_hash::FxHashSet<String>>,
@@ -391,6 +393,22 @@ impl Known {
                 .or_default()
                 .extend(names);
             self.collect(&n.nodes, Some(&qualified));
+        }
+    }
+
+    /// Adds the nodes of a dotted path from the root, as [`add_path`] creates them (those that exist
+    /// are known already): the same as collecting the tree again, in the time of the path.
+    fn add_path(&mut self, path: &str) {
+        let mut qualified = String::new();
+        for part in path.split('.') {
+            if !qualified.is_empty() {
+                qualified.push('.');
+            }
+            qualified.push_str(part);
+            self.names.insert(part.to_string());
+            self.names.insert(qualified.clone());
+            self.attributes.entry(qualified.clone()).or_default();
+            self.attributes.entry(part.to_string()).or_default();
         }
     }
 
@@ -435,4 +453,32 @@ pub fn flatten(nodes: &[Node]) -> Vec<(&Node, Option<&str>)> {
     let mut out = Vec::new();
     walk(nodes, None, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_added_along_a_path_are_those_the_tree_then_has() {
+        let source = crate::source::SourceFile::new(
+            "t.dy",
+            "machine \"M\"\ng { a { x: 1; } }\nb { g.a -> c; }\n",
+        );
+        let parsed = crate::syntax::parse(source.text());
+        let mut machine = link(&parsed.program);
+        let mut known = Known::of(&machine.nodes);
+        for path in [
+            "new",
+            "g.a.deeper.still",
+            "g.other",
+            "b.c",
+            "fresh.x.y",
+            "g",
+        ] {
+            add_path(&mut machine.nodes, path);
+            known.add_path(path);
+            assert_eq!(known, Known::of(&machine.nodes), "after {path}");
+        }
+    }
 }

@@ -41,12 +41,12 @@ pub struct Fix {
 
 impl Data {
     /// The data of a diagnostic of `content` with the fix `suggestion`.
-    pub fn of(content: &str, suggestion: &Suggestion) -> Self {
+    pub fn of(lines: &text::LineIndex<'_>, suggestion: &Suggestion) -> Self {
         let (start, end) = (suggestion.span.start as usize, suggestion.span.end as usize);
         Self {
             suggestion: Fix {
-                range: text::range(content, start, end),
-                replaces: content.get(start..end).unwrap_or_default().to_string(),
+                range: lines.range(start, end),
+                replaces: lines.text().get(start..end).unwrap_or_default().to_string(),
                 replacement: suggestion.replacement.clone(),
             },
         }

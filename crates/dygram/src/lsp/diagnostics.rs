@@ -31,22 +31,23 @@ pub fn check(
 ) -> Checked {
     let name = path.map_or_else(|| uri.as_str().to_string(), |p| p.display().to_string());
     let project = imports::load_with(SourceFile::new(name, content), path, overlay);
+    let lines = text::LineIndex::new(content);
     Checked {
         diagnostics: project
             .entry
             .compiled
             .diagnostics
             .iter()
-            .map(|d| convert(uri, content, d))
+            .map(|d| convert(uri, &lines, d))
             .collect(),
         imports: project.modules.iter().map(|m| m.path.clone()).collect(),
     }
 }
 
-fn convert(uri: &Uri, content: &str, d: &Diagnostic) -> lsp_types::Diagnostic {
+fn convert(uri: &Uri, lines: &text::LineIndex<'_>, d: &Diagnostic) -> lsp_types::Diagnostic {
     let range = d.span.map_or_else(
-        || text::range(content, 0, 0),
-        |s| text::range(content, s.start as usize, s.end as usize),
+        || lines.range(0, 0),
+        |s| lines.range(s.start as usize, s.end as usize),
     );
     let message = match &d.hint {
         Some(hint) => format!("{}\n{hint}", d.message),
@@ -56,7 +57,7 @@ fn convert(uri: &Uri, content: &str, d: &Diagnostic) -> lsp_types::Diagnostic {
         vec![DiagnosticRelatedInformation {
             location: Location::new(
                 uri.clone(),
-                text::range(content, span.start as usize, span.end as usize),
+                lines.range(span.start as usize, span.end as usize),
             ),
             message: note.clone(),
         }]
@@ -81,7 +82,7 @@ fn convert(uri: &Uri, content: &str, d: &Diagnostic) -> lsp_types::Diagnostic {
         data: d
             .suggestion
             .as_ref()
-            .map(|s| actions::Data::of(content, s).to_json()),
+            .map(|s| actions::Data::of(lines, s).to_json()),
         ..lsp_types::Diagnostic::default()
     }
 }

@@ -149,7 +149,13 @@ impl Workspace<'_> {
         };
         let mut out = Vec::new();
         for (file, spans) in self.spans_everywhere(&home, &target, declarations) {
-            out.extend(spans.into_iter().map(|span| location(&file, span)));
+            let lines = text::LineIndex::new(&file.text);
+            out.extend(spans.into_iter().map(|span| {
+                Location::new(
+                    file.uri.clone(),
+                    lines.range(span.start as usize, span.end as usize),
+                )
+            }));
         }
         out
     }
@@ -177,8 +183,9 @@ impl Workspace<'_> {
         let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
         for (file, spans) in spans {
             let edits = changes.entry(file.uri.clone()).or_default();
+            let lines = text::LineIndex::new(&file.text);
             for span in spans {
-                let range = text::range(&file.text, span.start as usize, span.end as usize);
+                let range = lines.range(span.start as usize, span.end as usize);
                 edits.push(TextEdit::new(range, new_name.to_string()));
             }
         }

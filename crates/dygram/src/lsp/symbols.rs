@@ -10,10 +10,11 @@ use crate::syntax::ast;
 /// The nested symbols of `content`.
 pub fn outline(content: &str) -> Vec<DocumentSymbol> {
     let parsed = super::parse_open(content);
+    let lines = &text::LineIndex::new(content);
     let mut symbols = Vec::new();
     if let Some(header) = &parsed.program.header {
         let mut machine = symbol(
-            content,
+            lines,
             header.title.value.clone(),
             Some("machine".to_string()),
             SymbolKind::MODULE,
@@ -22,37 +23,37 @@ pub fn outline(content: &str) -> Vec<DocumentSymbol> {
         );
         // The machine's attributes, in its header or among the top-level statements, are its.
         let top_level = parsed.program.items.iter().filter_map(|item| match item {
-            ast::Item::Attribute(a) => Some(attribute_symbol(content, a)),
+            ast::Item::Attribute(a) => Some(attribute_symbol(lines, a)),
             _ => None,
         });
-        let children: Vec<DocumentSymbol> = attributes(content, &header.attributes)
+        let children: Vec<DocumentSymbol> = attributes(lines, &header.attributes)
             .into_iter()
             .chain(top_level)
             .collect();
         machine.children = (!children.is_empty()).then_some(children);
         symbols.push(machine);
         symbols.extend(parsed.program.items.iter().filter_map(|item| match item {
-            ast::Item::Node(node) => Some(node_symbol(content, node)),
+            ast::Item::Node(node) => Some(node_symbol(lines, node)),
             _ => None,
         }));
         return symbols;
     }
-    symbols.extend(items(content, &parsed.program.items));
+    symbols.extend(items(lines, &parsed.program.items));
     symbols
 }
 
-fn items(content: &str, items: &[ast::Item]) -> Vec<DocumentSymbol> {
+fn items(lines: &text::LineIndex<'_>, items: &[ast::Item]) -> Vec<DocumentSymbol> {
     items
         .iter()
         .filter_map(|item| match item {
-            ast::Item::Node(node) => Some(node_symbol(content, node)),
-            ast::Item::Attribute(a) => Some(attribute_symbol(content, a)),
+            ast::Item::Node(node) => Some(node_symbol(lines, node)),
+            ast::Item::Attribute(a) => Some(attribute_symbol(lines, a)),
             ast::Item::Edge(_) => None,
         })
         .collect()
 }
 
-fn node_symbol(content: &str, node: &ast::Node) -> DocumentSymbol {
+fn node_symbol(lines: &text::LineIndex<'_>, node: &ast::Node) -> DocumentSymbol {
     let kind = node.kind.as_ref().map(|k| k.text.clone());
     let detail = match (&kind, &node.title) {
         (Some(k), Some(t)) => Some(format!("{k} \"{}\"", t.value)),
@@ -68,28 +69,28 @@ fn node_symbol(content: &str, node: &ast::Node) -> DocumentSymbol {
         _ => SymbolKind::OBJECT,
     };
     let mut sym = symbol(
-        content,
+        lines,
         node.name.text(),
         detail,
         symbol_kind,
         node.span,
         node.name.span,
     );
-    let children = items(content, &node.items);
+    let children = items(lines, &node.items);
     sym.children = (!children.is_empty()).then_some(children);
     sym
 }
 
-fn attributes(content: &str, attributes: &[ast::Attribute]) -> Vec<DocumentSymbol> {
+fn attributes(lines: &text::LineIndex<'_>, attributes: &[ast::Attribute]) -> Vec<DocumentSymbol> {
     attributes
         .iter()
-        .map(|a| attribute_symbol(content, a))
+        .map(|a| attribute_symbol(lines, a))
         .collect()
 }
 
-fn attribute_symbol(content: &str, a: &ast::Attribute) -> DocumentSymbol {
+fn attribute_symbol(lines: &text::LineIndex<'_>, a: &ast::Attribute) -> DocumentSymbol {
     symbol(
-        content,
+        lines,
         a.name.text.clone(),
         None,
         SymbolKind::FIELD,
@@ -99,15 +100,15 @@ fn attribute_symbol(content: &str, a: &ast::Attribute) -> DocumentSymbol {
 }
 
 fn symbol(
-    content: &str,
+    lines: &text::LineIndex<'_>,
     name: String,
     detail: Option<String>,
     kind: SymbolKind,
     whole: crate::source::Span,
     name_span: crate::source::Span,
 ) -> DocumentSymbol {
-    let range = text::range(content, whole.start as usize, whole.end as usize);
-    let selection = text::range(content, name_span.start as usize, name_span.end as usize);
+    let range = lines.range(whole.start as usize, whole.end as usize);
+    let selection = lines.range(name_span.start as usize, name_span.end as usize);
     // An editor requires the name's range inside the whole's.
     let selection = if selection.start >= range.start && selection.end <= range.end {
         selection

@@ -110,6 +110,16 @@ impl<'a> LineIndex<'a> {
             u32::try_from(character).unwrap_or(u32::MAX),
         )
     }
+
+    /// The text whose lines these are.
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// The range of bytes `start..end` (as [`range`] has it).
+    pub fn range(&self, start: usize, end: usize) -> Range {
+        Range::new(self.position(start), self.position(end))
+    }
 }
 
 /// How many UTF-16 code units `text` takes.
@@ -140,6 +150,7 @@ mod tests {
         let index = LineIndex::new(text);
         for at in 0..=text.len() + 2 {
             assert_eq!(index.position(at), position(text, at), "at {at}");
+            assert_eq!(index.range(0, at), range(text, 0, at), "at {at}");
         }
         assert_eq!(utf16_len("é𝄞x"), 4);
     }
