@@ -1,5 +1,5 @@
 //! Tests that need something the repository does not hold: the specification's conformance corpus,
-//! a live LLM server, Graphviz.
+//! a live LLM server, Graphviz, a pseudo-terminal, Neovim.
 //!
 //! Each function returns what the test needs, or `None` after printing one line that says what is
 //! missing and how to provide it:
@@ -138,6 +138,27 @@ pub fn pseudo_terminal() -> Option<PathBuf> {
         skip(
             TERMINAL_REQUIRED,
             "util-linux's script, which gives a command a pseudo-terminal (apt-get install util-linux)",
+        )
+    }
+}
+
+/// Makes the tests that drive Neovim required.
+pub const NEOVIM_REQUIRED: &str = "NEOVIM_TEST_REQUIRED";
+
+/// Neovim's `nvim` (0.7 or later), for tests with a real editor as the language server's client.
+pub fn neovim() -> Option<PathBuf> {
+    let found = Command::new("nvim")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        Some(PathBuf::from("nvim"))
+    } else {
+        skip(
+            NEOVIM_REQUIRED,
+            "Neovim's nvim on PATH, 0.7 or later (apt-get install neovim)",
         )
     }
 }

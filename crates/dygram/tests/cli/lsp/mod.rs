@@ -5,12 +5,14 @@
 mod basics;
 mod complete;
 mod format;
+mod fuzz;
 mod navigate;
+mod neovim;
 mod sync;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -63,6 +65,9 @@ pub struct Client {
     pub stdin: ChildStdin,
     pub incoming: mpsc::Receiver<Value>,
     next_id: i64,
+    /// What the server wrote to its standard error (a panic's message goes there).
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Reads framed messages from `out` into `tx` until the stream ends.
@@ -101,11 +106,20 @@ impl Client {
             .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let (tx, incoming) = mpsc::channel();
         read_messages(child.stdout.take().unwrap(), tx);
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut err = child.stderr.take().unwrap();
+        let into = Arc::clone(&stderr);
+        let stderr_reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = err.read(&mut chunk) {
+                into.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
         let stdin = child.stdin.take().unwrap();
         let mut client = Self {
             capabilities: Value::Null,
@@ -113,6 +127,8 @@ impl Client {
             stdin,
             incoming,
             next_id: 1,
+            stderr,
+            stderr_reader: Some(stderr_reader),
         };
         let init = client.request("initialize", json!({"capabilities": {}, "processId": null}));
         assert_eq!(
@@ -122,6 +138,16 @@ impl Client {
         client.capabilities = init["result"]["capabilities"].clone();
         client.notify("initialized", json!({}));
         client
+    }
+
+    /// What the server has written to its standard error so far.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Whether the server's process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     pub fn send(&mut self, message: Value) {
@@ -184,7 +210,12 @@ impl Client {
     }
 
     /// `shutdown`, then `exit`: the server's exit code.
-    pub fn stop(mut self) -> i32 {
+    pub fn stop(self) -> i32 {
+        self.finish().0
+    }
+
+    /// `shutdown`, then `exit`: the server's exit code and all it wrote to its standard error.
+    pub fn finish(mut self) -> (i32, String) {
         let answer = self.request("shutdown", Value::Null);
         assert_eq!(answer["result"], Value::Null, "{answer}");
         self.notify("exit", Value::Null);
@@ -192,7 +223,11 @@ impl Client {
         let deadline = std::time::Instant::now() + ANSWER;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
+                if let Some(reader) = self.stderr_reader.take() {
+                    reader.join().unwrap();
+                }
+                let stderr = String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned();
+                return (status.code().unwrap_or(-1), stderr);
             }
             assert!(
                 std::time::Instant::now() < deadline,
