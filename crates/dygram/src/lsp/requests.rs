@@ -16,8 +16,8 @@ use lsp_types::{
 };
 
 use super::{
-    Server, actions, complete, file_path, format, hover, invalid_params, navigate, symbols, tokens,
-    unknown_request,
+    Server, actions, complete, file_path, format, hover, invalid_params, navigate, symbols, text,
+    tokens, unknown_request,
 };
 
 impl Server {
@@ -91,7 +91,10 @@ impl Server {
     fn complete(&mut self, p: CompletionParams) -> Option<CompletionResponse> {
         let at = p.text_document_position;
         let doc = self.documents.get(&at.text_document.uri)?;
-        let items = complete::complete(&doc.text, at.position);
+        // A position past a line's or the text's end completes where it is clamped to, so the
+        // items' edits stay inside the document.
+        let position = text::position(&doc.text, text::offset(&doc.text, at.position));
+        let items = complete::complete(&doc.text, position);
         Some(CompletionResponse::Array(items))
     }
 

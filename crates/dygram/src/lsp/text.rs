@@ -38,40 +38,12 @@ impl Document {
 /// The byte offset of `position` in `text`; a position past a line's end is its end, past the
 /// text's end the text's end.
 pub fn offset(text: &str, position: Position) -> usize {
-    let mut line_start = 0;
-    for _ in 0..position.line {
-        match text[line_start..].find('\n') {
-            Some(i) => line_start += i + 1,
-            None => return text.len(),
-        }
-    }
-    let line_end = text[line_start..]
-        .find('\n')
-        .map_or(text.len(), |i| line_start + i);
-    let mut units = 0u32;
-    for (i, c) in text[line_start..line_end].char_indices() {
-        if units >= position.character {
-            return line_start + i;
-        }
-        units += c.len_utf16() as u32;
-    }
-    line_end
+    LineIndex::new(text).offset(position)
 }
 
 /// The position of byte `at` in `text` (clamped to the text, moved back to a character boundary).
 pub fn position(text: &str, at: usize) -> Position {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let before = &text[..at];
-    let line = before.matches('\n').count();
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let character: usize = before[line_start..].chars().map(char::len_utf16).sum();
-    Position::new(
-        u32::try_from(line).unwrap_or(u32::MAX),
-        u32::try_from(character).unwrap_or(u32::MAX),
-    )
+    LineIndex::new(text).position(at)
 }
 
 /// The range of bytes `start..end` in `text`.
@@ -80,7 +52,7 @@ pub fn range(text: &str, start: usize, end: usize) -> Range {
 }
 
 /// Where each line of a text starts, for many [`position`]s without reading the text from its
-/// start each time.
+/// start each time. Lines end as the protocol has it: `\n`, `\r\n` or a lone `\r`.
 #[derive(Debug)]
 pub struct LineIndex<'a> {
     text: &'a str,
@@ -90,10 +62,40 @@ pub struct LineIndex<'a> {
 impl<'a> LineIndex<'a> {
     /// The lines of `text`.
     pub fn new(text: &'a str) -> Self {
-        let starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
+        let bytes = text.as_bytes();
+        let mut starts = vec![0];
+        for (i, &b) in bytes.iter().enumerate() {
+            let ends = b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
+            if ends {
+                starts.push(i + 1);
+            }
+        }
         Self { text, starts }
+    }
+
+    /// Where line `line` ends (before its line break).
+    fn line_end(&self, line: usize) -> usize {
+        let start = self.starts.get(line).copied().unwrap_or(self.text.len());
+        self.text[start..]
+            .find(['\r', '\n'])
+            .map_or(self.text.len(), |i| start + i)
+    }
+
+    /// The byte offset of `position` (as [`offset`] has it).
+    pub fn offset(&self, position: Position) -> usize {
+        let line = position.line as usize;
+        let Some(&start) = self.starts.get(line) else {
+            return self.text.len();
+        };
+        let end = self.line_end(line);
+        let mut units = 0u32;
+        for (i, c) in self.text[start..end].char_indices() {
+            if units >= position.character {
+                return start + i;
+            }
+            units += c.len_utf16() as u32;
+        }
+        end
     }
 
     /// The position of byte `at` (as [`position`] has it).
@@ -104,6 +106,8 @@ impl<'a> LineIndex<'a> {
         }
         let line = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
         let start = self.starts.get(line).copied().unwrap_or(0);
+        // Inside a line break: the end of the line's text.
+        let at = at.min(self.line_end(line));
         let character: usize = self.text[start..at].chars().map(char::len_utf16).sum();
         Position::new(
             u32::try_from(line).unwrap_or(u32::MAX),
@@ -142,6 +146,19 @@ mod tests {
         assert_eq!(offset(text, Position::new(1, 4)), x);
         assert_eq!(offset(text, Position::new(1, 99)), text.len() - 1);
         assert_eq!(offset(text, Position::new(9, 0)), text.len());
+    }
+
+    #[test]
+    fn lines_end_at_lf_crlf_or_a_lone_cr() {
+        let text = "a\r\nbc\rd\ne";
+        assert_eq!(position(text, text.find('b').unwrap()), Position::new(1, 0));
+        assert_eq!(position(text, text.find('d').unwrap()), Position::new(2, 0));
+        assert_eq!(position(text, text.find('e').unwrap()), Position::new(3, 0));
+        // Between `\r` and `\n`: the end of the line's text.
+        assert_eq!(position(text, 2), Position::new(0, 1));
+        assert_eq!(offset(text, Position::new(2, 0)), text.find('d').unwrap());
+        assert_eq!(offset(text, Position::new(0, 9)), 1);
+        assert_eq!(offset(text, Position::new(1, 9)), 5);
     }
 
     #[test]
