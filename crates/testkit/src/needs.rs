@@ -81,14 +81,19 @@ pub fn live_server() -> Option<LiveServer> {
     }
 }
 
-/// Whether Graphviz's `dot` runs; `None` (after saying so) when it does not.
-pub fn graphviz() -> Option<()> {
-    let found = Command::new("dot")
-        .arg("-V")
+/// Whether `program arg` runs and succeeds.
+fn runs(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether Graphviz's `dot` runs; `None` (after saying so) when it does not.
+pub fn graphviz() -> Option<()> {
+    let found = runs("dot", "-V");
     if found {
         return Some(());
     }
@@ -126,12 +131,7 @@ pub const TERMINAL_REQUIRED: &str = "TERMINAL_TEST_REQUIRED";
 /// util-linux's `script`, which runs a command on a pseudo-terminal (for tests of what a tool does
 /// on a terminal).
 pub fn pseudo_terminal() -> Option<PathBuf> {
-    let found = Command::new("script")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let found = runs("script", "--version");
     if found {
         Some(PathBuf::from("script"))
     } else {
@@ -147,12 +147,7 @@ pub const NEOVIM_REQUIRED: &str = "NEOVIM_TEST_REQUIRED";
 
 /// Neovim's `nvim` (0.7 or later), for tests with a real editor as the language server's client.
 pub fn neovim() -> Option<PathBuf> {
-    let found = Command::new("nvim")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let found = runs("nvim", "--version");
     if found {
         Some(PathBuf::from("nvim"))
     } else {
