@@ -16,9 +16,9 @@
 //!
 //! Nothing is offered in comments, in other strings, or where a new name is being written.
 
-//! Where the cursor is comes from [`context`]; what the document holds from [`doc`]; what is
-//! offered from [`names`] (node types and names), [`annotations`], [`types`], [`variables`] and
-//! [`keywords`].
+//! Where the cursor is comes from `context`; what the document holds from `doc`; what is
+//! offered from `names` (node types and names), `annotations`, `types`, `variables` and
+//! `keywords`.
 
 mod annotations;
 mod context;

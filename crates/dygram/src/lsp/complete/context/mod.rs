@@ -1,6 +1,6 @@
 //! Where the cursor is ([`Context`]), from the tokens before it: in a comment or a string (a
 //! template or a condition), after `@`, an arrow, a `<` of a type, in an import, at the start of a
-//! statement… ([`classify`] reads the tokens, [`nesting`] what is open, [`patterns`] the shapes
+//! statement… (`classify` reads the tokens, `nesting` what is open, `patterns` the shapes
 //! of tokens it looks back over).
 
 mod classify;
