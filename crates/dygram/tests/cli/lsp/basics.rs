@@ -219,3 +219,33 @@ fn hovering_a_context_field_or_an_edge_shows_its_type_or_label() {
     );
     assert_eq!(client.stop(), 0);
 }
+
+#[test]
+fn input_that_is_not_the_protocol_or_an_exit_before_shutdown_is_an_error_with_a_hint() {
+    let project = crate::support::Dir::new();
+    let out = project.run_with_stdin(&["lsp"], "hello\n");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("the language server could not read the editor's messages"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("malformed header"), "{out:?}");
+    assert!(out.stderr.contains("docs/dygram/editors.md"), "{out:?}");
+    let frame = |message: Value| {
+        let body = message.to_string();
+        format!("Content-Length: {}\r\n\r\n{body}", body.len())
+    };
+    let session = [
+        frame(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}})),
+        frame(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})),
+        frame(json!({"jsonrpc": "2.0", "method": "exit"})),
+    ]
+    .concat();
+    let out = project.run_with_stdin(&["lsp"], &session);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("without shutting it down first"),
+        "{out:?}"
+    );
+}
