@@ -132,7 +132,8 @@ fn other_extension(p: &Path) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn canonical(p: &Path) -> PathBuf {
+/// `p` with links and `..` resolved when it exists (how a loaded file is known), else as given.
+pub fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 

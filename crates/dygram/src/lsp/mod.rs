@@ -38,6 +38,7 @@ use lsp_types::{
     TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
+use crate::imports::canonical;
 use text::Document;
 
 /// Why the server stopped other than by the editor's `shutdown` and `exit`.
@@ -272,10 +273,6 @@ impl Server {
         self.imports.insert(uri.clone(), checked.imports);
         Some(publish(uri, checked.diagnostics, Some(version)))
     }
-}
-
-fn canonical(path: &std::path::Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 fn publish(

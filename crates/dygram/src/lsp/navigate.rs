@@ -14,7 +14,7 @@ use lsp_types::{Location, Position, Range, TextEdit, Uri, WorkspaceEdit};
 use super::names::{self, Imported, Names, Target};
 use super::text::{self, Document};
 use super::{file_path, file_uri};
-use crate::imports::{self, EXTENSIONS};
+use crate::imports::{self, EXTENSIONS, canonical};
 use crate::source::Span;
 
 /// Folders never searched for importers.
@@ -347,10 +347,6 @@ fn imported_file(uri: &Uri, written: &str) -> Option<PathBuf> {
     }
     let base = file_path(uri)?.parent()?.to_path_buf();
     imports::find_file(&base, written)
-}
-
-fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The machine files under `root` (hidden and build folders skipped), at most [`MAX_FILES`]
