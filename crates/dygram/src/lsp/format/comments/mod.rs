@@ -34,39 +34,13 @@ pub struct Lost {
     pub line: usize,
 }
 
-/// The spans (bytes) of the comments of `text`, in order: what lies between its tokens other than
-/// white space.
+/// The spans (bytes) of the comments of `text`, in order, as the lexer skips them.
 pub fn find(text: &str) -> Vec<(usize, usize)> {
-    let (tokens, _) = lexer::lex(text);
-    let mut out = Vec::new();
-    let mut at = 0;
-    for token in &tokens {
-        let start = (token.span.start as usize).clamp(at, text.len());
-        in_gap(text, at, start, &mut out);
-        at = at.max(token.span.end as usize).min(text.len());
-    }
-    in_gap(text, at, text.len(), &mut out);
-    out
-}
-
-/// The comments in `text[from..to]`, a stretch with no token.
-fn in_gap(text: &str, from: usize, to: usize, out: &mut Vec<(usize, usize)>) {
-    let bytes = text.as_bytes();
-    let mut i = from;
-    while i < to {
-        if bytes[i].is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        let end = if text[i..to].starts_with("/*") {
-            text[i + 2..to].find("*/").map_or(to, |e| i + 2 + e + 2)
-        } else {
-            // `//` to the line's end (or whatever else is there, to the line's end).
-            text[i..to].find(['\n', '\r']).map_or(to, |e| i + e)
-        };
-        out.push((i, end));
-        i = end;
-    }
+    let (_, _, comments) = lexer::lex_with_comments(text);
+    comments
+        .into_iter()
+        .map(|s| (s.start as usize, s.end as usize))
+        .collect()
 }
 
 /// `printed` (the formatted text of `original`, which compiles to the same JSON) with the comments
