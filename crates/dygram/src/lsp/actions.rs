@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{diagnostics, text};
 use crate::diagnostic::Suggestion;
+use crate::imports;
 
 /// What a diagnostic with a fix carries in its `data`: `{"suggestion": {range, replaces,
 /// replacement}}`.
@@ -67,11 +68,12 @@ impl Data {
 }
 
 /// The quick fixes for `params` in the document `uri` (at `path` on disk, if it is a file there)
-/// whose text is `content`.
+/// whose text is `content` (its imports read through `overlay` first, as for its diagnostics).
 pub fn actions(
     uri: &Uri,
     path: Option<&Path>,
     content: &str,
+    overlay: imports::Overlay<'_>,
     params: &CodeActionParams,
 ) -> Vec<CodeActionOrCommand> {
     if !wants_quick_fixes(params.context.only.as_deref()) {
@@ -85,7 +87,7 @@ pub fn actions(
     if fixes.is_empty() {
         // The editor sent none with its data (some drop `data`): the document's own diagnostics
         // where the actions are asked for, each linked to the editor's copy when it sent one.
-        fixes = diagnostics::check(uri, path, content, &|_| None)
+        fixes = diagnostics::check(uri, path, content, overlay)
             .diagnostics
             .into_iter()
             .filter(|d| overlaps(d.range, params.range))
@@ -194,12 +196,24 @@ mod tests {
         assert_eq!(data.suggestion.replaces, "reveiw");
         assert_eq!(data.suggestion.replacement, "review");
         let at = typo.range;
-        let with_data = actions(&uri, None, STRICT, &params(&uri, at, vec![typo.clone()]));
+        let with_data = actions(
+            &uri,
+            None,
+            STRICT,
+            &|_| None,
+            &params(&uri, at, vec![typo.clone()]),
+        );
         assert_eq!(titles(&with_data), ["Change to `review`"]);
         // Without `data`, the same fix, from the document.
         let mut bare = typo.clone();
         bare.data = None;
-        let recomputed = actions(&uri, None, STRICT, &params(&uri, at, vec![bare.clone()]));
+        let recomputed = actions(
+            &uri,
+            None,
+            STRICT,
+            &|_| None,
+            &params(&uri, at, vec![bare.clone()]),
+        );
         assert_eq!(
             recomputed,
             with_data
@@ -216,13 +230,31 @@ mod tests {
         );
         // Elsewhere in the document, nothing.
         let elsewhere = Range::new(Position::new(1, 0), Position::new(1, 1));
-        assert!(actions(&uri, None, STRICT, &params(&uri, elsewhere, Vec::new())).is_empty());
+        assert!(
+            actions(
+                &uri,
+                None,
+                STRICT,
+                &|_| None,
+                &params(&uri, elsewhere, Vec::new())
+            )
+            .is_empty()
+        );
         // A fix for a text that has changed since is not offered.
         let changed = STRICT.replace("reveiw", "revxiw");
-        assert!(actions(&uri, None, &changed, &params(&uri, at, vec![typo.clone()])).is_empty());
+        assert!(
+            actions(
+                &uri,
+                None,
+                &changed,
+                &|_| None,
+                &params(&uri, at, vec![typo.clone()])
+            )
+            .is_empty()
+        );
         // Only refactorings asked for: no quick fix.
         let mut only = params(&uri, at, vec![typo]);
         only.context.only = Some(vec![CodeActionKind::REFACTOR]);
-        assert!(actions(&uri, None, STRICT, &only).is_empty());
+        assert!(actions(&uri, None, STRICT, &|_| None, &only).is_empty());
     }
 }

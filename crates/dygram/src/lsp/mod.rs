@@ -175,6 +175,8 @@ struct Server {
     root: Option<PathBuf>,
     /// For each open document, the canonical paths of the files it imports (as last checked).
     imports: HashMap<Uri, Vec<PathBuf>>,
+    /// The canonical path of each open document that is a file.
+    paths: HashMap<Uri, PathBuf>,
     /// Notifications a request has for the editor, sent before its answer.
     outbox: Vec<Notification>,
     /// By document, why formatting last left it as is, once shown to the user: the same reason
@@ -193,6 +195,7 @@ impl Server {
                     let doc = p.text_document;
                     self.documents
                         .insert(doc.uri.clone(), Document::new(doc.text, doc.version));
+                    self.locate(&doc.uri);
                     handled.changed.push(doc.uri);
                 }
             }
@@ -203,6 +206,7 @@ impl Server {
                         .entry(p.text_document.uri.clone())
                         .or_default();
                     doc.apply(p.content_changes, p.text_document.version);
+                    self.locate(&p.text_document.uri);
                     handled.changed.push(p.text_document.uri);
                 }
             }
@@ -211,6 +215,7 @@ impl Server {
                     let uri = p.text_document.uri;
                     self.documents.remove(&uri);
                     self.imports.remove(&uri);
+                    self.paths.remove(&uri);
                     // A closed document keeps no diagnostics; its importers read the disk again.
                     handled.publish.push(publish(uri.clone(), Vec::new(), None));
                     handled.changed.push(uri);
@@ -229,6 +234,27 @@ impl Server {
             _ => {}
         }
         handled
+    }
+
+    /// Notes where the open document `uri` is on disk (once: a path is resolved when first seen).
+    fn locate(&mut self, uri: &Uri) {
+        if !self.paths.contains_key(uri)
+            && let Some(path) = file_path(uri)
+        {
+            self.paths.insert(uri.clone(), canonical(&path));
+        }
+    }
+
+    /// The texts of the open documents other than `except`, by canonical path: what an import
+    /// reads instead of the disk.
+    fn open_texts(&self, except: &Uri) -> HashMap<&std::path::Path, &str> {
+        self.paths
+            .iter()
+            .filter(|(uri, _)| *uri != except)
+            .filter_map(|(uri, path)| {
+                Some((path.as_path(), self.documents.get(uri)?.text.as_str()))
+            })
+            .collect()
     }
 
     /// The diagnostics of the documents in `changed` that are open, and of the open documents
@@ -261,12 +287,7 @@ impl Server {
     fn diagnose(&mut self, uri: Uri) -> Option<Notification> {
         let doc = self.documents.get(&uri)?;
         let path = file_path(&uri);
-        let open: HashMap<PathBuf, &str> = self
-            .documents
-            .iter()
-            .filter(|(other, _)| **other != uri)
-            .filter_map(|(other, d)| Some((canonical(&file_path(other)?), d.text.as_str())))
-            .collect();
+        let open = self.open_texts(&uri);
         let overlay = |p: &std::path::Path| open.get(p).map(|t| (*t).to_string());
         let checked = diagnostics::check(&uri, path.as_deref(), &doc.text, &overlay);
         let version = doc.version;

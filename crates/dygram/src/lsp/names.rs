@@ -103,16 +103,6 @@ impl Names {
         })
     }
 
-    /// Whether `qualified` names a node declared or imported here.
-    pub fn has_node(&self, qualified: &str) -> bool {
-        self.nodes.contains_key(qualified)
-    }
-
-    /// The qualified names of the nodes declared or imported here.
-    pub fn node_names(&self) -> impl Iterator<Item = &str> {
-        self.nodes.keys().map(String::as_str)
-    }
-
     /// The attributes declared on the node `qualified` (empty for the machine's).
     pub fn attributes_of(&self, qualified: &str) -> &[String] {
         self.attributes.get(qualified).map_or(&[], Vec::as_slice)

@@ -122,7 +122,15 @@ impl Server {
         let uri = &p.text_document.uri;
         let doc = self.documents.get(uri)?;
         let path = file_path(uri);
-        Some(actions::actions(uri, path.as_deref(), &doc.text, &p))
+        let open = self.open_texts(uri);
+        let overlay = |p: &std::path::Path| open.get(p).map(|t| (*t).to_string());
+        Some(actions::actions(
+            uri,
+            path.as_deref(),
+            &doc.text,
+            &overlay,
+            &p,
+        ))
     }
 
     /// Tells the editor why formatting left `uri` as it is: shown to the user, or logged when that
