@@ -29,6 +29,8 @@ const MAX_ENTRIES: usize = 100_000;
 pub struct Workspace<'a> {
     /// Open documents, as edited.
     pub open: &'a HashMap<Uri, Document>,
+    /// The canonical path of each open document that is a file.
+    pub paths: &'a HashMap<Uri, PathBuf>,
     /// The workspace's folder, if the editor gave one.
     pub root: Option<&'a Path>,
 }
@@ -66,10 +68,10 @@ impl Workspace<'_> {
     /// The URI of the file at `path`: the one the editor opened it with, if it is open.
     fn uri_for(&self, path: &Path) -> Option<Uri> {
         let wanted = canonical(path);
-        self.open
-            .keys()
-            .find(|uri| file_path(uri).is_some_and(|p| canonical(&p) == wanted))
-            .cloned()
+        self.paths
+            .iter()
+            .find(|(_, p)| **p == wanted)
+            .map(|(uri, _)| uri.clone())
             .or_else(|| file_uri(path))
     }
 
@@ -244,10 +246,8 @@ impl Workspace<'_> {
         let mut seen: HashSet<PathBuf> = HashSet::new();
         seen.insert(home.to_path_buf());
         let mut out = Vec::new();
-        for uri in self.open.keys() {
-            if let Some(path) = file_path(uri)
-                && seen.insert(canonical(&path))
-            {
+        for (uri, path) in self.paths {
+            if seen.insert(path.clone()) {
                 out.push(uri.clone());
             }
         }

@@ -159,6 +159,7 @@ impl Server {
     fn workspace(&self) -> navigate::Workspace<'_> {
         navigate::Workspace {
             open: &self.documents,
+            paths: &self.paths,
             root: self.root.as_deref(),
         }
     }
