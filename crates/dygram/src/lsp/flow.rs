@@ -15,10 +15,31 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::Uri;
 
-use super::{LspError, Server, log_error};
+use super::{LspError, log_error};
+
+/// What the loop asks of the server.
+pub(super) trait Handler {
+    /// Answers a request.
+    fn request(&mut self, request: Request) -> Response;
+    /// Handles a notification.
+    fn notification(&mut self, notification: Notification) -> Handled;
+    /// The diagnostics of the `changed` documents and of those importing them.
+    fn diagnose_changed(&mut self, changed: &[Uri]) -> Vec<Notification>;
+    /// What the last request had to tell the editor (sent before its answer).
+    fn take_outbox(&mut self) -> Vec<Notification>;
+}
+
+/// `work`, or, if it panics, the editor's log line saying that `what` failed.
+fn guarded<T>(what: &str, work: impl FnOnce() -> T) -> Result<T, Notification> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|_| {
+        log_error(&format!(
+            "dygram lsp: {what} failed unexpectedly (a bug; the server goes on)"
+        ))
+    })
+}
 
 /// Runs the loop until `exit`.
-pub(super) fn run(connection: &Connection, server: &mut Server) -> Result<(), LspError> {
+pub(super) fn run(connection: &Connection, server: &mut impl Handler) -> Result<(), LspError> {
     // The connection hands messages over one at a time; a thread moves them to a queue as they
     // arrive, so what waits while the server works can be seen together.
     let (queue, waiting) = std::sync::mpsc::channel();
@@ -79,8 +100,8 @@ enum Step {
 }
 
 /// The loop's state between messages.
-struct Loop<'a> {
-    server: &'a mut Server,
+struct Loop<'a, H> {
+    server: &'a mut H,
     connection: &'a Connection,
     /// `shutdown` was answered: only `exit` is accepted now.
     shut_down: bool,
@@ -89,7 +110,7 @@ struct Loop<'a> {
     changed: Vec<Uri>,
 }
 
-impl Loop<'_> {
+impl<H: Handler> Loop<'_, H> {
     fn send(&self, message: Message) -> Result<(), LspError> {
         self.connection
             .sender
@@ -128,19 +149,16 @@ impl Loop<'_> {
             self.plan.answer(seq, request, self.server)
         };
         // What the request had to tell the editor goes before its answer.
-        for message in std::mem::take(&mut self.server.outbox) {
+        for message in self.server.take_outbox() {
             self.send(Message::Notification(message))?;
         }
         self.send(Message::Response(answer))
     }
 
     fn notification(&mut self, notification: Notification) -> Result<(), LspError> {
-        let method = notification.method.clone();
+        let what = format!("handling {}", notification.method);
         let server = &mut *self.server;
-        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            server.notification(notification)
-        }));
-        match handled {
+        match guarded(&what, || server.notification(notification)) {
             Ok(handled) => {
                 for message in handled.publish {
                     self.send(Message::Notification(message))?;
@@ -148,9 +166,7 @@ impl Loop<'_> {
                 self.changed.extend(handled.changed);
                 Ok(())
             }
-            Err(_) => self.send(Message::Notification(log_error(&format!(
-                "dygram lsp: handling {method} failed unexpectedly (a bug; the server goes on)"
-            )))),
+            Err(report) => self.send(Message::Notification(report)),
         }
     }
 
@@ -161,35 +177,18 @@ impl Loop<'_> {
             return Ok(());
         }
         let changed = std::mem::take(&mut self.changed);
-        let connection = self.connection;
-        publish_changed(self.server, &changed, &|message| {
-            connection
-                .sender
-                .send(message)
-                .map_err(|_| LspError::Closed)
-        })
-    }
-}
-
-/// Sends the diagnostics of the changed documents and their importers.
-fn publish_changed(
-    server: &mut Server,
-    changed: &[Uri],
-    send: &impl Fn(Message) -> Result<(), LspError>,
-) -> Result<(), LspError> {
-    let published = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        server.diagnose_changed(changed)
-    }));
-    match published {
-        Ok(out) => {
-            for message in out {
-                send(Message::Notification(message))?;
+        let server = &mut *self.server;
+        match guarded("checking the changed documents", || {
+            server.diagnose_changed(&changed)
+        }) {
+            Ok(published) => {
+                for message in published {
+                    self.send(Message::Notification(message))?;
+                }
+                Ok(())
             }
-            Ok(())
+            Err(report) => self.send(Message::Notification(report)),
         }
-        Err(_) => send(Message::Notification(log_error(
-            "dygram lsp: checking the changed documents failed unexpectedly (a bug; the server goes on)",
-        ))),
     }
 }
 
@@ -229,7 +228,7 @@ impl Plan {
     }
 
     /// The answer to the request that arrived `seq`-th.
-    fn answer(&self, seq: u64, request: Request, server: &mut Server) -> Response {
+    fn answer(&self, seq: u64, request: Request, server: &mut impl Handler) -> Response {
         if self.cancelled.contains(&request.id) {
             return refuse(
                 request.id,
@@ -247,15 +246,10 @@ impl Plan {
                 "the document changed after this request",
             );
         }
-        let (id, method) = (request.id.clone(), request.method.clone());
-        let answered =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.request(request)));
-        answered.unwrap_or_else(|_| {
-            refuse(
-                id,
-                ErrorCode::InternalError,
-                &format!("dygram lsp: handling {method} failed unexpectedly (a bug)"),
-            )
+        let (id, what) = (request.id.clone(), format!("handling {}", request.method));
+        guarded(&what, || server.request(request)).unwrap_or_else(|report| {
+            let message = report.params["message"].as_str().unwrap_or_default();
+            refuse(id, ErrorCode::InternalError, message)
         })
     }
 }
@@ -276,4 +270,110 @@ pub(super) struct Handled {
     pub publish: Vec<Notification>,
     /// Documents (or files) whose text changed: they and their importers are checked again.
     pub changed: Vec<Uri>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A server whose handlers panic on the method `boom`, and whose checks panic once asked
+    /// about the document `untitled:boom`.
+    #[derive(Default)]
+    struct Fragile {
+        notified: Vec<String>,
+    }
+
+    impl Handler for Fragile {
+        fn request(&mut self, request: Request) -> Response {
+            assert_ne!(request.method, "boom", "a handler that fails");
+            Response::new_ok(request.id, self.notified.clone())
+        }
+
+        fn notification(&mut self, notification: Notification) -> Handled {
+            assert_ne!(notification.method, "boom", "a handler that fails");
+            self.notified.push(notification.method.clone());
+            let uri = document_of(&notification.params).and_then(|u| u.parse().ok());
+            Handled {
+                publish: Vec::new(),
+                changed: uri.into_iter().collect(),
+            }
+        }
+
+        fn diagnose_changed(&mut self, changed: &[Uri]) -> Vec<Notification> {
+            assert!(changed.iter().all(|u| u.as_str() != "untitled:boom"));
+            Vec::new()
+        }
+
+        fn take_outbox(&mut self) -> Vec<Notification> {
+            Vec::new()
+        }
+    }
+
+    fn request(id: i32, method: &str) -> Message {
+        Message::Request(Request::new(id.into(), method.to_string(), json!({})))
+    }
+
+    fn notification(method: &str, params: serde_json::Value) -> Message {
+        Message::Notification(Notification::new(method.to_string(), params))
+    }
+
+    #[test]
+    fn a_panicking_handler_is_reported_and_the_server_goes_on() {
+        let (server_side, editor) = Connection::memory();
+        let serving = std::thread::spawn(move || run(&server_side, &mut Fragile::default()));
+        let send = |m: Message| editor.sender.send(m).unwrap();
+        let next = || {
+            editor
+                .receiver
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap()
+        };
+        send(request(1, "boom"));
+        let Message::Response(failed) = next() else {
+            panic!("a response first")
+        };
+        let error = failed.response_result.unwrap_err();
+        assert_eq!(error.code, ErrorCode::InternalError as i32);
+        assert!(error.message.contains("handling boom failed"), "{error:?}");
+        send(notification("boom", json!({})));
+        let Message::Notification(logged) = next() else {
+            panic!("a log message")
+        };
+        assert_eq!(logged.method, "window/logMessage");
+        assert!(
+            logged.params["message"]
+                .as_str()
+                .unwrap()
+                .contains("handling boom")
+        );
+        // A check that fails is reported the same way.
+        send(notification(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": "untitled:boom"}}),
+        ));
+        let Message::Notification(logged) = next() else {
+            panic!("a log message")
+        };
+        assert!(
+            logged.params["message"]
+                .as_str()
+                .unwrap()
+                .contains("checking the changed documents"),
+            "{logged:?}"
+        );
+        // Still answering, with what it was told meanwhile.
+        send(request(2, "status"));
+        let Message::Response(answered) = next() else {
+            panic!("a response")
+        };
+        assert_eq!(
+            answered.response_result.unwrap(),
+            json!(["textDocument/didOpen"])
+        );
+        send(request(3, "shutdown"));
+        next();
+        send(notification("exit", serde_json::Value::Null));
+        assert!(serving.join().unwrap().is_ok());
+    }
 }

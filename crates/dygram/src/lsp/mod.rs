@@ -159,6 +159,24 @@ fn log_error(text: &str) -> Notification {
     )
 }
 
+impl flow::Handler for Server {
+    fn request(&mut self, request: Request) -> Response {
+        Server::request(self, request)
+    }
+
+    fn notification(&mut self, notification: Notification) -> flow::Handled {
+        Server::notification(self, notification)
+    }
+
+    fn diagnose_changed(&mut self, changed: &[Uri]) -> Vec<Notification> {
+        Server::diagnose_changed(self, changed)
+    }
+
+    fn take_outbox(&mut self) -> Vec<Notification> {
+        std::mem::take(&mut self.outbox)
+    }
+}
+
 /// The folder the editor works in, from its `initialize` parameters.
 fn workspace_root(initialize: &serde_json::Value) -> Option<PathBuf> {
     let params = serde_json::from_value::<lsp_types::InitializeParams>(initialize.clone()).ok()?;
