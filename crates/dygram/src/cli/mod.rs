@@ -79,7 +79,9 @@ enum Command {
     /// Run the language server on stdin/stdout, for editors (errors and warnings as you type).
     ///
     /// Editors start it themselves: point an LSP client at the command `dygram lsp` for .dy files
-    /// (see docs/dygram/editors.md).
+    /// (see docs/dygram/editors.md). It offers diagnostics (imports followed, also unsaved ones),
+    /// hover, completion, semantic highlighting, the outline, go to definition, references, rename
+    /// across the files that import a node, quick fixes for misspelled names, and formatting.
     Lsp,
 }
 

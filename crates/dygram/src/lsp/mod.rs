@@ -1,9 +1,12 @@
 //! `dygram lsp`: a language server (the Language Server Protocol over a connection, stdio for the
 //! CLI), so that any editor with an LSP client shows dygram's errors and warnings as you type.
 //!
-//! Documents are kept as the editor sends them (incremental changes); each change is compiled
-//! again, imports read from disk relative to the document, and its diagnostics published. A
-//! handler that panics is reported to the editor (`window/logMessage`) and the server goes on.
+//! Documents are kept as the editor sends them (incremental changes); changed documents are
+//! compiled again, imports read from the open documents or else from disk relative to the
+//! document, and their diagnostics published, with those of the documents importing them. The
+//! message loop (`flow.rs`) skips cancelled and overtaken requests, and reports a handler that
+//! panics to the editor (`window/logMessage`); the server goes on. Navigation (definition,
+//! references, rename) reads the name index ([`names`]) across importers ([`navigate`]).
 //! Requests are answered from the document's text as it is now: the outline, hover, completion and
 //! semantic tokens, all of which read a document with errors as far as it can be read; formatting
 //! uses the `.dy` printer ([`mod@format`]: only when nothing is lost, else the editor is told why)
