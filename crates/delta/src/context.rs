@@ -296,11 +296,19 @@ impl Conversation {
     }
 
     fn all_answered(&self) -> bool {
-        self.pending.iter().all(|id| {
-            self.results
-                .iter()
-                .any(|r| matches!(r, ContentBlock::ToolResult { tool_call_id, .. } if tool_call_id == id))
-        })
+        self.results.len() == self.pending.len()
+    }
+
+    /// Whether a result for `id` has a call of the current turn waiting for it. Calls are answered
+    /// in order, so two calls with the same id take one result each.
+    fn awaits(&self, id: &str) -> bool {
+        let with_id = |ids: &mut dyn Iterator<Item = &str>| ids.filter(|i| *i == id).count();
+        let calls = with_id(&mut self.pending.iter().map(String::as_str));
+        let answered = with_id(&mut self.results.iter().filter_map(|r| match r {
+            ContentBlock::ToolResult { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        }));
+        answered < calls
     }
 }
 
@@ -401,24 +409,20 @@ pub fn conversation_after(
                 blocks.extend(calls);
                 c.messages.push(Message::assistant(blocks));
             }
+            // A result for a call of the current turn (anything else cannot be placed validly).
             Event::ActionResult {
                 action_id,
                 status,
                 observation_content,
                 ..
-            } => {
-                // A result for a call of the current turn (anything else cannot be placed validly).
-                let known = c.pending.contains(action_id)
-                    && !c.results.iter().any(|r| matches!(r, ContentBlock::ToolResult { tool_call_id, .. } if tool_call_id == action_id));
-                if known {
-                    c.results.push(ContentBlock::tool_result(
-                        action_id.clone(),
-                        observation_content.clone(),
-                        *status == ActionStatus::Error,
-                    ));
-                    if c.all_answered() {
-                        c.close_turn(false);
-                    }
+            } if c.awaits(action_id) => {
+                c.results.push(ContentBlock::tool_result(
+                    action_id.clone(),
+                    observation_content.clone(),
+                    *status == ActionStatus::Error,
+                ));
+                if c.all_answered() {
+                    c.close_turn(false);
                 }
             }
             _ => {}
@@ -652,6 +656,33 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn calls_with_the_same_id_get_one_result_each_in_order() {
+        let mut two = thought(2, Some("dup"));
+        two.payload["tool_calls"] = json!([
+            {"id": "dup", "type": "function", "function": {"name": "x", "arguments": "{}"}},
+            {"id": "dup", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+        ]);
+        let journal = vec![
+            user(1, "t"),
+            two,
+            result(3, "dup"),
+            result(4, "dup"),
+            result(5, "dup"),
+        ];
+        let m = conversation(&typed(&journal), None);
+        assert_eq!(m.len(), 3, "{m:?}");
+        let texts: Vec<String> = m[2]
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult { content, .. } => content.clone(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(texts, vec!["r3", "r4"], "the third result is a stray");
     }
 
     #[test]

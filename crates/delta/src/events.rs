@@ -86,6 +86,15 @@ pub enum EndStatus {
     Failed,
 }
 
+impl From<EndStatus> for crate::metadata::RunStatus {
+    fn from(status: EndStatus) -> Self {
+        match status {
+            EndStatus::Completed => Self::Completed,
+            EndStatus::Failed => Self::Failed,
+        }
+    }
+}
+
 /// Hook outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -29,6 +29,42 @@ pub fn effective_status(metadata: &RunMetadata, lock: &LockState) -> (RunStatus,
     }
 }
 
+/// The status a run has, from its lock, metadata and journal: a run whose journal has ended
+/// ([`crate::tail::ending`]) is COMPLETED or FAILED whatever its metadata says (its process died
+/// between journaling the end and saving the metadata); otherwise as [`effective_status`]. The
+/// second value says whether its process died while it was RUNNING.
+pub fn status_of(run: &RunDir, metadata: &RunMetadata, lock: &LockState) -> (RunStatus, bool) {
+    let (status, crashed) = effective_status(metadata, lock);
+    if matches!(status, RunStatus::Interrupted | RunStatus::WaitingForInput)
+        && let Ok(Some(ending)) = crate::tail::ending(&run.journal())
+    {
+        return (ending.status.into(), false);
+    }
+    (status, crashed)
+}
+
+/// Brings `metadata` in line with a journal that has ended: its status, end time, iterations and
+/// tokens. Returns the status it said before, or `None` when the journal has not ended or the
+/// metadata says so already.
+pub fn repair_ended(
+    run: &RunDir,
+    metadata: &mut RunMetadata,
+) -> Result<Option<RunStatus>, StoreError> {
+    if matches!(metadata.status, RunStatus::Completed | RunStatus::Failed) {
+        return Ok(None);
+    }
+    let Some(ending) = crate::tail::ending(&run.journal())? else {
+        return Ok(None);
+    };
+    let before = metadata.status;
+    let (envelopes, _) = crate::events::read(&run.journal())?;
+    crate::engine::catch_up(metadata, &crate::context::typed(&envelopes));
+    metadata.status = ending.status.into();
+    metadata.end_time = Some(ending.timestamp);
+    metadata.save(&run.metadata())?;
+    Ok(Some(before))
+}
+
 /// Every run of `workspace` that has metadata, newest first.
 pub fn list(workspace: &Path) -> Result<Vec<RunSummary>, StoreError> {
     let dir = workspace.join(".delta");
@@ -50,7 +86,7 @@ pub fn list(workspace: &Path) -> Result<Vec<RunSummary>, StoreError> {
             continue;
         };
         let lock = RunLock::probe(&run.lock()).unwrap_or(LockState::Free);
-        let (status, crashed) = effective_status(&metadata, &lock);
+        let (status, crashed) = status_of(&run, &metadata, &lock);
         runs.push(RunSummary {
             run,
             metadata,
@@ -93,6 +129,9 @@ pub struct Opened {
     pub status: RunStatus,
     /// When the previous process died while the run was RUNNING: who it was.
     pub crashed: Option<String>,
+    /// The status `metadata.json` said when the journal showed the run had ended (its process died
+    /// between the two writes); the metadata was repaired from the journal.
+    pub repaired: Option<RunStatus>,
 }
 
 /// Why a run could not be taken over.
@@ -214,7 +253,8 @@ pub fn open_locked(
             state,
         });
     }
-    let metadata = RunMetadata::load(&run.metadata())?;
+    let mut metadata = RunMetadata::load(&run.metadata())?;
+    let repaired = repair_ended(&run, &mut metadata)?;
     let (status, crashed) = match metadata.status {
         RunStatus::Running => {
             let who = acquired
@@ -238,6 +278,7 @@ pub fn open_locked(
         lock: acquired.lock,
         status,
         crashed,
+        repaired,
     })
 }
 

@@ -201,9 +201,57 @@ impl ForkError {
     }
 }
 
+/// How many of a journal's lines a fork at `iteration` keeps: iteration 0 keeps the task (the
+/// first user message) and what came before it; iteration N keeps the model's N-th answer, the
+/// requests and results of its calls (with the audits of hooks that ran for them: a call that
+/// started without a result stays started), and nothing said after them:
+/// a message given later, a compaction, the run's end. Fails with the number of answers the
+/// journal has when it has fewer than `iteration`.
+pub fn fork_point(events: &[crate::events::Envelope], iteration: usize) -> Result<usize, usize> {
+    let typed: Vec<(usize, Event)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.event().map(|event| (i, event)))
+        .collect();
+    let thoughts: Vec<usize> = (0..typed.len())
+        .filter(|&k| matches!(typed[k].1, Event::Thought { .. }))
+        .collect();
+    if iteration > thoughts.len() {
+        return Err(thoughts.len());
+    }
+    let last_of_iteration = match iteration.checked_sub(1).map(|n| thoughts[n]) {
+        None => {
+            let task = typed
+                .iter()
+                .position(|(_, e)| matches!(e, Event::UserMessage { .. }));
+            let before_first_answer = thoughts.first().copied().unwrap_or(typed.len());
+            match task.filter(|&k| k < before_first_answer) {
+                Some(k) => k,
+                None => return Ok(typed.get(before_first_answer).map_or(events.len(), |t| t.0)),
+            }
+        }
+        Some(k) => {
+            let Event::Thought { tool_calls, .. } = &typed[k].1 else {
+                return Err(thoughts.len());
+            };
+            let calls = tool_calls.as_deref().unwrap_or_default();
+            let after = typed[k + 1..].iter().map(|(_, e)| e);
+            let progress = crate::engine::call_progress(calls, after);
+            progress.last_seen.map_or(k, |r| k + 1 + r)
+        }
+    };
+    // The audits of hooks that ran for the last call (post_tool_exec) belong to it.
+    let end = typed[last_of_iteration + 1..]
+        .iter()
+        .take_while(|(_, e)| matches!(e, Event::HookExecutionAudit { .. }))
+        .count()
+        + last_of_iteration;
+    Ok(typed[end].0 + 1)
+}
+
 /// Creates run `new_id` in the source's workspace from the source's journal up to (and including)
-/// iteration `iteration`: every event before the model's answer number `iteration + 1`. The copy
-/// records where it came from, in its metadata (`forked_from`) and in a system message.
+/// iteration `iteration` ([`fork_point`]). The copy records where it came from, in its metadata
+/// (`forked_from`) and in a system message.
 pub fn fork(
     source: &RunDir,
     iteration: usize,
@@ -214,19 +262,10 @@ pub fn fork(
     let workspace_lock = runs::lock_workspace(&source.workspace, clock, command)?;
     let (events, _) = crate::events::read(&source.journal())?;
     let source_meta = RunMetadata::load(&source.metadata())?;
-    let thoughts: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.kind == "THOUGHT")
-        .map(|(i, _)| i)
-        .collect();
-    if iteration > thoughts.len() {
-        return Err(ForkError::TooFew {
-            run_id: source.run_id.clone(),
-            have: thoughts.len(),
-        });
-    }
-    let cut = thoughts.get(iteration).copied().unwrap_or(events.len());
+    let cut = fork_point(&events, iteration).map_err(|have| ForkError::TooFew {
+        run_id: source.run_id.clone(),
+        have,
+    })?;
     let now = clock.now();
     let run = RunDir::create(&source.workspace, new_id)?;
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;

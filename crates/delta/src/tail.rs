@@ -12,7 +12,7 @@ use std::path::Path;
 
 use store::StoreError;
 
-use crate::events::{Event, parse_journal_line};
+use crate::events::{EndStatus, Event, parse_journal_line};
 
 /// How much is read at a time, from the end.
 const BLOCK: u64 = 64 * 1024;
@@ -98,6 +98,70 @@ struct Backwards {
     compaction: Option<(u64, u64)>,
 }
 
+/// The complete lines of a journal, from its last to its first, read in blocks from the end. What
+/// follows the last line break (a torn write) is not a line.
+struct LinesFromEnd<'a> {
+    file: &'a mut std::fs::File,
+    path: &'a Path,
+    block_size: u64,
+    /// Where the part not read yet ends.
+    pos: u64,
+    /// No line break was met yet: the bytes read so far are a torn last line.
+    in_torn_tail: bool,
+    /// The end of a line whose start lies in the part not read yet.
+    carry: Vec<u8>,
+    /// Lines of the block read last, in file order (taken from the end).
+    ready: Vec<Vec<u8>>,
+}
+
+impl<'a> LinesFromEnd<'a> {
+    fn new(file: &'a mut std::fs::File, path: &'a Path, len: u64, block_size: u64) -> Self {
+        Self {
+            file,
+            path,
+            block_size,
+            pos: len,
+            in_torn_tail: true,
+            carry: Vec::new(),
+            ready: Vec::new(),
+        }
+    }
+
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
+        loop {
+            if let Some(line) = self.ready.pop() {
+                return Ok(Some(line));
+            }
+            if self.pos == 0 {
+                let first = std::mem::take(&mut self.carry);
+                return Ok((!first.is_empty()).then_some(first));
+            }
+            let start = self.pos.saturating_sub(self.block_size);
+            let mut block = vec![0u8; usize::try_from(self.pos - start).unwrap_or(0)];
+            read_at(self.file, self.path, start, &mut block)?;
+            self.pos = start;
+            let mut pieces: Vec<Vec<u8>> =
+                block.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+            if self.in_torn_tail {
+                if pieces.len() == 1 {
+                    continue;
+                }
+                self.in_torn_tail = false;
+                pieces.pop();
+            } else if let Some(last) = pieces.last_mut() {
+                last.append(&mut self.carry);
+            }
+            // The first piece may be the end of a line that starts in the block before.
+            self.carry = if self.pos > 0 {
+                pieces.remove(0)
+            } else {
+                Vec::new()
+            };
+            self.ready = pieces.into_iter().filter(|p| !p.is_empty()).collect();
+        }
+    }
+}
+
 /// Reads the journal from its end until it holds the latest compaction and every line after the
 /// last one that compaction replaced.
 fn read_backwards(
@@ -108,44 +172,80 @@ fn read_backwards(
 ) -> Result<Backwards, StoreError> {
     let mut lines = Vec::new();
     let mut compaction: Option<(u64, u64)> = None;
-    let mut carry: Vec<u8> = Vec::new();
-    let mut pos = len;
-    while pos > 0 {
-        let start = pos.saturating_sub(block_size);
-        let mut block = vec![0u8; usize::try_from(pos - start).unwrap_or(0)];
-        read_at(file, path, start, &mut block)?;
-        block.extend_from_slice(&carry);
-        pos = start;
-        // The first piece may be the end of a line that starts in the block before.
-        let mut pieces: Vec<&[u8]> = block.split(|b| *b == b'\n').collect();
-        let head = if pos > 0 { pieces.remove(0) } else { &[][..] };
-        for piece in pieces.iter().rev().filter(|p| !p.is_empty()) {
-            let line = parse(path, piece)?;
-            if let Some((_, to_seq)) = compaction
-                && line.seq <= to_seq
-            {
-                return Ok(Backwards {
-                    lines,
-                    reached_start: false,
-                    compaction,
-                });
-            }
-            if compaction.is_none()
-                && let Some(Event::Compaction {
-                    iterations, to_seq, ..
-                }) = &line.event
-            {
-                compaction = Some((*iterations, *to_seq));
-            }
-            lines.push(line);
+    let mut from_end = LinesFromEnd::new(file, path, len, block_size);
+    while let Some(bytes) = from_end.next_line()? {
+        let line = parse(path, &bytes)?;
+        if let Some((_, to_seq)) = compaction
+            && line.seq <= to_seq
+        {
+            return Ok(Backwards {
+                lines,
+                reached_start: false,
+                compaction,
+            });
         }
-        carry = head.to_vec();
+        if compaction.is_none()
+            && let Some(Event::Compaction {
+                iterations, to_seq, ..
+            }) = &line.event
+        {
+            compaction = Some((*iterations, *to_seq));
+        }
+        lines.push(line);
     }
     Ok(Backwards {
         lines,
         reached_start: true,
         compaction,
     })
+}
+
+/// How a finished run's journal ends: the status of its `RUN_END` and when it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// Completed or failed.
+    pub status: EndStatus,
+    /// The `RUN_END` line's timestamp.
+    pub timestamp: String,
+}
+
+/// Whether the run of the journal at `path` has ended: its last `RUN_END` is followed by nothing
+/// that goes on with the run (only notes, hook audits, compactions and lines of unknown types).
+/// Then the run is finished, whatever `metadata.json` says: a process killed between journaling the
+/// end and saving the metadata leaves exactly that. A missing or empty journal has not ended; a
+/// line that cannot be read means "not known to have ended".
+pub fn ending(path: &Path) -> Result<Option<Ending>, StoreError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("open", path, e)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io("read", path, e))?
+        .len();
+    let mut from_end = LinesFromEnd::new(&mut file, path, len, BLOCK);
+    while let Some(bytes) = from_end.next_line()? {
+        let Ok((_, event)) = parse_journal_line(&bytes) else {
+            return Ok(None);
+        };
+        match event {
+            Some(Event::RunEnd { status }) => {
+                let timestamp = serde_json::from_slice::<crate::events::Envelope>(&bytes)
+                    .map(|e| e.timestamp)
+                    .unwrap_or_default();
+                return Ok(Some(Ending { status, timestamp }));
+            }
+            None
+            | Some(
+                Event::SystemMessage { .. }
+                | Event::HookExecutionAudit { .. }
+                | Event::Compaction { .. },
+            ) => {}
+            Some(_) => return Ok(None),
+        }
+    }
+    Ok(None)
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Line, StoreError> {
@@ -324,6 +424,94 @@ mod tests {
             let in_tail = tail.events.iter().filter(|e| matches!(e, Event::Thought { .. })).count() as u64;
             prop_assert_eq!(tail.thoughts_before + in_tail, answers);
         }
+    }
+
+    proptest! {
+        /// Lines read from the end are the file's complete lines, last first, whatever the block
+        /// size; bytes after the last line break are no line.
+        #[test]
+        fn lines_from_the_end_are_the_complete_lines_reversed(
+            lines in proptest::collection::vec("[a-z{}]{0,30}", 0..20),
+            torn in proptest::option::of("[a-z]{1,50}"),
+            block in 1u64..64,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("journal.jsonl");
+            let mut text = String::new();
+            for line in &lines {
+                text.push_str(line);
+                text.push('\n');
+            }
+            text.push_str(torn.as_deref().unwrap_or(""));
+            std::fs::write(&path, &text).unwrap();
+            let mut file = std::fs::File::open(&path).unwrap();
+            let mut from_end = LinesFromEnd::new(&mut file, &path, text.len() as u64, block);
+            let mut read = Vec::new();
+            while let Some(line) = from_end.next_line().unwrap() {
+                read.push(String::from_utf8(line).unwrap());
+            }
+            let expected: Vec<String> =
+                lines.iter().rev().filter(|l| !l.is_empty()).cloned().collect();
+            prop_assert_eq!(read, expected);
+        }
+    }
+
+    fn line(seq: u64, kind: &str, payload: serde_json::Value) -> String {
+        json!({"seq": seq, "timestamp": format!("2026-01-01T00:00:{seq:02}.000Z"), "type": kind, "payload": payload}).to_string()
+    }
+
+    #[test]
+    fn a_journal_has_ended_when_nothing_after_its_run_end_goes_on_with_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let end = line(3, "RUN_END", json!({"status": "COMPLETED"}));
+        let note = line(
+            4,
+            "SYSTEM_MESSAGE",
+            json!({"level": "INFO", "content": "x"}),
+        );
+        let hook = line(
+            5,
+            "HOOK_EXECUTION_AUDIT",
+            json!({"hook_name": "on_run_end", "status": "SUCCESS", "io_path_ref": "h"}),
+        );
+        let unknown = line(6, "SOMETHING_NEW", json!({}));
+        let user = line(7, "USER_MESSAGE", json!({"content": "more"}));
+        let start = line(1, "USER_MESSAGE", json!({"content": "task"}));
+        let thought = line(
+            2,
+            "THOUGHT",
+            json!({"content": "done", "llm_invocation_ref": "i"}),
+        );
+        let ended = Some(Ending {
+            status: EndStatus::Completed,
+            timestamp: "2026-01-01T00:00:03.000Z".into(),
+        });
+        for (lines, torn, expected) in [
+            (vec![&start, &thought, &end], "", ended.clone()),
+            (
+                vec![&start, &thought, &end, &note, &hook, &unknown],
+                "",
+                ended.clone(),
+            ),
+            (
+                vec![&start, &thought, &end],
+                "{\"seq\":4,\"ty",
+                ended.clone(),
+            ),
+            (vec![&start, &thought, &end, &user], "", None),
+            (vec![&start, &thought], "", None),
+            (vec![], "", None),
+        ] {
+            let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            text.push_str(torn);
+            std::fs::write(&path, &text).unwrap();
+            assert_eq!(ending(&path).unwrap(), expected, "{text}");
+        }
+        let failed = line(3, "RUN_END", json!({"status": "FAILED"}));
+        std::fs::write(&path, format!("{start}\n{failed}\n")).unwrap();
+        assert_eq!(ending(&path).unwrap().unwrap().status, EndStatus::Failed);
+        assert_eq!(ending(&dir.path().join("missing.jsonl")).unwrap(), None);
     }
 
     #[test]

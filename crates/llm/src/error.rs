@@ -117,10 +117,21 @@ pub enum LlmError {
         message: String,
     },
 
-    /// The connection broke after the request was sent. The server may have acted on it, so this is
-    /// not retried (a retry could pay for the same answer twice).
+    /// The connection broke after the request was sent, before an answer arrived (reset, closed).
+    /// Retried: a model call has no effect beyond its cost, so asking again can at worst pay for
+    /// an answer twice, where giving up would fail the whole run.
     #[error("the connection to {url} broke before an answer arrived: {message}")]
     ConnectionLost {
+        /// The URL we were calling.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The exchange failed in a way asking again would not mend: TLS, a malformed HTTP answer, a
+    /// bad URL, a redirect of the request. Not retried.
+    #[error("the exchange with {url} failed: {message}")]
+    Protocol {
         /// The URL we were calling.
         url: String,
         /// What went wrong.
@@ -174,7 +185,10 @@ impl LlmError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport { .. }
+            Self::RateLimited { .. }
+                | Self::Server { .. }
+                | Self::Transport { .. }
+                | Self::ConnectionLost { .. }
         )
     }
 
@@ -213,6 +227,7 @@ impl LlmError {
             Self::Idle { .. } => "idle_timeout",
             Self::Transport { .. } => "transport",
             Self::ConnectionLost { .. } => "connection_lost",
+            Self::Protocol { .. } => "protocol",
             Self::Decode { .. } => "decode",
             Self::StreamError { .. } => "stream_error",
             Self::IncompleteStream { .. } => "incomplete_stream",
@@ -267,6 +282,10 @@ impl LlmError {
                 message: r(message),
             },
             Self::ConnectionLost { url, message } => Self::ConnectionLost {
+                url: r(url),
+                message: r(message),
+            },
+            Self::Protocol { url, message } => Self::Protocol {
                 url: r(url),
                 message: r(message),
             },

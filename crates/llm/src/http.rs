@@ -406,8 +406,9 @@ fn is_loopback(url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Maps a ureq failure to our error type: failures to connect are `Transport` (retryable), failures
-/// after the request may have been sent are `ConnectionLost` (not retried).
+/// Maps a ureq failure to our error type: failures to connect are `Transport`, a connection that
+/// broke after the request may have been sent is `ConnectionLost` (both retried); TLS, protocol and
+/// URL problems are `Protocol` (not retried).
 pub(crate) fn transport_error(err: ureq::Error, url: &str, limits: Limits) -> LlmError {
     use std::io::ErrorKind as K;
     use ureq::Timeout as T;
@@ -439,7 +440,7 @@ pub(crate) fn transport_error(err: ureq::Error, url: &str, limits: Limits) -> Ll
             },
         },
         // TLS, protocol and URL problems: retrying would not help.
-        other => LlmError::ConnectionLost {
+        other => LlmError::Protocol {
             url: url.to_string(),
             message: printable(&other.to_string(), SHOWN_CHARS),
         },
@@ -449,11 +450,11 @@ pub(crate) fn transport_error(err: ureq::Error, url: &str, limits: Limits) -> Ll
 /// Maps an error while reading an answer's body.
 pub(crate) fn body_read_error(err: std::io::Error, url: &str, limits: Limits) -> LlmError {
     match transport_error(ureq::Error::from(err), url, limits) {
-        LlmError::Transport { message, .. } | LlmError::ConnectionLost { message, .. } => {
-            LlmError::IncompleteStream {
-                message: format!("the connection broke while the answer was arriving: {message}"),
-            }
-        }
+        LlmError::Transport { message, .. }
+        | LlmError::ConnectionLost { message, .. }
+        | LlmError::Protocol { message, .. } => LlmError::IncompleteStream {
+            message: format!("the connection broke while the answer was arriving: {message}"),
+        },
         other => other,
     }
 }

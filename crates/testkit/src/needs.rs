@@ -157,3 +157,17 @@ pub fn neovim() -> Option<PathBuf> {
         )
     }
 }
+
+/// Makes the tests that inject faults with `strace` required.
+pub const STRACE_REQUIRED: &str = "STRACE_TEST_REQUIRED";
+
+/// `strace`, which traces a process's system calls and injects faults into them (a signal at the
+/// N-th call of one kind), for tests of what a kill at one exact point leaves.
+pub fn strace() -> Option<PathBuf> {
+    let found = runs("strace", "-V");
+    if found {
+        Some(PathBuf::from("strace"))
+    } else {
+        skip(STRACE_REQUIRED, "strace on PATH (apt-get install strace)")
+    }
+}

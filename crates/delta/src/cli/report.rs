@@ -202,6 +202,11 @@ impl Host for CliHost<'_> {
                 Decision::Extend { .. } => eprint_line("Extending the COMPLETED conversation..."),
                 Decision::Resume { .. } | Decision::StartNew => {}
             },
+            Notice::Repaired { run_id, was, now } => eprint_line(&format!(
+                "Run {run_id} had ended ({now}) though its metadata.json said {was}: its process \
+                 stopped between journaling the end and saving the metadata. metadata.json was \
+                 repaired from the journal."
+            )),
             Notice::Forked {
                 new_id,
                 from,

@@ -17,6 +17,7 @@ mod reason;
 mod records;
 pub mod registry;
 mod settle;
+pub(crate) use settle::call_progress;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -65,14 +65,14 @@ impl Engine<'_> {
             record.name,
             leftover.describe()
         ));
-        let settled = |engine: &Self, id: &str| {
-            engine
-                .typed
-                .iter()
-                .any(|e| matches!(e, Event::ActionResult { action_id, .. } if action_id == id))
-        };
+        // Calls run one at a time: the tool left running belongs to the one call that started
+        // without a result.
+        let in_flight = open_calls(&self.typed)
+            .into_iter()
+            .find(|c| c.started)
+            .map(|c| c.call.id);
         match (&record.kind, record.action_id.as_deref()) {
-            (ChildKind::Tool, Some(id)) if !settled(self, id) => {
+            (ChildKind::Tool, Some(id)) if in_flight.as_deref() == Some(id) => {
                 self.leftover = Some(leftover);
                 return Ok(());
             }
@@ -150,39 +150,11 @@ impl Engine<'_> {
     /// takes its answer from `interaction/response.txt` (or the terminal with `-i`), or the run keeps
     /// waiting; a call that never started runs now.
     pub(super) fn settle(&mut self) -> Result<Option<RunOutcome>, EngineError> {
-        let Some(last) = self
-            .typed
-            .iter()
-            .rposition(|e| matches!(e, Event::Thought { .. }))
-        else {
-            return Ok(None);
-        };
-        let Event::Thought {
-            tool_calls: Some(calls),
-            ..
-        } = &self.typed[last]
-        else {
-            return Ok(None);
-        };
-        let later = &self.typed[last + 1..];
-        let open: Vec<(ToolCallRecord, bool)> = calls
-            .iter()
-            .filter(|c| {
-                !later.iter().any(
-                    |e| matches!(e, Event::ActionResult { action_id, .. } if *action_id == c.id),
-                )
-            })
-            .map(|c| {
-                let started = later.iter().any(
-                    |e| matches!(e, Event::ActionRequest { action_id, .. } if *action_id == c.id),
-                );
-                (c.clone(), started)
-            })
-            .collect();
+        let open = open_calls(&self.typed);
         if open.is_empty() {
             return Ok(None);
         }
-        for (call, started) in open {
+        for OpenCall { call, started } in open {
             let raw = &call.function.arguments;
             let args =
                 serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
@@ -209,5 +181,170 @@ impl Engine<'_> {
         }
         self.save_progress()?;
         Ok(None)
+    }
+}
+
+/// A call of the model's last answer that has no result yet.
+#[derive(Debug, Clone, PartialEq)]
+struct OpenCall {
+    /// The call.
+    call: ToolCallRecord,
+    /// Its `ACTION_REQUEST` was journaled.
+    started: bool,
+}
+
+/// The calls of the last model answer in `typed` that have no result yet, in order.
+///
+/// Calls are matched to their requests and results by position, not by id alone: they run one
+/// after another, so the k-th result after the answer is its k-th call's. Two calls with the same
+/// id (some servers send them) are told apart that way.
+fn open_calls(typed: &[Event]) -> Vec<OpenCall> {
+    let Some(last) = typed
+        .iter()
+        .rposition(|e| matches!(e, Event::Thought { .. }))
+    else {
+        return Vec::new();
+    };
+    let Event::Thought {
+        tool_calls: Some(calls),
+        ..
+    } = &typed[last]
+    else {
+        return Vec::new();
+    };
+    let progress = call_progress(calls, &typed[last + 1..]);
+    calls
+        .iter()
+        .skip(progress.settled)
+        .enumerate()
+        .map(|(i, call)| OpenCall {
+            call: call.clone(),
+            started: i == 0 && progress.next_started,
+        })
+        .collect()
+}
+
+/// How far the calls of one model answer got in the events that follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct CallProgress {
+    /// How many calls, from the first, have their result.
+    pub(crate) settled: usize,
+    /// The first call without a result has its `ACTION_REQUEST`.
+    pub(crate) next_started: bool,
+    /// Where the last request or result of a call is among the events.
+    pub(crate) last_seen: Option<usize>,
+}
+
+/// Follows `calls` through the `after` events of their answer, matching requests and results to
+/// calls by position (see [`open_calls`]).
+pub(crate) fn call_progress<'a>(
+    calls: &[ToolCallRecord],
+    after: impl IntoIterator<Item = &'a Event>,
+) -> CallProgress {
+    let mut progress = CallProgress::default();
+    for (index, event) in after.into_iter().enumerate() {
+        let Some(call) = calls.get(progress.settled) else {
+            break;
+        };
+        match event {
+            Event::ActionRequest { action_id, .. } if *action_id == call.id => {
+                progress.next_started = true;
+                progress.last_seen = Some(index);
+            }
+            Event::ActionResult { action_id, .. } if *action_id == call.id => {
+                progress.settled += 1;
+                progress.next_started = false;
+                progress.last_seen = Some(index);
+            }
+            _ => {}
+        }
+    }
+    progress
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{ActionStatus, FunctionRecord};
+
+    fn thought(ids: &[&str]) -> Event {
+        Event::Thought {
+            content: String::new(),
+            llm_invocation_ref: "i".into(),
+            tool_calls: Some(
+                ids.iter()
+                    .map(|id| ToolCallRecord {
+                        id: (*id).into(),
+                        kind: "function".into(),
+                        function: FunctionRecord {
+                            name: "t".into(),
+                            arguments: "{}".into(),
+                        },
+                    })
+                    .collect(),
+            ),
+            usage: None,
+        }
+    }
+
+    fn request(id: &str) -> Event {
+        Event::ActionRequest {
+            action_id: id.into(),
+            tool_name: "t".into(),
+            tool_args: serde_json::json!({}),
+            resolved_command: "t".into(),
+        }
+    }
+
+    fn result(id: &str) -> Event {
+        Event::ActionResult {
+            action_id: id.into(),
+            status: ActionStatus::Success,
+            observation_content: String::new(),
+            execution_ref: String::new(),
+        }
+    }
+
+    fn open(events: &[Event]) -> Vec<(String, bool)> {
+        open_calls(events)
+            .into_iter()
+            .map(|c| (c.call.id, c.started))
+            .collect()
+    }
+
+    #[test]
+    fn calls_with_the_same_id_are_settled_by_position() {
+        let two = thought(&["dup", "dup"]);
+        let s = |id: &str| (id.to_string(), true);
+        let n = |id: &str| (id.to_string(), false);
+        assert_eq!(open(std::slice::from_ref(&two)), vec![n("dup"), n("dup")]);
+        assert_eq!(
+            open(&[two.clone(), request("dup")]),
+            vec![s("dup"), n("dup")]
+        );
+        assert_eq!(
+            open(&[two.clone(), request("dup"), result("dup")]),
+            vec![n("dup")]
+        );
+        assert_eq!(
+            open(&[two.clone(), request("dup"), result("dup"), request("dup")]),
+            vec![s("dup")]
+        );
+        assert_eq!(
+            open(&[
+                two,
+                request("dup"),
+                result("dup"),
+                request("dup"),
+                result("dup")
+            ]),
+            vec![]
+        );
+        let mixed = thought(&["a", "b", "a"]);
+        assert_eq!(
+            open(&[mixed, request("a"), result("a"), result("b")]),
+            vec![n("a")],
+            "a call without a request (an unknown tool) has a result all the same"
+        );
     }
 }

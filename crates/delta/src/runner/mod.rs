@@ -157,6 +157,16 @@ pub enum Notice<'a> {
         /// The run's `interaction/response.txt`.
         response: &'a Path,
     },
+    /// A run's `metadata.json` said `was` while its journal had ended (`now`): its process died
+    /// between the two writes. The metadata was repaired from the journal.
+    Repaired {
+        /// The run.
+        run_id: &'a str,
+        /// What the metadata said.
+        was: RunStatus,
+        /// What the journal says.
+        now: RunStatus,
+    },
     /// A run was forked.
     Forked {
         /// The new run.

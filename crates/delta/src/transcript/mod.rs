@@ -258,7 +258,7 @@ impl Transcript {
     pub fn load(run: &RunDir) -> Result<Self, TranscriptError> {
         let metadata = RunMetadata::load(&run.metadata())?;
         let lock = store::RunLock::probe(&run.lock()).unwrap_or(store::LockState::Free);
-        let (status, crashed) = runs::effective_status(&metadata, &lock);
+        let (status, crashed) = runs::status_of(run, &metadata, &lock);
         let (lines, torn) = events::read(&run.journal())?;
         let mut builder = Builder::new(run);
         for line in &lines {

@@ -79,6 +79,32 @@ fn a_5xx_then_success_recovers() {
 }
 
 #[test]
+fn a_connection_broken_before_the_answer_is_asked_again() {
+    // The server reads the request and closes the connection (as an overloaded one does); the
+    // model call has no effect beyond its cost, so the run asks again instead of failing.
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "noop", serde_json::json!({})),
+        Reply::hang_up(),
+        Reply::text("fine"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
+    let out = sb.run(Some(&server), "go", &["--format", "raw"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "fine\n");
+    assert_eq!(server.request_count(), 3);
+    assert!(
+        out.stderr.contains("broke before an answer arrived") && out.stderr.contains("retrying in"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        sb.events("THOUGHT").len(),
+        2,
+        "one answer per model call that answered"
+    );
+}
+
+#[test]
 fn an_echoed_key_never_reaches_a_file_or_the_terminal() {
     let server = ScriptedServer::start([Reply::error(
         401,

@@ -681,6 +681,58 @@ fn from_iteration_forks_a_new_run_from_the_journal_prefix() {
 }
 
 #[test]
+fn a_fork_keeps_nothing_said_after_its_iteration() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", json!({"message": "one"})),
+        Reply::text("first end"),
+        Reply::text("later end"),
+        Reply::text("forked end"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    assert_eq!(sb.run(Some(&server), "task", &[]).code, 0);
+    // A message given after iteration 2, and the answer to it (iteration 3).
+    let out = continue_(&sb, Some(&server), &["-m", "Said after iteration two"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for (iteration, kept) in [
+        ("2", vec!["task", "New direction"]),
+        ("1", vec!["task", "New direction"]),
+        ("0", vec!["task", "New direction"]),
+    ] {
+        server.push(Reply::text("forked end"));
+        let source = sb.metadata()["forked_from"]["run_id"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| sb.metadata()["run_id"].as_str().unwrap().to_string());
+        let out = continue_(
+            &sb,
+            Some(&server),
+            &[
+                "--run-id",
+                &source,
+                "--from-iteration",
+                iteration,
+                "-m",
+                "New direction",
+            ],
+        );
+        assert_eq!(out.code, 0, "{iteration}: {}", out.stderr);
+        assert_eq!(user_messages(&sb), kept, "fork at {iteration}");
+        let last = bodies(&server).pop().unwrap();
+        let said: Vec<&str> = last["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(said, kept, "fork at {iteration}: {last}");
+        let k = kinds(&sb);
+        assert_eq!(k.iter().filter(|t| *t == "RUN_END").count(), 1, "{k:?}");
+        assert_well_formed(&server);
+    }
+}
+
+#[test]
 fn list_runs_in_every_format() {
     let server = ScriptedServer::start([
         Reply::text("a"),

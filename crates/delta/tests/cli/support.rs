@@ -317,3 +317,21 @@ pub fn pid_in(path: &Path) -> i32 {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// `cmd` run by `program` with `args` before it (`strace -f … delta run …`): the same
+/// environment, folder and standard input.
+pub fn wrapped(cmd: &Command, program: &Path, args: &[&str]) -> Command {
+    let mut outer = Command::new(program);
+    outer.args(args).arg(cmd.get_program()).args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => outer.env(key, value),
+            None => outer.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        outer.current_dir(dir);
+    }
+    outer.stdin(Stdio::null());
+    outer
+}

@@ -58,7 +58,7 @@ both_protocols!(
     stream_cut_before_its_end_is_an_error,
     unreachable_server_is_a_transport_error,
     retry_hook_is_told_about_each_retry,
-    a_connection_lost_after_sending_is_not_retried,
+    a_connection_lost_after_sending_is_retried,
     the_key_never_leaks_from_stream_errors,
     a_json_answer_to_a_streaming_request_is_accepted,
     a_body_that_is_not_an_event_stream_is_shown,
@@ -515,9 +515,17 @@ fn undecodable_answers_are_decode_errors() {
     assert!(err.to_string().contains("proxy login"), "{err}");
 }
 
-fn a_connection_lost_after_sending_is_not_retried(protocol: Protocol) {
-    // The server read the request (and may have started generating): retrying could pay twice.
-    let server = ScriptedServer::start([Reply::hang_up(), Reply::text("unused")]);
+fn a_connection_lost_after_sending_is_retried(protocol: Protocol) {
+    // The server read the request and closed the connection without an answer: a model call has
+    // no effect beyond its cost, so it is asked again (at worst paying twice).
+    let server = ScriptedServer::start([Reply::hang_up(), Reply::text("second try")]);
+    let response = client(&server, protocol, fast_http())
+        .complete(&request())
+        .unwrap();
+    assert_eq!(response.text(), "second try");
+    assert_eq!(server.request_count(), 2);
+    // A server that keeps hanging up fails the call after the policy's attempts.
+    let server = ScriptedServer::start([Reply::hang_up(), Reply::hang_up(), Reply::hang_up()]);
     let err = client(&server, protocol, fast_http())
         .complete(&request())
         .unwrap_err();
@@ -526,7 +534,7 @@ fn a_connection_lost_after_sending_is_not_retried(protocol: Protocol) {
         err.to_string().contains("broke before an answer arrived"),
         "{err}"
     );
-    assert_eq!(server.request_count(), 1);
+    assert_eq!(server.request_count(), 3);
 }
 
 fn the_key_never_leaks_from_stream_errors(protocol: Protocol) {
