@@ -20,7 +20,7 @@ use super::console::Console;
 use super::report::{self, CliHost, Flags, agent_error, clock_and_ids};
 use super::result::Format;
 use super::terminal;
-use super::{CliError, Exit, eprint_line, print_out};
+use super::{CliError, Exit, eprint_line, print_out, print_text};
 
 /// The store flag every command of this module takes.
 #[derive(Debug, Args)]
@@ -393,7 +393,7 @@ pub fn list_in_store(
                     r.task.chars().take(60).collect::<String>(),
                 ));
             }
-            print_out(&out);
+            print_text(&out);
         }
     }
     Ok(())

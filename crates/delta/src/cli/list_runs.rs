@@ -7,7 +7,7 @@ use delta::transcript::{self, Outcome};
 use serde_json::{Value, json};
 
 use super::result::Format;
-use super::{CliError, WorkspaceArg, eprint_line, print_out};
+use super::{CliError, WorkspaceArg, eprint_line, print_out, print_text};
 
 /// List the runs of a workspace, newest first.
 ///
@@ -140,7 +140,7 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
             if list.is_empty() {
                 eprint_line("No runs found.");
             }
-            print_out(&list.iter().map(text_block).collect::<String>());
+            print_text(&list.iter().map(text_block).collect::<String>());
         }
     }
     Ok(())

@@ -203,6 +203,12 @@ pub fn print_out(text: &str) {
     printer().print_out(text);
 }
 
+/// Writes text meant for a person on stdout (`--format text`), its control characters escaped
+/// (line breaks and tabs kept): a model's or a tool's text in it never drives the terminal.
+pub fn print_text(text: &str) {
+    printer().print_text(text);
+}
+
 fn report(err: &CliError) -> ExitCode {
     printer().report(err)
 }

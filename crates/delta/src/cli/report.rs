@@ -19,7 +19,7 @@ use delta::run_result::ResultContext;
 
 use super::result::{self, RunFormat};
 use super::terminal::{self, TerminalHuman};
-use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out};
+use super::{CliError, Exit, TEST_NOW_VAR, TEST_SEED_VAR, eprint_line, print_out, print_text};
 
 /// How `run` and `continue` run: the flags they share.
 pub struct Flags {
@@ -334,7 +334,11 @@ fn finish(f: &Finished, format: RunFormat, quiet: bool) -> Exit {
         response_file: &response_file,
         priced: f.priced,
     };
-    print_out(&result::render(format, outcome, &ctx));
+    let rendered = result::render(format, outcome, &ctx);
+    match format {
+        RunFormat::Text => print_text(&rendered),
+        _ => print_out(&rendered),
+    }
     match outcome.status {
         RunStatus::Completed => Exit::Ok,
         RunStatus::WaitingForInput => Exit::Waiting,

@@ -3,7 +3,7 @@
 use clap::Args;
 use delta::transcript::{self, Transcript, TranscriptError};
 
-use super::{CliError, WorkspaceArg, print_out};
+use super::{CliError, WorkspaceArg, print_out, print_text};
 
 /// Show what a run did: its transcript.
 ///
@@ -58,13 +58,13 @@ pub fn cmd_show(args: ShowArgs) -> Result<(), CliError> {
     let transcript = Transcript::load(&run).map_err(|e| match e {
         TranscriptError::Store(e) => super::store_error(e),
     })?;
-    print_out(&match args.format {
-        ShowFormat::Text => transcript::text::render(&transcript),
-        ShowFormat::Json => format!(
+    match args.format {
+        ShowFormat::Text => print_text(&transcript::text::render(&transcript)),
+        ShowFormat::Json => print_out(&format!(
             "{}\n",
             serde_json::to_string_pretty(&transcript).unwrap_or_default()
-        ),
-        ShowFormat::Html => transcript::html::render(&transcript),
-    });
+        )),
+        ShowFormat::Html => print_out(&transcript::html::render(&transcript)),
+    }
     Ok(())
 }

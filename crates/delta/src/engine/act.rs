@@ -8,7 +8,6 @@
 //! program.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -165,7 +164,11 @@ impl Engine<'_> {
 
     fn skipped_by_hook(&mut self, call: Requested<'_>) -> Result<(), EngineError> {
         let stdout = "Tool execution skipped by pre_tool_exec hook";
-        self.write_execution(&call.exec_ref, call.resolved, stdout, "", 0, Duration::ZERO);
+        self.write_execution(
+            &call.exec_ref,
+            call.resolved,
+            &process::Outcome::printed(stdout),
+        );
         self.observer.progress(Progress::ToolDone {
             id: call.id.to_string(),
             duration_ms: 0,
@@ -178,7 +181,7 @@ impl Engine<'_> {
         self.append(Event::ActionResult {
             action_id: call.id.to_string(),
             status: ActionStatus::Success,
-            observation_content: observation::format(stdout, "", 0, Ending::Exited),
+            observation_content: observation::format(stdout, "", [0, 0], 0, Ending::Exited),
             execution_ref: call.exec_ref,
         })
     }
@@ -239,14 +242,7 @@ impl Engine<'_> {
         // payloads, the console), once each.
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        self.write_execution(
-            &call.exec_ref,
-            call.resolved,
-            &stdout,
-            &stderr,
-            out.exit_code,
-            out.duration,
-        );
+        self.write_execution(&call.exec_ref, call.resolved, &out);
         let ending = if out.interrupted {
             Ending::Interrupted
         } else if out.timed_out {
@@ -275,7 +271,13 @@ impl Engine<'_> {
             } else {
                 ActionStatus::Failed
             },
-            observation_content: observation::format(&stdout, &stderr, out.exit_code, ending),
+            observation_content: observation::format(
+                &stdout,
+                &stderr,
+                out.dropped,
+                out.exit_code,
+                ending,
+            ),
             execution_ref: call.exec_ref,
         })?;
         self.clear_record();
@@ -312,28 +314,30 @@ impl Engine<'_> {
         name
     }
 
-    pub(super) fn write_execution(
-        &self,
-        exec_ref: &str,
-        command: &str,
-        stdout: &str,
-        stderr: &str,
-        code: i32,
-        took: Duration,
-    ) {
-        let command = self.setup.redactor.redact(command);
-        let stdout = self.setup.redactor.redact(stdout);
-        let stderr = self.setup.redactor.redact(stderr);
+    /// Keeps what the tool of `exec_ref` did under `io/tool_executions/`: its command, both
+    /// streams (each ending with a mark where its capture stopped, if it did), exit code and time.
+    pub(super) fn write_execution(&self, exec_ref: &str, command: &str, out: &process::Outcome) {
+        let redact = |text: &str| self.setup.redactor.redact(text).into_owned();
+        let stream = |bytes: &[u8], dropped: u64| {
+            let mut text = redact(&String::from_utf8_lossy(bytes));
+            if dropped > 0 {
+                text.push_str(&observation::cut_mark(dropped));
+            }
+            text.into_bytes()
+        };
         self.io.write(
             self.setup.run.tool_executions().join(exec_ref),
             vec![
-                ("command.txt", command.as_bytes().to_vec().into()),
-                ("stdout.log", stdout.as_bytes().to_vec().into()),
-                ("stderr.log", stderr.as_bytes().to_vec().into()),
-                ("exit_code.txt", code.to_string().into_bytes().into()),
+                ("command.txt", redact(command).into_bytes().into()),
+                ("stdout.log", stream(&out.stdout, out.dropped[0]).into()),
+                ("stderr.log", stream(&out.stderr, out.dropped[1]).into()),
+                (
+                    "exit_code.txt",
+                    out.exit_code.to_string().into_bytes().into(),
+                ),
                 (
                     "duration_ms.txt",
-                    took.as_millis().to_string().into_bytes().into(),
+                    out.duration.as_millis().to_string().into_bytes().into(),
                 ),
             ],
         );

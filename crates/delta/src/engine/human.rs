@@ -1,8 +1,6 @@
 //! `ask_human`: asking on the terminal (`-i`), pausing the run for an answer, and taking the answer
 //! when the run is resumed.
 
-use std::time::Duration;
-
 use serde_json::{Map, Value, json};
 
 use super::registry::AskHumanArgs;
@@ -97,7 +95,8 @@ impl Engine<'_> {
     /// Journals `answer` as the result of call `id` (with its `io/tool_executions/` record).
     fn answered(&mut self, id: &str, answer: String) -> Result<(), EngineError> {
         let exec_ref = self.execution_ref(id);
-        self.write_execution(&exec_ref, ASK_HUMAN, &answer, "", 0, Duration::ZERO);
+        let record = crate::process::Outcome::printed(&answer);
+        self.write_execution(&exec_ref, ASK_HUMAN, &record);
         self.append(Event::ActionResult {
             action_id: id.to_string(),
             status: ActionStatus::Success,
@@ -199,6 +198,7 @@ impl Engine<'_> {
     /// A response already in `interaction/response.txt` was written before this question was asked, so
     /// it does not answer it: it is removed (with a note in the journal) before the question is.
     pub(super) fn pause(&mut self, request: InteractionRequest) -> Result<RunOutcome, EngineError> {
+        self.report_io_failures(true)?;
         let dir = self.setup.run.interaction();
         store::atomic::create_dir_all_durable(&dir)?;
         if super::response_path(&self.setup.run).exists() {

@@ -5,9 +5,13 @@
 //! also commits the metadata of files created since the previous one. So the loop hands records to
 //! this writer, which writes them in batches: at most [`BATCH_DELAY`] after the first pending record,
 //! sooner when [`BATCH_BYTES`] are pending, and always on `flush` (the engine flushes when a run stops).
+//!
+//! A record that cannot be written (a full disk) is removed rather than left empty or cut short, and
+//! reported: [`IoWriter::failures`] gives each one with its path and error, for the engine to say
+//! in the journal which records are missing.
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -44,12 +48,12 @@ impl Content {
         }
     }
 
-    fn write_to(self, path: &std::path::Path) {
-        let _ = match self {
+    fn write_to(self, path: &std::path::Path) -> std::io::Result<()> {
+        match self {
             Self::Now(b) => std::fs::write(path, b),
             Self::Shared(b) => std::fs::write(path, b.as_slice()),
             Self::Later(render) => std::fs::write(path, render()),
-        };
+        }
     }
 }
 
@@ -61,17 +65,33 @@ enum Job {
     Flush(mpsc::Sender<()>),
 }
 
+/// A record that could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    /// The file it was meant for (removed if a part of it was written).
+    pub path: PathBuf,
+    /// Why.
+    pub error: String,
+}
+
+/// Records that could not be written, until someone takes them.
+type Failures = Arc<Mutex<Vec<Failed>>>;
+
 /// The writer.
 pub struct IoWriter {
     tx: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    failures: Failures,
 }
 
 impl IoWriter {
     /// Starts the writer thread.
     pub fn start() -> Self {
         let (tx, rx) = mpsc::channel::<Job>();
+        let failures = Failures::default();
+        let failed = Arc::clone(&failures);
         let thread = std::thread::spawn(move || {
+            let write_all = |pending: &mut Vec<(PathBuf, Files)>| write_all(pending, &failed);
             let mut pending: Vec<(PathBuf, Files)> = Vec::new();
             let mut pending_bytes = 0usize;
             let mut first_pending: Option<Instant> = None;
@@ -112,7 +132,17 @@ impl IoWriter {
         Self {
             tx: Some(tx),
             thread: Some(thread),
+            failures,
         }
+    }
+
+    /// The records that could not be written since the last call (the writes queued before it that
+    /// have been done: [`IoWriter::flush`] first to have them all).
+    pub fn failures(&self) -> Vec<Failed> {
+        self.failures
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default()
     }
 
     /// Queues `files` to be written into `dir` (created if needed).
@@ -133,14 +163,33 @@ impl IoWriter {
     }
 }
 
-fn write_all(pending: &mut Vec<(PathBuf, Files)>) {
+/// Writes the pending records. A missing record must not stop a run: one that fails is removed (not
+/// left empty or cut short) and kept in `failures`.
+fn write_all(pending: &mut Vec<(PathBuf, Files)>, failures: &Mutex<Vec<Failed>>) {
+    let mut failed = Vec::new();
     for (dir, files) in pending.drain(..) {
-        // Best effort: a missing record must not stop a run.
-        if std::fs::create_dir_all(&dir).is_ok() {
-            for (name, content) in files {
-                content.write_to(&dir.join(name));
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            failed.extend(files.iter().map(|(name, _)| Failed {
+                path: dir.join(name),
+                error: e.to_string(),
+            }));
+            continue;
+        }
+        for (name, content) in files {
+            let path = dir.join(name);
+            if let Err(e) = content.write_to(&path) {
+                let _ = std::fs::remove_file(&path);
+                failed.push(Failed {
+                    path,
+                    error: e.to_string(),
+                });
             }
         }
+    }
+    if !failed.is_empty()
+        && let Ok(mut list) = failures.lock()
+    {
+        list.append(&mut failed);
     }
 }
 
@@ -183,5 +232,37 @@ mod tests {
             dir.path().join("last/b").is_file(),
             "dropping the writer finishes its queue"
         );
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_is_reported_not_left_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where a folder should be: the folder of the first record cannot be made; and a
+        // record named after an existing folder cannot be written.
+        std::fs::write(dir.path().join("blocked"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join("ok/sub")).unwrap();
+        let w = IoWriter::start();
+        w.write(
+            dir.path().join("blocked/d"),
+            vec![("a.txt", b"x".to_vec().into())],
+        );
+        w.write(
+            dir.path().join("ok"),
+            vec![
+                ("sub", b"y".to_vec().into()),
+                ("b.txt", b"z".to_vec().into()),
+            ],
+        );
+        w.flush();
+        let failed: Vec<PathBuf> = w.failures().into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            failed,
+            vec![
+                dir.path().join("blocked/d/a.txt"),
+                dir.path().join("ok/sub")
+            ]
+        );
+        assert!(dir.path().join("ok/b.txt").is_file());
+        assert!(w.failures().is_empty(), "each failure is told once");
     }
 }

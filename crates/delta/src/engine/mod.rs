@@ -496,6 +496,35 @@ impl<'a> Engine<'a> {
         self.setup.interrupt.load(Ordering::SeqCst)
     }
 
+    /// Says in the journal (and on the console) which `io/` records could not be written, so that a
+    /// missing record is explained rather than found empty. With `flush`, every record queued so far
+    /// is written first (when the run stops).
+    fn report_io_failures(&mut self, flush: bool) -> Result<(), EngineError> {
+        if flush {
+            self.io.flush();
+        }
+        let failed = self.io.failures();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        let root = &self.setup.run.root;
+        let list: Vec<String> = failed
+            .iter()
+            .map(|f| {
+                let path = f.path.strip_prefix(root).unwrap_or(&f.path);
+                format!("{} ({})", path.display(), f.error)
+            })
+            .collect();
+        let text = format!(
+            "{} io/ record(s) could not be written and are missing (the journal has what the model \
+             saw): {}",
+            list.len(),
+            list.join("; ")
+        );
+        self.observer.progress(Progress::Note(text.clone()));
+        self.system(Level::Warn, &text)
+    }
+
     fn redact(&self, text: &str) -> String {
         self.setup.redactor.redact(text).into_owned()
     }
@@ -552,6 +581,7 @@ impl<'a> Engine<'a> {
                 return self.interrupt_run();
             }
             iteration += 1;
+            self.report_io_failures(false)?;
             self.observer.progress(Progress::Iteration {
                 n: iteration,
                 max,
@@ -577,6 +607,7 @@ impl<'a> Engine<'a> {
         final_response: String,
         reason: Option<EndReason>,
     ) -> Result<RunOutcome, EngineError> {
+        self.report_io_failures(true)?;
         self.append(Event::RunEnd {
             status: EndStatus::Completed,
         })?;
@@ -612,6 +643,7 @@ impl<'a> Engine<'a> {
             &json!({"error_type": "FATAL_ERROR", "message": error,
                     "context": {"iteration": iteration, "run_id": self.setup.run.run_id}}),
         )?;
+        self.report_io_failures(true)?;
         self.append(Event::RunEnd {
             status: EndStatus::Failed,
         })?;
@@ -626,6 +658,7 @@ impl<'a> Engine<'a> {
     }
 
     fn interrupt_run(&mut self) -> Result<RunOutcome, EngineError> {
+        self.report_io_failures(true)?;
         self.system(Level::Info, "Run interrupted by user")?;
         self.log("Run interrupted by signal");
         self.set_status(RunStatus::Interrupted, false)?;

@@ -2,16 +2,36 @@
 
 use std::time::Duration;
 
+use crate::process::MAX_CAPTURE;
+
 /// Characters of each stream shown to the model (everything is kept in `io/tool_executions/`).
 pub const STREAM_LIMIT: usize = 5000;
 
-fn section(text: &str, truncated_note: &str) -> String {
+fn section(text: &str, truncated_note: &str, dropped: u64) -> String {
     let total = text.chars().count();
-    if total <= STREAM_LIMIT {
+    if total <= STREAM_LIMIT && dropped == 0 {
         return text.to_string();
     }
     let head: String = text.chars().take(STREAM_LIMIT).collect();
-    format!("{head}\n\n[{truncated_note} - {total} total characters]")
+    if dropped == 0 {
+        return format!("{head}\n\n[{truncated_note} - {total} total characters]");
+    }
+    format!(
+        "{head}\n\n[{truncated_note} - {} total bytes: {total} characters kept, then {dropped} bytes past \
+         the {} MiB a stream keeps were dropped]",
+        text.len() as u64 + dropped,
+        MAX_CAPTURE >> 20
+    )
+}
+
+/// The line that ends a stream's record (`stdout.log`) where its capture stopped: `dropped` more
+/// bytes came and were not kept.
+pub fn cut_mark(dropped: u64) -> String {
+    format!(
+        "\n[delta: the output was cut here; {dropped} more bytes past the {} MiB a stream keeps were \
+         dropped]\n",
+        MAX_CAPTURE >> 20
+    )
 }
 
 /// How a tool run ended, for the observation.
@@ -35,15 +55,24 @@ pub enum Ending {
 /// === EXIT CODE: n ===
 /// (Command executed with no output)        when both streams are empty
 /// ```
-pub fn format(stdout: &str, stderr: &str, exit_code: i32, ending: Ending) -> String {
+///
+/// `dropped` counts the bytes of each stream past what is kept ([`MAX_CAPTURE`]): a stream cut there
+/// says how many bytes it had in all.
+pub fn format(
+    stdout: &str,
+    stderr: &str,
+    dropped: [u64; 2],
+    exit_code: i32,
+    ending: Ending,
+) -> String {
     let mut lines: Vec<String> = Vec::new();
     if !stdout.is_empty() {
         lines.push("=== STDOUT ===".into());
-        lines.push(section(stdout, "Output truncated"));
+        lines.push(section(stdout, "Output truncated", dropped[0]));
     }
     if !stderr.is_empty() {
         lines.push("=== STDERR ===".into());
-        lines.push(section(stderr, "Error output truncated"));
+        lines.push(section(stderr, "Error output truncated", dropped[1]));
     }
     match ending {
         Ending::Exited => {}
@@ -108,29 +137,45 @@ mod tests {
     #[test]
     fn matches_the_documented_shapes() {
         assert_eq!(
-            format("hi there\n", "", 0, Ending::Exited),
+            format("hi there\n", "", [0, 0], 0, Ending::Exited),
             "=== STDOUT ===\nhi there\n\n=== EXIT CODE: 0 ==="
         );
         assert_eq!(
-            format("hello file", "", 0, Ending::Exited),
+            format("hello file", "", [0, 0], 0, Ending::Exited),
             "=== STDOUT ===\nhello file\n=== EXIT CODE: 0 ==="
         );
         assert_eq!(
-            format("", "", 1, Ending::Exited),
+            format("", "", [0, 0], 1, Ending::Exited),
             "=== EXIT CODE: 1 ===\n(Command executed with no output)"
         );
         let long = "a".repeat(6001);
-        let obs = format(&long, "err\n", 3, Ending::Exited);
+        let obs = format(&long, "err\n", [0, 0], 3, Ending::Exited);
         assert!(obs.ends_with("aaaa\n\n[Output truncated - 6001 total characters]\n=== STDERR ===\nerr\n\n=== EXIT CODE: 3 ==="));
         let kept = obs.split("\n\n[Output truncated").next().unwrap();
         assert_eq!(kept, format!("=== STDOUT ===\n{}", "a".repeat(5000)));
     }
 
     #[test]
+    fn a_stream_cut_at_the_capture_limit_says_how_much_it_had() {
+        let obs = format("ab", "", [1000, 0], 0, Ending::Exited);
+        assert!(
+            obs.contains("[Output truncated - 1002 total bytes: 2 characters kept, then 1000 bytes past the 64 MiB a stream keeps were dropped]"),
+            "{obs}"
+        );
+        assert!(cut_mark(1000).contains("1000 more bytes"));
+    }
+
+    #[test]
     fn timeouts_and_interruptions_are_said() {
-        let obs = format("", "", 143, Ending::TimedOut(Duration::from_secs(2)));
+        let obs = format(
+            "",
+            "",
+            [0, 0],
+            143,
+            Ending::TimedOut(Duration::from_secs(2)),
+        );
         assert!(obs.contains("TIMED OUT after 2 s"), "{obs}");
-        assert!(format("", "", 137, Ending::Interrupted).contains("INTERRUPTED"));
+        assert!(format("", "", [0, 0], 137, Ending::Interrupted).contains("INTERRUPTED"));
     }
 
     #[test]

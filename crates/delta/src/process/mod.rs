@@ -25,7 +25,7 @@ use store::StoreError;
 
 use group::GroupId;
 
-/// Most bytes kept per output stream; the rest is counted but dropped.
+/// Most bytes kept per output stream; the rest is read, counted ([`Outcome::dropped`]) and dropped.
 pub const MAX_CAPTURE: usize = 64 * 1024 * 1024;
 /// How long a group left running by a process that died gets between SIGTERM and SIGKILL when the run
 /// is taken over (as long as a program that overran its deadline gets).
@@ -92,6 +92,8 @@ pub struct Outcome {
     pub stdout: Vec<u8>,
     /// Standard error.
     pub stderr: Vec<u8>,
+    /// Bytes of standard output and standard error past [`MAX_CAPTURE`], read and dropped.
+    pub dropped: [u64; 2],
     /// Exit code; `128 + signal` when killed by a signal.
     pub exit_code: i32,
     /// Killed because the deadline passed.
@@ -103,6 +105,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The outcome of something that printed `text` and exited 0 at once (a call answered without a
+    /// program: a skipped tool, a human's answer), for its record.
+    pub fn printed(text: &str) -> Self {
+        Self {
+            stdout: text.as_bytes().to_vec(),
+            ..Self::default()
+        }
+    }
+
     /// Exit code 0 and not killed.
     pub fn success(&self) -> bool {
         self.exit_code == 0 && !self.timed_out && !self.interrupted
@@ -276,6 +287,7 @@ pub fn run_recorded(
     Ok(Outcome {
         stdout: ended.stdout,
         stderr: ended.stderr,
+        dropped: ended.dropped,
         exit_code: ended.exit_code,
         timed_out: ended.timed_out,
         interrupted: ended.interrupted,

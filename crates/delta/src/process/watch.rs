@@ -32,6 +32,8 @@ const EXIT_POLL: Duration = Duration::from_millis(1);
 pub(super) struct Ended {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// Bytes of each stream past [`MAX_CAPTURE`], read and dropped.
+    pub dropped: [u64; 2],
     /// Exit code; `128 + signal` when killed by a signal.
     pub exit_code: i32,
     pub timed_out: bool,
@@ -42,6 +44,8 @@ pub(super) struct Ended {
 struct Output {
     pipe: Option<std::fs::File>,
     bytes: Vec<u8>,
+    /// Bytes read past [`MAX_CAPTURE`] and not kept.
+    dropped: u64,
 }
 
 impl Output {
@@ -53,6 +57,7 @@ impl Output {
             Ok(n) => {
                 let room = MAX_CAPTURE.saturating_sub(self.bytes.len());
                 self.bytes.extend_from_slice(&chunk[..n.min(room)]);
+                self.dropped += n.saturating_sub(room) as u64;
             }
         }
     }
@@ -129,6 +134,7 @@ pub(super) fn watch(
     let mut outputs = [stdout, stderr].map(|pipe| Output {
         pipe: Some(pipe),
         bytes: Vec::new(),
+        dropped: 0,
     });
     let mut chunk = vec![0u8; 16 * 1024];
     let mut ending = Ending::default();
@@ -167,10 +173,12 @@ pub(super) fn watch(
             ending.enforce(group, limits, Instant::now());
         }
     }
+    let dropped = [outputs[0].dropped, outputs[1].dropped];
     let [stdout, stderr] = outputs.map(|o| o.bytes);
     Ok(Ended {
         stdout,
         stderr,
+        dropped,
         exit_code: code.unwrap_or(-1),
         timed_out: ending.timed_out.is_some(),
         interrupted: ending.interrupted,

@@ -19,6 +19,7 @@ mod hooks;
 mod human;
 mod imports;
 mod init;
+mod io_records;
 mod last;
 mod library;
 mod live;

@@ -236,3 +236,44 @@ fn the_models_text_never_drives_the_terminal_and_playback_has_no_cost() {
     let result = json_of(&out.stdout);
     assert!(result.get("total_cost_usd").is_none(), "{result}");
 }
+
+/// No text output for a person lets a model's or a tool's control bytes through: ESC (CSI, OSC),
+/// BEL, and the C1 controls (U+009B is a CSI on its own in some terminals).
+fn assert_inert(what: &str, out: &str) {
+    for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{9d}', '\u{90}'] {
+        assert!(!out.contains(c), "{what} lets {c:?} through: {out:?}");
+    }
+}
+
+#[test]
+fn show_list_runs_and_a_waiting_summary_never_pass_escapes_to_the_terminal() {
+    // An OSC sequence (set the window title) that a cut at 100 characters would leave open, C1
+    // controls, and a tool that prints escapes.
+    let padding = "x".repeat(90);
+    let hostile =
+        format!("{padding}\u{1b}]0;pwned by a very long title\u{7} \u{9b}2J \u{9d}0;t\u{9c}");
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", json!({"message": "\u{1b}[31mred\u{90}"}))
+            .with_text(&hostile),
+        Reply::tool_call(
+            "q1",
+            "ask_human",
+            json!({"prompt": format!("Which? {hostile}")}),
+        ),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let waiting = sb.run(Some(&server), &hostile, &[]);
+    assert_eq!(waiting.code, 101, "{}", waiting.stderr);
+    assert_inert("the summary of a waiting run", &waiting.stdout);
+    assert_inert("the progress of a run", &waiting.stderr);
+    assert!(waiting.stdout.contains("Which? "), "{}", waiting.stdout);
+    for args in [vec!["show", "-w", "ws"], vec!["list-runs", "-w", "ws"]] {
+        let mut cmd = sb.delta(None);
+        cmd.args(&args);
+        let out = crate::support::output(cmd);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+        assert_inert(args[0], &out.stdout);
+        assert_inert(args[0], &out.stderr);
+        assert!(out.stdout.contains("\\x1b]0"), "{args:?}: {}", out.stdout);
+    }
+}
