@@ -18,6 +18,9 @@ pub struct RunSummary {
     pub status: RunStatus,
     /// Whether it was RUNNING when its process died.
     pub crashed: bool,
+    /// Why its `metadata.json` could not be used (missing or unreadable): `metadata` was then
+    /// rebuilt from the journal.
+    pub damaged: Option<String>,
 }
 
 /// The status a run really has: RUNNING but unlocked means its process died.
@@ -41,6 +44,75 @@ pub fn status_of(run: &RunDir, metadata: &RunMetadata, lock: &LockState) -> (Run
         return (ending.status.into(), false);
     }
     (status, crashed)
+}
+
+/// The run's `metadata.json`, or, when it is missing or cannot be read, its metadata rebuilt from
+/// the journal ([`rebuild_metadata`]) with why the file was not used. Fails with the file's error
+/// when the journal cannot tell either.
+pub fn metadata_or_journal(run: &RunDir) -> Result<(RunMetadata, Option<String>), StoreError> {
+    let error = match RunMetadata::load(&run.metadata()) {
+        Ok(metadata) => return Ok((metadata, None)),
+        Err(e) => e,
+    };
+    let damage = if run.metadata().exists() {
+        format!("metadata.json is unreadable ({error})")
+    } else {
+        "metadata.json is missing".to_string()
+    };
+    match rebuild_metadata(run) {
+        Ok(Some(metadata)) => Ok((metadata, Some(damage))),
+        Ok(None) | Err(_) => Err(error),
+    }
+}
+
+/// A run's metadata as its journal tells it: id, task and agent from `RUN_START`, the start from
+/// its first line, iterations and tokens from the answers, and the status: the end's when the
+/// journal has ended, WAITING_FOR_INPUT with a pending question, else RUNNING (which the lock turns
+/// into INTERRUPTED once no process holds it). `None` without a `RUN_START`.
+pub fn rebuild_metadata(run: &RunDir) -> Result<Option<RunMetadata>, StoreError> {
+    let (envelopes, _) = crate::events::read(&run.journal())?;
+    let typed = crate::context::typed(&envelopes);
+    let Some((run_id, task, agent_ref)) = typed.iter().find_map(|e| match e {
+        crate::events::Event::RunStart {
+            run_id,
+            task,
+            agent_ref,
+        } => Some((run_id.clone(), task.clone(), agent_ref.clone())),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let start_time = envelopes
+        .first()
+        .map(|e| e.timestamp.clone())
+        .unwrap_or_default();
+    let start_time_unix = start_time
+        .parse::<jiff::Timestamp>()
+        .map_or(0, |t| t.as_millisecond());
+    let ending = crate::tail::ending(&run.journal())?;
+    let status = match &ending {
+        Some(end) => end.status.into(),
+        None if run.interaction().join("request.json").is_file() => RunStatus::WaitingForInput,
+        None => RunStatus::Running,
+    };
+    let mut metadata = RunMetadata {
+        run_id,
+        start_time,
+        agent_ref,
+        task,
+        status,
+        iterations_completed: 0,
+        pid: 0,
+        hostname: String::new(),
+        start_time_unix,
+        process_name: crate::metadata::process_name(),
+        boot_id: None,
+        end_time: ending.map(|e| e.timestamp),
+        usage: Default::default(),
+        extra: Default::default(),
+    };
+    crate::engine::catch_up(&mut metadata, &typed);
+    Ok(Some(metadata))
 }
 
 /// Brings `metadata` in line with a journal that has ended: its status, end time, iterations and
@@ -82,7 +154,8 @@ pub fn list(workspace: &Path) -> Result<Vec<RunSummary>, StoreError> {
             continue;
         }
         let run = RunDir::new(workspace, &id);
-        let Ok(metadata) = RunMetadata::load(&run.metadata()) else {
+        // A folder with neither metadata nor journal holds no run (yet).
+        let Ok((metadata, damaged)) = metadata_or_journal(&run) else {
             continue;
         };
         let lock = RunLock::probe(&run.lock()).unwrap_or(LockState::Free);
@@ -92,6 +165,7 @@ pub fn list(workspace: &Path) -> Result<Vec<RunSummary>, StoreError> {
             metadata,
             status,
             crashed,
+            damaged,
         });
     }
     runs.sort_by(|a, b| {
@@ -129,9 +203,23 @@ pub struct Opened {
     pub status: RunStatus,
     /// When the previous process died while the run was RUNNING: who it was.
     pub crashed: Option<String>,
-    /// The status `metadata.json` said when the journal showed the run had ended (its process died
-    /// between the two writes); the metadata was repaired from the journal.
-    pub repaired: Option<RunStatus>,
+    /// How its `metadata.json` was repaired from the journal, if it was.
+    pub repaired: Option<Repair>,
+}
+
+/// How a run's `metadata.json` was repaired from its journal when the run was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repair {
+    /// It said `was` though the journal had ended: the process died between the two writes.
+    Ended {
+        /// What it said.
+        was: RunStatus,
+    },
+    /// It was missing or unreadable (why): it was rebuilt from the journal.
+    Rebuilt {
+        /// Why it could not be used.
+        damage: String,
+    },
 }
 
 /// Why a run could not be taken over.
@@ -241,7 +329,7 @@ pub fn open_locked(
     command: &str,
 ) -> Result<Opened, OpenError> {
     let run = RunDir::new(workspace, run_id);
-    if !run.metadata().is_file() {
+    if !run.holds_run() {
         return Err(OpenError::NotFound(run_id.to_string()));
     }
     let holder = LockHolder::current(clock.now(), Some(command));
@@ -253,8 +341,14 @@ pub fn open_locked(
             state,
         });
     }
-    let mut metadata = RunMetadata::load(&run.metadata())?;
-    let repaired = repair_ended(&run, &mut metadata)?;
+    let (mut metadata, damage) = metadata_or_journal(&run)?;
+    let repaired = match damage {
+        Some(damage) => {
+            metadata.save(&run.metadata())?;
+            Some(Repair::Rebuilt { damage })
+        }
+        None => repair_ended(&run, &mut metadata)?.map(|was| Repair::Ended { was }),
+    };
     let (status, crashed) = match metadata.status {
         RunStatus::Running => {
             let who = acquired
@@ -291,21 +385,26 @@ pub fn last_workspace_file() -> Option<PathBuf> {
 /// Records `workspace` as the last used in `file` (best effort: a read-only home must not stop a run).
 /// It is a convenience pointer, so it is not flushed to disk, and not rewritten when it already says
 /// so.
+/// The path is kept byte for byte (spaces at its ends and bytes that are not UTF-8 included).
 pub fn remember_workspace(file: &Path, workspace: &Path) {
-    let text = workspace.display().to_string();
-    if std::fs::read_to_string(file).ok().as_deref() != Some(text.as_str())
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = workspace.as_os_str().as_bytes();
+    if std::fs::read(file).ok().as_deref() != Some(bytes)
         && let Some(dir) = file.parent()
         && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = store::atomic::write_atomic_lazy(file, text.as_bytes());
+        let _ = store::atomic::write_atomic_lazy(file, bytes);
     }
 }
 
-/// The workspace recorded in `file` by [`remember_workspace`] (it may have been removed since).
+/// The workspace recorded in `file` by [`remember_workspace`] (it may have been removed since),
+/// exactly as recorded; one line break at the end (an editor's) is not part of it.
 pub fn last_workspace(file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let text = text.trim();
-    (!text.is_empty()).then(|| PathBuf::from(text))
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = std::fs::read(file).ok()?;
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    (!bytes.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
 }
 
 #[cfg(test)]

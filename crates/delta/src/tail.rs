@@ -225,16 +225,97 @@ pub fn ending(path: &Path) -> Result<Option<Ending>, StoreError> {
         .map_err(|e| StoreError::io("read", path, e))?
         .len();
     let mut from_end = LinesFromEnd::new(&mut file, path, len, BLOCK);
-    while let Some(bytes) = from_end.next_line()? {
-        let Ok((_, event)) = parse_journal_line(&bytes) else {
-            return Ok(None);
+    let mut lines = std::iter::from_fn(|| from_end.next_line().transpose());
+    let mut failed = None;
+    let ending = ending_of(std::iter::from_fn(|| match lines.next()? {
+        Ok(line) => Some(line),
+        Err(e) => {
+            failed = Some(e);
+            None
+        }
+    }));
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(ending),
+    }
+}
+
+/// Why the run of the journal at `path` failed: the fatal error journaled after its last answer, if
+/// any.
+pub fn failure(path: &Path) -> Result<Option<String>, StoreError> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("open", path, e)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io("read", path, e))?
+        .len();
+    let mut from_end = LinesFromEnd::new(&mut file, path, len, BLOCK);
+    while let Some(line) = from_end.next_line()? {
+        match failure_in(&line) {
+            Found::Failure(text) => return Ok(Some(text)),
+            Found::Stop => return Ok(None),
+            Found::Nothing => {}
+        }
+    }
+    Ok(None)
+}
+
+/// [`failure`] of a journal given as its complete lines, last first.
+pub fn failure_of<L: AsRef<[u8]>>(lines_from_end: impl IntoIterator<Item = L>) -> Option<String> {
+    for line in lines_from_end {
+        match failure_in(line.as_ref()) {
+            Found::Failure(text) => return Some(text),
+            Found::Stop => return None,
+            Found::Nothing => {}
+        }
+    }
+    None
+}
+
+/// What one line, read from the end, says of a run's failure.
+enum Found {
+    /// The fatal error's text.
+    Failure(String),
+    /// A line from before the failure (an answer, a message): there is none after it.
+    Stop,
+    /// Nothing: read on.
+    Nothing,
+}
+
+fn failure_in(line: &[u8]) -> Found {
+    match parse_journal_line(line) {
+        Ok((
+            _,
+            Some(Event::SystemMessage {
+                level: crate::events::Level::Error,
+                content,
+            }),
+        )) => Found::Failure(
+            content
+                .strip_prefix(crate::engine::FATAL_PREFIX)
+                .map_or(content.clone(), str::to_string),
+        ),
+        Ok((_, Some(Event::Thought { .. } | Event::UserMessage { .. }))) | Err(_) => Found::Stop,
+        Ok(_) => Found::Nothing,
+    }
+}
+
+/// [`ending`] of a journal given as its complete lines, last first (a file's, or a store's).
+pub fn ending_of<L: AsRef<[u8]>>(lines_from_end: impl IntoIterator<Item = L>) -> Option<Ending> {
+    for line in lines_from_end {
+        let bytes = line.as_ref();
+        let Ok((_, event)) = parse_journal_line(bytes) else {
+            return None;
         };
         match event {
             Some(Event::RunEnd { status }) => {
-                let timestamp = serde_json::from_slice::<crate::events::Envelope>(&bytes)
+                let timestamp = serde_json::from_slice::<crate::events::Envelope>(bytes)
                     .map(|e| e.timestamp)
                     .unwrap_or_default();
-                return Ok(Some(Ending { status, timestamp }));
+                return Some(Ending { status, timestamp });
             }
             None
             | Some(
@@ -242,10 +323,10 @@ pub fn ending(path: &Path) -> Result<Option<Ending>, StoreError> {
                 | Event::HookExecutionAudit { .. }
                 | Event::Compaction { .. },
             ) => {}
-            Some(_) => return Ok(None),
+            Some(_) => return None,
         }
     }
-    Ok(None)
+    None
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Line, StoreError> {

@@ -310,6 +310,10 @@ impl RunDir {
     pub fn metadata(&self) -> PathBuf {
         self.root.join("metadata.json")
     }
+    /// Whether the folder holds a run: its metadata, or (when that was lost) its journal.
+    pub fn holds_run(&self) -> bool {
+        self.metadata().is_file() || self.journal().is_file()
+    }
     /// `engine.log`.
     pub fn engine_log(&self) -> PathBuf {
         self.root.join("engine.log")

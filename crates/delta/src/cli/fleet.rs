@@ -392,6 +392,12 @@ pub fn list_in_store(
                     r.workspace.as_deref().unwrap_or("-"),
                     r.task.chars().take(60).collect::<String>(),
                 ));
+                if let Some(error) = &r.error {
+                    out.push_str(&format!("Error:      {error}\n"));
+                }
+                if let Some(damage) = &r.damaged {
+                    out.push_str(&format!("Damaged:    {damage}\n"));
+                }
             }
             print_text(&out);
         }

@@ -51,12 +51,13 @@ pub struct ListRunsArgs {
     format: Format,
 }
 
-/// The final answer or the pending question, as (answer, question).
-fn outcome(s: &RunSummary) -> (Option<String>, Option<String>) {
+/// The final answer, the pending question and the error that failed the run: whichever it has.
+fn outcome(s: &RunSummary) -> (Option<String>, Option<String>, Option<String>) {
     match transcript::outcome(&s.run, s.status) {
-        Some(Outcome::Answer(a)) => (Some(a), None),
-        Some(Outcome::Question(q)) => (None, Some(q)),
-        None => (None, None),
+        Some(Outcome::Answer(a)) => (Some(a), None, None),
+        Some(Outcome::Question(q)) => (None, Some(q), None),
+        Some(Outcome::Error(e)) => (None, None, Some(e)),
+        None => (None, None, None),
     }
 }
 
@@ -72,13 +73,15 @@ fn one_line(text: &str, limit: usize) -> String {
 
 fn to_json(s: &RunSummary) -> Value {
     let m = &s.metadata;
-    let (answer, question) = outcome(s);
+    let (answer, question, error) = outcome(s);
     json!({
         "final_answer": answer,
         "pending_question": question,
+        "error": error,
         "run_id": m.run_id,
         "status": s.status.as_str(),
         "crashed": s.crashed,
+        "damaged": s.damaged,
         "start_time": m.start_time,
         "end_time": m.end_time,
         "task": m.task,
@@ -166,11 +169,17 @@ fn text_block(r: &RunSummary) -> String {
         m.iterations_completed,
     );
     match outcome(r) {
-        (Some(answer), _) => out.push_str(&format!("Answer:     {}\n", one_line(&answer, 100))),
-        (_, Some(question)) => {
+        (Some(answer), _, _) => {
+            out.push_str(&format!("Answer:     {}\n", one_line(&answer, 100)));
+        }
+        (_, Some(question), _) => {
             out.push_str(&format!("Question:   {}\n", one_line(&question, 100)));
         }
+        (_, _, Some(error)) => out.push_str(&format!("Error:      {}\n", one_line(&error, 100))),
         _ => {}
+    }
+    if let Some(damage) = &r.damaged {
+        out.push_str(&format!("Damaged:    {damage}; shown from the journal\n"));
     }
     out
 }

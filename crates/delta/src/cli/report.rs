@@ -12,6 +12,7 @@ use delta::env::Env;
 use delta::metadata::RunStatus;
 use delta::resume::Decision;
 use delta::runner::{Finished, Host, Launching, Notice, Options, Request, Runner, RunnerError};
+use delta::runs::Repair;
 use store::{Clock, IdSource};
 
 use super::console::Console;
@@ -202,10 +203,21 @@ impl Host for CliHost<'_> {
                 Decision::Extend { .. } => eprint_line("Extending the COMPLETED conversation..."),
                 Decision::Resume { .. } | Decision::StartNew => {}
             },
-            Notice::Repaired { run_id, was, now } => eprint_line(&format!(
+            Notice::Repaired {
+                run_id,
+                repair: Repair::Ended { was },
+                now,
+            } => eprint_line(&format!(
                 "Run {run_id} had ended ({now}) though its metadata.json said {was}: its process \
                  stopped between journaling the end and saving the metadata. metadata.json was \
                  repaired from the journal."
+            )),
+            Notice::Repaired {
+                run_id,
+                repair: Repair::Rebuilt { damage },
+                now,
+            } => eprint_line(&format!(
+                "Run {run_id}: {damage}; it was rebuilt from the journal (status {now})."
             )),
             Notice::Forked {
                 new_id,

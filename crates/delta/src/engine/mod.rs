@@ -46,6 +46,9 @@ use io_writer::IoWriter;
 pub use reason::EndReason;
 pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
+/// How the journal's note of the error that failed a run begins.
+pub const FATAL_PREFIX: &str = "Fatal error: ";
+
 /// Name of the built-in tool.
 pub use crate::agent::tools::ASK_HUMAN;
 
@@ -636,7 +639,7 @@ impl<'a> Engine<'a> {
 
     fn fail(&mut self, error: String, iteration: u32) -> Result<RunOutcome, EngineError> {
         let error = self.redact(&error);
-        self.system(Level::Error, &format!("Fatal error: {error}"))?;
+        self.system(Level::Error, &format!("{FATAL_PREFIX}{error}"))?;
         self.log(&format!("Engine failed with error: {error}"));
         self.run_hook(
             HookName::OnError,

@@ -39,53 +39,97 @@ pub struct StoreRun {
     pub created: String,
     /// When it last stopped.
     pub end_time: Option<String>,
-    /// Why a worker could not work on it (it then left the queue).
+    /// Why a worker could not work on it (it then left the queue), or why it failed.
     pub error: Option<String>,
+    /// Documents of the run that could not be read (the run is shown from what could).
+    pub damaged: Option<String>,
 }
 
-/// Every run of the store, by id.
+/// Lines of a run's journal read from its end to tell how it ended or why it failed.
+const TAIL_LINES: usize = 64;
+
+/// A document of a run, or `None` when it is absent; one that cannot be read is noted in `damage`
+/// (the listing goes on without it). A failing store is an error.
+fn document<T: serde::de::DeserializeOwned>(
+    store: &PgStore,
+    run: &str,
+    key: &'static str,
+    damage: &mut Vec<String>,
+) -> Result<Option<T>, FleetError> {
+    match get_json(store, run, key) {
+        Ok(value) => Ok(value),
+        Err(e @ FleetError::BadDocument { .. }) => {
+            damage.push(e.to_string());
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Every run of the store, by id. A run whose documents cannot be read is listed all the same,
+/// from its journal, with what was damaged.
 pub fn list(store: &PgStore) -> Result<Vec<StoreRun>, FleetError> {
     let mut out = Vec::new();
     for row in store.rows()? {
-        let metadata: Option<RunMetadata> = get_json(store, &row.run, METADATA)?;
-        let submission: Option<Submission> = get_json(store, &row.run, SUBMISSION)?;
-        let place: Option<Place> = get_json(store, &row.run, PLACE)?;
-        let error: Option<serde_json::Value> = get_json(store, &row.run, ERROR)?;
-        let status = match (&metadata, row.queued) {
-            (Some(m), _) if m.status == RunStatus::Running && !row.live => {
-                RunStatus::Interrupted.as_str().to_string()
-            }
-            (Some(m), _) => m.status.as_str().to_string(),
-            (None, true) => "QUEUED".to_string(),
-            (None, false) => "NOT_STARTED".to_string(),
-        };
-        let (agent, task) = match (&metadata, &submission) {
-            (Some(m), _) => (m.agent_ref.clone(), m.task.clone()),
-            (None, Some(s)) => (s.agent.display().to_string(), s.task.clone()),
-            (None, None) => (String::new(), String::new()),
-        };
-        out.push(StoreRun {
-            run_id: row.run.clone(),
-            status,
-            queued: row.queued,
-            holder: row
-                .holder
-                .as_ref()
-                .filter(|_| row.live)
-                .map(LockHolder::describe),
-            epoch: row.epoch,
-            workspace: place.map(|p| p.workspace.display().to_string()),
-            agent,
-            task,
-            iterations: metadata.as_ref().map_or(0, |m| m.iterations_completed),
-            created: row.created.to_string(),
-            end_time: metadata.and_then(|m| m.end_time),
-            error: error
-                .filter(|_| !row.queued)
-                .and_then(|e| e["error"].as_str().map(str::to_string)),
-        });
+        out.push(list_one(store, &row)?);
     }
     Ok(out)
+}
+
+/// One run of [`list`].
+fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetError> {
+    let mut damage = Vec::new();
+    let metadata: Option<RunMetadata> = document(store, &row.run, METADATA, &mut damage)?;
+    let submission: Option<Submission> = document(store, &row.run, SUBMISSION, &mut damage)?;
+    let place: Option<Place> = document(store, &row.run, PLACE, &mut damage)?;
+    let error: Option<serde_json::Value> = document(store, &row.run, ERROR, &mut damage)?;
+    // The journal's end says how a run ended, whatever its metadata says (or when it is lost).
+    let tail = store.read_tail(&row.run, TAIL_LINES)?;
+    let from_end = || tail.entries.iter().rev().map(|e| e.json.as_bytes());
+    let ending = crate::tail::ending_of(from_end());
+    let status = match (&ending, &metadata, row.queued) {
+        (Some(end), _, _) => RunStatus::from(end.status).as_str().to_string(),
+        (None, Some(m), _) if m.status == RunStatus::Running && !row.live => {
+            RunStatus::Interrupted.as_str().to_string()
+        }
+        (None, Some(m), _) => m.status.as_str().to_string(),
+        (None, None, _) if tail.len > 0 && row.live => RunStatus::Running.as_str().to_string(),
+        (None, None, _) if tail.len > 0 => RunStatus::Interrupted.as_str().to_string(),
+        (None, None, true) => "QUEUED".to_string(),
+        (None, None, false) => "NOT_STARTED".to_string(),
+    };
+    let (agent, task) = match (&metadata, &submission) {
+        (Some(m), _) => (m.agent_ref.clone(), m.task.clone()),
+        (None, Some(s)) => (s.agent.display().to_string(), s.task.clone()),
+        (None, None) => (String::new(), String::new()),
+    };
+    let failure = (status == RunStatus::Failed.as_str())
+        .then(|| crate::tail::failure_of(from_end()))
+        .flatten();
+    Ok(StoreRun {
+        run_id: row.run.clone(),
+        status,
+        queued: row.queued,
+        holder: row
+            .holder
+            .as_ref()
+            .filter(|_| row.live)
+            .map(LockHolder::describe),
+        epoch: row.epoch,
+        workspace: place.map(|p| p.workspace.display().to_string()),
+        agent,
+        task,
+        iterations: metadata.as_ref().map_or(0, |m| m.iterations_completed),
+        created: row.created.to_string(),
+        end_time: ending
+            .map(|e| e.timestamp)
+            .or_else(|| metadata.and_then(|m| m.end_time)),
+        error: error
+            .filter(|_| !row.queued)
+            .and_then(|e| e["error"].as_str().map(str::to_string))
+            .or(failure),
+        damaged: (!damage.is_empty()).then(|| damage.join("; ")),
+    })
 }
 
 /// The run's journal as JSON lines (each with its line end), as `journal.jsonl` holds it.

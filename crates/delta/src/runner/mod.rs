@@ -157,14 +157,13 @@ pub enum Notice<'a> {
         /// The run's `interaction/response.txt`.
         response: &'a Path,
     },
-    /// A run's `metadata.json` said `was` while its journal had ended (`now`): its process died
-    /// between the two writes. The metadata was repaired from the journal.
+    /// A run's `metadata.json` was repaired from its journal when the run was opened.
     Repaired {
         /// The run.
         run_id: &'a str,
-        /// What the metadata said.
-        was: RunStatus,
-        /// What the journal says.
+        /// What was wrong with it.
+        repair: &'a crate::runs::Repair,
+        /// The run's status, as the journal tells it.
         now: RunStatus,
     },
     /// A run was forked.

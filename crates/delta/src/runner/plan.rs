@@ -140,10 +140,10 @@ impl Runner<'_> {
         let workspace_lock = runs::lock_workspace(&ws, clock, CONTINUE).map_err(open_error)?;
         let opened = runs::open_locked(&ws, &run_id(&ws)?, workspace_lock, clock, CONTINUE)
             .map_err(open_error)?;
-        if let Some(was) = opened.repaired {
+        if let Some(repair) = &opened.repaired {
             self.host.notice(Notice::Repaired {
                 run_id: &opened.run.run_id,
-                was,
+                repair,
                 now: opened.status,
             });
         }

@@ -17,7 +17,7 @@ use store::StoreError;
 
 use crate::engine::InteractionRequest;
 use crate::events::{self, ActionStatus, Envelope, Event, Level};
-use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
+use crate::metadata::{RunStatus, TokenTotals};
 use crate::runs;
 use crate::workspace::RunDir;
 
@@ -62,6 +62,9 @@ pub struct Transcript {
     pub entries: Vec<Entry>,
     /// Whether the journal ended in a torn line (a write cut short), which is left out.
     pub torn_tail: bool,
+    /// Why `metadata.json` could not be used (missing or unreadable): the facts above were then
+    /// read from the journal.
+    pub damaged: Option<String>,
 }
 
 /// One thing that happened.
@@ -256,7 +259,7 @@ impl ToolEntry {
 impl Transcript {
     /// The transcript of the run in `run`.
     pub fn load(run: &RunDir) -> Result<Self, TranscriptError> {
-        let metadata = RunMetadata::load(&run.metadata())?;
+        let (metadata, damaged) = runs::metadata_or_journal(run)?;
         let lock = store::RunLock::probe(&run.lock()).unwrap_or(store::LockState::Free);
         let (status, crashed) = runs::status_of(run, &metadata, &lock);
         let (lines, torn) = events::read(&run.journal())?;
@@ -289,6 +292,7 @@ impl Transcript {
             pending_question,
             entries,
             torn_tail: torn.is_some(),
+            damaged,
         })
     }
 
@@ -317,11 +321,15 @@ fn pending_question(run: &RunDir) -> Option<String> {
 }
 
 /// Where a run ended up, in a line: the final answer of a COMPLETED run, the question a
-/// WAITING_FOR_INPUT one waits on (for `list-runs`). Reads only the journal's end where it can.
+/// WAITING_FOR_INPUT one waits on, the error a FAILED one stopped on (for `list-runs`). Reads only the journal's end where it can.
 pub fn outcome(run: &RunDir, status: RunStatus) -> Option<Outcome> {
     match status {
         RunStatus::WaitingForInput => pending_question(run).map(Outcome::Question),
         RunStatus::Completed => last_answer(&run.journal()).map(Outcome::Answer),
+        RunStatus::Failed => crate::tail::failure(&run.journal())
+            .ok()
+            .flatten()
+            .map(Outcome::Error),
         _ => None,
     }
 }
@@ -333,6 +341,8 @@ pub enum Outcome {
     Answer(String),
     /// The question waiting for an answer.
     Question(String),
+    /// Why the run failed.
+    Error(String),
 }
 
 /// The text of the last model answer without tool calls: from the journal's last 256 KiB, or the
@@ -626,7 +636,7 @@ pub fn find_run(workspace: &Path, run_id: Option<&str>) -> Option<RunDir> {
     match run_id {
         Some(id) => {
             crate::workspace::validate_run_id(id).ok()?;
-            Some(RunDir::new(workspace, id)).filter(|r| r.metadata().is_file())
+            Some(RunDir::new(workspace, id)).filter(RunDir::holds_run)
         }
         None => runs::latest(workspace),
     }

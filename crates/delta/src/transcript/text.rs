@@ -53,6 +53,12 @@ fn header(t: &Transcript) -> String {
         t.usage.input_tokens, t.usage.output_tokens, t.usage.llm_calls, t.iterations
     );
     let _ = writeln!(out, "Folder:     {}", t.run_dir.display());
+    if let Some(damage) = &t.damaged {
+        let _ = writeln!(
+            out,
+            "Damaged:    {damage}; the facts above were read from the journal"
+        );
+    }
     out
 }
 

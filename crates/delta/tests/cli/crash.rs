@@ -42,6 +42,7 @@ impl Rng {
 struct Tally {
     trials: usize,
     finished_before_the_kill: usize,
+    ended_before_the_metadata: usize,
     tool_running_at_the_kill: usize,
     stopped_by_continue: usize,
     ended_before_continue: usize,
@@ -118,9 +119,29 @@ fn trial(seed: u64, n: usize, rng: &mut Rng, tally: &mut Tally) {
     if completed {
         tally.finished_before_the_kill += 1;
     }
-
     let server2 = ScriptedServer::start([Reply::text("done"), Reply::text("done")]);
-    if !completed {
+    // Killed between journaling the run's end and saving its metadata: the run is finished all
+    // the same; continue refuses to go on without a message and asks the model nothing.
+    let ended = sb.journal().last().is_some_and(|e| e["type"] == "RUN_END");
+    if ended && !completed {
+        tally.ended_before_the_metadata += 1;
+        let mut cmd = sb.delta(Some(&server2));
+        cmd.args(["continue", "-w", "ws"]);
+        let out = output(cmd);
+        assert_eq!(out.code, 1, "{context}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("Run is COMPLETED"),
+            "{context}: {}",
+            out.stderr
+        );
+        assert_eq!(
+            server2.request_count(),
+            0,
+            "{context}: the model was asked again"
+        );
+        assert_eq!(sb.metadata()["status"], "COMPLETED", "{context}");
+    }
+    if !completed && !ended {
         let mut cmd = sb.delta(Some(&server2));
         cmd.args(["continue", "-w", "ws", "--format", "raw"]);
         let out = output(cmd);

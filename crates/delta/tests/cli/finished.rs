@@ -115,7 +115,7 @@ fn the_flush_after_the_end(strace: &std::path::Path) -> usize {
         "-f",
         "-qq",
         "-s",
-        "200",
+        "4096",
         "-e",
         "trace=write,fdatasync",
         "-o",
@@ -129,7 +129,7 @@ fn the_flush_after_the_end(strace: &std::path::Path) -> usize {
         .iter()
         .enumerate()
         .find(|(_, (_, call))| call.starts_with("write(") && call.contains("RUN_END"))
-        .expect("a write of RUN_END");
+        .unwrap_or_else(|| panic!("no write of RUN_END in the trace:\n{text}"));
     let flushes = |upto: usize| {
         lines[..upto]
             .iter()

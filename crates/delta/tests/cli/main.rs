@@ -10,6 +10,7 @@ mod basics;
 mod context_sources;
 mod context_window;
 mod crash;
+mod damaged;
 mod dotenv;
 mod duplicate_ids;
 mod examples;
