@@ -376,6 +376,100 @@ pub fn open_locked(
     })
 }
 
+/// Why a run could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    /// It could not be taken (missing, busy, damaged workspace).
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Its record is in a store: this folder is only its working copy.
+    #[error("run {0} is kept in a store; this folder is only its working copy")]
+    KeptInStore(String),
+    /// Its files could not be removed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The name a run folder takes while it is being removed: hidden from listings, and cleared by the
+/// next process that locks the workspace if a removal was cut short.
+pub const REMOVING_PREFIX: &str = ".removing-";
+
+/// Removes run `run_id` of `workspace` with all its files, under the workspace's and the run's locks
+/// (a run a live process works on is [`OpenError::Busy`]). The folder is first renamed out of sight,
+/// then deleted, so that a removal cut short never leaves half a run; `LATEST` then names the
+/// newest run left, if any.
+pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(), RemoveError> {
+    crate::workspace::validate_run_id(run_id).map_err(|e| OpenError::NotFound(e.to_string()))?;
+    let opened = match open(workspace, run_id, clock, "delta rm") {
+        Ok(opened) => opened,
+        // A run whose journal is empty or gone can still be removed.
+        Err(OpenError::NoJournal { .. }) => open_for_removal(workspace, run_id, clock)?,
+        Err(e) => return Err(e.into()),
+    };
+    if opened
+        .run
+        .root
+        .join(crate::events::UPSTREAM_MARKER)
+        .exists()
+    {
+        return Err(RemoveError::KeptInStore(run_id.to_string()));
+    }
+    let aside = workspace
+        .join(".delta")
+        .join(format!("{REMOVING_PREFIX}{run_id}"));
+    remove_leftover(&aside)?;
+    std::fs::rename(&opened.run.root, &aside)
+        .map_err(|e| StoreError::io("rename", &opened.run.root, e))?;
+    store::atomic::sync_dir(&workspace.join(".delta"))?;
+    remove_leftover(&aside)?;
+    if crate::workspace::latest(workspace).as_deref() == Some(run_id) {
+        match list(workspace)?.first() {
+            Some(newest) => crate::workspace::set_latest(workspace, &newest.run.run_id)?,
+            None => {
+                let latest = workspace.join(".delta/LATEST");
+                std::fs::remove_file(&latest).map_err(|e| StoreError::io("remove", &latest, e))?;
+            }
+        }
+    }
+    drop(opened);
+    Ok(())
+}
+
+/// Deletes what a removal left at `aside` (nothing there is fine).
+fn remove_leftover(aside: &Path) -> Result<(), StoreError> {
+    match std::fs::remove_dir_all(aside) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::io("remove", aside, e)),
+    }
+}
+
+/// The locks of a run that [`open`] refuses for want of a journal, for removing it.
+fn open_for_removal(
+    workspace: &Path,
+    run_id: &str,
+    clock: store::Clock,
+) -> Result<Opened, OpenError> {
+    let workspace_lock = lock_workspace(workspace, clock, "delta rm")?;
+    let run = RunDir::new(workspace, run_id);
+    let holder = LockHolder::current(clock.now(), Some("delta rm"));
+    let lock = RunLock::acquire(&run.lock(), &holder).map_err(busy)?.lock;
+    let metadata = rebuild_metadata(&run).ok().flatten();
+    let metadata = match metadata {
+        Some(m) => m,
+        None => RunMetadata::load(&run.metadata())?,
+    };
+    Ok(Opened {
+        status: metadata.status,
+        run,
+        metadata,
+        workspace_lock,
+        lock,
+        crashed: None,
+        repaired: None,
+    })
+}
+
 /// The workspace `delta` used last (any agent): `$HOME/.delta/LAST_WORKSPACE`.
 pub fn last_workspace_file() -> Option<PathBuf> {
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;

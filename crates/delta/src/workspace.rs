@@ -133,6 +133,15 @@ pub fn remove_stale_temporaries(workspace: &Path) {
     };
     for entry in entries.flatten() {
         let run = entry.path();
+        // A run folder a removal set aside and did not finish deleting.
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(crate::runs::REMOVING_PREFIX))
+        {
+            let _ = std::fs::remove_dir_all(&run);
+            continue;
+        }
         let in_use = || {
             matches!(
                 store::RunLock::probe(&run.join("run.lock")),
@@ -225,11 +234,24 @@ pub fn set_last_used(root: &Path, name: &str) -> Result<(), StoreError> {
 }
 
 /// Creates a workspace folder (if needed) with its `.delta/VERSION`; returns its absolute path.
+///
+/// This runs before the workspace is locked (its lock lives in `.delta/`), so another process may
+/// be writing `VERSION` too, or, holding the lock, clearing the temporary files of writers it
+/// takes for dead: a write that lost its temporary file is tried again unless `VERSION` is there.
 pub fn prepare(dir: &Path) -> Result<PathBuf, StoreError> {
     create_dir_all_durable(&dir.join(".delta"))?;
     let version = dir.join(".delta/VERSION");
-    if !version.exists() {
-        store::write_atomic(&version, format!("{LAYOUT_VERSION}\n").as_bytes())?;
+    let mut tries = 0;
+    while !version.exists() {
+        match store::atomic::create_atomic(&version, format!("{LAYOUT_VERSION}\n").as_bytes()) {
+            Ok(_) => break,
+            Err(StoreError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && tries < 3 =>
+            {
+                tries += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()))
 }

@@ -79,6 +79,8 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct PgStore {
     client: Arc<Mutex<Client>>,
+    /// Where to connect again when the connection was closed (a server restart, a network cut).
+    url: Arc<str>,
     namespace: String,
     lease: Duration,
 }
@@ -98,10 +100,16 @@ struct PgGuard {
     namespace: String,
     run: String,
     epoch: i64,
+    /// The lease was committed: dropping it gives it up. A lease whose transaction did not commit
+    /// has nothing to give up (and its taker still holds the connection).
+    committed: bool,
 }
 
 impl Drop for PgGuard {
     fn drop(&mut self) {
+        if !self.committed {
+            return;
+        }
         if let Ok(mut client) = self.client.lock() {
             let _ = client.execute(
                 "UPDATE runs SET holder = NULL, lease_until = NULL
@@ -127,9 +135,15 @@ impl PgStore {
         migrate(&mut client)?;
         Ok(Self {
             client: Arc::new(Mutex::new(client)),
+            url: url.into(),
             namespace: namespace.to_string(),
             lease: DEFAULT_LEASE,
         })
+    }
+
+    /// How long a lease of this store holds without renewal.
+    pub fn lease_time(&self) -> Duration {
+        self.lease
     }
 
     /// The same database, the runs of another namespace.
@@ -146,11 +160,19 @@ impl PgStore {
         self
     }
 
+    /// The connection, made again first when the server closed it (a restart, a network cut):
+    /// every write is fenced by its lease's epoch, so a new connection changes nothing of what a
+    /// writer may do.
     fn client(&self) -> StoreResult<MutexGuard<'_, Client>> {
-        self.client.lock().map_err(|_| StoreError::Backend {
+        let mut client = self.client.lock().map_err(|_| StoreError::Backend {
             action: "use the database connection",
             source: "a thread panicked while using it".into(),
-        })
+        })?;
+        if client.is_closed() {
+            *client = Client::connect(&self.url, NoTls)
+                .map_err(backend("connect to PostgreSQL again"))?;
+        }
+        Ok(client)
     }
 
     fn lease_millis(&self) -> i64 {
@@ -213,21 +235,11 @@ impl PgStore {
             .transaction()
             .map_err(backend("begin a transaction"))?;
         if create {
-            let inserted = tx
-                .execute(
-                    "INSERT INTO runs (namespace, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                    &[&self.namespace, &run],
-                )
-                .map_err(backend("create a run"))?;
-            if inserted == 0 {
-                return Err(StoreError::Exists {
-                    run: run.to_string(),
-                });
-            }
+            insert_run(&mut tx, &self.namespace, run)?;
         }
         let lease = self.take_locked(&mut tx, run, holder)?;
         tx.commit().map_err(backend("commit"))?;
-        Ok(lease)
+        committed(lease)
     }
 
     /// Takes the lease of `run` inside `tx`: fails while a live lease holds it; else bumps the
@@ -282,6 +294,7 @@ impl PgStore {
             namespace: self.namespace.clone(),
             run: run.to_string(),
             epoch,
+            committed: false,
         };
         Ok(Lease::new(
             run,
@@ -324,6 +337,28 @@ impl PgStore {
             torn: None,
         })
     }
+}
+
+/// Creates the row of `run`; [`StoreError::Exists`] when there is one.
+fn insert_run(tx: &mut Transaction<'_>, namespace: &str, run: &str) -> StoreResult<()> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO runs (namespace, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&namespace, &run],
+        )
+        .map_err(backend("create a run"))?;
+    if inserted == 0 {
+        return Err(StoreError::Exists {
+            run: run.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `lease`, whose transaction has committed: from now on, dropping it gives it up.
+fn committed(mut lease: Lease) -> StoreResult<Lease> {
+    lease.guard_mut::<PgGuard>()?.committed = true;
+    Ok(lease)
 }
 
 /// Applies the migrations the database lacks, one process at a time.
@@ -430,6 +465,52 @@ impl PgStore {
         )
     }
 
+    /// Moves a queued run to the back of the queue (its turn comes again after the runs queued
+    /// before now), for a run that cannot be worked on yet: it does not hold up the others.
+    pub fn defer(&self, lease: &mut Lease) -> StoreResult<()> {
+        self.own(lease)?;
+        self.fenced_execute(
+            lease,
+            "defer a run",
+            "UPDATE runs SET queued_at = now()
+             WHERE namespace = $1 AND run = $2 AND queued_at IS NOT NULL",
+            &[&self.namespace, &lease.run()],
+        )
+    }
+
+    /// Creates `run` with its whole journal (`records`, numbered from 1) and its `documents`, in
+    /// one transaction: a process killed on the way leaves nothing. Returns its lease.
+    pub fn create_whole(
+        &self,
+        run: &str,
+        holder: &LockHolder,
+        records: &[&str],
+        documents: &[(&str, &[u8])],
+    ) -> StoreResult<Lease> {
+        for record in records {
+            check_record(run, record)?;
+        }
+        for (key, _) in documents {
+            validate_key(key)?;
+        }
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        insert_run(&mut tx, &self.namespace, run)?;
+        let lease = self.take_locked(&mut tx, run, holder)?;
+        append_in(&mut tx, &self.namespace, run, records)?;
+        for (key, bytes) in documents {
+            tx.execute(
+                "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)",
+                &[&self.namespace, &run, key, bytes],
+            )
+            .map_err(backend("write a document"))?;
+        }
+        tx.commit().map_err(backend("commit"))?;
+        committed(lease)
+    }
+
     /// Takes the lease of the oldest queued run that no live lease holds (a run whose worker died
     /// or was cut off is taken over), or `None` when there is none. Workers claiming at the same
     /// time skip one another's rows instead of waiting.
@@ -453,7 +534,7 @@ impl PgStore {
         let run: String = row.get(0);
         let lease = self.take_locked(&mut tx, &run, holder)?;
         tx.commit().map_err(backend("commit"))?;
-        Ok(Some(lease))
+        committed(lease).map(Some)
     }
 
     /// How many runs are queued (waiting for a worker or being worked on).

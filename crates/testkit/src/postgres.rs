@@ -58,6 +58,8 @@ struct Cluster {
     dir: tempfile::TempDir,
     bin: PathBuf,
     as_postgres: bool,
+    /// The server's options (`pg_ctl -o`), to start it again the same way.
+    options: String,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -67,6 +69,23 @@ impl std::fmt::Debug for Postgres {
 }
 
 impl Postgres {
+    /// Restarts the server as a crash would (every connection cut, the server down for `down`),
+    /// keeping its data. Panics for a server the kit did not start (`PG_TEST_URL`): a test that
+    /// restarts the database needs its own ([`Postgres::can_restart`]).
+    pub fn restart(&self, down: std::time::Duration) {
+        let Some(cluster) = self.cluster.as_ref() else {
+            panic!("a server given by PG_TEST_URL cannot be restarted by a test");
+        };
+        if let Err(e) = cluster.restart(down) {
+            panic!("restarting the test cluster: {e}");
+        }
+    }
+
+    /// Whether [`Postgres::restart`] can restart this server.
+    pub fn can_restart(&self) -> bool {
+        self.cluster.is_some()
+    }
+
     /// The server over TCP on 127.0.0.1 (as a remote database is reached), else [`store_url`].
     ///
     /// [`store_url`]: Postgres::store_url
@@ -222,11 +241,12 @@ impl Cluster {
             .prefix("pg-test-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let cluster = Self {
+        let mut cluster = Self {
             port: free_port()?,
             dir,
             bin,
             as_postgres,
+            options: String::new(),
         };
         if as_postgres {
             cluster.chown()?;
@@ -250,21 +270,38 @@ impl Cluster {
             Flush::On => "on",
             Flush::Off => "off",
         };
-        let options = format!(
+        cluster.options = format!(
             "-c listen_addresses='127.0.0.1' -c unix_socket_directories='{socket}' -p {port} -c fsync={fsync} -c max_connections=100"
         );
-        cluster.run(
-            cluster
-                .command("pg_ctl")
-                .arg("-D")
-                .arg(&data)
-                .args(["-w", "-t", "60", "-o", &options, "-l"])
-                .arg(cluster.dir.path().join("log"))
-                .arg("start"),
-            "pg_ctl start",
-        )?;
+        cluster.start_server()?;
         let url = format!("host={socket} port={port} user=postgres dbname=postgres");
         Ok((cluster, url))
+    }
+
+    fn start_server(&self) -> Result<(), StartError> {
+        self.run(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.dir.path().join("data"))
+                .args(["-w", "-t", "60", "-o", &self.options, "-l"])
+                .arg(self.dir.path().join("log"))
+                .arg("start"),
+            "pg_ctl start",
+        )
+    }
+
+    /// Stops the server at once (every connection is cut, as in a crash), then, `down` later,
+    /// starts it again on the same data, port and socket.
+    fn restart(&self, down: std::time::Duration) -> Result<(), StartError> {
+        self.run(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.dir.path().join("data"))
+                .args(["-m", "immediate", "-w", "stop"]),
+            "pg_ctl stop",
+        )?;
+        std::thread::sleep(down);
+        self.start_server()
     }
 
     fn command(&self, program: &str) -> Command {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use delta::engine::{Observer, Silent};
 use delta::fleet::admin::{self, StoreRun};
+use delta::fleet::upstream::Loss;
 use delta::fleet::work::{Ask, Parts, Settings, Worked, continue_run};
 use delta::fleet::worker::{self, Crew, WorkerConfig, WorkerEvent};
 use delta::fleet::{self, FleetError, Submission};
@@ -229,9 +230,37 @@ fn describe(event: &WorkerEvent<'_>) -> String {
             let back = if *requeued { ", back in the queue" } else { "" };
             format!("[{slot}] {run_id}: {status}{back}")
         }
-        WorkerEvent::Lost { slot, run_id } => {
-            format!("[{slot}] {run_id}: another process took the run over; given up")
-        }
+        WorkerEvent::Settled {
+            slot,
+            run_id,
+            status,
+        } => format!("[{slot}] {run_id}: had already stopped ({status}); left the queue"),
+        WorkerEvent::Waiting {
+            slot,
+            run_id,
+            reason,
+        } => format!("[{slot}] {run_id}: {reason}; back in the queue"),
+        WorkerEvent::Lost {
+            slot,
+            run_id,
+            why: Loss::TakenOver,
+        } => format!("[{slot}] {run_id}: another process took the run over; given up"),
+        WorkerEvent::Lost {
+            slot,
+            run_id,
+            why: Loss::Paused,
+        } => format!(
+            "[{slot}] {run_id}: this worker was paused past its lease; the run's tool was stopped \
+             and the run given up (another process takes it over)"
+        ),
+        WorkerEvent::Lost {
+            slot,
+            run_id,
+            why: Loss::CutOff,
+        } => format!(
+            "[{slot}] {run_id}: the store could not be reached to renew the lease before it ran \
+             out; the run's tool was stopped and the run given up (another process takes it over)"
+        ),
         WorkerEvent::Failed {
             slot,
             run_id,
@@ -337,10 +366,25 @@ pub fn continue_in_store(
         };
         match continue_run(&store, &cont.run_id, ask, &settings, parts).map_err(fleet_error)? {
             Worked::Stopped { finished, .. } => Ok(*finished),
-            Worked::Lost { run_id } => Err(CliError::new(format!(
+            Worked::Settled { .. } | Worked::Waiting { .. } => Err(CliError::new(
+                "internal: a continued run was treated as a queued one",
+            )
+            .code(Exit::Internal)),
+            Worked::Lost {
+                run_id,
+                why: Loss::TakenOver,
+            } => Err(CliError::new(format!(
                 "another process took run {run_id} over while this one worked on it; nothing more was written"
             ))
             .code(Exit::Busy)),
+            Worked::Lost {
+                run_id,
+                why: Loss::CutOff | Loss::Paused,
+            } => Err(CliError::new(format!(
+                "the store could not be reached to renew the lease of run {run_id} before it ran out: \
+                 the run was stopped here and nothing more was written"
+            ))
+            .hint(format!("once the store is back: delta continue --store URL --run-id {run_id}"))),
         }
     })
 }
@@ -395,6 +439,9 @@ pub fn list_in_store(
                 if let Some(error) = &r.error {
                     out.push_str(&format!("Error:      {error}\n"));
                 }
+                if let Some(waiting) = &r.waiting {
+                    out.push_str(&format!("Waiting:    {waiting}\n"));
+                }
                 if let Some(damage) = &r.damaged {
                     out.push_str(&format!("Damaged:    {damage}\n"));
                 }
@@ -440,7 +487,9 @@ pub fn cmd_export(args: ExportArgs) -> Result<(), CliError> {
 ///
 /// The run's journal, metadata and io/ records are copied into the store; the workspace stays as
 /// the run's working copy. The run must not be running. Continue it afterwards with
-/// `delta continue --store URL --run-id ID`; its id is printed on stdout.
+/// `delta continue --store URL --run-id ID`; its id is printed on stdout. The journal and metadata
+/// go in at once (an import killed before that leaves nothing); `--resume` finishes an import
+/// killed after it.
 ///
 /// Example:
 ///   delta import --store postgres://db/delta -w ./ws --run-id R
@@ -457,6 +506,12 @@ pub struct ImportArgs {
     /// The run (default: the workspace's latest).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
+
+    /// Finish an import that was cut short: the store has the run already, with the workspace's
+    /// journal line for line; its io/ records are copied and the workspace is handed over to the
+    /// store.
+    #[arg(long)]
+    resume: bool,
 }
 
 pub fn cmd_import(args: ImportArgs) -> Result<(), CliError> {
@@ -474,10 +529,29 @@ pub fn cmd_import(args: ImportArgs) -> Result<(), CliError> {
         }
     };
     let store = open(&args.store)?;
-    let records = admin::import(&store, &ws, &run_id, clock).map_err(fleet_error)?;
+    let records = admin::import(&store, &ws, &run_id, args.resume, clock).map_err(fleet_error)?;
     eprint_line(&format!(
         "Imported run {run_id} ({records} journal records)"
     ));
     print_out(&format!("{run_id}\n"));
     Ok(())
+}
+
+/// `delta show --store`: the transcript of a run of the store, read from a scratch copy.
+pub fn store_transcript(
+    url: &str,
+    run_id: &str,
+) -> Result<delta::transcript::Transcript, CliError> {
+    let store = fleet::open(url).map_err(fleet_error)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("delta-show-")
+        .tempdir()
+        .map_err(|e| CliError::new(format!("cannot make a scratch folder: {e}")))?;
+    admin::transcript(&store, run_id, scratch.path()).map_err(fleet_error)
+}
+
+/// `delta rm --store`: removes a run from the store.
+pub fn remove_from_store(url: &str, run_id: &str, clock: Clock) -> Result<(), CliError> {
+    let store = fleet::open(url).map_err(fleet_error)?;
+    admin::remove(&store, run_id, clock).map_err(fleet_error)
 }

@@ -10,6 +10,7 @@ mod init;
 mod list_runs;
 mod report;
 mod result;
+mod rm;
 mod run;
 mod show;
 mod terminal;
@@ -56,6 +57,7 @@ enum Command {
     ListRuns(list_runs::ListRunsArgs),
     #[command(visible_alias = "log")]
     Show(show::ShowArgs),
+    Rm(rm::RmArgs),
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
@@ -257,6 +259,7 @@ pub fn main() -> ExitCode {
         Command::Continue(args) => continue_cmd::cmd_continue(args),
         Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
         Command::Show(args) => show::cmd_show(args).map(|()| Exit::Ok),
+        Command::Rm(args) => rm::cmd_rm(args).map(|()| Exit::Ok),
         Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
         Command::Compact(args) => compact::cmd_compact(args).map(|()| Exit::Ok),

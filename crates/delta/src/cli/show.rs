@@ -16,15 +16,20 @@ use super::{CliError, WorkspaceArg, print_out, print_text};
 ///   delta show -w ./ws                              # the workspace's latest run
 ///   delta show -w ./ws --run-id 20251013_110024_a1b2c3 --format json
 ///   delta show -w ./ws --format html > run.html     # one self-contained page
+///   delta show --store postgres://db/delta --run-id R   # a run kept in a store
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ShowArgs {
     #[command(flatten)]
     workspace: WorkspaceArg,
 
-    /// The run (default: the workspace's latest).
+    /// The run (default: the workspace's latest; required with --store).
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
+
+    /// Show a run of this store (a PostgreSQL URL; also DELTA_STORE) instead of a workspace's.
+    #[arg(long, value_name = "URL", env = "DELTA_STORE")]
+    store: Option<String>,
 
     /// text: for reading; json: the transcript as one object; html: one self-contained page.
     #[arg(long, value_enum, default_value = "text")]
@@ -47,6 +52,17 @@ pub fn cmd_show(args: ShowArgs) -> Result<(), CliError> {
         delta::workspace::validate_run_id(id)
             .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     }
+    if let Some(url) = &args.store {
+        let Some(run_id) = &args.run_id else {
+            return Err(
+                CliError::usage("--store needs --run-id: which run of the store")
+                    .hint("list the store's runs with: delta list-runs --store URL"),
+            );
+        };
+        let transcript = super::fleet::store_transcript(url, run_id)?;
+        render(&transcript, args.format);
+        return Ok(());
+    }
     let ws = args.workspace.existing()?;
     let Some(run) = transcript::find_run(&ws, args.run_id.as_deref()) else {
         return Err(match &args.run_id {
@@ -58,13 +74,17 @@ pub fn cmd_show(args: ShowArgs) -> Result<(), CliError> {
     let transcript = Transcript::load(&run).map_err(|e| match e {
         TranscriptError::Store(e) => super::store_error(e),
     })?;
-    match args.format {
-        ShowFormat::Text => print_text(&transcript::text::render(&transcript)),
+    render(&transcript, args.format);
+    Ok(())
+}
+
+fn render(transcript: &Transcript, format: ShowFormat) {
+    match format {
+        ShowFormat::Text => print_text(&transcript::text::render(transcript)),
         ShowFormat::Json => print_out(&format!(
             "{}\n",
-            serde_json::to_string_pretty(&transcript).unwrap_or_default()
+            serde_json::to_string_pretty(transcript).unwrap_or_default()
         )),
-        ShowFormat::Html => print_out(&transcript::html::render(&transcript)),
+        ShowFormat::Html => print_out(&transcript::html::render(transcript)),
     }
-    Ok(())
 }

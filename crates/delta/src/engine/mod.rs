@@ -293,9 +293,9 @@ pub struct Engine<'a> {
     /// A tool's process group recorded by the process this one took the run over from, and what
     /// stopping it found (for the settled call's result).
     leftover: Option<Leftover>,
-    /// Whether that process ran in this boot, so that every record it wrote is there: a started call
-    /// without a record then never started its program.
-    records_complete: bool,
+    /// Whether every process record the previous process wrote is here (it ran in this boot, in
+    /// this copy), so that a started call without a record never started its program.
+    records: settle::Records,
 }
 
 /// A tool call of the model's answer: its id, tool name and arguments (redacted).
@@ -402,7 +402,7 @@ impl<'a> Engine<'a> {
             progress_saved: Instant::now(),
             exec_refs,
             leftover: None,
-            records_complete: false,
+            records: settle::Records::NotHere,
         };
         if let Some(torn) = opened.recovered {
             let note =

@@ -22,8 +22,10 @@ impl Engine<'_> {
     pub(super) fn begin_resume(&mut self) -> Result<(), EngineError> {
         // The boot recorded by the process that worked on the run last; it is replaced once the calls
         // that process left open are settled (see `run_loop`).
-        let boot = process::group::boot_id();
-        self.records_complete = boot.is_some() && self.metadata.boot_id == boot;
+        self.records = Records::of(
+            self.metadata.boot_id.as_deref(),
+            process::group::boot_id().as_deref(),
+        );
         self.metadata.status = RunStatus::Running;
         self.metadata.end_time = None;
         self.metadata.pid = std::process::id();
@@ -47,7 +49,7 @@ impl Engine<'_> {
             Ok(None) => return Ok(()),
             Err(e @ StoreError::Parse { .. }) => {
                 // Cut short by a power loss, say. Without it nothing can be stopped or known.
-                self.records_complete = false;
+                self.records = Records::Unreadable;
                 self.system(
                     Level::Warn,
                     &format!("Ignored an unreadable process record ({e}); a process it named could not be checked"),
@@ -118,20 +120,22 @@ impl Engine<'_> {
             ),
             // The record is written before a tool's program is let go, so without one it never ran:
             // certain when the previous process ran in this boot (no record was lost to a restart).
-            None if self.records_complete => (
-                ActionStatus::Error,
-                format!(
-                    "=== INTERRUPTED: the run stopped before {name} started: it did not run. ==="
+            None => match self.records.why_unknown() {
+                None => (
+                    ActionStatus::Error,
+                    format!(
+                        "=== INTERRUPTED: the run stopped before {name} started: it did not run. ==="
+                    ),
                 ),
-            ),
-            None => (
-                ActionStatus::Failed,
-                format!(
-                    "=== INTERRUPTED: the run stopped while {name} was running (interrupted or crashed; \
-                     the machine has restarted since, or the run was started by an older delta); it may \
-                     or may not have taken effect. Check before running it again. ==="
+                Some(why) => (
+                    ActionStatus::Failed,
+                    format!(
+                        "=== INTERRUPTED: the run stopped while {name} was running (interrupted or \
+                         crashed; {why}); it may or may not have taken effect. Check before running \
+                         it again. ==="
+                    ),
                 ),
-            ),
+            },
         };
         self.append(Event::ActionResult {
             action_id: id.to_string(),
@@ -181,6 +185,49 @@ impl Engine<'_> {
         }
         self.save_progress()?;
         Ok(None)
+    }
+}
+
+/// Whether the process records (`process.json`) the previous process wrote are all here, so that a
+/// started call without a record is known never to have started its program; and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Records {
+    /// The previous process ran in this boot, in this working copy: every record it wrote is here.
+    Complete,
+    /// The machine has restarted since (records are not flushed to disk).
+    OtherBoot,
+    /// The run's metadata names no boot: it was last worked on in another working copy (a fleet
+    /// run taken over elsewhere), or by a delta that did not record it.
+    NotHere,
+    /// This system does not say which boot it is in.
+    BootUnknown,
+    /// The record is unreadable (cut short by a power loss, say).
+    Unreadable,
+}
+
+impl Records {
+    /// From the boot the run's metadata names and the current one.
+    pub(crate) fn of(recorded: Option<&str>, current: Option<&str>) -> Self {
+        match (recorded, current) {
+            (_, None) => Self::BootUnknown,
+            (None, Some(_)) => Self::NotHere,
+            (Some(r), Some(c)) if r == c => Self::Complete,
+            (Some(_), Some(_)) => Self::OtherBoot,
+        }
+    }
+
+    /// Why a missing record does not prove that a call never started (`None`: it does).
+    fn why_unknown(self) -> Option<&'static str> {
+        match self {
+            Self::Complete => None,
+            Self::OtherBoot => Some("the machine has restarted since"),
+            Self::NotHere => Some(
+                "its process records are not in this working copy: the run was last worked on in \
+                 another one, or by a delta that did not record them",
+            ),
+            Self::BootUnknown => Some("this system does not tell whether it has restarted since"),
+            Self::Unreadable => Some("its process record was unreadable"),
+        }
     }
 }
 

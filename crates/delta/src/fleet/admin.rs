@@ -4,10 +4,13 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde::de::IgnoredAny;
-use store::{Clock, Flush, LockHolder, RunStore, Seq, StoreError};
+use store::{Clock, LockHolder, RunStore, Seq, StoreError};
 use store_pg::PgStore;
 
-use super::{ERROR, FleetError, METADATA, PLACE, Place, SUBMISSION, Submission, copy, get_json};
+use super::{
+    ERROR, FleetError, METADATA, PLACE, Place, SUBMISSION, Submission, WAITING, Waiting, copy,
+    get_json,
+};
 use crate::metadata::{RunMetadata, RunStatus};
 use crate::runner::RunnerError;
 use crate::runs::{self, OpenError};
@@ -43,10 +46,9 @@ pub struct StoreRun {
     pub error: Option<String>,
     /// Documents of the run that could not be read (the run is shown from what could).
     pub damaged: Option<String>,
+    /// Why a queued run waits instead of being worked on (its workspace is held), while it does.
+    pub waiting: Option<String>,
 }
-
-/// Lines of a run's journal read from its end to tell how it ended or why it failed.
-const TAIL_LINES: usize = 64;
 
 /// A document of a run, or `None` when it is absent; one that cannot be read is noted in `damage`
 /// (the listing goes on without it). A failing store is an error.
@@ -83,8 +85,9 @@ fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetEr
     let submission: Option<Submission> = document(store, &row.run, SUBMISSION, &mut damage)?;
     let place: Option<Place> = document(store, &row.run, PLACE, &mut damage)?;
     let error: Option<serde_json::Value> = document(store, &row.run, ERROR, &mut damage)?;
+    let waiting: Option<Waiting> = document(store, &row.run, WAITING, &mut damage)?;
     // The journal's end says how a run ended, whatever its metadata says (or when it is lost).
-    let tail = store.read_tail(&row.run, TAIL_LINES)?;
+    let tail = store.read_tail(&row.run, super::TAIL_LINES)?;
     let from_end = || tail.entries.iter().rev().map(|e| e.json.as_bytes());
     let ending = crate::tail::ending_of(from_end());
     let status = match (&ending, &metadata, row.queued) {
@@ -129,6 +132,9 @@ fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetEr
             .and_then(|e| e["error"].as_str().map(str::to_string))
             .or(failure),
         damaged: (!damage.is_empty()).then(|| damage.join("; ")),
+        waiting: waiting
+            .filter(|_| row.queued && !row.live)
+            .and_then(|w| w.reason),
     })
 }
 
@@ -153,13 +159,21 @@ pub fn export(store: &PgStore, run_id: &str, out: &mut dyn FnMut(&str)) -> Resul
     }
 }
 
-/// Records appended to the store per transaction when importing.
-const IMPORT_BATCH: usize = 1000;
-
 /// Moves run `run_id` of the workspace `ws` into the store (the workspace's copy stays, as the
 /// run's working copy). The run must not be running; it is not queued (continue it with
 /// `delta continue --store`).
-pub fn import(store: &PgStore, ws: &Path, run_id: &str, clock: Clock) -> Result<u64, FleetError> {
+///
+/// The journal and the run's documents go in in one transaction: an import killed before it
+/// committed leaves nothing in the store. What follows (the `io/` records, and the working copy's
+/// `upstream.txt` that hands the run over to the store) is finished by `resume`, which accepts a
+/// run the store has already when its journal there is the workspace's, line for line.
+pub fn import(
+    store: &PgStore,
+    ws: &Path,
+    run_id: &str,
+    resume: bool,
+    clock: Clock,
+) -> Result<u64, FleetError> {
     workspace::validate_run_id(run_id)?;
     let open_error = |source: OpenError| {
         FleetError::Runner(Box::new(RunnerError::Open {
@@ -176,40 +190,22 @@ pub fn import(store: &PgStore, ws: &Path, run_id: &str, clock: Clock) -> Result<
         serde_json::from_slice::<IgnoredAny>(line)
             .map(|_| String::from_utf8_lossy(line).into_owned())
     })?;
-    let mut lease = store.create(
-        run_id,
-        &LockHolder::current(clock.now(), Some("delta import")),
-    )?;
-    for batch in contents.records.chunks(IMPORT_BATCH) {
-        let lines: Vec<&str> = batch.iter().map(String::as_str).collect();
-        store.append(&mut lease, &lines)?;
-    }
-    let mut metadata = opened.metadata.clone();
-    metadata.status = opened.status;
-    let submission = Submission {
-        agent: metadata.agent_ref.clone().into(),
-        task: metadata.task.clone(),
-        workspace: Some(ws.clone()),
-        max_iterations: None,
-        model: None,
-        submitted: crate::events::timestamp(clock.now()),
+    let lines: Vec<&str> = contents.records.iter().map(String::as_str).collect();
+    let holder = LockHolder::current(clock.now(), Some("delta import"));
+    let documents = documents(&opened, &ws, clock)?;
+    let documents: Vec<(&str, &[u8])> = documents.iter().map(|(k, b)| (*k, b.as_slice())).collect();
+    let mut lease = match store.create_whole(run_id, &holder, &lines, &documents) {
+        Ok(lease) => lease,
+        Err(StoreError::Exists { .. }) if resume => {
+            let lease = store.lease(run_id, &holder)?;
+            if !same_journal(store, run_id, &lines)? {
+                return Err(FleetError::ImportDiffers(run_id.to_string()));
+            }
+            lease
+        }
+        Err(e @ StoreError::Exists { .. }) => return Err(FleetError::ImportExists(e)),
+        Err(e) => return Err(e.into()),
     };
-    let place = Place {
-        workspace: ws.clone(),
-        host: store::hostname(),
-    };
-    for (key, value) in [
-        (SUBMISSION, serde_json::to_vec_pretty(&submission)),
-        (PLACE, serde_json::to_vec_pretty(&place)),
-        (METADATA, serde_json::to_vec_pretty(&metadata)),
-    ] {
-        let bytes = value.map_err(|source| FleetError::BadDocument {
-            run: run_id.to_string(),
-            key,
-            source,
-        })?;
-        store.put(&mut lease, key, &bytes, Flush::Durable)?;
-    }
     copy::upload_io(store, &mut lease, &opened.run)?;
     // From now on the store holds the record: the workspace's copy is only a working copy.
     let marker = opened.run.root.join(crate::events::UPSTREAM_MARKER);
@@ -218,4 +214,128 @@ pub fn import(store: &PgStore, ws: &Path, run_id: &str, clock: Clock) -> Result<
     );
     store::write_atomic(&marker, note.as_bytes())?;
     Ok(contents.records.len() as u64)
+}
+
+/// The documents an imported run starts with: its submission (as if submitted from this
+/// workspace), its place (this workspace) and its metadata.
+fn documents(
+    opened: &runs::Opened,
+    ws: &Path,
+    clock: Clock,
+) -> Result<Vec<(&'static str, Vec<u8>)>, FleetError> {
+    let mut metadata = opened.metadata.clone();
+    metadata.status = opened.status;
+    let submission = Submission {
+        agent: metadata.agent_ref.clone().into(),
+        task: metadata.task.clone(),
+        workspace: Some(ws.to_path_buf()),
+        max_iterations: None,
+        model: None,
+        submitted: crate::events::timestamp(clock.now()),
+    };
+    let place = Place {
+        workspace: ws.to_path_buf(),
+        host: store::hostname(),
+    };
+    let run = &opened.run.run_id;
+    [
+        (SUBMISSION, serde_json::to_vec_pretty(&submission)),
+        (PLACE, serde_json::to_vec_pretty(&place)),
+        (METADATA, serde_json::to_vec_pretty(&metadata)),
+    ]
+    .into_iter()
+    .map(|(key, bytes)| {
+        bytes
+            .map(|bytes| (key, bytes))
+            .map_err(|source| FleetError::BadDocument {
+                run: run.clone(),
+                key,
+                source,
+            })
+    })
+    .collect()
+}
+
+/// Whether the store's journal of `run` is `lines`, line for line.
+fn same_journal(store: &PgStore, run: &str, lines: &[&str]) -> Result<bool, FleetError> {
+    let mut theirs = Vec::with_capacity(lines.len());
+    export(store, run, &mut |line| theirs.push(line.to_string()))?;
+    Ok(theirs.len() == lines.len() && theirs.iter().zip(lines).all(|(a, b)| a == b))
+}
+
+/// Copies what the store holds of `run_id` (journal, metadata, `io/` records) into a run folder
+/// under `into` (a scratch folder: `into/.delta/<run>/`), to be read as a local run is (`delta
+/// show --store`). A RUNNING run whose lease holds is marked as held, so that it does not read as
+/// crashed; its status is the store's.
+pub fn snapshot(store: &PgStore, run_id: &str, into: &Path) -> Result<Snapshot, FleetError> {
+    workspace::validate_run_id(run_id)?;
+    let lease = store.lease_state(run_id)?;
+    let run = workspace::RunDir::create(into, run_id)?;
+    let mut journal = String::new();
+    export(store, run_id, &mut |line| {
+        journal.push_str(line);
+        journal.push('\n');
+    })?;
+    std::fs::write(run.journal(), journal)
+        .map_err(|e| StoreError::io("write", run.journal(), e))?;
+    if let Some(bytes) = store.get(run_id, METADATA)? {
+        std::fs::write(run.metadata(), bytes)
+            .map_err(|e| StoreError::io("write", run.metadata(), e))?;
+    }
+    for key in store.keys(run_id, "io/")? {
+        let Some(bytes) = store.get(run_id, &key)? else {
+            continue;
+        };
+        // Keys were checked when written (no `..`, no absolute path): they stay inside the run.
+        let path = run.root.join(&key);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create", dir, e))?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| StoreError::io("write", &path, e))?;
+    }
+    Ok(Snapshot {
+        run,
+        held: matches!(lease, store::LeaseState::Held(_)),
+    })
+}
+
+/// A store run copied for reading ([`snapshot`]).
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Its folder.
+    pub run: workspace::RunDir,
+    /// A process holds its lease now.
+    pub held: bool,
+}
+
+/// The transcript of run `run_id` of the store (`delta show --store`), read from a copy made under
+/// `scratch`: as a local run's, but RUNNING while a process holds its lease.
+pub fn transcript(
+    store: &PgStore,
+    run_id: &str,
+    scratch: &Path,
+) -> Result<crate::transcript::Transcript, FleetError> {
+    let snapshot = snapshot(store, run_id, scratch)?;
+    let mut transcript =
+        crate::transcript::Transcript::load(&snapshot.run).map_err(|e| match e {
+            crate::transcript::TranscriptError::Store(e) => FleetError::Store(e),
+        })?;
+    if snapshot.held && transcript.crashed {
+        transcript.status = RunStatus::Running;
+        transcript.crashed = false;
+    }
+    // Where the run's files are is its working copy, not the scratch copy read here.
+    if let Ok(Some(place)) = get_json::<Place>(store, run_id, PLACE) {
+        transcript.run_dir = place.workspace.join(".delta").join(run_id);
+    }
+    Ok(transcript)
+}
+
+/// Removes run `run_id` from the store, with its journal and documents. Refused while a process
+/// holds its lease ([`StoreError::Busy`]); a queued run leaves the queue with it.
+pub fn remove(store: &PgStore, run_id: &str, clock: Clock) -> Result<(), FleetError> {
+    workspace::validate_run_id(run_id)?;
+    let lease = store.lease(run_id, &LockHolder::current(clock.now(), Some("delta rm")))?;
+    store.remove(lease)?;
+    Ok(())
 }

@@ -24,17 +24,67 @@ pub struct WorkingCopy {
     pub workspace: PathBuf,
     /// It is the run's recorded working copy (or the run has none yet).
     pub recorded: bool,
+    /// The workspace's lock, held while the copy is rebuilt (its `LATEST` and temporary files are
+    /// shared with the other runs of the workspace); let go before the runner takes it.
+    pub lock: Option<store::RunLock>,
 }
 
-/// Chooses the workspace for `lease`'s run: the recorded one when it exists here and nobody works
-/// in it, else the submission's, else a new folder under `dir`.
+/// Why a run's working copy cannot be used now: another process works in its workspace (a run
+/// sharing it, or the process this run was taken from, paused). The run waits in the queue.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The workspace.
+    pub workspace: PathBuf,
+    /// Its lock.
+    pub lock: PathBuf,
+    /// Who holds it, when known.
+    pub holder: Option<store::LockHolder>,
+}
+
+impl Held {
+    /// The reason, for people.
+    pub fn reason(&self) -> String {
+        format!(
+            "waits for its workspace {}, held by {}",
+            self.workspace.display(),
+            self.holder.as_ref().map_or_else(
+                || "another process".to_string(),
+                store::LockHolder::describe
+            )
+        )
+    }
+}
+
+/// What became of the choice of a working copy.
+#[derive(Debug)]
+pub enum Choice {
+    /// Work here.
+    Copy(WorkingCopy),
+    /// The run's workspace is held: wait.
+    Held(Held),
+}
+
+/// Whether a workspace can be worked in now.
+enum Usable {
+    /// Free: its lock, taken.
+    Yes(store::RunLock),
+    /// Held by a live process.
+    Held(Held),
+    /// Not here: the recorded copy is on a machine (or storage) this process does not reach.
+    OutOfReach,
+}
+
+/// Chooses the workspace for `lease`'s run: the recorded one, the submission's, or a new folder under
+/// `dir`. A workspace that another process holds is waited for (the process that left it may still
+/// have tools running there, and its files are the run's): a fresh copy is made only when the
+/// recorded one is out of reach from here.
 pub fn choose(
     store: &PgStore,
     lease: &Lease,
     submission: &Submission,
     dir: &Path,
     clock: Clock,
-) -> Result<WorkingCopy, FleetError> {
+) -> Result<Choice, FleetError> {
     let run = lease.run();
     let recorded: Option<Place> = get_json(store, run, PLACE)?;
     let first_choice = match &recorded {
@@ -44,47 +94,58 @@ pub fn choose(
             None => dir.join(run),
         },
     };
-    let had_place = recorded.is_some();
-    let usable = |ws: &Path| -> Result<bool, FleetError> {
-        if had_place && !ws.join(".delta").join(run).is_dir() {
-            return Ok(false);
+    // A recorded workspace that is not here is on a machine (or storage) this process does not
+    // reach. One that is here but lacks the run's folder while the run has begun lost the
+    // process records of the copy that worked on it: it is used, but says nothing is known.
+    let reachable = recorded.is_none() || first_choice.is_dir();
+    let records_here = recorded.is_none()
+        || first_choice.join(".delta").join(run).is_dir()
+        || store.read_tail(run, 1)?.len == 0;
+    match usable(&first_choice, reachable, clock)? {
+        Usable::Yes(lock) => Ok(Choice::Copy(WorkingCopy {
+            workspace: first_choice.canonicalize().unwrap_or(first_choice),
+            recorded: records_here,
+            lock: Some(lock),
+        })),
+        Usable::Held(held) => Ok(Choice::Held(held)),
+        Usable::OutOfReach => {
+            let fresh = dir.join(format!("{run}.{}", lease.epoch()));
+            let workspace = workspace::prepare(&fresh)?;
+            let lock = runs::lock_workspace(&workspace, clock, "delta worker").ok();
+            Ok(Choice::Copy(WorkingCopy {
+                workspace,
+                recorded: false,
+                lock,
+            }))
         }
-        let ws = workspace::prepare(ws)?;
-        match runs::lock_workspace(&ws, clock, "delta worker") {
-            Ok(lock) => {
-                drop(lock);
-                Ok(true)
-            }
-            Err(OpenError::Busy { .. } | OpenError::Store(StoreError::Busy { .. })) => Ok(false),
-            Err(e) => Err(FleetError::Runner(Box::new(
-                crate::runner::RunnerError::Open {
-                    source: Box::new(e),
-                    workspace: ws,
-                },
-            ))),
-        }
-    };
-    if usable(&first_choice)? {
-        let workspace = first_choice.canonicalize().unwrap_or(first_choice);
-        return Ok(WorkingCopy {
-            workspace,
-            recorded: true,
-        });
     }
-    if !had_place {
-        // A workspace given at submission that another process works in: the run waits its turn.
-        return Err(FleetError::Store(StoreError::Busy {
-            path: workspace::lock_path(&first_choice),
-            holder: None,
-        }));
+}
+
+/// Whether `ws` can be worked in now (then its lock is taken).
+fn usable(ws: &Path, reachable: bool, clock: Clock) -> Result<Usable, FleetError> {
+    if !reachable {
+        return Ok(Usable::OutOfReach);
     }
-    // The recorded copy is out of reach (another machine) or held (a paused process): a fresh one.
-    let fresh = dir.join(format!("{run}.{}", lease.epoch()));
-    let workspace = workspace::prepare(&fresh)?;
-    Ok(WorkingCopy {
-        workspace,
-        recorded: false,
-    })
+    let ws = workspace::prepare(ws)?;
+    match runs::lock_workspace(&ws, clock, "delta worker") {
+        Ok(lock) => Ok(Usable::Yes(lock)),
+        Err(OpenError::Busy { lock, holder }) => Ok(Usable::Held(Held {
+            workspace: ws,
+            lock,
+            holder,
+        })),
+        Err(OpenError::Store(StoreError::Busy { path, holder })) => Ok(Usable::Held(Held {
+            workspace: ws,
+            lock: path,
+            holder,
+        })),
+        Err(e) => Err(FleetError::Runner(Box::new(
+            crate::runner::RunnerError::Open {
+                source: Box::new(e),
+                workspace: ws,
+            },
+        ))),
+    }
 }
 
 /// Records `copy` as the run's working copy and rebuilds its `.delta/<run>/` from the store's

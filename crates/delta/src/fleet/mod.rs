@@ -43,6 +43,19 @@ pub const PLACE: &str = "workspace.json";
 pub const METADATA: &str = "metadata.json";
 /// The document that says why a run could not be worked on (it then left the queue).
 pub const ERROR: &str = "error.json";
+/// The document that says why a queued run waits (its workspace is held), while it does.
+pub const WAITING: &str = "waiting.json";
+/// Lines of a run's journal read from its end (in the store) to tell how it ended or why it failed.
+pub const TAIL_LINES: usize = 64;
+
+/// Why a queued run waits (`waiting.json`); both absent once it no longer does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// The reason.
+    pub reason: Option<String>,
+    /// Since when (the last time a worker found it so).
+    pub since: Option<String>,
+}
 
 /// Why a fleet operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +85,14 @@ pub enum FleetError {
     /// The runner could not run the run.
     #[error(transparent)]
     Runner(#[from] Box<crate::runner::RunnerError>),
+    /// `import` of a run the store has already.
+    #[error(transparent)]
+    ImportExists(StoreError),
+    /// `import --resume` of a run whose journal in the store is not the workspace's.
+    #[error(
+        "run {0} is in the store with another journal than the workspace's: it is not this import"
+    )]
+    ImportDiffers(String),
 }
 
 impl FleetError {
@@ -90,6 +111,16 @@ impl FleetError {
                 Some("list the store's runs with: delta list-runs --store URL".into())
             }
             Self::Runner(e) => e.hint(),
+            Self::ImportExists(_) => Some(
+                "if an earlier import of this run was cut short, `delta import --resume` finishes it; \
+                 otherwise import it under another id (--run-id of a copy) or continue it with \
+                 delta continue --store URL --run-id ID"
+                    .into(),
+            ),
+            Self::ImportDiffers(_) => Some(
+                "the store's run is another one with the same id: list it with delta list-runs --store URL"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -186,7 +217,7 @@ pub fn get_json<T: serde::de::DeserializeOwned>(
 }
 
 /// Writes `value` as the JSON document `key`, durably.
-fn put_json<T: Serialize>(
+pub(crate) fn put_json<T: Serialize>(
     store: &PgStore,
     lease: &mut store::Lease,
     key: &'static str,

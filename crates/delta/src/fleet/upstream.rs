@@ -1,7 +1,12 @@
 //! The run of record in the store, seen from the engine: journal lines and metadata go there under
 //! the lease, and a background thread renews the lease while the run is worked on.
+//!
+//! A process that cannot renew its lease (the database restarted, the network is cut) does not know
+//! whether another process has taken the run over, and must assume so once the lease may have run
+//! out: the renewer then stops the run (its tool is stopped by the engine's interrupt) a margin
+//! before the lease's end as this process counts it, so that a successor never works beside it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,8 +21,22 @@ use crate::events::Upstream;
 pub struct StoreUpstream {
     store: PgStore,
     lease: Mutex<Option<Lease>>,
-    /// Set once the store refused the lease (taken over): nothing more is written.
+    /// Set once the store refused the lease (taken over), or the lease could not be renewed before
+    /// it ran out: nothing more is written.
     lost: AtomicBool,
+    /// Why the lease ran out unrenewed, once it did (as opposed to taken over): a [`Loss`] code.
+    ran_out: AtomicU8,
+}
+
+/// Why a process gave a run up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// Another process took the run over (the store refused this lease).
+    TakenOver,
+    /// The lease could not be renewed before it ran out (the store could not be reached).
+    CutOff,
+    /// This process was stopped (paused) past its lease.
+    Paused,
 }
 
 impl StoreUpstream {
@@ -27,6 +46,7 @@ impl StoreUpstream {
             store,
             lease: Mutex::new(Some(lease)),
             lost: AtomicBool::new(false),
+            ran_out: AtomicU8::new(0),
         })
     }
 
@@ -44,9 +64,33 @@ impl StoreUpstream {
             .unwrap_or_default()
     }
 
-    /// Whether the lease was taken over.
+    /// Whether the run was given up: its lease taken over, or run out unrenewed.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Why the run was given up, once it was.
+    pub fn loss(&self) -> Option<Loss> {
+        if !self.is_lost() {
+            return None;
+        }
+        Some(match self.ran_out.load(Ordering::SeqCst) {
+            RAN_OUT_CUT_OFF => Loss::CutOff,
+            RAN_OUT_PAUSED => Loss::Paused,
+            _ => Loss::TakenOver,
+        })
+    }
+
+    /// Gives the run up because its lease may have run out unrenewed: `paused` when this process
+    /// was stopped, else the store could not be reached.
+    fn ran_out(&self, paused: bool) {
+        let why = if paused {
+            RAN_OUT_PAUSED
+        } else {
+            RAN_OUT_CUT_OFF
+        };
+        self.ran_out.store(why, Ordering::SeqCst);
+        self.lost.store(true, Ordering::SeqCst);
     }
 
     /// Runs `op` with the lease; a refusal for a lost lease marks it lost.
@@ -54,6 +98,12 @@ impl StoreUpstream {
         &self,
         op: impl FnOnce(&PgStore, &mut Lease) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        if self.is_lost() {
+            return Err(StoreError::Backend {
+                action: "write the run",
+                source: "the run was given up".into(),
+            });
+        }
         let mut guard = self.guard()?;
         let Some(lease) = guard.as_mut() else {
             return Err(StoreError::Backend {
@@ -82,9 +132,10 @@ impl StoreUpstream {
         }
     }
 
-    /// Renews the lease every `period` until `stop` is raised; when the store refuses it (taken
-    /// over) or `shutdown` is raised, `interrupt` is raised so that the engine stops its tool and
-    /// ends.
+    /// Renews the lease every `period` until `stop` is raised. When the store refuses it (taken
+    /// over), when it could not be renewed for nearly the whole lease ([`stop_margin`] before its
+    /// end), or when `shutdown` is raised, `interrupt` is raised so that the engine stops its tool
+    /// and ends.
     pub fn keep_alive(
         self: &Arc<Self>,
         period: Duration,
@@ -92,21 +143,49 @@ impl StoreUpstream {
         interrupt: Arc<AtomicBool>,
     ) -> Renewer {
         let stop = Arc::new(AtomicBool::new(false));
+        let lease_time = self.store.lease_time();
+        // When the last renewal that succeeded was sent, in milliseconds from `start`: the lease
+        // holds at least until then plus its time (the store counts from when it received it).
+        let start = Instant::now();
+        let held_from = Arc::new(AtomicU64::new(0));
+        // Renewals on a thread of their own, so that a call the network holds up never delays the
+        // decision to stop. It ends after its call once stopped (it is not waited for).
+        {
+            let (upstream, stopped, held_from) =
+                (Arc::clone(self), Arc::clone(&stop), Arc::clone(&held_from));
+            std::thread::spawn(move || {
+                while !stopped.load(Ordering::SeqCst) && !upstream.is_lost() {
+                    sleep_unless(period, &stopped);
+                    let sent = millis_since(start);
+                    // A passing database error is retried at the next period; a refusal is final.
+                    if !stopped.load(Ordering::SeqCst)
+                        && upstream
+                            .with_lease(|store, lease| store.renew(lease))
+                            .is_ok()
+                    {
+                        held_from.fetch_max(sent, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
         let upstream = Arc::clone(self);
         let stopped = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let mut renewed = Instant::now();
+            let give_up_after = lease_time.saturating_sub(stop_margin(lease_time));
+            let tick = Duration::from_millis(50);
+            let mut ticked = Instant::now();
             while !stopped.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(tick);
+                // A tick that took far longer than asked: the whole process was stopped.
+                let paused = ticked.elapsed() > tick + period;
+                ticked = Instant::now();
                 if shutdown.load(Ordering::SeqCst) {
                     interrupt.store(true, Ordering::SeqCst);
                 }
-                if renewed.elapsed() < period {
-                    continue;
+                let held = Duration::from_millis(held_from.load(Ordering::SeqCst));
+                if !upstream.is_lost() && start.elapsed().saturating_sub(held) >= give_up_after {
+                    upstream.ran_out(paused);
                 }
-                renewed = Instant::now();
-                // A passing database error is retried at the next period; a refusal is final.
-                let _ = upstream.with_lease(|store, lease| store.renew(lease));
                 if upstream.is_lost() {
                     interrupt.store(true, Ordering::SeqCst);
                     break;
@@ -148,6 +227,32 @@ impl Upstream for StoreUpstream {
     fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
         self.with_lease(|store, lease| store.put(lease, key, bytes, Flush::Durable))
     }
+}
+
+/// [`StoreUpstream::ran_out`]'s reasons.
+const RAN_OUT_CUT_OFF: u8 = 1;
+const RAN_OUT_PAUSED: u8 = 2;
+
+/// Sleeps `period`, or less once `stopped` is raised.
+fn sleep_unless(period: Duration, stopped: &AtomicBool) {
+    let until = Instant::now() + period;
+    while !stopped.load(Ordering::SeqCst) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+fn millis_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How long before its lease runs out a process that could not renew it gives its run up: the time
+/// its tool gets to stop (SIGTERM, a grace, SIGKILL) and a little more, at most a third of the lease.
+pub fn stop_margin(lease_time: Duration) -> Duration {
+    (crate::process::STOP_GRACE + Duration::from_millis(500)).min(lease_time / 3)
 }
 
 /// The thread renewing a lease; stopped when dropped.

@@ -9,11 +9,14 @@ use std::time::Duration;
 use store::{Flush, Lease, RunStore, StoreError};
 use store_pg::PgStore;
 
-use super::upstream::StoreUpstream;
-use super::{ERROR, FleetError, SUBMISSION, Submission, copy, get_json};
+use super::copy::{Choice, Held};
+use super::upstream::{Loss, StoreUpstream};
+use super::{
+    ERROR, FleetError, METADATA, SUBMISSION, Submission, WAITING, Waiting, copy, get_json,
+};
 use crate::agent;
 use crate::engine::{HumanInput, Observer};
-use crate::metadata::RunStatus;
+use crate::metadata::{RunMetadata, RunStatus};
 use crate::runner::{
     Continue, Finished, Host, NewRun, Options, Request, Runner, RunnerError, WorkspaceRef,
 };
@@ -64,18 +67,38 @@ pub enum Worked {
         /// It was put back in the queue (interrupted by a stopping worker).
         requeued: bool,
     },
-    /// Another process took the run over: nothing more was written.
+    /// The run had already stopped (its journal ended, or it waits for an answer), though it was
+    /// still queued (the worker that stopped it died before taking it out): it left the queue,
+    /// quietly, without being worked on; its metadata was brought in line with its journal.
+    Settled {
+        /// The run.
+        run_id: String,
+        /// How it stands.
+        status: RunStatus,
+    },
+    /// The run cannot be worked on yet (its workspace is held): it waits in the queue, behind the
+    /// runs queued now, with the reason in the store (`waiting.json`).
+    Waiting {
+        /// The run.
+        run_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The run was given up: nothing more was written.
     Lost {
         /// The run.
         run_id: String,
+        /// Why.
+        why: Loss,
     },
 }
 
 /// Works on the run of `lease` until it stops, then gives the lease up.
 ///
-/// A run that cannot be worked on (its agent does not load, its working copy cannot be made) leaves
-/// the queue with the error kept in the store (`error.json`), unless only a busy workspace stood in
-/// the way; then it waits in the queue.
+/// A queued run that had already stopped leaves the queue quietly ([`Worked::Settled`]); one whose
+/// workspace another process holds waits its turn ([`Worked::Waiting`]). A run that cannot be
+/// worked on (its agent does not load, its working copy cannot be made) leaves the queue with the
+/// error kept in the store (`error.json`).
 pub fn work(
     store: &PgStore,
     mut lease: Lease,
@@ -84,10 +107,26 @@ pub fn work(
     parts: Parts<'_>,
 ) -> Result<Worked, FleetError> {
     let clock = parts.options.clock;
-    // Only a run taken from the queue leaves it on an error; a caller's refused continue does not.
+    let run_id = lease.run().to_string();
+    // Only a run taken from the queue leaves it on an error, or waits in it; a caller's refused
+    // continue does not.
     let from_queue = matches!(ask, Ask::Queued);
+    if from_queue && let Some(status) = settled(store, &mut lease)? {
+        return Ok(Worked::Settled { run_id, status });
+    }
     let (request, submission) = match prepare(store, &mut lease, ask, &settings.dir, clock) {
-        Ok(prepared) => prepared,
+        Ok(Prepared::Ready(request, submission)) => (request, submission),
+        Ok(Prepared::Held(held)) if from_queue => {
+            let reason = held.reason();
+            wait(store, &mut lease, &reason)?;
+            return Ok(Worked::Waiting { run_id, reason });
+        }
+        Ok(Prepared::Held(held)) => {
+            return Err(FleetError::Store(StoreError::Busy {
+                path: held.lock,
+                holder: held.holder,
+            }));
+        }
         Err(e) => {
             if from_queue {
                 give_up(store, &mut lease, &e);
@@ -95,6 +134,9 @@ pub fn work(
             return Err(e);
         }
     };
+    if from_queue {
+        stop_waiting(store, &mut lease)?;
+    }
     let upstream = StoreUpstream::new(store.clone(), lease);
     let Parts {
         mut options,
@@ -123,6 +165,56 @@ pub fn work(
     outcome
 }
 
+/// How a queued run stands when its journal (in the store) says it has already stopped: ended
+/// (RUN_END), or paused on a question. It is then taken out of the queue, and its metadata brought
+/// in line with the journal; `None` when it has work left.
+fn settled(store: &PgStore, lease: &mut Lease) -> Result<Option<RunStatus>, FleetError> {
+    let run = lease.run().to_string();
+    let tail = store.read_tail(&run, super::TAIL_LINES)?;
+    let ending = crate::tail::ending_of(tail.entries.iter().rev().map(|e| e.json.as_bytes()));
+    // Metadata that cannot be read is rebuilt by whoever works on the run next.
+    let metadata = get_json::<RunMetadata>(store, &run, METADATA)
+        .ok()
+        .flatten();
+    let status = match (&ending, &metadata) {
+        (Some(end), _) => RunStatus::from(end.status),
+        (None, Some(m)) if m.status == RunStatus::WaitingForInput => m.status,
+        (None, _) => return Ok(None),
+    };
+    if let (Some(end), Some(mut metadata)) = (ending, metadata)
+        && metadata.status != status
+    {
+        metadata.status = status;
+        metadata.end_time = Some(end.timestamp);
+        super::put_json(store, lease, METADATA, &metadata)?;
+    }
+    store.set_queued(lease, false)?;
+    Ok(Some(status))
+}
+
+/// Keeps the run in the queue behind the runs queued now, with why it waits (`waiting.json`).
+fn wait(store: &PgStore, lease: &mut Lease, reason: &str) -> Result<(), FleetError> {
+    let note = Waiting {
+        reason: Some(reason.to_string()),
+        since: Some(crate::events::timestamp(jiff::Timestamp::now())),
+    };
+    super::put_json(store, lease, WAITING, &note)?;
+    store.defer(lease)?;
+    Ok(())
+}
+
+/// Clears the reason a run waited for, once it no longer does.
+fn stop_waiting(store: &PgStore, lease: &mut Lease) -> Result<(), FleetError> {
+    let waited = get_json::<Waiting>(store, lease.run(), WAITING)
+        .ok()
+        .flatten()
+        .is_some_and(|w| w.reason.is_some());
+    if waited {
+        super::put_json(store, lease, WAITING, &Waiting::default())?;
+    }
+    Ok(())
+}
+
 /// `delta continue --store`: takes the run's lease (refused while another process holds it) and
 /// works on the run here, as `delta continue` does with a run of a workspace.
 pub fn continue_run(
@@ -138,6 +230,14 @@ pub fn continue_run(
     work(store, lease, ask, settings, parts)
 }
 
+/// What a run needs before the runner starts.
+enum Prepared {
+    /// The request for the runner, and the submission.
+    Ready(Request, Submission),
+    /// Its workspace is held by another process.
+    Held(Held),
+}
+
 /// Reads the submission, rebuilds the working copy and says what the runner is asked.
 fn prepare(
     store: &PgStore,
@@ -145,12 +245,19 @@ fn prepare(
     ask: Ask,
     dir: &std::path::Path,
     clock: store::Clock,
-) -> Result<(Request, Submission), FleetError> {
+) -> Result<Prepared, FleetError> {
     let run_id = lease.run().to_string();
     let submission: Submission = get_json(store, &run_id, SUBMISSION)?
         .ok_or_else(|| FleetError::NotSubmitted(run_id.clone()))?;
-    let copy = copy::choose(store, lease, &submission, dir, clock)?;
-    let request = if copy::materialize(store, lease, &copy, &submission, clock)? {
+    let mut copy = match copy::choose(store, lease, &submission, dir, clock)? {
+        Choice::Copy(copy) => copy,
+        Choice::Held(held) => return Ok(Prepared::Held(held)),
+    };
+    let begun = copy::materialize(store, lease, &copy, &submission, clock)?;
+    // The runner takes the workspace's lock itself; should another process take it in between,
+    // the run waits its turn.
+    drop(copy.lock.take());
+    let request = if begun {
         let (message, with_file) = match ask {
             Ask::Queued => (None, None),
             Ask::Continue { message, with_file } => (message, with_file),
@@ -175,7 +282,7 @@ fn prepare(
             run_id: Some(run_id),
         }))
     };
-    Ok((request, submission))
+    Ok(Prepared::Ready(request, submission))
 }
 
 /// What the store keeps of how the runner stopped.
@@ -185,9 +292,10 @@ fn conclude(
     settings: &Settings,
     from_queue: bool,
 ) -> Result<Worked, FleetError> {
-    if upstream.is_lost() {
+    if let Some(why) = upstream.loss() {
         return Ok(Worked::Lost {
             run_id: upstream.run_id(),
+            why,
         });
     }
     match result {
@@ -206,6 +314,16 @@ fn conclude(
         }
         Err(e) => {
             let e = FleetError::Runner(Box::new(e));
+            if from_queue && e.is_busy() {
+                // Another process took the workspace between the choice and the start: wait.
+                let reason = format!("waits for its workspace: {e}");
+                upstream
+                    .with_lease(|store, lease| wait(store, lease, &reason).map_err(into_store))?;
+                return Ok(Worked::Waiting {
+                    run_id: upstream.run_id(),
+                    reason,
+                });
+            }
             if from_queue {
                 let _ = upstream.with_lease(|store, lease| {
                     give_up(store, lease, &e);

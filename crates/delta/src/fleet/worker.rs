@@ -55,12 +55,32 @@ pub enum WorkerEvent<'a> {
         /// Put back in the queue (the worker is stopping).
         requeued: bool,
     },
-    /// Another process took a run over: this slot gave it up.
+    /// A queued run had already stopped: it left the queue without being worked on.
+    Settled {
+        /// The slot.
+        slot: usize,
+        /// The run.
+        run_id: &'a str,
+        /// How it stands.
+        status: RunStatus,
+    },
+    /// A run cannot be worked on yet: it waits in the queue.
+    Waiting {
+        /// The slot.
+        slot: usize,
+        /// The run.
+        run_id: &'a str,
+        /// Why.
+        reason: &'a str,
+    },
+    /// This slot gave a run up: another process took it over, or its lease ran out unrenewed.
     Lost {
         /// The slot.
         slot: usize,
         /// The run.
         run_id: &'a str,
+        /// Why.
+        why: super::upstream::Loss,
     },
     /// Working on a run, or claiming one, failed.
     Failed {
@@ -217,11 +237,28 @@ impl Slot<'_> {
                     requeued,
                 });
             }
-            Ok(Worked::Lost { .. }) => {
+            Ok(Worked::Settled { status, .. }) => {
+                self.tally.stopped += 1;
+                crew.event(WorkerEvent::Settled {
+                    slot,
+                    run_id: &run_id,
+                    status,
+                });
+            }
+            Ok(Worked::Waiting { reason, .. }) => {
+                crew.event(WorkerEvent::Waiting {
+                    slot,
+                    run_id: &run_id,
+                    reason: &reason,
+                });
+                pause(self.config.poll, &self.config.settings.shutdown);
+            }
+            Ok(Worked::Lost { why, .. }) => {
                 self.tally.lost += 1;
                 crew.event(WorkerEvent::Lost {
                     slot,
                     run_id: &run_id,
+                    why,
                 });
             }
             Err(error) => {

@@ -103,43 +103,62 @@ fn show_gives_the_status_the_journal_ended_with() {
 }
 
 /// The number of the `fdatasync` call, among those of the thread that journaled `RUN_END`, that
-/// makes the end durable: read from a traced run of the same script.
+/// makes the end durable: read from a traced run of the same script (tried again when a trace
+/// misses the write, as a trace under heavy load may).
 fn the_flush_after_the_end(strace: &std::path::Path) -> usize {
-    let server = ScriptedServer::start([Reply::text("all done")]);
-    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
-    let log = sb.path("strace.log");
-    let mut cmd = sb.delta(Some(&server));
-    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
-    let log_arg = log.display().to_string();
-    let args = [
-        "-f",
-        "-qq",
-        "-s",
-        "4096",
-        "-e",
-        "trace=write,fdatasync",
-        "-o",
-        &log_arg,
-    ];
-    let out = output(wrapped(&cmd, strace, &args));
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once(' ')).collect();
-    let (end, (thread, _)) = lines
+    let mut last = String::new();
+    for _ in 0..3 {
+        let server = ScriptedServer::start([Reply::text("all done")]);
+        let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+        let log = sb.path("strace.log");
+        let mut cmd = sb.delta(Some(&server));
+        cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
+        let log_arg = log.display().to_string();
+        let args = [
+            "-f",
+            "-qq",
+            "-s",
+            "4096",
+            "-e",
+            "trace=write,fdatasync",
+            "-o",
+            &log_arg,
+        ];
+        let out = output(wrapped(&cmd, strace, &args));
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        last = std::fs::read_to_string(&log).unwrap();
+        if let Some(nth) = flush_after_end(&last) {
+            return nth;
+        }
+    }
+    panic!("no write of RUN_END followed by an fdatasync in the trace:\n{last}");
+}
+
+/// In a trace of `write` and `fdatasync` calls, one line each (`PID call(…`): the number of the
+/// `fdatasync` call, counted in the thread that wrote `RUN_END`, that follows that write.
+fn flush_after_end(text: &str) -> Option<usize> {
+    let lines: Vec<(&str, &str)> = text
+        .lines()
+        .map(|l| match l.split_once(' ') {
+            Some((pid, call)) if pid.bytes().all(|b| b.is_ascii_digit()) => {
+                (pid, call.trim_start())
+            }
+            _ => ("", l),
+        })
+        .collect();
+    let (end, thread) = lines
         .iter()
         .enumerate()
         .find(|(_, (_, call))| call.starts_with("write(") && call.contains("RUN_END"))
-        .unwrap_or_else(|| panic!("no write of RUN_END in the trace:\n{text}"));
-    let flushes = |upto: usize| {
-        lines[..upto]
-            .iter()
-            .filter(|(t, call)| t == thread && call.starts_with("fdatasync("))
-            .count()
-    };
+        .map(|(i, (thread, _))| (i, *thread))?;
     let after = (end..lines.len())
-        .find(|&i| lines[i].0 == *thread && lines[i].1.starts_with("fdatasync("))
-        .expect("an fdatasync after RUN_END");
-    flushes(after + 1)
+        .find(|&i| lines[i].0 == thread && lines[i].1.starts_with("fdatasync("))?;
+    Some(
+        lines[..=after]
+            .iter()
+            .filter(|(t, call)| *t == thread && call.starts_with("fdatasync("))
+            .count(),
+    )
 }
 
 #[test]

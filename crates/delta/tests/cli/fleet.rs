@@ -16,16 +16,16 @@ use super::support::{Sandbox, output};
 
 /// The tool of the fleet's agent: writes its tag to the effects file (the side effect counted),
 /// then takes a moment.
-const MARK: &str = "#!/bin/sh\necho \"$1\" >> \"$EFFECTS\"\ncase \"$1\" in long-*) echo $$ > \"$(dirname \"$EFFECTS\")/$1.pid\"; exec sleep 60;; esac\nsleep 0.2\n";
+pub(crate) const MARK: &str = "#!/bin/sh\necho \"$1\" >> \"$EFFECTS\"\ncase \"$1\" in long-*) echo $$ > \"$(dirname \"$EFFECTS\")/$1.pid\"; exec sleep 60;; esac\nsleep 0.2\n";
 
 /// A store, a model, an agent whose tool leaves a trace, and the processes started on them.
-struct Fleet {
-    _pg: Postgres,
-    url: String,
-    server: ScriptedServer,
-    sb: Sandbox,
-    effects: PathBuf,
-    workers: Vec<Child>,
+pub(crate) struct Fleet {
+    pub(crate) pg: Postgres,
+    pub(crate) url: String,
+    pub(crate) server: ScriptedServer,
+    pub(crate) sb: Sandbox,
+    pub(crate) effects: PathBuf,
+    pub(crate) workers: Vec<Child>,
 }
 
 impl Drop for Fleet {
@@ -41,8 +41,12 @@ impl Drop for Fleet {
 /// The model: calls `mark` with the task's tag, then answers "done". Told that a call was
 /// interrupted and may or may not have taken effect, it checks (the effects file) before calling
 /// again, as the result asks; told that it did not run, it calls again. A task starting with
-/// `slow` gets its first answer after `slow` has passed.
-fn model(effects: PathBuf, slow: Duration) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
+/// `slow` gets its first answer after `slow` has passed; one starting with `please fail` is refused
+/// (HTTP 400).
+pub(crate) fn model(
+    effects: PathBuf,
+    slow: Duration,
+) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
     let answered = std::sync::Mutex::new(HashMap::<String, usize>::new());
     move |body: &Value| {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
@@ -60,6 +64,9 @@ fn model(effects: PathBuf, slow: Duration) -> impl Fn(&Value) -> Reply + Send + 
             *n += 1;
             *n == 1
         };
+        if task.starts_with("please fail") {
+            return Reply::error(400, "no such model here");
+        }
         let call = || Reply::tool_call(&format!("call-{turn}"), "mark", json!({"tag": tag}));
         let reply = match messages.last() {
             Some(m) if m["role"] == "tool" => {
@@ -86,7 +93,7 @@ fn model(effects: PathBuf, slow: Duration) -> impl Fn(&Value) -> Reply + Send + 
 }
 
 impl Fleet {
-    fn start(slow: Duration) -> Option<Self> {
+    pub(crate) fn start(slow: Duration) -> Option<Self> {
         let pg = Postgres::start()?;
         let sb = Sandbox::new(
             "name: fleet-agent\nllm:\n  model: test-model\ntools:\n  - name: mark\n    exec: \"${AGENT_HOME}/mark.sh ${tag}\"\n",
@@ -96,7 +103,7 @@ impl Fleet {
         let server = ScriptedServer::responding(model(effects.clone(), slow));
         Some(Self {
             url: pg.store_url(),
-            _pg: pg,
+            pg,
             server,
             sb,
             effects,
@@ -105,7 +112,7 @@ impl Fleet {
     }
 
     /// `delta` in `dir` (relative to the sandbox, created), talking to the model.
-    fn delta(&self, dir: &str) -> Command {
+    pub(crate) fn delta(&self, dir: &str) -> Command {
         let mut cmd = self.sb.delta(Some(&self.server));
         let dir = self.sb.path(dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -116,7 +123,7 @@ impl Fleet {
         cmd
     }
 
-    fn submit(&self, dir: &str, id: &str, task: &str) {
+    pub(crate) fn submit(&self, dir: &str, id: &str, task: &str) {
         let out = output({
             let mut cmd = self.delta(dir);
             cmd.args(["submit", "--agent"])
@@ -129,7 +136,7 @@ impl Fleet {
     }
 
     /// Starts a worker in `dir`; its log goes to `dir/worker.log`.
-    fn worker(&mut self, dir: &str, args: &[&str]) -> usize {
+    pub(crate) fn worker(&mut self, dir: &str, args: &[&str]) -> usize {
         let mut cmd = self.delta(dir);
         let log = std::fs::File::create(self.sb.path(dir).join("worker.log")).unwrap();
         cmd.args(["worker", "--dir", "copies", "--poll-ms", "50"])
@@ -140,15 +147,15 @@ impl Fleet {
         self.workers.len() - 1
     }
 
-    fn pid(&self, worker: usize) -> Pid {
+    pub(crate) fn pid(&self, worker: usize) -> Pid {
         Pid::from_raw(self.workers[worker].id() as i32)
     }
 
-    fn log(&self, dir: &str) -> String {
+    pub(crate) fn log(&self, dir: &str) -> String {
         std::fs::read_to_string(self.sb.path(dir).join("worker.log")).unwrap_or_default()
     }
 
-    fn runs(&self) -> Vec<Value> {
+    pub(crate) fn runs(&self) -> Vec<Value> {
         let out = output({
             let mut cmd = self.delta(".");
             cmd.args(["list-runs", "--format", "json"]);
@@ -163,7 +170,7 @@ impl Fleet {
     }
 
     /// Waits until every run of the store has `status` (at most `limit`).
-    fn wait_all(&self, status: &str, count: usize, limit: Duration) -> Vec<Value> {
+    pub(crate) fn wait_all(&self, status: &str, count: usize, limit: Duration) -> Vec<Value> {
         let start = Instant::now();
         loop {
             let runs = self.runs();
@@ -178,7 +185,7 @@ impl Fleet {
         }
     }
 
-    fn export(&self, id: &str) -> (String, Vec<Value>) {
+    pub(crate) fn export(&self, id: &str) -> (String, Vec<Value>) {
         let out = output({
             let mut cmd = self.delta(".");
             cmd.args(["export", "--run-id", id]);
@@ -193,7 +200,7 @@ impl Fleet {
         (out.stdout, events)
     }
 
-    fn effects(&self, tag: &str) -> usize {
+    pub(crate) fn effects(&self, tag: &str) -> usize {
         std::fs::read_to_string(&self.effects)
             .unwrap_or_default()
             .lines()
@@ -201,7 +208,7 @@ impl Fleet {
             .count()
     }
 
-    fn stop_workers(&mut self) {
+    pub(crate) fn stop_workers(&mut self) {
         for w in &mut self.workers {
             let _ = kill(Pid::from_raw(w.id() as i32), Signal::SIGCONT);
             let _ = kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM);
@@ -221,7 +228,7 @@ impl Fleet {
 
 /// A run's journal as the store holds it is whole: sequence numbers 1..n, every action with exactly
 /// one result, `ends` RUN_END events.
-fn assert_consistent(id: &str, events: &[Value], ends: usize) {
+pub(crate) fn assert_consistent(id: &str, events: &[Value], ends: usize) {
     for (n, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"],
@@ -333,7 +340,7 @@ fn kill_one_of_three(mut fleet: Fleet, claims: usize) {
 }
 
 /// A number of milliseconds below `limit`, different from run to run.
-fn rand_ms(limit: u64) -> u64 {
+pub(crate) fn rand_ms(limit: u64) -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -359,14 +366,23 @@ fn a_paused_worker_is_fenced_and_its_successor_completes_the_run() {
         std::thread::sleep(Duration::from_millis(5));
     }
     kill(fleet.pid(paused), Signal::SIGSTOP).unwrap();
+    // Another worker takes the run over (its lease ran out), and waits for the workspace the
+    // paused one holds.
     fleet.worker("wb", &["--lease", "1"]);
-    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
-    let (before, events) = fleet.export("slow-run");
-    assert_consistent("slow-run", &events, 1);
+    let start = Instant::now();
+    while !fleet.log("wb").contains("waits for its workspace") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the successor did not wait: {}",
+            fleet.log("wb")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (before, _) = fleet.export("slow-run");
     // The paused worker wakes up with its answer in hand: it may not journal it.
     kill(fleet.pid(paused), Signal::SIGCONT).unwrap();
     let start = Instant::now();
-    while !fleet.log("wa").contains("took the run over") {
+    while !fleet.log("wa").contains("given up") {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "the paused worker did not give the run up: {}",
@@ -374,8 +390,10 @@ fn a_paused_worker_is_fenced_and_its_successor_completes_the_run() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (after, _) = fleet.export("slow-run");
-    assert_eq!(before, after, "the fenced worker wrote to the run");
+    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    let (after, events) = fleet.export("slow-run");
+    assert!(after.starts_with(&before), "the journal was rewritten");
+    assert_consistent("slow-run", &events, 1);
     assert_eq!(fleet.effects("task-s"), 1);
     assert!(
         fleet.log("wb").contains("taken over from"),
@@ -553,11 +571,17 @@ fn a_worker_fenced_while_its_tool_runs_stops_the_tool() {
     let tool = super::support::pid_in(&pid_file);
     kill(fleet.pid(paused), Signal::SIGSTOP).unwrap();
     fleet.worker("wb", &["--lease", "1"]);
-    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
-    let (before, events) = fleet.export("long-run");
-    assert_consistent("long-run", &events, 1);
-    // The successor could not stop a tool recorded in a working copy it could not use: the paused
-    // worker does, once it learns that it lost the run.
+    // The successor takes the run over (fencing the paused worker) and waits for the working copy
+    // the paused one holds: it never starts the run beside a tool that may still run.
+    let start = Instant::now();
+    while !fleet.log("wb").contains("waits for its workspace") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            fleet.log("wb")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         kill(Pid::from_raw(tool), None).is_ok(),
         "the tool is still running"
@@ -574,7 +598,7 @@ fn a_worker_fenced_while_its_tool_runs_stops_the_tool() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let start = Instant::now();
-    while !fleet.log("wa").contains("took the run over") {
+    while !fleet.log("wa").contains("given up") {
         assert!(
             start.elapsed() < Duration::from_secs(15),
             "{}",
@@ -582,12 +606,16 @@ fn a_worker_fenced_while_its_tool_runs_stops_the_tool() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(
-        fleet.export("long-run").0,
-        before,
-        "the fenced worker wrote to the run"
-    );
+    let runs = fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    let (_, events) = fleet.export("long-run");
+    assert_consistent("long-run", &events, 1);
     assert_eq!(fleet.effects("long-f"), 1);
+    assert!(
+        runs[0]["workspace"]
+            .as_str()
+            .is_some_and(|w| w.ends_with("copies/long-run")),
+        "the run moved to a fresh copy: {runs:#?}"
+    );
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod duplicate_ids;
 mod examples;
 mod finished;
 mod fleet;
+mod fleet_edges;
 mod hooks;
 mod human;
 mod imports;
