@@ -21,6 +21,7 @@ mod live;
 mod lsp;
 mod manage;
 mod nesting;
+mod playback;
 mod readme;
 mod robustness;
 mod runtime;
