@@ -474,40 +474,55 @@ fn a_call_that_ends_with_its_stdin_open_and_unread_says_so() {
     assert!(!out.stderr.contains("still open"), "{out:?}");
 }
 
+/// Recordings of another machine are refused, not replayed: those made at nodes of other names
+/// are passed over, and one made at a node of the same name for other tools is refused.
 #[test]
 fn recordings_made_for_other_tools_are_refused_not_replayed() {
     let examples = super::support::repo_root().join("examples/dygram");
     let review = std::fs::read_to_string(examples.join("review.dy")).unwrap();
     let order_recordings = examples.join("recordings/order").display().to_string();
     let d = Dir::with_file("review.dy", &review);
-    for args in [
-        vec!["e", "review.dy", "--playback", order_recordings.as_str()],
-        vec![
-            "e",
-            "-i",
+    // `charge` of this machine writes a bill, where the recordings' `charge` wrote the order.
+    d.write(
+        "bill.dy",
+        "machine \"Bill\"\nContext bill { total<number>: 0; }\nTask charge { prompt: \"Bill it\"; }\nstart -> charge;\ncharge -writes-> bill;\n",
+    );
+    for (file, id, refusal) in [
+        (
             "review.dy",
-            "--id",
-            "w",
-            "--playback",
-            order_recordings.as_str(),
-        ],
+            "review",
+            "the recordings of other nodes are not served to it: turn-1.json (made at charge)",
+        ),
+        (
+            "bill.dy",
+            "bill",
+            "turn-1.json was recorded with tools that are not offered now: write_order",
+        ),
     ] {
-        let mut out = d.run(&args);
-        // With -i the first call takes the automatic step start -> write; the next one asks.
-        if args.contains(&"-i") {
-            assert_eq!(out.code, 0, "{out:?}");
-            out = d.run(&["e", "-i", "review.dy", "--id", "w"]);
+        for args in [
+            vec!["e", file, "--playback", order_recordings.as_str()],
+            vec![
+                "e",
+                "-i",
+                file,
+                "--id",
+                id,
+                "--playback",
+                order_recordings.as_str(),
+            ],
+        ] {
+            let mut out = d.run(&args);
+            // With -i the first call takes the automatic step from start; the next one asks.
+            if args.contains(&"-i") {
+                assert_eq!(out.code, 0, "{out:?}");
+                out = d.run(&["e", "-i", file, "--id", id]);
+            }
+            assert_eq!(out.code, 1, "{args:?}: {out:?}");
+            assert!(out.stderr.contains(refusal), "{args:?}: {out:?}");
+            // Nothing of the foreign answers was applied.
+            assert!(!out.stderr.contains("write_order (failed)"), "{out:?}");
+            assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
         }
-        assert_eq!(out.code, 1, "{args:?}: {out:?}");
-        assert!(
-            out.stderr.contains(
-                "turn-1.json was recorded with tools that are not offered now: write_order"
-            ),
-            "{args:?}: {out:?}"
-        );
-        // Nothing of the foreign answers was applied.
-        assert!(!out.stderr.contains("write_order (failed)"), "{out:?}");
-        assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
     }
 }
 
