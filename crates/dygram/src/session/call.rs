@@ -286,6 +286,19 @@ pub enum CallError<E> {
         /// An answer that would do.
         example: Value,
     },
+    /// A manual answer calling tools the node cannot run (misspelled names, most likely).
+    #[error(
+        "this answer calls {}, which {node} does not offer; it was not used, and nothing was changed",
+        unknown_list(.tools)
+    )]
+    UnknownTools {
+        /// The node.
+        node: String,
+        /// The names called that it cannot run.
+        tools: Vec<crate::runtime::executor::UnknownTool>,
+        /// An answer that would do.
+        example: Value,
+    },
     /// A unit of work on this session failed before: it must be opened again.
     #[error("execution {0} must be opened again: a unit of work on it failed")]
     Unsettled(String),
@@ -295,6 +308,18 @@ pub enum CallError<E> {
     /// The store of a shared execution (`--store`): busy, unreachable, or taken over.
     #[error("{0}")]
     Shared(Box<super::shared::SharedError>),
+}
+
+/// `a (did you mean b?), c`.
+fn unknown_list(tools: &[crate::runtime::executor::UnknownTool]) -> String {
+    let names: Vec<String> = tools
+        .iter()
+        .map(|t| match &t.meant {
+            Some(meant) => format!("{} (did you mean {meant}?)", t.name),
+            None => t.name.clone(),
+        })
+        .collect();
+    names.join(", ")
 }
 
 /// The first 12 characters of a hash and an ellipsis.

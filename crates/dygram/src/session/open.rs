@@ -276,12 +276,21 @@ pub(super) fn refused_without_request<E>(events: &[ExecutionEvent]) -> CallError
     CallError::Refused(Refusal::NoRequest { did })
 }
 
-/// Refuses a manual answer that would fail the execution for good (no tool call while every
-/// transition is closed): the person can answer again, with the example's kind of answer.
+/// Refuses a manual answer that calls a tool the node cannot run (a misspelled name), or that
+/// would fail the execution for good (no tool call while every transition is closed): the person
+/// can answer again, with the example's kind of answer.
 pub(super) fn check_answer<E>(
     executor: &Executor<'_>,
     answer: &llm::ChatResponse,
 ) -> Result<(), CallError<E>> {
+    let unknown = executor.unknown_tools(answer);
+    if !unknown.is_empty() {
+        return Err(CallError::UnknownTools {
+            node: turn_node(executor),
+            tools: unknown,
+            example: executor.example_answer(),
+        });
+    }
     let Some(error) = executor.answer_would_fail(answer) else {
         return Ok(());
     };

@@ -137,6 +137,7 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         if let Some(waiting) = &r.waiting {
             out["request"] = waiting.request.clone();
             out["requestFile"] = json!(waiting.file);
+            out["example"] = waiting.example.clone();
         }
         print_out(&format!("{out}\n"));
         return;
