@@ -38,6 +38,7 @@ mod manual;
 mod open;
 mod record;
 pub mod result;
+mod select;
 pub mod shared;
 mod sources;
 
@@ -52,6 +53,7 @@ pub use create::NewId;
 pub use history::ToolCallRecord;
 pub use manual::{GRACE, ManualInput, Unread};
 pub use record::{ExecutionRecorder, RecordPosition};
+pub use select::OfMachine;
 
 /// Layout version of `state.json`.
 pub const STATE_FILE_VERSION: &str = "1.0";

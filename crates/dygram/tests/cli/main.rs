@@ -34,6 +34,7 @@ mod stream_json;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
 mod views;
+mod which_execution;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")

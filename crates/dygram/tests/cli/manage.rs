@@ -155,8 +155,13 @@ fn a_last_that_names_nothing_does_not_hide_the_executions() {
     let out = d.run(&["exec", "show"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("Runtime Snapshot: q"), "{out:?}");
-    // A call without --id still starts a new execution, as the killed one meant to.
+    // A call without --id goes on with the most recent execution of its file (the killed call,
+    // run again as it was, starts its own).
     let out = d.run(&["e", "-i", "order.dy"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("Resuming execution: q"), "{out:?}");
+    assert_eq!(d.folders().len(), 2, "{:?}", d.folders());
+    let out = d.run(&["e", "-i", "order.dy", "--force"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stderr.contains("Starting interactive execution"),
