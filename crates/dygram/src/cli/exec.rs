@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use dygram::runtime::state::ExecutionState;
 use dygram::session::result::result_json;
-use dygram::session::{Cleaned, Executions, Metadata, SessionError, SetAside, Summary};
+use dygram::session::{Cleaned, Cleaning, Executions, Metadata, SessionError, SetAside, Summary};
 
 use super::{CliError, Exit, Verbosity, print_out};
 
@@ -18,6 +18,7 @@ use super::{CliError, Exit, Verbosity, print_out};
 ///   dygram exec show my-session --format mermaid
 ///   dygram exec show my-session --format html > run.html
 ///   dygram exec clean             # remove completed executions
+///   dygram exec clean --all --older-than 30d
 ///   dygram exec rm my-session
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -88,6 +89,10 @@ pub enum Action {
         /// Remove executions in progress, paused or failed, and folders set aside, too.
         #[arg(long)]
         all: bool,
+        /// Only those whose last call is longer ago than DURATION (e.g. 7d, 12h, 2w 3d, 90m,
+        /// P7D; days are 24 hours, months and years are not accepted).
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        older_than: Option<Age>,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -213,12 +218,20 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             print_out(&show(&store, &id, &state, &meta, format)?);
             Ok(Exit::Ok)
         }
-        Action::Clean { all, .. } => {
-            let cleaned = store.clean(all).map_err(error)?;
+        Action::Clean {
+            all, older_than, ..
+        } => {
+            // Longer ago than time can tell: nothing is that old.
+            let before = older_than.as_ref().map(|age| {
+                jiff::Timestamp::now()
+                    .checked_sub(age.duration)
+                    .unwrap_or(jiff::Timestamp::MIN)
+            });
+            let cleaned = store.clean(Cleaning { all, before }).map_err(error)?;
             for (id, busy) in &cleaned.busy {
                 super::eprint_line(&format!("Kept {id}: {busy}"));
             }
-            print_out(&cleaned_text(&cleaned));
+            print_out(&cleaned_text(&cleaned, older_than.as_ref()));
             Ok(Exit::Ok)
         }
         Action::Rm { id, .. } => {
@@ -359,8 +372,44 @@ fn show(
     })
 }
 
+/// A duration of `--older-than`, as written and as a length of time.
+#[derive(Debug, Clone)]
+pub struct Age {
+    written: String,
+    duration: jiff::SignedDuration,
+}
+
+/// Why a `--older-than` duration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AgeError {
+    /// Not a duration.
+    #[error("not a duration ({0}); write e.g. 7d, 12h, 2w 3d or P7D")]
+    Unreadable(jiff::Error),
+    /// Months or years, which have no fixed length.
+    #[error("months and years have no fixed length; write days or weeks (e.g. 30d)")]
+    Calendar,
+    /// Before now.
+    #[error("a duration cannot be negative")]
+    Negative,
+}
+
+/// `--older-than`: a span of weeks, days (of 24 hours), hours, minutes and seconds.
+fn parse_age(written: &str) -> Result<Age, AgeError> {
+    let span: jiff::Span = written.parse().map_err(AgeError::Unreadable)?;
+    if span.is_negative() {
+        return Err(AgeError::Negative);
+    }
+    let duration = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|_| AgeError::Calendar)?;
+    Ok(Age {
+        written: written.to_string(),
+        duration,
+    })
+}
+
 /// What `exec clean` says on stdout.
-fn cleaned_text(cleaned: &Cleaned) -> String {
+fn cleaned_text(cleaned: &Cleaned, older_than: Option<&Age>) -> String {
     let mut s = if cleaned.removed == 0 {
         "No executions to clean\n".to_string()
     } else {
@@ -370,6 +419,12 @@ fn cleaned_text(cleaned: &Cleaned) -> String {
         s.push_str(&format!(
             "Kept {} execution(s) in use by a call; clean again once it has ended.\n",
             cleaned.busy.len()
+        ));
+    }
+    if let Some(age) = older_than.filter(|_| cleaned.recent > 0) {
+        s.push_str(&format!(
+            "Kept {} more recent than {}.\n",
+            cleaned.recent, age.written
         ));
     }
     if cleaned.running + cleaned.failed + cleaned.set_aside > 0 {
