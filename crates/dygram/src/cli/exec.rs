@@ -5,7 +5,9 @@ use serde_json::{Value, json};
 
 use dygram::runtime::state::ExecutionState;
 use dygram::session::result::result_json;
-use dygram::session::{Cleaned, Cleaning, Executions, Metadata, SessionError, SetAside, Summary};
+use dygram::session::{
+    Cleaned, Cleaning, Executions, Metadata, Progress, SessionError, SetAside, Summary,
+};
 
 use super::{CliError, Exit, Verbosity, print_out};
 
@@ -167,7 +169,13 @@ fn ago(rfc3339: &str) -> String {
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
 }
 
-fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAside>) -> Value {
+fn status_json(
+    id: &str,
+    m: &Metadata,
+    nodes: &[String],
+    set_aside: Option<SetAside>,
+    progress: Option<Progress>,
+) -> Value {
     json!({
         "setAside": set_aside,
         "id": id,
@@ -181,6 +189,7 @@ fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAs
         "mode": m.mode,
         "client": m.client_config,
         "waitingForAnswer": m.pending_request.is_some(),
+        "progress": progress,
     })
 }
 
@@ -194,21 +203,26 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
         } => {
             let shared = super::interactive::shared_store(&url)?;
             let all = shared.list().map_err(super::interactive::shared_error)?;
-            print_out(&list(&all, format.is_json()));
+            print_out(&list(&all, format.is_json(), |_| None));
             Ok(Exit::Ok)
         }
         Action::List { format, .. } => {
-            print_out(&list(&store.list(), format.is_json()));
+            let progress = |m: &Metadata| store.progress(m);
+            print_out(&list(&store.list(), format.is_json(), progress));
             Ok(Exit::Ok)
         }
         Action::Status { id, format, .. } => {
             let id = store.resolve(id.as_deref()).map_err(error)?;
             let m = store.metadata(&id).map_err(error)?;
             let nodes = store.current_nodes(&id);
+            let progress = store.progress(&m);
             if format.is_json() {
-                print_out(&format!("{}\n", status_json(&id, &m, &nodes, None)));
+                print_out(&format!(
+                    "{}\n",
+                    status_json(&id, &m, &nodes, None, progress)
+                ));
             } else {
-                print_out(&status_text(&id, &m, &nodes));
+                print_out(&status_text(&id, &m, &nodes, progress));
             }
             Ok(Exit::Ok)
         }
@@ -245,13 +259,14 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
     }
 }
 
-/// `exec list`: a JSON array, or a table.
-fn list(all: &[Summary], json: bool) -> String {
+/// `exec list`: a JSON array, or a table; `progress` tells an execution's progress where its
+/// total is known.
+fn list(all: &[Summary], json: bool, progress: impl Fn(&Metadata) -> Option<Progress>) -> String {
     if json {
         let rows: Vec<Value> = all
             .iter()
             .map(|s| match &s.metadata {
-                Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside),
+                Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside, progress(m)),
                 None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
             })
             .collect();
@@ -268,15 +283,23 @@ fn list(all: &[Summary], json: bool) -> String {
             );
         }
         match &e.metadata {
-            Some(m) => s.push_str(&list_row(e, m)),
+            Some(m) => s.push_str(&list_row(e, m, progress(m))),
             None => s.push_str(&format!("  {:<24} (metadata unreadable)\n", e.id)),
         }
     }
     s
 }
 
+/// Turns, with the total where it is known: `3/5`, or `3`.
+fn turns_text(m: &Metadata, progress: Option<Progress>) -> String {
+    match progress {
+        Some(p) => format!("{}/{}", p.turns, p.total),
+        None => m.turn_count.to_string(),
+    }
+}
+
 /// One row of the `exec list` table.
-fn list_row(e: &Summary, m: &Metadata) -> String {
+fn list_row(e: &Summary, m: &Metadata, progress: Option<Progress>) -> String {
     let machine = m
         .machine_file
         .as_deref()
@@ -298,7 +321,7 @@ fn list_row(e: &Summary, m: &Metadata) -> String {
         "  {:<24} {:<20} turn {:<4} {:<12} {:<20} {}\n",
         e.id,
         machine,
-        m.turn_count,
+        turns_text(m, progress),
         status,
         at,
         ago(&m.last_executed_at)
@@ -306,7 +329,7 @@ fn list_row(e: &Summary, m: &Metadata) -> String {
 }
 
 /// `exec status` as text.
-fn status_text(id: &str, m: &Metadata, nodes: &[String]) -> String {
+fn status_text(id: &str, m: &Metadata, nodes: &[String], progress: Option<Progress>) -> String {
     let mut s = format!("Execution: {id}\n");
     s.push_str(&format!(
         "  Machine: {}\n",
@@ -318,7 +341,7 @@ fn status_text(id: &str, m: &Metadata, nodes: &[String]) -> String {
     }
     // For a finished execution: where its paths ended.
     s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
-    s.push_str(&format!("  Turns: {}\n", m.turn_count));
+    s.push_str(&format!("  Turns: {}\n", turns_text(m, progress)));
     s.push_str(&format!("  Steps: {}\n", m.step_count));
     s.push_str(&format!("  Started: {}\n", m.started_at));
     s.push_str(&format!(

@@ -37,6 +37,7 @@ mod create;
 mod history;
 mod manual;
 mod open;
+mod progress;
 mod record;
 pub mod result;
 mod select;
@@ -54,6 +55,7 @@ pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
 pub use history::ToolCallRecord;
 pub use manual::{GRACE, ManualInput, Unread};
+pub use progress::Progress;
 pub use record::{ExecutionRecorder, RecordPosition};
 pub use select::OfMachine;
 

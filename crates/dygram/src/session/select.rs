@@ -15,7 +15,7 @@ use crate::imports::canonical;
 impl Executions {
     /// The folder the executions' machine files are relative to (`<base>` of
     /// [`Executions::under`]).
-    fn base(&self) -> PathBuf {
+    pub(super) fn base(&self) -> PathBuf {
         self.root()
             .parent()
             .and_then(Path::parent)

@@ -271,3 +271,39 @@ fn clean_older_than_removes_only_what_was_last_called_longer_ago() {
     }
     assert_eq!(d.folders(), ["new-done"]);
 }
+
+/// `exec list` and `exec status` show how far an execution is where the total is known: one
+/// whose answers are replayed has as many turns as its recordings give. One answered by hand, or
+/// one that has ended, shows its turns alone.
+#[test]
+fn list_and_status_show_progress_where_the_total_is_known() {
+    let d = super::support::Dir::with_file("order.dy", super::answers::ORDER);
+    // start -> charge, then the first of the two recorded answers.
+    assert_eq!(order_calls(&d, "replayed", 2), 0);
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "by-hand"]).code, 0);
+
+    let status = d.status_json("replayed");
+    assert_eq!(status["turns"], 1);
+    assert_eq!(status["progress"], json!({"turns": 1, "total": 2}));
+    assert_eq!(d.status_json("by-hand")["progress"], json!(null));
+    let text = d.run(&["exec", "status", "replayed"]).stdout;
+    assert!(text.contains("  Turns: 1/2\n"), "{text}");
+    let text = d.run(&["exec", "status", "by-hand"]).stdout;
+    assert!(text.contains("  Turns: 0\n"), "{text}");
+    let list = d.run(&["exec", "list"]).stdout;
+    let row = |id: &str| list.lines().find(|l| l.contains(id)).unwrap().to_string();
+    assert!(row("replayed").contains("turn 1/2"), "{list}");
+    assert!(!row("by-hand").contains('/'), "{list}");
+    let rows = d.run(&["exec", "list", "--format", "json"]).json();
+    let replayed = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "replayed")
+        .unwrap();
+    assert_eq!(replayed["progress"], json!({"turns": 1, "total": 2}));
+
+    // Once it has ended, its turns are all there is.
+    assert_eq!(order_calls(&d, "replayed", 5), 2);
+    assert_eq!(d.status_json("replayed")["progress"], json!(null));
+}
