@@ -2,6 +2,7 @@
 
 mod batch;
 mod client;
+mod debug;
 mod exec;
 mod execute;
 mod generate;
@@ -59,6 +60,8 @@ enum Command {
     Batch(batch::BatchArgs),
     #[command(visible_alias = "e")]
     Execute(execute::ExecuteArgs),
+    #[command(visible_alias = "d")]
+    Debug(debug::DebugArgs),
     /// Manage saved executions: list, status, show, clean, rm.
     Exec(exec::ExecArgs),
     /// Print the shell completion script for bash, zsh or fish.
@@ -99,6 +102,7 @@ impl Command {
             ),
             Self::Exec(args) => args.json_output(),
             Self::Generate(_)
+            | Self::Debug(_)
             | Self::Bundle(_)
             | Self::Completions(_)
             | Self::Man(_)
@@ -265,6 +269,7 @@ pub fn main() -> ExitCode {
         Command::Bundle(args) => modules::bundle(args),
         Command::Batch(args) => batch::run(args),
         Command::Execute(args) => execute::run(args),
+        Command::Debug(args) => debug::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions(Cli::command(), args.shell);

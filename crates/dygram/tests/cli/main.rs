@@ -9,6 +9,7 @@ mod commands;
 mod completions;
 mod conformance;
 mod context_window;
+mod debug;
 mod display;
 mod dot_output;
 mod dsl_output;
