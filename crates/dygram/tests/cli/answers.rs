@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::support::{Dir, wait_output};
+use super::support::{Dir, peak_memory_kb, wait_output};
 
 pub(super) const ORDER: &str = "machine \"Order flow\"
 Context order { total<number>: 0; }
@@ -395,13 +395,6 @@ fn a_late_byte_on_a_pipe_left_open_is_refused_without_waiting_for_its_end() {
         std::fs::read(d.exec_dir("q").join("state.json")).unwrap(),
         before
     );
-}
-
-/// The peak resident memory of a running process, in kB (Linux).
-fn peak_memory_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Input nobody takes is not read ahead without bound: a writer that pours 256 MB into the pipe of
