@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::fuzz::Rng;
 use super::{ANSWER, Client};
 use crate::support::{Dir, peak_memory_kb};
 
@@ -147,4 +148,80 @@ fn a_header_line_is_read_only_so_far() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("malformed header"), "{stderr}");
     assert!(stderr.contains("8192"), "{stderr}");
+}
+
+/// Replays a run of the randomised test below.
+const FRAMING_SEED_VAR: &str = "DYGRAM_LSP_FRAMING_SEED";
+
+/// A body of one of the kinds the server must answer with an error (its code), or a notification
+/// it takes without an answer (`None`).
+fn random_body(rng: &mut Rng) -> (Vec<u8>, Option<i64>) {
+    const SCALARS: &[&str] = &["null", "0", "-1.5e3", "true", "\"x\"", "[]", "[null]"];
+    match rng.below(6) {
+        // Bytes that are not UTF-8.
+        0 => {
+            let mut bytes: Vec<u8> = (0..1 + rng.below(300)).map(|_| rng.next() as u8).collect();
+            bytes.push(0xff);
+            (bytes, Some(-32700))
+        }
+        // JSON cut short.
+        1 => {
+            let whole =
+                json!({"jsonrpc": "2.0", "id": rng.below(1000), "method": "textDocument/hover",
+                "params": {"text": "é".repeat(rng.below(50))}})
+                .to_string();
+            let cut = 1 + rng.below(whole.len() - 1);
+            let cut = (cut..whole.len())
+                .find(|&i| whole.is_char_boundary(i))
+                .unwrap();
+            (whole.as_bytes()[..cut].to_vec(), Some(-32700))
+        }
+        // A scalar, or a batch.
+        2 => (rng.pick(SCALARS).as_bytes().to_vec(), Some(-32600)),
+        3 => {
+            let batch = json!([{"jsonrpc": "2.0", "id": rng.below(1000), "method": "shutdown"}]);
+            (batch.to_string().into_bytes(), Some(-32600))
+        }
+        // An object of no message's shape.
+        4 => {
+            let object = json!({"jsonrpc": "2.0", "id": rng.below(1000), "method": rng.below(9)});
+            (object.to_string().into_bytes(), Some(-32600))
+        }
+        // A notification the server does not know, which it ignores.
+        _ => {
+            let note = json!({"jsonrpc": "2.0", "method": format!("$/x{}", rng.below(100)),
+                "params": {"n": rng.next() % 1000}});
+            (note.to_string().into_bytes(), None)
+        }
+    }
+}
+
+/// Hundreds of random bodies, framed with headers of varying case, line breaks and extra fields:
+/// each invalid one gets exactly its error, the others none, and the server shuts down cleanly.
+#[test]
+fn random_invalid_messages_are_each_answered_and_never_stop_the_server() {
+    let mut rng = Rng(super::fuzz::seed("lsp framing", FRAMING_SEED_VAR));
+    let project = Dir::new();
+    let mut client = Client::start(project.path());
+    let mut expected = Vec::new();
+    for _ in 0..300 {
+        let (body, code) = random_body(&mut rng);
+        let name = *rng.pick(&["Content-Length", "content-length", "CONTENT-LENGTH"]);
+        let eol = *rng.pick(&["\r\n", "\n"]);
+        let extra = if rng.chance(30) {
+            format!("Content-Type: application/vscode-jsonrpc; charset=utf-8{eol}")
+        } else {
+            String::new()
+        };
+        let mut framed = format!("{extra}{name}: {}{eol}{eol}", body.len()).into_bytes();
+        framed.extend_from_slice(&body);
+        client.send_raw(&framed);
+        expected.extend(code);
+    }
+    for code in &expected {
+        let error = next_error(&client);
+        assert_eq!(&error["error"]["code"], code, "{error}");
+    }
+    let (code, stderr) = client.finish();
+    assert_eq!(code, 0, "{stderr}");
 }
