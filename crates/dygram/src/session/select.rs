@@ -35,30 +35,32 @@ impl Executions {
     }
 
     /// The executions of `machine_file` (`None`: standard input): the one a call without an id
-    /// resumes, and those still running.
+    /// resumes, and those still running. The folder is listed once.
     pub fn of_machine(&self, machine_file: Option<&str>) -> OfMachine {
-        let all: Vec<Summary> = self
-            .list()
-            .into_iter()
-            .filter(|s| s.set_aside.is_none())
-            .filter(|s| {
-                s.metadata
-                    .as_ref()
-                    .is_some_and(|m| self.runs(m, machine_file))
-            })
+        let listed = self.list();
+        let ours = |s: &Summary| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| self.runs(m, machine_file))
+        };
+        let last = self.last().filter(|last| {
+            match listed.iter().find(|s| &s.id == last) {
+                Some(s) => s.metadata.is_none() || ours(s),
+                // Nothing of it can be read: opening it sets it aside.
+                None => true,
+            }
+        });
+        let all: Vec<&Summary> = listed
+            .iter()
+            .filter(|s| s.set_aside.is_none() && ours(s))
             .collect();
         let active = all
             .iter()
             .filter(|s| s.metadata.as_ref().is_some_and(|m| !m.status.is_finished()))
             .map(|s| s.id.clone())
             .collect();
-        let last = self.last().filter(|last| match self.metadata(last) {
-            Ok(meta) => self.runs(&meta, machine_file),
-            // Opening it sets a corrupted execution aside.
-            Err(_) => true,
-        });
         OfMachine {
-            latest: last.or_else(|| all.into_iter().next().map(|s| s.id)),
+            latest: last.or_else(|| all.first().map(|s| s.id.clone())),
             active,
         }
     }
