@@ -52,8 +52,10 @@ pub fn run(args: DebugArgs) -> Result<Exit, CliError> {
             serde_json::to_string_pretty(&tree).unwrap_or_default()
         )),
         Some(dir) => {
-            let path = syntax_tree::write(dir, &input.stem(), &tree)
-                .map_err(|e| CliError::with_source("cannot write the syntax tree", e))?;
+            let path = syntax_tree::write(dir, &input.stem(), &tree).map_err(|e| {
+                CliError::with_source("cannot write the syntax tree", e)
+                    .hint("choose another folder with -d, or leave -d out for stdout")
+            })?;
             print_out(&format!("{}\n", path.display()));
         }
     }
