@@ -13,6 +13,7 @@ use std::time::Duration;
 use llm::connect::{Environment, Keyless, Options, ProviderVars, QueueOptions};
 use llm::{Answers, ChatRequest, ConnectError, Connection, LlmClient, Provider, SourceKind};
 
+use crate::playback::NodePlayback;
 use crate::session::ClientConfig;
 
 /// Model used with Anthropic when nothing names one.
@@ -83,7 +84,8 @@ pub fn default_model(provider: Provider) -> String {
     with_environment(|env| vars(provider).model(env)).unwrap_or_default()
 }
 
-/// The client `source` asks for; `on_retry` hears of each retry of a request to an API.
+/// The client `source` asks for; `on_retry` hears of each retry of a request to an API. Replayed
+/// answers are served by node ([`crate::playback::NodePlayback`]).
 pub fn connect(
     provider: Provider,
     source: &llm::Source,
@@ -91,7 +93,14 @@ pub fn connect(
 ) -> Result<Connection, ConnectError> {
     let mut options = Options::default();
     options.http.on_retry = on_retry;
-    with_environment(|env| llm::connect(provider, &vars(provider), env, source, options))
+    let mut conn =
+        with_environment(|env| llm::connect(provider, &vars(provider), env, source, options))?;
+    if let (Some(playback), Answers::Playback(dir)) = (&conn.playback, &source.answers) {
+        let by_node = NodePlayback::new(Arc::clone(&conn.client), Arc::clone(playback), dir)
+            .map_err(ConnectError::Playback)?;
+        conn.client = Arc::new(by_node);
+    }
+    Ok(conn)
 }
 
 /// An API client when its key (for OpenAI: its key or URL) is set; `None` otherwise.
@@ -101,16 +110,13 @@ pub fn api_client(provider: Provider) -> Option<Arc<dyn LlmClient>> {
         .map(|c| c.client)
 }
 
-/// The node a request is for, as the runtime's system prompt names it (`- **Node**: <name>`).
+/// The node a request is for, as the runtime's system prompt (its first message) names it; empty
+/// when it names none.
 pub fn node_of(request: &ChatRequest) -> String {
     request
         .messages
         .first()
-        .map(|m| m.text())
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("- **Node**: ").map(str::to_string))
-        })
+        .and_then(|m| crate::runtime::prompt::node_named_in(&m.text()).map(str::to_string))
         .unwrap_or_default()
 }
 

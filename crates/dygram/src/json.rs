@@ -11,7 +11,8 @@ use crate::model::{Machine, Node, flatten};
 use crate::source::{SourceFile, Span};
 use crate::style;
 use crate::syntax::ast::{
-    Annotation, AnnotationArg, Attribute, Edge, LabelItem, Primitive, Segment, TypeDef, Value,
+    Annotation, AnnotationArg, Attribute, Edge, LabelItem, Primitive, QName, Segment, TypeDef,
+    Value,
 };
 use crate::values::{
     convert, js_trim, strip_double_quotes, strip_matching_quotes, strip_quotes, token_text,
@@ -492,15 +493,7 @@ impl<'a> Serializer<'a> {
     fn dependencies(&self) -> Vec<Json> {
         let all = flatten(&self.machine.nodes);
         let names: HashSet<&str> = all.iter().map(|(n, _)| n.name.as_str()).collect();
-        let mut seen = HashSet::default();
-        let mut out = Vec::new();
-        let mut add = |source: &str, target: &str, reason: String, path: &str| {
-            if seen.insert(format!("{source}:{target}:{path}")) {
-                out.push(
-                    json!({"source": source, "target": target, "reason": reason, "path": path}),
-                );
-            }
-        };
+        let mut found = Dependencies::default();
         for (node, _) in &all {
             for a in &node.attributes {
                 let Some(v) = &a.value else { continue };
@@ -508,50 +501,61 @@ impl<'a> Serializer<'a> {
                 for reference in template_references(&text) {
                     let root = reference.split('.').next().unwrap_or("");
                     if names.contains(root) && root != node.name {
-                        add(&node.name, root, format!("reads {reference}"), &reference);
+                        found.add(&node.name, root, format!("reads {reference}"), &reference);
                     }
                 }
             }
         }
-        // Conditions on labels of top-level edges.
         for edge in &self.machine.edges {
-            for segment in &edge.segments {
-                if segment.labels.is_empty() {
-                    continue;
-                }
-                let label_text: Vec<&str> = segment
-                    .labels
-                    .iter()
-                    .filter_map(|group| group_span(group).map(|s| self.file.slice(s)))
-                    .filter(|t| !t.is_empty())
-                    .collect();
-                let Some(condition) = find_condition(&label_text.join(" ")) else {
-                    continue;
+            self.condition_dependencies(edge, &all, &names, &mut found);
+        }
+        found.out
+    }
+
+    /// The dependencies the conditions of a top-level edge statement give. A condition guards
+    /// its own segment, whose sources are the statement's for the first segment and the previous
+    /// segment's targets after it (docs/dygram/deviations.md).
+    fn condition_dependencies(
+        &self,
+        edge: &Edge,
+        all: &[(&Node, Option<&str>)],
+        names: &HashSet<&str>,
+        found: &mut Dependencies,
+    ) {
+        for (i, segment) in edge.segments.iter().enumerate() {
+            if segment.labels.is_empty() {
+                continue;
+            }
+            let sources = match i.checked_sub(1).and_then(|p| edge.segments.get(p)) {
+                Some(previous) => &previous.targets,
+                None => &edge.sources,
+            };
+            let label_text: Vec<&str> = segment
+                .labels
+                .iter()
+                .filter_map(|group| group_span(group).map(|s| self.file.slice(s)))
+                .filter(|t| !t.is_empty())
+                .collect();
+            let Some(condition) = find_condition(&label_text.join(" ")) else {
+                continue;
+            };
+            for variable in condition_variables(&condition) {
+                let target = if names.contains(variable.as_str()) {
+                    Some(variable.clone())
+                } else {
+                    all.iter()
+                        .find(|(n, _)| n.attribute(&variable).is_some())
+                        .map(|(n, _)| n.name.clone())
                 };
-                for variable in condition_variables(&condition) {
-                    let target = if names.contains(variable.as_str()) {
-                        Some(variable.clone())
-                    } else {
-                        all.iter()
-                            .find(|(n, _)| n.attribute(&variable).is_some())
-                            .map(|(n, _)| n.name.clone())
-                    };
-                    let Some(target) = target else { continue };
-                    for source in &edge.sources {
-                        let source_name = source.last();
-                        if source_name != target {
-                            add(
-                                source_name,
-                                &target,
-                                format!("condition references {variable}"),
-                                &condition,
-                            );
-                        }
+                let Some(target) = target else { continue };
+                for source in sources.iter().map(QName::last) {
+                    if source != target {
+                        let reason = format!("condition references {variable}");
+                        found.add(source, &target, reason, &condition);
                     }
                 }
             }
         }
-        out
     }
 
     /// The text scanned for `{{ … }}`: a non-empty string's value, else the value's source text.
@@ -572,6 +576,22 @@ struct SegmentPayload {
     value: Map<String, Json>,
     style: Option<Map<String, Json>>,
     semantic: Option<&'static str>,
+}
+
+/// The inferred dependencies found so far, each once (by source, target and path), in order.
+#[derive(Default)]
+struct Dependencies {
+    seen: HashSet<String>,
+    out: Vec<Json>,
+}
+
+impl Dependencies {
+    fn add(&mut self, source: &str, target: &str, reason: String, path: &str) {
+        if self.seen.insert(format!("{source}:{target}:{path}")) {
+            self.out
+                .push(json!({"source": source, "target": target, "reason": reason, "path": path}));
+        }
+    }
 }
 
 /// The semantic edge type a label text gives (`writes`, `reads`, `catch`).

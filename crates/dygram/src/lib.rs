@@ -15,6 +15,7 @@ pub mod imports;
 pub mod json;
 pub mod lsp;
 pub mod model;
+pub mod playback;
 pub mod render;
 pub mod runtime;
 pub mod session;

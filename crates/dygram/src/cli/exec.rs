@@ -5,7 +5,9 @@ use serde_json::{Value, json};
 
 use dygram::runtime::state::ExecutionState;
 use dygram::session::result::result_json;
-use dygram::session::{Cleaned, Executions, Metadata, SessionError, SetAside, Summary};
+use dygram::session::{
+    Cleaned, Cleaning, Executions, Metadata, Progress, SessionError, SetAside, Summary,
+};
 
 use super::{CliError, Exit, Verbosity, print_out};
 
@@ -18,6 +20,7 @@ use super::{CliError, Exit, Verbosity, print_out};
 ///   dygram exec show my-session --format mermaid
 ///   dygram exec show my-session --format html > run.html
 ///   dygram exec clean             # remove completed executions
+///   dygram exec clean --all --older-than 30d
 ///   dygram exec rm my-session
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -88,6 +91,10 @@ pub enum Action {
         /// Remove executions in progress, paused or failed, and folders set aside, too.
         #[arg(long)]
         all: bool,
+        /// Only those whose last call is longer ago than DURATION (e.g. 7d, 12h, 2w 3d, 90m,
+        /// P7D; days are 24 hours, months and years are not accepted).
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        older_than: Option<Age>,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -162,7 +169,13 @@ fn ago(rfc3339: &str) -> String {
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
 }
 
-fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAside>) -> Value {
+fn status_json(
+    id: &str,
+    m: &Metadata,
+    nodes: &[String],
+    set_aside: Option<SetAside>,
+    progress: Option<Progress>,
+) -> Value {
     json!({
         "setAside": set_aside,
         "id": id,
@@ -176,6 +189,7 @@ fn status_json(id: &str, m: &Metadata, nodes: &[String], set_aside: Option<SetAs
         "mode": m.mode,
         "client": m.client_config,
         "waitingForAnswer": m.pending_request.is_some(),
+        "progress": progress,
     })
 }
 
@@ -189,21 +203,26 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
         } => {
             let shared = super::interactive::shared_store(&url)?;
             let all = shared.list().map_err(super::interactive::shared_error)?;
-            print_out(&list(&all, format.is_json()));
+            print_out(&list(&all, format.is_json(), |_| None));
             Ok(Exit::Ok)
         }
         Action::List { format, .. } => {
-            print_out(&list(&store.list(), format.is_json()));
+            let progress = |m: &Metadata| store.progress(m);
+            print_out(&list(&store.list(), format.is_json(), progress));
             Ok(Exit::Ok)
         }
         Action::Status { id, format, .. } => {
             let id = store.resolve(id.as_deref()).map_err(error)?;
             let m = store.metadata(&id).map_err(error)?;
             let nodes = store.current_nodes(&id);
+            let progress = store.progress(&m);
             if format.is_json() {
-                print_out(&format!("{}\n", status_json(&id, &m, &nodes, None)));
+                print_out(&format!(
+                    "{}\n",
+                    status_json(&id, &m, &nodes, None, progress)
+                ));
             } else {
-                print_out(&status_text(&id, &m, &nodes));
+                print_out(&status_text(&id, &m, &nodes, progress));
             }
             Ok(Exit::Ok)
         }
@@ -213,12 +232,20 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
             print_out(&show(&store, &id, &state, &meta, format)?);
             Ok(Exit::Ok)
         }
-        Action::Clean { all, .. } => {
-            let cleaned = store.clean(all).map_err(error)?;
+        Action::Clean {
+            all, older_than, ..
+        } => {
+            // Longer ago than time can tell: nothing is that old.
+            let before = older_than.as_ref().map(|age| {
+                jiff::Timestamp::now()
+                    .checked_sub(age.duration)
+                    .unwrap_or(jiff::Timestamp::MIN)
+            });
+            let cleaned = store.clean(Cleaning { all, before }).map_err(error)?;
             for (id, busy) in &cleaned.busy {
                 super::eprint_line(&format!("Kept {id}: {busy}"));
             }
-            print_out(&cleaned_text(&cleaned));
+            print_out(&cleaned_text(&cleaned, older_than.as_ref()));
             Ok(Exit::Ok)
         }
         Action::Rm { id, .. } => {
@@ -232,13 +259,14 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
     }
 }
 
-/// `exec list`: a JSON array, or a table.
-fn list(all: &[Summary], json: bool) -> String {
+/// `exec list`: a JSON array, or a table; `progress` tells an execution's progress where its
+/// total is known.
+fn list(all: &[Summary], json: bool, progress: impl Fn(&Metadata) -> Option<Progress>) -> String {
     if json {
         let rows: Vec<Value> = all
             .iter()
             .map(|s| match &s.metadata {
-                Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside),
+                Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside, progress(m)),
                 None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
             })
             .collect();
@@ -255,15 +283,23 @@ fn list(all: &[Summary], json: bool) -> String {
             );
         }
         match &e.metadata {
-            Some(m) => s.push_str(&list_row(e, m)),
+            Some(m) => s.push_str(&list_row(e, m, progress(m))),
             None => s.push_str(&format!("  {:<24} (metadata unreadable)\n", e.id)),
         }
     }
     s
 }
 
+/// Turns, with the total where it is known: `3/5`, or `3`.
+fn turns_text(m: &Metadata, progress: Option<Progress>) -> String {
+    match progress {
+        Some(p) => format!("{}/{}", p.turns, p.total),
+        None => m.turn_count.to_string(),
+    }
+}
+
 /// One row of the `exec list` table.
-fn list_row(e: &Summary, m: &Metadata) -> String {
+fn list_row(e: &Summary, m: &Metadata, progress: Option<Progress>) -> String {
     let machine = m
         .machine_file
         .as_deref()
@@ -285,7 +321,7 @@ fn list_row(e: &Summary, m: &Metadata) -> String {
         "  {:<24} {:<20} turn {:<4} {:<12} {:<20} {}\n",
         e.id,
         machine,
-        m.turn_count,
+        turns_text(m, progress),
         status,
         at,
         ago(&m.last_executed_at)
@@ -293,7 +329,7 @@ fn list_row(e: &Summary, m: &Metadata) -> String {
 }
 
 /// `exec status` as text.
-fn status_text(id: &str, m: &Metadata, nodes: &[String]) -> String {
+fn status_text(id: &str, m: &Metadata, nodes: &[String], progress: Option<Progress>) -> String {
     let mut s = format!("Execution: {id}\n");
     s.push_str(&format!(
         "  Machine: {}\n",
@@ -305,7 +341,7 @@ fn status_text(id: &str, m: &Metadata, nodes: &[String]) -> String {
     }
     // For a finished execution: where its paths ended.
     s.push_str(&format!("  Current Node: {}\n", nodes.join(", ")));
-    s.push_str(&format!("  Turns: {}\n", m.turn_count));
+    s.push_str(&format!("  Turns: {}\n", turns_text(m, progress)));
     s.push_str(&format!("  Steps: {}\n", m.step_count));
     s.push_str(&format!("  Started: {}\n", m.started_at));
     s.push_str(&format!(
@@ -359,8 +395,44 @@ fn show(
     })
 }
 
+/// A duration of `--older-than`, as written and as a length of time.
+#[derive(Debug, Clone)]
+pub struct Age {
+    written: String,
+    duration: jiff::SignedDuration,
+}
+
+/// Why a `--older-than` duration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AgeError {
+    /// Not a duration.
+    #[error("not a duration ({0}); write e.g. 7d, 12h, 2w 3d or P7D")]
+    Unreadable(jiff::Error),
+    /// Months or years, which have no fixed length.
+    #[error("months and years have no fixed length; write days or weeks (e.g. 30d)")]
+    Calendar,
+    /// Before now.
+    #[error("a duration cannot be negative")]
+    Negative,
+}
+
+/// `--older-than`: a span of weeks, days (of 24 hours), hours, minutes and seconds.
+fn parse_age(written: &str) -> Result<Age, AgeError> {
+    let span: jiff::Span = written.parse().map_err(AgeError::Unreadable)?;
+    if span.is_negative() {
+        return Err(AgeError::Negative);
+    }
+    let duration = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|_| AgeError::Calendar)?;
+    Ok(Age {
+        written: written.to_string(),
+        duration,
+    })
+}
+
 /// What `exec clean` says on stdout.
-fn cleaned_text(cleaned: &Cleaned) -> String {
+fn cleaned_text(cleaned: &Cleaned, older_than: Option<&Age>) -> String {
     let mut s = if cleaned.removed == 0 {
         "No executions to clean\n".to_string()
     } else {
@@ -370,6 +442,12 @@ fn cleaned_text(cleaned: &Cleaned) -> String {
         s.push_str(&format!(
             "Kept {} execution(s) in use by a call; clean again once it has ended.\n",
             cleaned.busy.len()
+        ));
+    }
+    if let Some(age) = older_than.filter(|_| cleaned.recent > 0) {
+        s.push_str(&format!(
+            "Kept {} more recent than {}.\n",
+            cleaned.recent, age.written
         ));
     }
     if cleaned.running + cleaned.failed + cleaned.set_aside > 0 {

@@ -87,7 +87,8 @@ pub struct ExecuteArgs {
     /// One step of one path per call, taking the active paths in turn.
     #[arg(long)]
     pub step_path: bool,
-    /// The execution to create or resume (default: the last one).
+    /// The execution to create or resume (default: the most recent execution of FILE, else a new
+    /// one).
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
     /// Start a new execution even if one exists (an existing --id is moved aside, not deleted).

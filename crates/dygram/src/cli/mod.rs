@@ -2,6 +2,7 @@
 
 mod batch;
 mod client;
+mod debug;
 mod exec;
 mod execute;
 mod generate;
@@ -59,6 +60,8 @@ enum Command {
     Batch(batch::BatchArgs),
     #[command(visible_alias = "e")]
     Execute(execute::ExecuteArgs),
+    #[command(visible_alias = "d")]
+    Debug(debug::DebugArgs),
     /// Manage saved executions: list, status, show, clean, rm.
     Exec(exec::ExecArgs),
     /// Print the shell completion script for bash, zsh or fish.
@@ -99,6 +102,7 @@ impl Command {
             ),
             Self::Exec(args) => args.json_output(),
             Self::Generate(_)
+            | Self::Debug(_)
             | Self::Bundle(_)
             | Self::Completions(_)
             | Self::Man(_)
@@ -207,29 +211,29 @@ fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 
 /// `dygram lsp`: serves the editor on stdin and stdout until it says `shutdown` and `exit`.
 fn lsp() -> Result<Exit, CliError> {
-    let (connection, io) = lsp_server::Connection::stdio();
+    let (connection, transport) = dygram::lsp::transport::stdio();
     let served = dygram::lsp::serve(&connection);
     drop(connection);
-    if let Err(stopped) = served {
-        // A connection that failed is often input that is not the protocol: the reading thread
-        // has ended with the reason, which says more than the lost connection.
-        if matches!(stopped, dygram::lsp::LspError::Protocol(_))
-            && let Err(unreadable) = io.join()
-        {
-            return Err(CliError::with_source(
-                "the language server could not read the editor's messages",
-                unreadable,
-            )
-            .hint("`dygram lsp` is started by an editor, which speaks the Language Server Protocol on its standard input; see docs/dygram/editors.md"));
-        }
-        return Err(CliError::with_source(
+    // Reading stops after `exit`, at the end of the input or at broken framing; a server that
+    // stopped otherwise (its output closed) does not wait for more input.
+    let read = if served.is_ok() || transport.reading_stopped() {
+        transport.join()
+    } else {
+        Ok(())
+    };
+    match (served, read) {
+        // Input that is not the protocol says more than the connection that ended with it.
+        (_, Err(unreadable)) => Err(CliError::with_source(
+            "the language server could not read the editor's messages",
+            unreadable,
+        )
+        .hint("`dygram lsp` is started by an editor, which speaks the Language Server Protocol on its standard input; see docs/dygram/editors.md")),
+        (Err(stopped), Ok(())) => Err(CliError::with_source(
             "the language server stopped",
             stopped,
-        ));
+        )),
+        (Ok(()), Ok(())) => Ok(Exit::Ok),
     }
-    io.join()
-        .map_err(|e| CliError::with_source("the language server lost its input or output", e))?;
-    Ok(Exit::Ok)
 }
 
 /// `dygram man`: the page on stdout, or every page into a folder (their paths on stdout).
@@ -265,6 +269,7 @@ pub fn main() -> ExitCode {
         Command::Bundle(args) => modules::bundle(args),
         Command::Batch(args) => batch::run(args),
         Command::Execute(args) => execute::run(args),
+        Command::Debug(args) => debug::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions(Cli::command(), args.shell);

@@ -10,7 +10,9 @@
 //! Requests are answered from the document's text as it is now: the outline, hover, completion and
 //! semantic tokens, all of which read a document with errors as far as it can be read; formatting
 //! uses the `.dy` printer ([`mod@format`]: only when nothing is lost, else the editor is told why)
-//! and quick fixes apply "did you mean" suggestions ([`actions`]).
+//! and quick fixes apply "did you mean" suggestions ([`actions`]). The messages are read and
+//! written by [`transport`], which holds the editor's input to limits and answers what is no
+//! message with an error.
 
 pub mod actions;
 pub mod complete;
@@ -24,6 +26,7 @@ mod requests;
 pub mod symbols;
 pub mod text;
 pub mod tokens;
+pub mod transport;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

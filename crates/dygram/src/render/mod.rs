@@ -1,6 +1,7 @@
 //! Outputs of a machine, all computed from its canonical JSON ([`crate::json`]): the JSON text,
-//! Graphviz DOT, SVG (DOT through Graphviz), Mermaid and `.dy` source; and the views of an
-//! execution on its machine ([`execution`]: DOT, SVG, Mermaid and an HTML page).
+//! Graphviz DOT, SVG (DOT through Graphviz), Mermaid and `.dy` source; the views of an execution
+//! on its machine ([`execution`]: DOT, SVG, Mermaid and an HTML page); and, from the syntax tree
+//! before the machine is linked, the tree itself as JSON ([`syntax_tree`], `dygram debug`).
 //!
 //! [`Format`] is the one list of formats: `dygram generate -f` and `dygram batch -f` parse it,
 //! and [`render`] turns a machine into any of them. A new format is a variant of [`Format`], its
@@ -11,6 +12,7 @@ pub mod dsl;
 pub mod execution;
 pub mod mermaid;
 pub mod svg;
+pub mod syntax_tree;
 
 mod access;
 pub mod json;

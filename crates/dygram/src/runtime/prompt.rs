@@ -4,6 +4,17 @@ use serde_json::{Map, Value};
 
 use super::machine::{Edge, MachineIndex, Node};
 
+/// How the system prompt names the node it is written for (one line: this, then the name).
+const NODE_LINE: &str = "- **Node**: ";
+
+/// The node a system prompt of the runtime names (also in recordings of its requests).
+pub fn node_named_in(prompt: &str) -> Option<&str> {
+    prompt
+        .lines()
+        .find_map(|l| l.strip_prefix(NODE_LINE))
+        .map(str::trim_end)
+}
+
 /// Expands `{{ a.b.c }}` against `variables`; a reference that does not resolve stays as written.
 pub fn expand_templates(text: &str, variables: &Map<String, Value>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -91,7 +102,7 @@ pub fn system_prompt(input: &PromptInput<'_>) -> String {
          objective asks, using the tools you are given, then choose where the machine goes next.\n\n",
     );
     s.push_str("# Current Position\n");
-    s.push_str(&format!("- **Node**: {}\n", node.name));
+    s.push_str(&format!("{NODE_LINE}{}\n", node.name));
     s.push_str(&format!(
         "- **Type**: {}\n",
         node.ty.as_deref().unwrap_or("unknown")

@@ -54,6 +54,17 @@ pub fn kind_of(name: &str) -> Option<SetAside> {
     ok.then_some(kind)
 }
 
+/// When the folder `name` was set aside, from the time in its name (UTC, to the second).
+pub fn set_aside_at(name: &str) -> Option<jiff::Timestamp> {
+    kind_of(name)?;
+    let (_, rest) = name.split_once('.')?;
+    let (_, stamp) = rest.split_once('-')?;
+    let at = jiff::civil::DateTime::strptime("%Y%m%d-%H%M%S", stamp.get(..15)?).ok()?;
+    at.to_zoned(jiff::tz::TimeZone::UTC)
+        .ok()
+        .map(|z| z.timestamp())
+}
+
 impl Executions {
     /// Sets an execution aside for `--force` (`<id>.replaced-<time>`), under its lock (so not
     /// while a call works on it: [`SessionError::Busy`]). Returns the folder it went to; `None`
@@ -130,5 +141,23 @@ impl Executions {
         config.playback_state = None;
         config.recording = None;
         Some(config)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_a_folder_was_set_aside_is_read_from_its_name() {
+        let at = set_aside_at("run.corrupted-20261122-150102-3").unwrap();
+        assert_eq!(at.to_string(), "2026-11-22T15:01:02Z");
+        assert_eq!(
+            set_aside_at("run.replaced-20260101-000000"),
+            Some("2026-01-01T00:00:00Z".parse().unwrap())
+        );
+        assert_eq!(set_aside_at("run"), None);
+        assert_eq!(set_aside_at("run.replaced-2026"), None);
     }
 }

@@ -1,5 +1,5 @@
 //! One call on a saved execution, as a library: [`Session::open`] finds the execution of the call
-//! (the id given, else the last one, else a new one), locks it, sets a corrupted one aside and
+//! (the id given, else the most recent one of its machine file, else a new one), locks it, sets a corrupted one aside and
 //! checks that its machine did not change; [`Session::advance`] performs one unit of work and
 //! commits it. What the library cannot know (how the machine is compiled and its diagnostics
 //! shown, how API clients are built, where progress lines go) comes from the caller's [`Host`].
@@ -62,7 +62,7 @@ pub struct SourceFlags {
 /// What one call asks for.
 #[derive(Debug, Clone, Default)]
 pub struct CallRequest {
-    /// The execution (default: the last one, else a new one).
+    /// The execution (default: the most recent execution of `machine_file`, else a new one).
     pub id: Option<String>,
     /// Start over: a new execution, an existing one under `id` set aside.
     pub force: bool,
@@ -133,6 +133,15 @@ pub enum Notice<'a> {
         id: &'a str,
         /// Where the answers come from.
         config: &'a ClientConfig,
+    },
+    /// A call without an id: other executions of its machine file are running too.
+    SeveralActive {
+        /// The machine file (`None`: standard input).
+        machine_file: Option<&'a str>,
+        /// The execution of this call.
+        id: &'a str,
+        /// The others in progress or paused, most recent call first.
+        others: &'a [String],
     },
     /// A derived file could not be written after the commit (the next call repairs it).
     Unrepaired(&'a SessionError),
@@ -286,6 +295,19 @@ pub enum CallError<E> {
         /// An answer that would do.
         example: Value,
     },
+    /// A manual answer calling tools the node cannot run (misspelled names, most likely).
+    #[error(
+        "this answer calls {}, which {node} does not offer; it was not used, and nothing was changed",
+        unknown_list(.tools)
+    )]
+    UnknownTools {
+        /// The node.
+        node: String,
+        /// The names called that it cannot run.
+        tools: Vec<crate::runtime::executor::UnknownTool>,
+        /// An answer that would do.
+        example: Value,
+    },
     /// A unit of work on this session failed before: it must be opened again.
     #[error("execution {0} must be opened again: a unit of work on it failed")]
     Unsettled(String),
@@ -295,6 +317,18 @@ pub enum CallError<E> {
     /// The store of a shared execution (`--store`): busy, unreachable, or taken over.
     #[error("{0}")]
     Shared(Box<super::shared::SharedError>),
+}
+
+/// `a (did you mean b?), c`.
+fn unknown_list(tools: &[crate::runtime::executor::UnknownTool]) -> String {
+    let names: Vec<String> = tools
+        .iter()
+        .map(|t| match &t.meant {
+            Some(meant) => format!("{} (did you mean {meant}?)", t.name),
+            None => t.name.clone(),
+        })
+        .collect();
+    names.join(", ")
 }
 
 /// The first 12 characters of a hash and an ellipsis.

@@ -31,13 +31,16 @@ mod advance;
 mod aside;
 mod call;
 mod checkout;
+mod clean;
 mod commit;
 mod create;
 mod history;
 mod manual;
 mod open;
+mod progress;
 mod record;
 pub mod result;
+mod select;
 pub mod shared;
 mod sources;
 
@@ -47,11 +50,14 @@ pub use call::{
     CallError, CallRequest, CompiledMachine, Host, Notice, Opening, Refusal, Session, SourceFlags,
     Unit,
 };
+pub use clean::{Cleaned, Cleaning};
 pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
 pub use history::ToolCallRecord;
 pub use manual::{GRACE, ManualInput, Unread};
+pub use progress::Progress;
 pub use record::{ExecutionRecorder, RecordPosition};
+pub use select::OfMachine;
 
 /// Layout version of `state.json`.
 pub const STATE_FILE_VERSION: &str = "1.0";
@@ -700,49 +706,6 @@ impl Executions {
             Err(_) if !doomed.exists() => Ok(true),
             Err(e) => Err(io(&doomed, e)),
         }
-    }
-}
-
-/// What `exec clean` did ([`Executions::clean`]).
-#[derive(Debug, Default)]
-pub struct Cleaned {
-    /// Executions and folders set aside removed.
-    pub removed: usize,
-    /// Executions kept because a call works on them, with the error that says who.
-    pub busy: Vec<(String, SessionError)>,
-    /// Executions kept because they are in progress or paused (without `all`).
-    pub running: usize,
-    /// Executions kept because they ended with an error (without `all`).
-    pub failed: usize,
-    /// Folders set aside kept (without `all`).
-    pub set_aside: usize,
-}
-
-impl Executions {
-    /// Removes the complete executions (with `all`, every execution and every folder set aside),
-    /// except those a call works on, and what killed creations and removals left behind.
-    pub fn clean(&self, all: bool) -> Result<Cleaned, SessionError> {
-        self.sweep();
-        let mut cleaned = Cleaned::default();
-        for e in self.list() {
-            let status = e.metadata.as_ref().map(|m| m.status);
-            let done = e.set_aside.is_none() && status == Some(Status::Complete);
-            if all || done {
-                match self.remove(&e.id) {
-                    Ok(true) => cleaned.removed += 1,
-                    Ok(false) => {}
-                    Err(busy @ SessionError::Busy { .. }) => cleaned.busy.push((e.id, busy)),
-                    Err(other) => return Err(other),
-                }
-            } else if e.set_aside.is_some() {
-                cleaned.set_aside += 1;
-            } else if status.is_some_and(Status::is_finished) {
-                cleaned.failed += 1;
-            } else {
-                cleaned.running += 1;
-            }
-        }
-        Ok(cleaned)
     }
 }
 

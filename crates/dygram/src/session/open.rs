@@ -4,7 +4,7 @@ use super::call::{
     CallError, CallRequest, CompiledMachine, Host, Notice, Opening, Refusal, Session,
 };
 use super::manual::ManualInput;
-use super::{ClientConfig, Executions, Found, Metadata, NewId, Opened, sources};
+use super::{ClientConfig, Executions, Found, Metadata, NewId, OfMachine, Opened, sources};
 use crate::runtime::executor::{ExecutionEvent, Executor, NextUnit, Options};
 use crate::runtime::state::Status;
 
@@ -34,14 +34,18 @@ struct Opener<'a, H: Host> {
     host: &'a mut H,
     input: &'a mut ManualInput,
     compiled: Option<Compiled>,
+    /// Without an id: the executions of the call's machine file.
+    of_machine: OfMachine,
 }
 
 type Opens<E> = Result<Option<Session>, CallError<E>>;
 
 impl Session {
-    /// Finds the execution of a call: `request.id`, else the last one (unless `force`), else a
-    /// new one; locked, repaired, and its answer source set from the call's flags. Input given
-    /// to the first call of a new execution is checked (and read) before anything is created.
+    /// Finds the execution of a call: `request.id`, else the most recent one of its machine file
+    /// (unless `force`), else a new one; locked, repaired, and its answer source set from the
+    /// call's flags. Input given to the first call of a new execution is checked (and read)
+    /// before anything is created. Without an id, other running executions of the file are
+    /// named in a notice ([`Notice::SeveralActive`]).
     pub fn open<H: Host>(
         request: CallRequest,
         store: &Executions,
@@ -51,17 +55,23 @@ impl Session {
         if let Some(id) = &request.id {
             super::check_id(id)?;
         }
+        let of_machine = match &request.id {
+            Some(_) => OfMachine::default(),
+            None => store.of_machine(request.machine_file.as_deref()),
+        };
         let mut opener = Opener {
             request: &request,
             store,
             host,
             input,
             compiled: None,
+            of_machine,
         };
         let Some(mut session) = opener.open_or_create()? else {
             return Ok(Opening::Invalid);
         };
         let compiled = opener.compiled.take();
+        let active = std::mem::take(&mut opener.of_machine.active);
         let host = opener.host;
         session.meta.client_config =
             sources::client_config(&request.sources, Some(&session.meta.client_config), &*host);
@@ -72,6 +82,14 @@ impl Session {
         } else {
             Notice::Resumed { id, config }
         });
+        let others: Vec<String> = active.into_iter().filter(|a| a != id).collect();
+        if !others.is_empty() {
+            host.notice(Notice::SeveralActive {
+                machine_file: request.machine_file.as_deref(),
+                id,
+                others: &others,
+            });
+        }
         if let Some(c) = compiled {
             session.meta.source_files = c.files;
             session.meta.source_fingerprint = Some(c.fingerprint);
@@ -96,15 +114,15 @@ impl<H: Host> Opener<'_, H> {
         self.compiled.as_ref()
     }
 
-    /// `--id`, else the last execution (unless `--force`), else a new one. `None` when the
-    /// machine has errors.
+    /// `--id`, else the most recent execution of the machine file (unless `--force`), else a new
+    /// one. `None` when the machine has errors.
     fn open_or_create(&mut self) -> Opens<H::Error> {
         let request = self.request;
         let mut id = request.id.clone().or_else(|| {
             if request.force {
                 None
             } else {
-                self.store.last()
+                self.of_machine.latest.clone()
             }
         });
         if request.force
@@ -276,12 +294,21 @@ pub(super) fn refused_without_request<E>(events: &[ExecutionEvent]) -> CallError
     CallError::Refused(Refusal::NoRequest { did })
 }
 
-/// Refuses a manual answer that would fail the execution for good (no tool call while every
-/// transition is closed): the person can answer again, with the example's kind of answer.
+/// Refuses a manual answer that calls a tool the node cannot run (a misspelled name), or that
+/// would fail the execution for good (no tool call while every transition is closed): the person
+/// can answer again, with the example's kind of answer.
 pub(super) fn check_answer<E>(
     executor: &Executor<'_>,
     answer: &llm::ChatResponse,
 ) -> Result<(), CallError<E>> {
+    let unknown = executor.unknown_tools(answer);
+    if !unknown.is_empty() {
+        return Err(CallError::UnknownTools {
+            node: turn_node(executor),
+            tools: unknown,
+            example: executor.example_answer(),
+        });
+    }
     let Some(error) = executor.answer_would_fail(answer) else {
         return Ok(());
     };

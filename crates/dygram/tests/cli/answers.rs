@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::support::{Dir, wait_output};
+use super::support::{Dir, peak_memory_kb, wait_output};
 
 pub(super) const ORDER: &str = "machine \"Order flow\"
 Context order { total<number>: 0; }
@@ -397,13 +397,6 @@ fn a_late_byte_on_a_pipe_left_open_is_refused_without_waiting_for_its_end() {
     );
 }
 
-/// The peak resident memory of a running process, in kB (Linux).
-fn peak_memory_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Input nobody takes is not read ahead without bound: a writer that pours 256 MB into the pipe of
 /// a call waiting for the queue does not make the call hold it in memory.
 #[test]
@@ -474,40 +467,55 @@ fn a_call_that_ends_with_its_stdin_open_and_unread_says_so() {
     assert!(!out.stderr.contains("still open"), "{out:?}");
 }
 
+/// Recordings of another machine are refused, not replayed: those made at nodes of other names
+/// are passed over, and one made at a node of the same name for other tools is refused.
 #[test]
 fn recordings_made_for_other_tools_are_refused_not_replayed() {
     let examples = super::support::repo_root().join("examples/dygram");
     let review = std::fs::read_to_string(examples.join("review.dy")).unwrap();
     let order_recordings = examples.join("recordings/order").display().to_string();
     let d = Dir::with_file("review.dy", &review);
-    for args in [
-        vec!["e", "review.dy", "--playback", order_recordings.as_str()],
-        vec![
-            "e",
-            "-i",
+    // `charge` of this machine writes a bill, where the recordings' `charge` wrote the order.
+    d.write(
+        "bill.dy",
+        "machine \"Bill\"\nContext bill { total<number>: 0; }\nTask charge { prompt: \"Bill it\"; }\nstart -> charge;\ncharge -writes-> bill;\n",
+    );
+    for (file, id, refusal) in [
+        (
             "review.dy",
-            "--id",
-            "w",
-            "--playback",
-            order_recordings.as_str(),
-        ],
+            "review",
+            "the recordings of other nodes are not served to it: turn-1.json (made at charge)",
+        ),
+        (
+            "bill.dy",
+            "bill",
+            "turn-1.json was recorded with tools that are not offered now: write_order",
+        ),
     ] {
-        let mut out = d.run(&args);
-        // With -i the first call takes the automatic step start -> write; the next one asks.
-        if args.contains(&"-i") {
-            assert_eq!(out.code, 0, "{out:?}");
-            out = d.run(&["e", "-i", "review.dy", "--id", "w"]);
+        for args in [
+            vec!["e", file, "--playback", order_recordings.as_str()],
+            vec![
+                "e",
+                "-i",
+                file,
+                "--id",
+                id,
+                "--playback",
+                order_recordings.as_str(),
+            ],
+        ] {
+            let mut out = d.run(&args);
+            // With -i the first call takes the automatic step from start; the next one asks.
+            if args.contains(&"-i") {
+                assert_eq!(out.code, 0, "{out:?}");
+                out = d.run(&["e", "-i", file, "--id", id]);
+            }
+            assert_eq!(out.code, 1, "{args:?}: {out:?}");
+            assert!(out.stderr.contains(refusal), "{args:?}: {out:?}");
+            // Nothing of the foreign answers was applied.
+            assert!(!out.stderr.contains("write_order (failed)"), "{out:?}");
+            assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
         }
-        assert_eq!(out.code, 1, "{args:?}: {out:?}");
-        assert!(
-            out.stderr.contains(
-                "turn-1.json was recorded with tools that are not offered now: write_order"
-            ),
-            "{args:?}: {out:?}"
-        );
-        // Nothing of the foreign answers was applied.
-        assert!(!out.stderr.contains("write_order (failed)"), "{out:?}");
-        assert!(!out.stdout.contains("write_order (failed)"), "{out:?}");
     }
 }
 
@@ -613,4 +621,118 @@ fn a_request_answered_by_another_source_is_no_longer_pending() {
     assert!(!d.exec_dir("s").join("pending-request.json").exists());
     let text = d.run(&["exec", "status", "s"]);
     assert!(!text.stdout.contains("Waiting for"), "{text:?}");
+}
+
+/// The example answer a waiting call prints, read from its text report.
+fn printed_example(out: &super::support::Out) -> String {
+    let mut lines = out.stdout.lines();
+    lines
+        .by_ref()
+        .find(|l| l.starts_with("EXAMPLE RESPONSE"))
+        .unwrap_or_else(|| panic!("no example: {out:?}"));
+    lines.next().unwrap().trim().to_string()
+}
+
+/// Answers every request of `file` (execution `id`) with the example the call before printed:
+/// the codes of the calls, the last one 2 when the examples took the execution to its end.
+fn follow_the_examples(d: &Dir, file: &str, id: &str, calls: usize) -> Vec<i32> {
+    let args = ["e", "-i", file, "--id", id];
+    let mut codes = Vec::new();
+    let mut answer = String::new();
+    for _ in 0..calls {
+        let out = d.run_with_stdin(&args, &answer);
+        codes.push(out.code);
+        answer = match out.code {
+            0 => String::new(),
+            3 => printed_example(&out),
+            _ => break,
+        };
+    }
+    codes
+}
+
+/// The example is an answer that moves the machine on: where every transition is closed until
+/// the model writes the context, it writes values that open one and takes it (following the
+/// examples ends the execution), and `--format json` gives it to programs too.
+#[test]
+fn the_example_answer_moves_the_machine_on() {
+    let d = Dir::with_file("order.dy", ORDER);
+    let codes = follow_the_examples(&d, "order.dy", "s", 10);
+    assert_eq!(codes.last(), Some(&2), "{codes:?}");
+    assert_eq!(d.status_json("s")["status"], "complete");
+    let shown = d.show_json("s");
+    assert_eq!(shown["currentNode"], "shipped", "{shown}");
+
+    let d = Dir::with_file(
+        "ticket.dy",
+        "machine \"Tickets\"\nContext ticket { state<string>: \"open\"; priority<number>: 0; }\nTask triage { prompt: \"Triage the ticket.\"; }\nState urgent;\nState closed;\nstart -> triage;\ntriage -when: 'ticket.state == \"closed\"'-> closed;\ntriage -when: 'ticket.priority >= 3'-> urgent;\ntriage -writes-> ticket;\n",
+    );
+    let codes = follow_the_examples(&d, "ticket.dy", "t", 10);
+    assert_eq!(codes.last(), Some(&2), "{codes:?}");
+    assert_eq!(d.status_json("t")["status"], "complete");
+
+    let d = Dir::with_file("order.dy", ORDER);
+    let args = ["e", "-i", "order.dy", "--id", "j", "--format", "json"];
+    assert_eq!(d.run(&args).code, 0);
+    let out = d.run(&args);
+    assert_eq!(out.code, 3, "{out:?}");
+    let example = out.json_line()["example"].clone();
+    let names: Vec<&str> = example["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{out:?}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["write_order", "transition_to_shipped"], "{out:?}");
+}
+
+/// A tool name the node does not offer (nor a transition of the node) is a misspelling in a
+/// manual answer: refused with the name it was probably meant to be, nothing committed; a
+/// transition that the same answer's write opens is still taken.
+#[test]
+fn a_misspelled_tool_in_a_manual_answer_is_refused() {
+    let d = Dir::with_file("order.dy", ORDER);
+    // On the first call nothing is created.
+    let misspelled_write =
+        r#"{"tools": [{"name": "write_ordr", "input": {"data": {"total": 5}}}]}"#;
+    let out = call_with(&d, misspelled_write);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(d.folders(), Vec::<String>::new());
+
+    assert_eq!(call_with(&d, "").code, 0);
+    let before = std::fs::read(d.exec_dir("s").join("state.json")).unwrap();
+    for (answer, wrong, meant) in [
+        (misspelled_write, "write_ordr", "write_order"),
+        (
+            r#"{"tools": [{"name": "transition_to_shiped", "input": {"reason": "paid"}}]}"#,
+            "transition_to_shiped",
+            "transition_to_shipped",
+        ),
+    ] {
+        let out = call_with(&d, answer);
+        assert_eq!(out.code, 1, "{out:?}");
+        assert!(out.stderr.contains(wrong), "{out:?}");
+        assert!(
+            out.stderr.contains(&format!("did you mean {meant}")),
+            "{out:?}"
+        );
+        assert!(out.stderr.contains("nothing was changed"), "{out:?}");
+        assert_eq!(
+            std::fs::read(d.exec_dir("s").join("state.json")).unwrap(),
+            before,
+            "{answer}"
+        );
+        assert_eq!(d.status_json("s")["turns"], 0);
+        assert!(
+            d.history("s")
+                .iter()
+                .all(|h| h["tools"] == serde_json::json!([]))
+        );
+    }
+    let out = call_with(
+        &d,
+        r#"{"tools": [{"name": "write_order", "input": {"data": {"total": 5}}}, {"name": "transition_to_shipped", "input": {"reason": "paid"}}]}"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(d.show_json("s")["currentNode"], "shipped");
 }

@@ -586,3 +586,50 @@ fn every_corpus_program_gives_well_formed_mermaid() {
     );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// A condition written on a later segment of a chain guards that segment's edge, so the node it
+/// leaves depends on what the condition reads, not the chain's first source: the README's order
+/// flow makes `charge` (not `start`) depend on `order`, in the JSON and in the drawing.
+#[test]
+fn a_condition_on_a_later_segment_of_a_chain_belongs_to_that_segment() {
+    let json = machine("order.dy", super::answers::ORDER);
+    let dependencies: Vec<(&str, &str, &str)> = json["inferredDependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["source"].as_str().unwrap(),
+                d["target"].as_str().unwrap(),
+                d["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        dependencies.contains(&("charge", "order", "condition references order")),
+        "{dependencies:?}"
+    );
+    assert!(
+        !dependencies.iter().any(|(source, ..)| *source == "start"),
+        "{dependencies:?}"
+    );
+    let dot = to_dot(&json);
+    assert!(
+        dot.contains(r#""charge" -> "order" [label="condition references order""#),
+        "{dot}"
+    );
+    assert!(!dot.contains(r#""start" -> "order""#), "{dot}");
+
+    // Each segment's sources are the previous segment's targets, also several of them.
+    let json = machine(
+        "fan.dy",
+        "Context c { n<number>: 0; }\na -> b, d -when: 'c.n > 1'-> e;\n",
+    );
+    let sources: Vec<&str> = json["inferredDependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources, ["b", "d"], "{json}");
+}

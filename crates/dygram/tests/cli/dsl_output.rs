@@ -458,6 +458,22 @@ G {
     assert!(dsl.contains("    x -when: \"y\"-> y;"), "{dsl}");
 }
 
+/// A condition on a later segment of a chain gives dependencies from that segment's sources: the
+/// chain is written back as a chain, and the dependencies come back the same.
+#[test]
+fn a_chain_with_a_condition_on_a_later_segment_comes_back() {
+    let dsl = round_trip(
+        r#"Context order { total<number>: 0; }
+start -> charge -when: 'order.total > 0'-> shipped;
+a, b -> c -when: 'order.total > 1'-> d, e -unless: 'order.total > 2'-> f;
+"#,
+    );
+    assert!(
+        dsl.contains(r#"start -> charge -when: "order.total > 0"-> shipped;"#),
+        "{dsl}"
+    );
+}
+
 #[test]
 fn attribute_endpoints_come_back() {
     let dsl = round_trip(

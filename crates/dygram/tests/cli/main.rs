@@ -9,6 +9,7 @@ mod commands;
 mod completions;
 mod conformance;
 mod context_window;
+mod debug;
 mod display;
 mod dot_output;
 mod dsl_output;
@@ -21,6 +22,7 @@ mod live;
 mod lsp;
 mod manage;
 mod nesting;
+mod playback;
 mod readme;
 mod robustness;
 mod runtime;
@@ -33,6 +35,7 @@ mod stream_json;
 #[allow(dead_code)] // shared helpers; not every test module uses all of them
 mod support;
 mod views;
+mod which_execution;
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("dygram")

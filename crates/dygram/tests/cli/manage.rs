@@ -155,8 +155,13 @@ fn a_last_that_names_nothing_does_not_hide_the_executions() {
     let out = d.run(&["exec", "show"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("Runtime Snapshot: q"), "{out:?}");
-    // A call without --id still starts a new execution, as the killed one meant to.
+    // A call without --id goes on with the most recent execution of its file (the killed call,
+    // run again as it was, starts its own).
     let out = d.run(&["e", "-i", "order.dy"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("Resuming execution: q"), "{out:?}");
+    assert_eq!(d.folders().len(), 2, "{:?}", d.folders());
+    let out = d.run(&["e", "-i", "order.dy", "--force"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         out.stderr.contains("Starting interactive execution"),
@@ -202,4 +207,103 @@ fn a_finished_parallel_run_reports_every_path() {
             .contains("Visited: start, flights, hotels, booked, summary\n"),
         "{out:?}"
     );
+}
+
+/// Runs `order.dy` as execution `id` with its recordings until `calls` calls were made or it
+/// ended: the last exit code.
+fn order_calls(d: &super::support::Dir, id: &str, calls: usize) -> i32 {
+    let rec = super::support::repo_root()
+        .join("examples/dygram/recordings/order")
+        .display()
+        .to_string();
+    let mut code = 0;
+    for _ in 0..calls {
+        code = d
+            .run(&["e", "-i", "order.dy", "--id", id, "--playback", &rec])
+            .code;
+        if code != 0 {
+            break;
+        }
+    }
+    code
+}
+
+/// Makes the last call of `id` look as if it was made on 1 January 2020 (in its commit point
+/// and in `metadata.json`).
+fn last_called_long_ago(d: &super::support::Dir, id: &str) {
+    let long_ago = "2020-01-01T00:00:00.000Z";
+    let mut state = d.read_json(id, "state.json");
+    state["metadata"]["lastExecutedAt"] = json!(long_ago);
+    state["lastUpdated"] = json!(long_ago);
+    let mut meta = d.read_json(id, "metadata.json");
+    meta["lastExecutedAt"] = json!(long_ago);
+    let dir = d.exec_dir(id);
+    std::fs::write(dir.join("state.json"), state.to_string()).unwrap();
+    std::fs::write(dir.join("metadata.json"), meta.to_string()).unwrap();
+}
+
+/// `exec clean --older-than DURATION` removes only what was last called longer ago: complete
+/// executions, or with `--all` every one; a duration it cannot read is a usage error.
+#[test]
+fn clean_older_than_removes_only_what_was_last_called_longer_ago() {
+    let d = super::support::Dir::with_file("order.dy", super::answers::ORDER);
+    assert_eq!(order_calls(&d, "old-done", 10), 2);
+    assert_eq!(order_calls(&d, "new-done", 10), 2);
+    assert_eq!(order_calls(&d, "old-running", 1), 0);
+    last_called_long_ago(&d, "old-done");
+    last_called_long_ago(&d, "old-running");
+
+    let out = d.run(&["exec", "clean", "--older-than", "7d"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Cleaned 1 execution(s)"), "{out:?}");
+    assert!(out.stdout.contains("1 more recent than 7d"), "{out:?}");
+    assert_eq!(d.folders(), ["new-done", "old-running"]);
+
+    let out = d.run(&["exec", "clean", "--all", "--older-than", "2w 3d"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Cleaned 1 execution(s)"), "{out:?}");
+    assert_eq!(d.folders(), ["new-done"]);
+
+    for bad in ["soon", "1 month", "-3d"] {
+        let out = d.run(&["exec", "clean", &format!("--older-than={bad}")]);
+        assert_eq!(out.code, 64, "{bad}: {out:?}");
+        assert!(out.stderr.contains("--older-than"), "{bad}: {out:?}");
+    }
+    assert_eq!(d.folders(), ["new-done"]);
+}
+
+/// `exec list` and `exec status` show how far an execution is where the total is known: one
+/// whose answers are replayed has as many turns as its recordings give. One answered by hand, or
+/// one that has ended, shows its turns alone.
+#[test]
+fn list_and_status_show_progress_where_the_total_is_known() {
+    let d = super::support::Dir::with_file("order.dy", super::answers::ORDER);
+    // start -> charge, then the first of the two recorded answers.
+    assert_eq!(order_calls(&d, "replayed", 2), 0);
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "by-hand"]).code, 0);
+
+    let status = d.status_json("replayed");
+    assert_eq!(status["turns"], 1);
+    assert_eq!(status["progress"], json!({"turns": 1, "total": 2}));
+    assert_eq!(d.status_json("by-hand")["progress"], json!(null));
+    let text = d.run(&["exec", "status", "replayed"]).stdout;
+    assert!(text.contains("  Turns: 1/2\n"), "{text}");
+    let text = d.run(&["exec", "status", "by-hand"]).stdout;
+    assert!(text.contains("  Turns: 0\n"), "{text}");
+    let list = d.run(&["exec", "list"]).stdout;
+    let row = |id: &str| list.lines().find(|l| l.contains(id)).unwrap().to_string();
+    assert!(row("replayed").contains("turn 1/2"), "{list}");
+    assert!(!row("by-hand").contains('/'), "{list}");
+    let rows = d.run(&["exec", "list", "--format", "json"]).json();
+    let replayed = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "replayed")
+        .unwrap();
+    assert_eq!(replayed["progress"], json!({"turns": 1, "total": 2}));
+
+    // Once it has ended, its turns are all there is.
+    assert_eq!(order_calls(&d, "replayed", 5), 2);
+    assert_eq!(d.status_json("replayed")["progress"], json!(null));
 }

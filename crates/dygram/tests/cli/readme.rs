@@ -108,20 +108,39 @@ fn manual_mode_example_answer_fits_the_tools_schema_and_failed_tools_are_marked(
     assert_eq!(call("").code, 0);
     let out = call("");
     assert_eq!(out.code, 3, "{out:?}");
-    // Only `write_order` is offered: the example writes the order's declared fields under `data`.
+    // Only `write_order` is offered, and the transition opens once the order's total is above
+    // 0: the example writes the order's declared fields under `data`, a total that opens it, and
+    // takes it.
     let example = example_answer(&out.stdout);
     assert_eq!(example["tools"][0]["name"], "write_order", "{example}");
     assert!(
-        example["tools"][0]["input"]["data"]["total"].is_number(),
+        example["tools"][0]["input"]["data"]["total"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{example}"
+    );
+    assert_eq!(
+        example["tools"][1]["name"], "transition_to_shipped",
         "{example}"
     );
 
-    // The example, piped back as it is, is a valid answer.
+    // The example, piped back as it is, is a valid answer that moves the machine on.
     let out = call(&example.to_string());
     assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.contains("Tools: write_order\n"), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("Tools: write_order, transition_to_shipped\n"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("charge --(agent_decision)--> shipped"),
+        "{out:?}"
+    );
 
     // A call with the wrong input fails, and the text output says so.
+    let call = |stdin: &str| d.run_with_stdin(&["e", "-i", "order.dy", "--id", "p"], stdin);
+    assert_eq!(call("").code, 0);
     assert_eq!(call("").code, 3);
     let out = call(r#"{"tools": [{"name": "write_order", "input": {"reason": "…"}}]}"#);
     assert_eq!(out.code, 0, "{out:?}");

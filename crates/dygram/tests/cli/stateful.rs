@@ -450,7 +450,8 @@ fn managing_executions() {
         "  Machine: ./m.dy\n",
         "  Status: in_progress\n",
         "  Current Node: displaySummary\n",
-        "  Turns: 2\n",
+        // Replayed: of the turns its three recordings give.
+        "  Turns: 2/3\n",
         "  Steps: 2\n",
         "  Started: ",
         "  Last Updated: ",

@@ -288,3 +288,10 @@ pub fn graphviz_available() -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// The peak resident memory of a running process, in kB (Linux; `None` without `/proc`).
+pub fn peak_memory_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

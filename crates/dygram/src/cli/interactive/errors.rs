@@ -97,6 +97,9 @@ fn call_error_with_hint(e: CallError<CliError>, meta: Option<&Metadata>) -> CliE
         CallError::Refused(refusal) => refusal_hint(&refusal).into(),
         CallError::Late(config) => late_hint(&config),
         CallError::WouldFail { example, .. } => format!("answer with a tool call, e.g. {example}"),
+        CallError::UnknownTools { example, .. } => {
+            format!("answer with the tools the request offers, e.g. {example}")
+        }
         CallError::Runtime(_)
         | CallError::Queue(_)
         | CallError::InputUnreadable(_)

@@ -274,9 +274,28 @@ impl Host for CliHost<'_> {
                 let line = format!("⚡ Resuming execution: {id}{}", mode.unwrap_or_default());
                 self.say(&paint.blue(&line));
             }
+            Notice::SeveralActive {
+                machine_file,
+                id,
+                others,
+            } => {
+                if !self.args.verbosity.quiet {
+                    eprint_line(&paint.yellow(&several_active(machine_file, id, others)));
+                }
+            }
             Notice::Unrepaired(e) => eprint_line(&paint.yellow(&format!(
                 "⚠️  Warning: this call was saved, but a file derived from its state.json could not be written ({e}); the next call brings it up to date"
             ))),
         }
     }
+}
+
+/// The warning of a call without `--id` when other executions of its machine file are running.
+fn several_active(machine_file: Option<&str>, id: &str, others: &[String]) -> String {
+    let machine = machine_file.unwrap_or("the machine on standard input");
+    format!(
+        "⚠️  Warning: {machine} has {} active executions: {id} (this call's, the most recent), {}; --id NAME works on another",
+        others.len() + 1,
+        others.join(", ")
+    )
 }

@@ -7,7 +7,7 @@ use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{Metadata, Report, Session};
 
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
-use super::super::{Exit, print_out};
+use super::super::{Exit, eprint_line, print_out};
 
 /// Where a call saved the execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +67,11 @@ pub fn finish_already(args: &ExecuteArgs, shown: &Shown<'_>) -> Exit {
     } else {
         print_out(&format!("❌ Execution {id} ended with an error.\n"));
         print_out(&final_results(id, state, meta));
+    }
+    if !args.verbosity.quiet {
+        eprint_line(&format!(
+            "To run the machine again: --force starts a new execution ({id} is kept), --id NAME starts another one beside it"
+        ));
     }
     exit_for(status, false)
 }
@@ -137,6 +142,7 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         if let Some(waiting) = &r.waiting {
             out["request"] = waiting.request.clone();
             out["requestFile"] = json!(waiting.file);
+            out["example"] = waiting.example.clone();
         }
         print_out(&format!("{out}\n"));
         return;

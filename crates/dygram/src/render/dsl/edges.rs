@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::{Edge, Facts};
+use super::Edge;
 use crate::render::dsl::literals::{Values, is_ident};
 
 /// Whether `key: value` makes the dependency analysis look for a quoted condition after it.
@@ -60,61 +60,26 @@ pub(super) fn last_part(reference: &str) -> &str {
 /// (`a, b -> c`); and a record starting where a single-target segment ends continues it as a chain
 /// (`a -> b -> c`).
 ///
-/// At the top level (`facts` given) the dependency analysis reads conditions with the sources of
-/// the whole statement: a record with a condition continues a chain only when the JSON has the
-/// dependencies of the chain's first source and not its own, and then the chain starts there.
-pub(super) fn statements(edges: &[Edge], facts: Option<&Facts>) -> Vec<String> {
+/// At the top level the dependency analysis reads a condition with the sources of its own
+/// segment, one source after the other for each name the condition reads: a record with a
+/// condition joins no other source there (the dependencies would come in another order), while
+/// it may continue a chain (its segment's source is the one it has alone).
+pub(super) fn statements(edges: &[Edge], top_level: bool) -> Vec<String> {
     struct Statement<'e> {
         sources: Vec<&'e str>,
         /// Segment text, its source (`None`: several) and targets.
         segments: Vec<(&'e str, Option<&'e str>, Vec<&'e str>)>,
         block: &'e [String],
     }
-    let n = edges.len();
-    // Whether record `i` can continue record `i - 1` as a chain.
-    let links = |i: usize| {
-        i > 0
-            && edges
-                .get(i - 1)
-                .zip(edges.get(i))
-                .is_some_and(|(before, e)| before.target == e.source && before.block == e.block)
-    };
-    let mut starts = vec![false; n];
-    let mut joins = vec![false; n];
-    if let Some(facts) = facts {
-        for (k, e) in edges.iter().enumerate() {
-            let Some(condition) = &e.condition else {
-                continue;
-            };
-            let own = facts.dependencies(last_part(&e.source), condition);
-            if !own.is_empty() && facts.has_all(&own) {
-                starts[k] = true;
-                continue;
-            }
-            let mut j = k;
-            while links(j) && (j == k || edges[j].condition.is_none()) {
-                j -= 1;
-                let shared = facts.dependencies(last_part(&edges[j].source), condition);
-                if !shared.is_empty() && facts.has_all(&shared) {
-                    starts[j] = true;
-                    joins[j + 1..=k].iter_mut().for_each(|x| *x = true);
-                    break;
-                }
-            }
-        }
-    }
     let mut out: Vec<Statement<'_>> = Vec::new();
-    for (k, e) in edges.iter().enumerate() {
-        // Dependencies read conditions source by source: only unconditional records (at the top
-        // level) join other sources.
-        let free = facts.is_none() || e.condition.is_none();
-        if !starts[k]
-            && let Some(current) = out.last_mut()
+    for e in edges {
+        let free = !top_level || e.condition.is_none();
+        if let Some(current) = out.last_mut()
             && current.block == e.block.as_slice()
         {
             let first = current.segments.len() == 1;
             if let Some((segment, source, targets)) = current.segments.last_mut() {
-                let same = *segment == e.segment && !joins[k];
+                let same = *segment == e.segment;
                 if same && *source == Some(e.source.as_str()) {
                     targets.push(&e.target);
                     continue;
@@ -129,7 +94,7 @@ pub(super) fn statements(edges: &[Edge], facts: Option<&Facts>) -> Vec<String> {
                     *source = None;
                     continue;
                 }
-                if targets.as_slice() == [e.source.as_str()] && (joins[k] || free) {
+                if targets.as_slice() == [e.source.as_str()] {
                     let from = Some(targets[0]);
                     current.segments.push((&e.segment, from, vec![&e.target]));
                     continue;

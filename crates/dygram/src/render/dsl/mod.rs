@@ -32,13 +32,18 @@
 //! parts decide: a string naming a node gets the extra quotes (which hide it from the edge
 //! inference) unless the JSON has the inferred edge it gives; a condition that is a bare name
 //! stays bare when quoting it would add a dependency the JSON lacks; a `text: …` label item that
-//! went into the style stays a `key: value` item; a chain is kept where the dependencies of its
-//! conditions name its first source.
+//! went into the style stays a `key: value` item; a record with a condition joins no other source
+//! in one statement (`a, b -when: …-> c` would give its dependencies in another order), while it
+//! continues a chain as any record does (a condition's dependencies come from its own segment's
+//! sources).
 //!
 //! Limits (no program of the reference corpus meets them): machine annotations, and a machine
 //! attribute with neither type nor value, need a header, so they are lost without a title; an edge
 //! `attributes` object cannot both drop a label key and set it again; when several same-named nodes
-//! are on the path of a node, it goes under the nearest (the JSON is the same either way).
+//! are on the path of a node, it goes under the nearest (the JSON is the same either way); a
+//! condition reading several names on a segment after one with several targets (`a -> b, c
+//! -when: 'x.n > y.n'-> d`) is written once per source, which lists its dependencies source by
+//! source instead of name by name.
 //!
 //! Odd input never makes it panic: keys that are missing or have the wrong kind of value are
 //! skipped.
@@ -173,7 +178,8 @@ impl Facts {
             .map(String::as_str)
     }
 
-    /// The dependencies a top-level edge statement from `source` gets from `condition`.
+    /// The dependencies a top-level edge from `source` gets from `condition` (a condition's
+    /// dependencies come from the sources of its own segment).
     fn dependencies(&self, source: &str, condition: &str) -> Vec<Dependency> {
         condition_variables(condition)
             .into_iter()
@@ -201,10 +207,9 @@ impl Facts {
     }
 
     /// Whether a `when:`-like label item with value `v` on an edge from `source` is quoted: yes,
-    /// unless it is a bare name whose quoting would add a dependency the JSON lacks (a quoted
-    /// condition `v` may have given it from the source of a chain).
+    /// unless it is a bare name whose quoting would add a dependency the JSON lacks.
     fn quote_condition(&self, v: &str, source: &str) -> bool {
-        !is_ident(v) || self.condition_paths.contains(v) || self.dependencies(source, v).is_empty()
+        !is_ident(v) || self.has_all(&self.dependencies(source, v))
     }
 }
 
@@ -521,7 +526,7 @@ impl<'a> Generator<'a> {
             if !out.is_empty() {
                 out.push('\n');
             }
-            for statement in statements(&self.root_edges, Some(&self.facts)) {
+            for statement in statements(&self.root_edges, true) {
                 out.push_str(&statement);
                 out.push('\n');
             }
@@ -700,7 +705,7 @@ impl<'a> Generator<'a> {
         for &child in &n.children {
             self.node(child, depth + 1, out);
         }
-        for statement in statements(&n.edges, None) {
+        for statement in statements(&n.edges, false) {
             out.push_str(&inner);
             out.push_str(&statement);
             out.push('\n');

@@ -139,67 +139,15 @@ impl Executor<'_> {
         turn.tools = defs;
     }
 
-    /// An answer to the open conversation, for a person answering by hand: a transition when
-    /// one is open, else a write of the context's fields (with their current values), else the
-    /// first tool; the shape is the manual answer's `{"response", "tools": [{"name", "input"}]}`.
-    pub fn example_answer(&self) -> Value {
-        let Some(turn) = self.state.turn_state.as_ref() else {
-            return json!({"response": "Done."});
-        };
-        let tool = turn
-            .tools
-            .iter()
-            .find(|t| t.name.starts_with(tools::TRANSITION))
-            .or_else(|| turn.tools.iter().find(|t| t.name.starts_with(tools::WRITE)))
-            .or(turn.tools.first());
-        let Some(tool) = tool else {
-            return json!({"response": "Done."});
-        };
-        let input = if tool.name.starts_with(tools::TRANSITION) {
-            json!({"reason": "…"})
-        } else if let Some(ctx) = tool.name.strip_prefix(tools::WRITE) {
-            let mut data = self
-                .machine
-                .node(ctx)
-                .map(|n| n.attribute_object())
-                .unwrap_or_default();
-            if let Some(Value::Object(current)) = self.state.context_state.get(ctx) {
-                for (k, v) in current {
-                    data.insert(k.clone(), v.clone());
-                }
-            }
-            json!({"data": data})
-        } else {
-            json!({})
-        };
-        json!({"response": "Done.", "tools": [{"name": tool.name, "input": input}]})
-    }
-
     /// What the step rules do with path `id` at `node_name` when the node has transitions and all
     /// of them are closed (the path waits, or fails); `None` when one is open or it has none.
-    fn all_closed(&self, id: &str, node_name: &str) -> Option<Action> {
+    pub(super) fn all_closed(&self, id: &str, node_name: &str) -> Option<Action> {
         let choices = self.choice_edges(node_name);
         if choices.is_empty() || choices.iter().any(|e| self.edge_open(id, e)) {
             return None;
         }
         let node = self.machine.node(node_name)?;
         Some(self.no_transition(node, &choices, 0))
-    }
-
-    /// The error that `response`, as the answer to the open conversation, would fail its path
-    /// with: an answer that calls no tool while every transition of the node is closed (and no
-    /// other path may open one). `None` when the answer would not fail the path. A person answering
-    /// by hand can be told so and answer again instead, while a model's answers are applied as
-    /// they come.
-    pub fn answer_would_fail(&self, response: &llm::ChatResponse) -> Option<String> {
-        if response.tool_calls().next().is_some() {
-            return None;
-        }
-        let turn = self.state.turn_state.as_ref()?;
-        match self.all_closed(&turn.path_id, &turn.node_name)? {
-            Action::Fail(error) => Some(error),
-            _ => None,
-        }
     }
 
     /// The model for a conversation: `-m`, else the node's or machine's `modelId`, else the default.

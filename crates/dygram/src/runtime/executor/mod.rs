@@ -22,12 +22,14 @@ use super::state::{
 };
 use super::tools;
 
+mod by_hand;
 mod conversation;
 mod events;
 mod planning;
 mod tool_calls;
 mod window;
 
+pub use by_hand::{MAX_TRIALS, UnknownTool};
 pub use events::{EventLog, ExecutionEvent, Listener};
 pub use tool_calls::{MapError, ToolError};
 pub use window::{CONTEXT_WINDOW, KEEP_RECENT, MIN_CONTEXT_WINDOW};

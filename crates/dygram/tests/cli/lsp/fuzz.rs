@@ -39,11 +39,28 @@ const CHECK_EVERY: usize = 250;
 /// Replays a run.
 const SEED_VAR: &str = "DYGRAM_LSP_FUZZ_SEED";
 
+/// The seed of a randomised test: `var`'s value when it is set (a replay), else a new one; printed
+/// with how to replay it.
+pub(super) fn seed(test: &str, var: &str) -> u64 {
+    let seed = match std::env::var(var) {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={s} is not a number")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    };
+    eprintln!("{test}: seed={seed} (replay with {var}={seed})");
+    seed
+}
+
 /// SplitMix64: small, seedable, good enough to pick edits.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -52,7 +69,7 @@ impl Rng {
     }
 
     /// A number in `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         if n == 0 {
             0
         } else {
@@ -61,11 +78,11 @@ impl Rng {
     }
 
     /// True `percent` times in a hundred.
-    fn chance(&mut self, percent: usize) -> bool {
+    pub(super) fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(super) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 }
@@ -887,17 +904,7 @@ fn file_uri(path: &Path) -> String {
 
 #[test]
 fn ten_thousand_random_edits_leave_the_server_answering_and_in_step() {
-    let seed = match std::env::var(SEED_VAR) {
-        Ok(s) => s
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{SEED_VAR}={s} is not a number")),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    };
-    eprintln!("lsp fuzz: seed={seed} (replay with {SEED_VAR}={seed})");
+    let seed = seed("lsp fuzz", SEED_VAR);
     let mut rng = Rng(seed);
 
     let mut files = Vec::new();

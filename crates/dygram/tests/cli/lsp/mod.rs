@@ -5,6 +5,7 @@
 mod basics;
 mod complete;
 mod format;
+mod framing;
 mod fuzz;
 mod navigate;
 mod neovim;
@@ -150,6 +151,41 @@ impl Client {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes `bytes` to the server's standard input as they are (framing included).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits (at most [`ANSWER`]) for the server to end by itself, its standard input closed
+    /// first when `close_input`: its exit code (`None`: ended by a signal) and standard error.
+    pub fn ended(mut self, close_input: bool) -> (Option<i32>, String) {
+        let stdin = self.stdin;
+        if close_input {
+            drop(stdin);
+        }
+        let deadline = std::time::Instant::now() + ANSWER;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                if let Some(reader) = self.stderr_reader.take() {
+                    reader.join().unwrap();
+                }
+                let stderr = String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned();
+                return (status.code(), stderr);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the server did not end by itself");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn send(&mut self, message: Value) {
         let body = message.to_string();
         write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
@@ -219,21 +255,7 @@ impl Client {
         let answer = self.request("shutdown", Value::Null);
         assert_eq!(answer["result"], Value::Null, "{answer}");
         self.notify("exit", Value::Null);
-        drop(self.stdin);
-        let deadline = std::time::Instant::now() + ANSWER;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                if let Some(reader) = self.stderr_reader.take() {
-                    reader.join().unwrap();
-                }
-                let stderr = String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned();
-                return (status.code().unwrap_or(-1), stderr);
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (code, stderr) = self.ended(true);
+        (code.unwrap_or(-1), stderr)
     }
 }
