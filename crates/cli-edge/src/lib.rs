@@ -280,16 +280,12 @@ impl Printer {
     }
 
     /// Writes text meant for a person on stdout (a summary, a transcript, a listing): as
-    /// [`Printer::print_out`], with every control character but line breaks and tabs escaped when
-    /// the printer escapes controls, so text from a model or a tool never drives the terminal, even
-    /// cut short in the middle of an escape sequence. Results for programs (JSON, raw answers) go
-    /// through [`Printer::print_out`] unchanged.
+    /// [`Printer::print_out`], with every control character but line breaks and tabs escaped, so
+    /// text from a model or a tool never drives the terminal, even cut short in the middle of an
+    /// escape sequence. Results for programs (JSON, raw answers, diagrams) go through
+    /// [`Printer::print_out`] unchanged.
     pub fn print_text(&self, text: &str) {
-        if self.escape_controls {
-            self.print_out(&llm::terminal_safe(text));
-        } else {
-            self.print_out(text);
-        }
+        self.print_out(&llm::terminal_safe(text));
     }
 
     /// Whether this process printed anything on stdout through a printer.

@@ -5,11 +5,12 @@ use serde_json::{Value, json};
 
 use dygram::runtime::state::ExecutionState;
 use dygram::session::result::result_json;
+use dygram::session::shared::{SharedError, View};
 use dygram::session::{
     Cleaned, Cleaning, Executions, Metadata, Progress, SessionError, SetAside, Summary,
 };
 
-use super::{CliError, Exit, Verbosity, print_out};
+use super::{CliError, Exit, Verbosity, print_out, print_text};
 
 /// Manage saved executions (.dygram/executions/ in the current folder).
 ///
@@ -66,6 +67,10 @@ pub enum Action {
     Status {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
+        /// An execution shared through this PostgreSQL store instead (postgres://…; see
+        /// `execute --store`); the execution is then named by its id.
+        #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
+        store: Option<String>,
         // json: one JSON object on stdout.
         #[command(flatten)]
         format: FormatFlag,
@@ -76,6 +81,10 @@ pub enum Action {
     Show {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
+        /// An execution shared through this PostgreSQL store instead (postgres://…; see
+        /// `execute --store`); the execution is then named by its id.
+        #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
+        store: Option<String>,
         /// What to print: the path as text, the result object (json), the machine drawn with the
         /// visited path and the current node(s) (dot, mermaid, svg), or a self-contained HTML page
         /// with that drawing, the paths and a timeline of the calls (html). svg and html need
@@ -95,6 +104,9 @@ pub enum Action {
         /// P7D; days are 24 hours, months and years are not accepted).
         #[arg(long, value_name = "DURATION", value_parser = parse_age)]
         older_than: Option<Age>,
+        /// Clean the executions shared through this PostgreSQL store instead (postgres://…).
+        #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
+        store: Option<String>,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -103,6 +115,9 @@ pub enum Action {
     Rm {
         /// Execution id, or the name of a folder set aside.
         id: String,
+        /// Remove an execution shared through this PostgreSQL store instead (postgres://…).
+        #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
+        store: Option<String>,
         #[command(flatten)]
         verbosity: Verbosity,
     },
@@ -118,7 +133,8 @@ impl ExecArgs {
     }
 }
 
-fn store() -> Result<Executions, CliError> {
+/// The executions of the current folder.
+fn local() -> Result<Executions, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
     Ok(Executions::under(&cwd))
@@ -193,8 +209,41 @@ fn status_json(
     })
 }
 
+/// Where `exec status|show` read an execution: this folder's executions, or a copy of one
+/// shared through a store.
+enum Source {
+    Here(Executions),
+    Shared(View),
+}
+
+impl Source {
+    fn executions(&self) -> &Executions {
+        match self {
+            Self::Here(executions) => executions,
+            Self::Shared(view) => view.executions(),
+        }
+    }
+}
+
+/// The execution `id` names (default: the folder's last) and where to read it.
+fn source(store: Option<&str>, id: Option<&str>) -> Result<(Source, String), CliError> {
+    let Some(url) = store else {
+        let here = local()?;
+        let id = here.resolve(id).map_err(error)?;
+        return Ok((Source::Here(here), id));
+    };
+    let Some(id) = id else {
+        return Err(
+            CliError::usage("an execution in a store is named by its id: give it")
+                .hint("`dygram exec list --store URL` lists the executions of the store"),
+        );
+    };
+    let shared = super::interactive::shared_store(url)?;
+    let view = shared.view(id).map_err(super::interactive::shared_error)?;
+    Ok((Source::Shared(view), id.to_string()))
+}
+
 pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
-    let store = store()?;
     match args.action {
         Action::List {
             format,
@@ -203,37 +252,54 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
         } => {
             let shared = super::interactive::shared_store(&url)?;
             let all = shared.list().map_err(super::interactive::shared_error)?;
-            print_out(&list(&all, format.is_json(), |_| None));
+            print_listing(&list(&all, format.is_json(), |_| None), format.is_json());
             Ok(Exit::Ok)
         }
         Action::List { format, .. } => {
-            let progress = |m: &Metadata| store.progress(m);
-            print_out(&list(&store.list(), format.is_json(), progress));
+            let here = local()?;
+            let progress = |m: &Metadata| here.progress(m);
+            print_listing(
+                &list(&here.list(), format.is_json(), progress),
+                format.is_json(),
+            );
             Ok(Exit::Ok)
         }
-        Action::Status { id, format, .. } => {
-            let id = store.resolve(id.as_deref()).map_err(error)?;
-            let m = store.metadata(&id).map_err(error)?;
-            let nodes = store.current_nodes(&id);
-            let progress = store.progress(&m);
+        Action::Status {
+            id, format, store, ..
+        } => {
+            let (source, id) = source(store.as_deref(), id.as_deref())?;
+            let executions = source.executions();
+            let m = executions.metadata(&id).map_err(error)?;
+            let nodes = executions.current_nodes(&id);
+            let progress = executions.progress(&m);
             if format.is_json() {
                 print_out(&format!(
                     "{}\n",
                     status_json(&id, &m, &nodes, None, progress)
                 ));
             } else {
-                print_out(&status_text(&id, &m, &nodes, progress));
+                print_text(&status_text(&id, &m, &nodes, progress));
             }
             Ok(Exit::Ok)
         }
-        Action::Show { id, format, .. } => {
-            let id = store.resolve(id.as_deref()).map_err(error)?;
-            let (state, meta) = store.view(&id).map_err(error)?;
-            print_out(&show(&store, &id, &state, &meta, format)?);
+        Action::Show {
+            id, format, store, ..
+        } => {
+            let (source, id) = source(store.as_deref(), id.as_deref())?;
+            let executions = source.executions();
+            let (state, meta) = executions.view(&id).map_err(error)?;
+            let shown = show(executions, &id, &state, &meta, format)?;
+            match format {
+                ShowFormat::Text => print_text(&shown),
+                _ => print_out(&shown),
+            }
             Ok(Exit::Ok)
         }
         Action::Clean {
-            all, older_than, ..
+            all,
+            older_than,
+            store,
+            ..
         } => {
             // Longer ago than time can tell: nothing is that old.
             let before = older_than.as_ref().map(|age| {
@@ -241,21 +307,44 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
                     .checked_sub(age.duration)
                     .unwrap_or(jiff::Timestamp::MIN)
             });
-            let cleaned = store.clean(Cleaning { all, before }).map_err(error)?;
+            let which = Cleaning { all, before };
+            let cleaned = match store {
+                Some(url) => super::interactive::shared_store(&url)?
+                    .clean(which)
+                    .map_err(super::interactive::shared_error)?,
+                None => local()?.clean(which).map_err(error)?,
+            };
             for (id, busy) in &cleaned.busy {
                 super::eprint_line(&format!("Kept {id}: {busy}"));
             }
             print_out(&cleaned_text(&cleaned, older_than.as_ref()));
             Ok(Exit::Ok)
         }
-        Action::Rm { id, .. } => {
-            if store.remove(&id).map_err(error)? {
-                print_out(&format!("Removed execution: {id}\n"));
-                Ok(Exit::Ok)
-            } else {
-                Err(error(SessionError::NotFound(id)))
+        Action::Rm { id, store, .. } => {
+            let removed = match &store {
+                Some(url) => super::interactive::shared_store(url)?
+                    .remove(&id)
+                    .map_err(super::interactive::shared_error)?,
+                None => local()?.remove(&id).map_err(error)?,
+            };
+            if !removed {
+                return Err(match store {
+                    Some(_) => super::interactive::shared_error(SharedError::NotFound(id)),
+                    None => error(SessionError::NotFound(id)),
+                });
             }
+            print_out(&format!("Removed execution: {id}\n"));
+            Ok(Exit::Ok)
         }
+    }
+}
+
+/// Prints `exec list`'s output: JSON as it is, a table for a person with controls escaped.
+fn print_listing(text: &str, json: bool) {
+    if json {
+        print_out(text)
+    } else {
+        print_text(text)
     }
 }
 

@@ -281,7 +281,7 @@ pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
     match args.format {
         ExecFormat::Json => print_out(&finished.written.text),
         ExecFormat::Text => {
-            print_out(&text_report(&finished.state));
+            super::print_text(&text_report(&finished.state));
             print_out(&format!("Result: {}\n", finished.written.file.display()));
         }
         ExecFormat::StreamJson => {}

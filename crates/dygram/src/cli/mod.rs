@@ -193,6 +193,13 @@ pub fn print_out(text: &str) {
     printer().print_out(text);
 }
 
+/// Writes text meant for a person to stdout (a report, a listing): as [`print_out`], with the
+/// control characters of a model's or a machine's text (ESC, CSI, OSC, C1) escaped, line breaks
+/// and tabs kept.
+pub fn print_text(text: &str) {
+    printer().print_text(text);
+}
+
 /// `dygram exec FILE …` means `dygram execute FILE …` when FILE is not one of `exec`'s actions.
 fn execute_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     const ACTIONS: [&str; 9] = [

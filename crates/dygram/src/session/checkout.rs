@@ -112,40 +112,7 @@ impl Checkout {
     /// Reads the documents and writes them into the folder. Before the first commit (no
     /// `state.json`) nothing is written: the call creates the execution.
     fn download(&mut self) -> Result<(), SharedError> {
-        let keys = self
-            .store
-            .keys(&self.id, "")
-            .map_err(store_error(&self.id))?;
-        for key in keys.into_iter().filter(|k| validate_key(k).is_ok()) {
-            if let Some(bytes) = self
-                .store
-                .get(&self.id, &key)
-                .map_err(store_error(&self.id))?
-            {
-                self.downloaded.insert(key, bytes);
-            }
-        }
-        let Some(state) = self.downloaded.get(STATE).filter(|s| !s.is_empty()) else {
-            return Ok(());
-        };
-        let state: super::StateFile =
-            serde_json::from_slice(state).map_err(|e| SharedError::Corrupted {
-                id: self.id.clone(),
-                reason: e.to_string(),
-            })?;
-        let last_call = state.last_call.map_or(0, |c| c.turn);
-        let dir = self.dir();
-        for (key, bytes) in &self.downloaded {
-            if bytes.is_empty() {
-                continue;
-            }
-            let path = dir.join(key);
-            if key == HISTORY {
-                write_file(&path, &committed_history(bytes, last_call))?;
-            } else {
-                write_file(&path, bytes)?;
-            }
-        }
+        self.downloaded = download(&self.store, &self.id, &self.dir())?;
         Ok(())
     }
 
@@ -192,6 +159,70 @@ impl Checkout {
             written.push(key);
         }
         Ok(CheckedIn { written })
+    }
+}
+
+/// Reads the documents of execution `id` and writes the committed ones into `dir` (its folder);
+/// returns them as they were in the store. Before the first commit (no `state.json`) nothing is
+/// written.
+fn download(store: &PgStore, id: &str, dir: &Path) -> Result<Documents, SharedError> {
+    let mut downloaded = Documents::new();
+    let keys = store.keys(id, "").map_err(store_error(id))?;
+    for key in keys.into_iter().filter(|k| validate_key(k).is_ok()) {
+        if let Some(bytes) = store.get(id, &key).map_err(store_error(id))? {
+            downloaded.insert(key, bytes);
+        }
+    }
+    let Some(state) = downloaded.get(STATE).filter(|s| !s.is_empty()) else {
+        return Ok(downloaded);
+    };
+    let state: super::StateFile =
+        serde_json::from_slice(state).map_err(|e| SharedError::Corrupted {
+            id: id.to_string(),
+            reason: e.to_string(),
+        })?;
+    let last_call = state.last_call.map_or(0, |c| c.turn);
+    for (key, bytes) in &downloaded {
+        if bytes.is_empty() {
+            continue;
+        }
+        let path = dir.join(key);
+        if key == HISTORY {
+            write_file(&path, &committed_history(bytes, last_call))?;
+        } else {
+            write_file(&path, bytes)?;
+        }
+    }
+    Ok(downloaded)
+}
+
+/// A shared execution copied for reading (`exec status|show --store`): its committed documents in
+/// a private folder, read without taking its lease (what a call uploads before its `state.json`
+/// is left out, as a call does).
+pub struct View {
+    _folder: TempFolder,
+    executions: Executions,
+}
+
+impl View {
+    /// Copies execution `id` of `store`; [`SharedError::NotFound`] when the store has no such
+    /// execution, or none committed yet.
+    pub(super) fn take(store: &PgStore, id: &str) -> Result<Self, SharedError> {
+        let folder = TempFolder::new()?;
+        let executions = Executions::under(&folder.0);
+        let documents = download(store, id, &executions.root().join(id))?;
+        if documents.get(STATE).is_none_or(|s| s.is_empty()) {
+            return Err(SharedError::NotFound(id.to_string()));
+        }
+        Ok(Self {
+            _folder: folder,
+            executions,
+        })
+    }
+
+    /// The executions folder of the copy (it holds the one execution).
+    pub fn executions(&self) -> &Executions {
+        &self.executions
     }
 }
 

@@ -38,35 +38,54 @@ impl Executions {
     /// removals left behind.
     pub fn clean(&self, which: Cleaning) -> Result<Cleaned, SessionError> {
         self.sweep();
-        let mut cleaned = Cleaned::default();
-        for e in self.list() {
-            let status = e.metadata.as_ref().map(|m| m.status);
-            let done = e.set_aside.is_none() && status == Some(Status::Complete);
-            if !(which.all || done) {
-                if e.set_aside.is_some() {
-                    cleaned.set_aside += 1;
-                } else if status.is_some_and(Status::is_finished) {
-                    cleaned.failed += 1;
-                } else {
-                    cleaned.running += 1;
-                }
-                continue;
-            }
-            if let Some(before) = which.before
-                && last_called(&e).is_none_or(|t| t >= before)
-            {
-                cleaned.recent += 1;
-                continue;
-            }
-            match self.remove(&e.id) {
-                Ok(true) => cleaned.removed += 1,
-                Ok(false) => {}
-                Err(busy @ SessionError::Busy { .. }) => cleaned.busy.push((e.id, busy)),
-                Err(other) => return Err(other),
-            }
-        }
-        Ok(cleaned)
+        clean_among(
+            self.list(),
+            which,
+            |id| self.remove(id),
+            |e| match e {
+                busy @ SessionError::Busy { .. } => Ok(busy),
+                other => Err(other),
+            },
+        )
     }
+}
+
+/// Removes, among `all`, the executions `which` selects, with `remove`; an execution a call works
+/// on is kept: `busy` turns its removal's error into the note kept (or gives back an error that
+/// stops the cleaning).
+pub(crate) fn clean_among<E>(
+    all: Vec<Summary>,
+    which: Cleaning,
+    mut remove: impl FnMut(&str) -> Result<bool, E>,
+    busy: impl Fn(E) -> Result<SessionError, E>,
+) -> Result<Cleaned, E> {
+    let mut cleaned = Cleaned::default();
+    for e in all {
+        let status = e.metadata.as_ref().map(|m| m.status);
+        let done = e.set_aside.is_none() && status == Some(Status::Complete);
+        if !(which.all || done) {
+            if e.set_aside.is_some() {
+                cleaned.set_aside += 1;
+            } else if status.is_some_and(Status::is_finished) {
+                cleaned.failed += 1;
+            } else {
+                cleaned.running += 1;
+            }
+            continue;
+        }
+        if let Some(before) = which.before
+            && last_called(&e).is_none_or(|t| t >= before)
+        {
+            cleaned.recent += 1;
+            continue;
+        }
+        match remove(&e.id) {
+            Ok(true) => cleaned.removed += 1,
+            Ok(false) => {}
+            Err(e2) => cleaned.busy.push((e.id, busy(e2)?)),
+        }
+    }
+    Ok(cleaned)
 }
 
 /// When an execution (or a folder set aside) was last called: its metadata's time, else, for a

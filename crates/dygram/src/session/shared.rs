@@ -28,7 +28,7 @@ use store_pg::PgStore;
 use super::call::{CallError, CallRequest, Host, Opening, Session};
 use super::{Advance, ManualInput, StateFile, Summary, check_id};
 
-pub use super::checkout::{CheckedIn, Checkout};
+pub use super::checkout::{CheckedIn, Checkout, View};
 
 /// The namespace of dygram's executions in the store (delta's runs live beside them in another).
 pub const NAMESPACE: &str = "dygram";
@@ -73,6 +73,9 @@ pub enum SharedError {
         /// Why.
         reason: String,
     },
+    /// The store has no such execution (or none committed yet).
+    #[error("no execution {0} in the store")]
+    NotFound(String),
     /// A shared execution is named by its caller.
     #[error("an execution in a store is shared by name: the call needs its id")]
     NoId,
@@ -243,6 +246,39 @@ impl SharedStore {
             session,
             advance: Box::new(advance),
         })
+    }
+
+    /// Execution `id` copied for reading, without its lease ([`View`]).
+    pub fn view(&self, id: &str) -> Result<View, SharedError> {
+        check_id(id).map_err(|_| SharedError::NotFound(id.to_string()))?;
+        View::take(&self.store, id)
+    }
+
+    /// Removes execution `id` from the store; `false` when there was none. Refused
+    /// ([`SharedError::Busy`]) while a caller holds its lease.
+    pub fn remove(&self, id: &str) -> Result<bool, SharedError> {
+        check_id(id).map_err(|_| SharedError::NotFound(id.to_string()))?;
+        let holder = LockHolder::current(jiff::Timestamp::now(), Some("dygram exec rm --store"));
+        let lease = match self.store.lease(id, &holder) {
+            Err(StoreError::NoRun { .. }) => return Ok(false),
+            leased => leased.map_err(store_error(id))?,
+        };
+        self.store.remove(lease).map_err(store_error(id))?;
+        Ok(true)
+    }
+
+    /// `exec clean --store`: removes the executions `which` selects, as [`super::Executions::clean`]
+    /// does in a folder; one a caller holds is kept.
+    pub fn clean(&self, which: super::Cleaning) -> Result<super::Cleaned, SharedError> {
+        super::clean::clean_among(
+            self.list()?,
+            which,
+            |id| self.remove(id),
+            |e| match e {
+                SharedError::Busy { id, holder } => Ok(super::SessionError::Busy { id, holder }),
+                other => Err(other),
+            },
+        )
     }
 
     /// The executions in the store, most recent call first (as [`super::Executions::list`]);

@@ -80,3 +80,37 @@ fn exec_show_says_the_status_once() {
     assert_eq!(show.stdout.matches("Status:").count(), 1, "{show:?}");
     assert!(show.stdout.contains("Status: in_progress\n"), "{show:?}");
 }
+
+/// A model's text never drives the terminal: the `Output:` line of `execute -i`, `exec show` and
+/// `exec status` escape ESC (CSI, OSC), BEL and C1 controls; JSON keeps the text as it was.
+#[test]
+fn a_models_escapes_never_reach_the_terminal() {
+    let d = Dir::with_file(
+        "m.dy",
+        "machine \"Esc\"\nTask greet { prompt: \"Say hello\"; }\nState done;\nState other;\ngreet -> done;\ngreet -> other;\n",
+    );
+    let waiting = d.run(&["e", "-i", "m.dy", "--id", "esc"]);
+    assert_eq!(waiting.code, 3, "{waiting:?}");
+    let hostile = "hi \u{1b}]0;pwned\u{7} \u{1b}[2J \u{9b}31m \u{9d}0;t\u{9c}";
+    let answer = serde_json::json!({
+        "response": hostile,
+        "tools": [{"name": "transition_to_done", "input": {}}]
+    })
+    .to_string();
+    let out = d.run_with_stdin(&["e", "-i", "m.dy", "--id", "esc"], &answer);
+    assert!(matches!(out.code, 0 | 2), "{out:?}");
+    let inert = |what: &str, text: &str| {
+        for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{9d}', '\u{9c}'] {
+            assert!(!text.contains(c), "{what} lets {c:?} through: {text:?}");
+        }
+    };
+    assert!(out.stdout.contains("Output: hi \\x1b]0;pwned"), "{out:?}");
+    inert("execute -i", &out.stdout);
+    for args in [["exec", "show", "esc"], ["exec", "status", "esc"]] {
+        let shown = d.run(&args);
+        assert_eq!(shown.code, 0, "{shown:?}");
+        inert(args[1], &shown.stdout);
+    }
+    let json = d.run(&["exec", "show", "esc", "--format", "json"]);
+    assert!(json.stdout.contains("\\u001b]0;pwned"), "{json:?}");
+}

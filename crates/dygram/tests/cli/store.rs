@@ -392,3 +392,68 @@ fn a_store_that_is_not_a_postgresql_url_is_a_usage_error() {
     );
     assert!(d.folders().is_empty(), "nothing created");
 }
+
+/// `exec status|show|clean|rm` take the store as `exec list` does: a shared execution is seen from
+/// any folder, never reported "not found" with a hint to look locally, and removed under its lease.
+#[test]
+fn status_show_clean_and_rm_take_the_store() {
+    let Some(pg) = Postgres::start() else { return };
+    let url = pg.store_url();
+    let (a, elsewhere) = (Dir::new(), Dir::new());
+    a.write("review.dy", &review());
+    until_complete(|n| review_call(&a, "seen", Some(&url), n == 0));
+    let status = elsewhere.run(&[
+        "exec", "status", "seen", "--format", "json", "--store", &url,
+    ]);
+    assert_eq!(status.code, 0, "{status:?}");
+    let status = status.json_line();
+    assert_eq!(status["id"], "seen");
+    assert_eq!(status["status"], "complete", "{status}");
+    let show = elsewhere.run(&[
+        "exec", "show", "seen", "--format", "mermaid", "--store", &url,
+    ]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert!(show.stdout.contains("stateDiagram"), "{}", show.stdout);
+    // Not in the store: said so, with the store's listing as the way to look.
+    let missing = elsewhere.run(&["exec", "status", "nope", "--store", &url]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(
+        missing.stderr.contains("in the store"),
+        "{}",
+        missing.stderr
+    );
+    assert!(
+        missing.stderr.contains("exec list --store"),
+        "{}",
+        missing.stderr
+    );
+    assert!(
+        !missing.stderr.contains("executions here"),
+        "{}",
+        missing.stderr
+    );
+    // Without an id there is no "last" in a store.
+    let unnamed = elsewhere.run(&["exec", "status", "--store", &url]);
+    assert_eq!(unnamed.code, 64, "{unnamed:?}");
+    // A held execution is not removed; a free one is, and clean removes completed ones.
+    until_complete(|n| review_call(&a, "done-too", Some(&url), n == 0));
+    let store = PgStore::connect(&pg.url, "dygram").unwrap();
+    let holder = ::store::LockHolder::current(jiff::Timestamp::now(), Some("test"));
+    let lease = store.lease("seen", &holder).unwrap();
+    let busy = elsewhere.run(&["exec", "rm", "seen", "--store", &url]);
+    assert_eq!(busy.code, 1, "{busy:?}");
+    assert!(busy.stderr.contains("in use"), "{}", busy.stderr);
+    drop(lease);
+    let removed = elsewhere.run(&["exec", "rm", "seen", "--store", &url]);
+    assert_eq!(removed.code, 0, "{removed:?}");
+    let cleaned = elsewhere.run(&["exec", "clean", "--store", &url]);
+    assert_eq!(cleaned.code, 0, "{cleaned:?}");
+    assert!(store.list().unwrap().is_empty(), "{:?}", store.list());
+    let gone = elsewhere.run(&["exec", "rm", "seen", "--store", &url]);
+    assert_eq!(gone.code, 1, "{gone:?}");
+    assert!(
+        gone.stderr.contains("no execution seen in the store"),
+        "{}",
+        gone.stderr
+    );
+}

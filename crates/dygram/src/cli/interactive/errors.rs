@@ -42,9 +42,19 @@ pub fn shared_error(e: SharedError) -> CliError {
             "the execution's documents in the store need a look (table documents, namespace dygram); another --id starts a new execution",
         ),
         SharedError::NoId => Some("add --id NAME"),
+        SharedError::NotFound(_) => {
+            Some("`dygram exec list --store URL` lists the executions of the store")
+        }
         SharedError::Store { .. } | SharedError::Io { .. } => None,
     };
-    CliError::from_error(e).maybe_hint(hint.map(str::to_string))
+    let kind = match &e {
+        SharedError::NotFound(_) => "not_found",
+        SharedError::Busy { .. } => "busy",
+        _ => "failed",
+    };
+    CliError::from_error(e)
+        .maybe_hint(hint.map(str::to_string))
+        .kind(kind)
 }
 
 /// An error of a call; `meta` is the execution's when it was opened (its answer source names

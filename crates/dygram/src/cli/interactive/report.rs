@@ -7,7 +7,7 @@ use dygram::runtime::state::{ExecutionState, Status};
 use dygram::session::{Metadata, Report, Session};
 
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
-use super::super::{Exit, eprint_line, print_out};
+use super::super::{Exit, eprint_line, print_out, print_text};
 
 /// Where a call saved the execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,10 +63,10 @@ pub fn finish_already(args: &ExecuteArgs, shown: &Shown<'_>) -> Exit {
         ));
     } else if status == Status::Complete {
         print_out("✅ Execution already complete!\n");
-        print_out(&final_results(id, state, meta));
+        print_text(&final_results(id, state, meta));
     } else {
         print_out(&format!("❌ Execution {id} ended with an error.\n"));
-        print_out(&final_results(id, state, meta));
+        print_text(&final_results(id, state, meta));
     }
     if !args.verbosity.quiet {
         eprint_line(&format!(
@@ -241,5 +241,5 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
             saved.place(id)
         ));
     }
-    print_out(&s);
+    print_text(&s);
 }
