@@ -31,14 +31,49 @@ pub use generated::{CompletionsArgs, ManArgs, Shell};
 /// Whether this process wrote anything on stdout (through a [`Printer`]).
 static STDOUT_USED: AtomicBool = AtomicBool::new(false);
 
-/// A tool's exit codes.
+/// A tool's exit codes, and how its JSON names fields.
 pub trait ExitStatus: Copy + std::fmt::Debug {
     /// The code of a command that failed.
     const FAILED: Self;
     /// The code of a command used wrongly.
     const USAGE: Self;
+    /// How the tool's JSON names its fields (each tool keeps one case everywhere).
+    const FIELDS: FieldCase = FieldCase::Snake;
     /// The process exit code.
     fn code(self) -> u8;
+}
+
+/// How a tool's JSON names its fields: `exit_code` or `exitCode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldCase {
+    /// `exit_code` (delta, as the original engine's results).
+    Snake,
+    /// `exitCode` (dygram, as the original language's outputs).
+    Camel,
+}
+
+impl FieldCase {
+    /// `name` (given in snake case) in this case.
+    pub fn name(self, name: &str) -> String {
+        match self {
+            Self::Snake => name.to_string(),
+            Self::Camel => {
+                let mut out = String::with_capacity(name.len());
+                let mut upper = false;
+                for c in name.chars() {
+                    if c == '_' {
+                        upper = true;
+                    } else if upper {
+                        out.extend(c.to_uppercase());
+                        upper = false;
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            }
+        }
+    }
 }
 
 /// An error for the user: what happened, why (the source chain), what to do, and the exit code.
@@ -135,22 +170,29 @@ impl<X: ExitStatus> CliError<X> {
     /// The error as the result object of a command asked for JSON:
     /// `{"is_error": true, "kind", "message", "causes", "hints", "exit_code"}`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "is_error": true,
-            "kind": self.kind_name(),
-            "message": self.message,
-            "causes": self.causes(),
-            "hints": self.hints,
-            "exit_code": self.exit.code(),
-        })
+        let case = X::FIELDS;
+        let mut object = serde_json::Map::new();
+        object.insert(case.name("is_error"), true.into());
+        object.insert("kind".into(), self.kind_name().into());
+        object.insert("message".into(), self.message.clone().into());
+        object.insert("causes".into(), self.causes().into());
+        object.insert("hints".into(), self.hints.clone().into());
+        object.insert(case.name("exit_code"), self.exit.code().into());
+        serde_json::Value::Object(object)
     }
 
-    /// The usage error clap reported for an unreadable command line (its first line, without
-    /// clap's `error: `), for the JSON object a script asked for.
+    /// The usage error clap reported for an unreadable command line, for the JSON object a
+    /// script asked for: its message without clap's `error: `, with the lines that complete it
+    /// (the arguments a "required arguments were not provided" names) joined to it, and without
+    /// the usage and help lines that follow.
     pub fn from_clap(error: &clap::Error) -> Self {
         let text = error.to_string();
-        let first = text.lines().next().unwrap_or_default();
-        Self::usage(first.trim_start_matches("error: "))
+        let message: Vec<&str> = text
+            .lines()
+            .take_while(|line| !line.trim().is_empty())
+            .map(str::trim)
+            .collect();
+        Self::usage(message.join(" ").trim_start_matches("error: "))
     }
 
     /// What happened.

@@ -110,6 +110,36 @@ fn an_error_as_json_has_its_kind_message_hints_and_exit_code() {
     assert_eq!(CliError::<Exit>::new("bad").kind_name(), "failed");
 }
 
+/// A tool whose JSON names fields in camel case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CamelExit {
+    Failed = 1,
+    Usage = 64,
+}
+
+impl ExitStatus for CamelExit {
+    const FAILED: Self = CamelExit::Failed;
+    const USAGE: Self = CamelExit::Usage;
+    const FIELDS: FieldCase = FieldCase::Camel;
+    fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+#[test]
+fn an_error_as_json_names_its_fields_in_the_tools_case() {
+    let e = CliError::<CamelExit>::usage("bad flag");
+    let json = e.to_json();
+    assert_eq!(json["isError"], true, "{json}");
+    assert_eq!(json["exitCode"], 64, "{json}");
+    assert!(json.get("exit_code").is_none(), "{json}");
+    assert_eq!(
+        FieldCase::Camel.name("waiting_for_answer"),
+        "waitingForAnswer"
+    );
+    assert_eq!(FieldCase::Snake.name("exit_code"), "exit_code");
+}
+
 #[test]
 fn json_is_asked_for_in_every_spelling_but_not_after_a_double_dash() {
     let ask = |args: &[&str]| asks_for_json(&args.iter().map(OsString::from).collect::<Vec<_>>());

@@ -50,7 +50,8 @@ impl RunStatus {
             .find(|s| s.as_str().eq_ignore_ascii_case(text))
     }
 
-    /// Whether `delta continue` resumes a run with this status without a message.
+    /// Whether the run stopped before it finished: INTERRUPTED (`delta continue` resumes it as it
+    /// is) or WAITING_FOR_INPUT (`delta continue -m ANSWER` answers its question).
     pub fn is_resumable(self) -> bool {
         matches!(self, Self::Interrupted | Self::WaitingForInput)
     }

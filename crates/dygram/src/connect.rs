@@ -3,7 +3,8 @@
 //! execution remembers. The LLM layer (`llm::connect`) builds the client.
 //!
 //! dygram reads the process environment only (no `.env` files); a variable set to blanks counts as
-//! unset. A missing key is not an error here: machines that never need the model run without one,
+//! unset. `DYGRAM_BASE_URL` names the endpoint whatever the provider (before its own variable), and
+//! `DYGRAM_PROVIDER` the provider (`--provider`). A missing key is not an error here: machines that never need the model run without one,
 //! and the node that does need it reports [`missing_client_hint`].
 
 use std::path::Path;
@@ -40,8 +41,23 @@ pub fn missing_client_hint(provider: Provider) -> &'static str {
     }
 }
 
+/// The endpoint dygram reads before the provider's own variable (`OPENAI_BASE_URL`, …): one name
+/// whatever the provider, as `DYGRAM_PROVIDER` names the provider.
+pub const BASE_URL_VAR: &str = "DYGRAM_BASE_URL";
+
 /// Where dygram looks for each provider's key, endpoint and model.
 pub fn vars(provider: Provider) -> ProviderVars {
+    let vars = provider_vars(provider);
+    ProviderVars {
+        base_url: std::iter::once(BASE_URL_VAR)
+            .chain(vars.base_url.iter().copied())
+            .collect(),
+        ..vars
+    }
+}
+
+/// [`vars`] before dygram's own endpoint variable.
+fn provider_vars(provider: Provider) -> ProviderVars {
     let hint = missing_client_hint(provider).into();
     match provider {
         Provider::Anthropic => ProviderVars {
@@ -180,7 +196,11 @@ mod tests {
         assert_eq!(anthropic.key, ["ANTHROPIC_API_KEY"]);
         assert_eq!(anthropic.keyless, Keyless::Never);
         let openai = vars(Provider::OpenAi);
-        assert_eq!(openai.base_url, ["OPENAI_BASE_URL"]);
+        assert_eq!(openai.base_url, ["DYGRAM_BASE_URL", "OPENAI_BASE_URL"]);
+        assert_eq!(
+            anthropic.base_url,
+            ["DYGRAM_BASE_URL", "ANTHROPIC_BASE_URL"]
+        );
         assert_eq!(openai.model, ["OPENAI_MODEL_ID", "OPENAI_MODEL"]);
         assert_eq!(openai.keyless, Keyless::GivenUrl);
     }

@@ -136,7 +136,7 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
         return fleet::continue_in_store(cont, &flags, clock, ids);
     }
     let run_id = match (&args.run_id, &args.work_dir) {
-        (None, Some(dir)) => pick_run(dir)?,
+        (None, Some(dir)) => pick_run(dir, args.quiet)?,
         _ => args.run_id,
     };
     let request = Request::Continue(Continue {
@@ -153,8 +153,9 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
 }
 
 /// Which run of the workspace `dir` to continue when `--run-id` is not given and it has several:
-/// the user's choice on a terminal; otherwise the newest (as `LATEST` names it), said on stderr.
-fn pick_run(dir: &std::path::Path) -> Result<Option<String>, CliError> {
+/// the user's choice on a terminal; otherwise the newest (as `LATEST` names it), said on stderr
+/// (unless `quiet`).
+fn pick_run(dir: &std::path::Path, quiet: bool) -> Result<Option<String>, CliError> {
     let ws = std::env::current_dir().unwrap_or_default().join(dir);
     let Ok(runs) = delta::runs::list(&ws) else {
         return Ok(None);
@@ -166,7 +167,7 @@ fn pick_run(dir: &std::path::Path) -> Result<Option<String>, CliError> {
         let interrupt = super::terminal::install_signal_handlers()?;
         return super::terminal::choose_run(&runs, &interrupt).map(Some);
     }
-    if let Some(latest) = delta::runs::latest(&ws) {
+    if let Some(latest) = delta::runs::latest(&ws).filter(|_| !quiet) {
         super::eprint_line(&format!(
             "Continuing run {} (the latest of {} runs in {}; --run-id picks another, delta list-runs -w {} lists them)",
             latest.run_id,

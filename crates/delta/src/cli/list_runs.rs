@@ -38,7 +38,8 @@ pub struct ListRunsArgs {
     #[arg(long, value_name = "STATUS")]
     status: Option<String>,
 
-    /// Only runs that `delta continue` resumes without a message: INTERRUPTED or WAITING_FOR_INPUT.
+    /// Only runs that stopped before they finished: INTERRUPTED (`delta continue` resumes it as it
+    /// is) or WAITING_FOR_INPUT (`delta continue -m ANSWER` answers its question).
     #[arg(long)]
     resumable: bool,
 
@@ -96,7 +97,6 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
     if let Some(url) = &args.store {
         return super::fleet::list_in_store(url, args.status.as_deref(), args.first, args.format);
     }
-    let ws = args.workspace.existing()?;
     let wanted = match &args.status {
         Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
             CliError::usage(format!("unknown status {s:?}"))
@@ -104,6 +104,7 @@ pub fn cmd_list_runs(args: ListRunsArgs) -> Result<(), CliError> {
         })?),
         None => None,
     };
+    let ws = args.workspace.existing()?;
     let mut list: Vec<RunSummary> = runs::list(&ws)
         .map_err(super::store_error)?
         .into_iter()

@@ -26,10 +26,11 @@ pub const TEST_NOW_VAR: &str = "DELTA_TEST_NOW";
 pub const TEST_SEED_VAR: &str = "DELTA_TEST_SEED";
 
 const EXIT_CODES: &str = "\
-Exit codes:
+Exit codes (docs/exit-codes.md; the numbers dygram shares with delta mean the same in both):
   0    the run completed (also when it stopped at its iteration limit)
-  1    the run failed, or delta could not start it (bad agent, missing API key, ...)
-  2    usage error (unknown flag, missing argument)
+  1    the run failed, or delta could not start it (bad agent, missing API key, a finished run
+       continued without a message, ...)
+  64   usage error (unknown flag, missing argument)
   70   internal error: delta itself failed (a bug; please report it with the message)
   75   busy: another delta process is working on the run or in its workspace
   101  the run is waiting for an answer to an ask_human question
@@ -90,8 +91,8 @@ pub enum Exit {
     Ok = 0,
     /// Failed, or an error.
     Error = 1,
-    /// Usage error.
-    Usage = 2,
+    /// Usage error (sysexits' EX_USAGE; dygram's too).
+    Usage = 64,
     /// delta itself failed (a panic): never confused with a run's status.
     Internal = 70,
     /// Another process holds the run.
@@ -215,6 +216,19 @@ fn report(err: &CliError) -> ExitCode {
     printer().report(err)
 }
 
+/// Whether the command line's command is `run` or `continue` (whose JSON is a RunResult).
+fn names_a_run(args: &[std::ffi::OsString]) -> bool {
+    let mut words = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(word) = words.next() {
+        if word == "--color" {
+            words.next();
+        } else if !word.starts_with('-') {
+            return word == "run" || word == "continue";
+        }
+    }
+    false
+}
+
 /// `delta man`: the page on stdout, or every command's page written into `-d DIR`.
 fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
     print_out(&cli_edge::generated::man_output(Cli::command(), &args)?);
@@ -231,10 +245,16 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
-            // With --format json (or stream-json) a script reads stdout: it gets the error too.
+            // With --format json (or stream-json) a script reads stdout: it gets the error too,
+            // in the shape of the command's result (a run's RunResult; any other's error object).
             if e.use_stderr() && cli_edge::asks_for_json(&args) {
                 let usage = CliError::from_clap(&e);
-                print_out(&format!("{}\n", result::error_json(&usage)));
+                let object = if names_a_run(&args) {
+                    result::error_json(&usage)
+                } else {
+                    usage.to_json()
+                };
+                print_out(&format!("{object}\n"));
             }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
@@ -282,6 +302,8 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code.into(),
-        Err(err) => report(&err),
+        // A run's error object (its RunResult) is printed by the run; any other command asked for
+        // JSON gets the error's object, so that `--format json` always leaves one on stdout.
+        Err(err) => printer().report_as(&err, cli_edge::asks_for_json(&args)),
     }
 }

@@ -174,7 +174,8 @@ impl<'a> CliHost<'a> {
 
 impl Host for CliHost<'_> {
     fn notice(&mut self, notice: Notice<'_>) {
-        if self.quiet && !matches!(notice, Notice::AgentLoaded(_)) {
+        // `-q`: errors only (an agent's warnings and every note included).
+        if self.quiet {
             return;
         }
         match notice {
@@ -252,12 +253,14 @@ impl Host for CliHost<'_> {
             &agent.llm,
             env,
             &self.flags.mode,
-            Some(retry_printer()),
+            (!self.quiet).then(retry_printer),
             self.clock,
             ids,
         )?;
-        for notice in &conn.notices {
-            eprint_line(&format!("note: {notice}"));
+        if !self.quiet {
+            for notice in &conn.notices {
+                eprint_line(&format!("note: {notice}"));
+            }
         }
         Ok(conn)
     }

@@ -125,7 +125,9 @@ fn run(args: RunArgs) -> Result<Exit, CliError> {
     }
     let (clock, ids) = clock_and_ids()?;
     let agent = agent::load(&args.agent).map_err(agent_error)?;
-    show_agent(&agent, args.verbose);
+    if !args.quiet {
+        show_agent(&agent, args.verbose);
+    }
     let (workspace, workspace_name) = resolve_workspace(&args, &agent)?;
     let request = Request::Run(Box::new(NewRun {
         agent,

@@ -134,7 +134,7 @@ impl FleetError {
         }
     }
 
-    /// A usage error (exit 2).
+    /// A usage error (exit 64).
     pub fn is_usage(&self) -> bool {
         match self {
             Self::BadUrl(_) | Self::InvalidRunId(_) => true,

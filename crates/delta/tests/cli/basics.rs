@@ -37,7 +37,7 @@ fn the_old_task_flag_names_its_replacement() {
     let mut cmd = sb.delta(None);
     cmd.args(["run", "--agent", "agent", "--task", "x"]);
     let out = output(cmd);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     assert!(
         out.stderr.contains("--task was replaced by -m/--message"),
         "{}",
@@ -107,6 +107,6 @@ fn without_a_workspace_and_a_terminal_the_run_asks_for_w_or_y() {
     let mut cmd = sb.delta(None);
     cmd.args(["run", "--agent", "agent", "-m", "x"]);
     let out = output(cmd);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     assert!(out.stderr.contains("pass -w PATH"), "{}", out.stderr);
 }

@@ -516,7 +516,7 @@ fn a_store_that_is_not_postgresql_is_a_usage_error() {
         cmd.args(["list-runs", "--store", "mysql://db/x"]);
         cmd
     });
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 64, "{}", out.stderr);
     assert!(out.stderr.contains("PostgreSQL URL"), "{}", out.stderr);
     assert!(out.stderr.contains("hint:"), "{}", out.stderr);
 }

@@ -203,7 +203,7 @@ fn a_file_in_the_way_is_refused() {
 fn an_unknown_template_is_a_usage_error_and_creates_nothing() {
     let sb = sandbox();
     let out = init(&sb, &root(&sb), &["new-agent", "-t", "hello_world"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 64, "{}", out.stderr);
     assert_eq!(
         out.stderr,
         "error: template 'hello_world' not found\n  hint: templates: minimal, hello-world, file-ops, api-tester\n"
@@ -216,7 +216,7 @@ fn an_unknown_template_is_a_usage_error_and_creates_nothing() {
 fn without_a_template_and_a_terminal_init_asks_for_t_or_y() {
     let sb = sandbox();
     let out = init(&sb, &root(&sb), &["new-agent"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 64, "{}", out.stderr);
     assert_eq!(
         out.stderr,
         "error: choose a template with -t, or pass -y for the minimal one\n  hint: templates: minimal, hello-world, file-ops, api-tester\n"

@@ -18,7 +18,7 @@ fn ids_that_collide_with_the_layout_are_refused_and_the_workspace_stays_usable()
         "workspace.lock",
     ] {
         let out = sb.run(Some(&server), "hello", &["--run-id", id]);
-        assert_eq!(out.code, 2, "--run-id {id}: {}", out.stderr);
+        assert_eq!(out.code, 64, "--run-id {id}: {}", out.stderr);
         assert!(
             out.stderr.contains(&format!("invalid run id {id:?}")),
             "--run-id {id}: {}",
@@ -43,7 +43,7 @@ fn ids_that_collide_with_the_layout_are_refused_and_the_workspace_stays_usable()
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["continue", "-w", "ws", "--run-id", "LATEST", "-m", "x"]);
     let out = output(cmd);
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 64, "{}", out.stderr);
     assert!(out.stderr.contains("invalid run id"), "{}", out.stderr);
 }
 

@@ -261,7 +261,7 @@ fn no_run_and_unknown_run_ids_are_explained() {
         out.stderr
     );
     let out = continue_(&sb, None, &["--run-id", "../etc", "-m", "x"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 64, "{}", out.stderr);
 }
 
 #[test]
@@ -767,7 +767,7 @@ fn list_runs_in_every_format() {
     let text = list(&[]).stdout;
     insta::assert_snapshot!(text);
     let out = list(&["--status", "bogus"]);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     let mut cmd = sb.delta(None);
     cmd.args(["list-runs", "-w", "agent"]);
     let out = output(cmd);
@@ -801,7 +801,7 @@ fn run_ids_are_validated_and_never_reused() {
         before
     );
     let out = sb.run(Some(&server), "third", &["--run-id", "../escape"]);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     assert!(!sb.path("escape").exists());
     let meta = read_json(&sb.ws().join(".delta/mine/metadata.json"));
     assert_eq!(meta["task"], "first");

@@ -66,7 +66,7 @@ fn a_dash_message_is_read_from_standard_input() {
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["run", "--agent", "agent", "-w", "ws3", "-m", "-"]);
     let out = output_with_stdin(cmd, "");
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 64, "{}", out.stderr);
 }
 
 #[test]
@@ -94,9 +94,9 @@ fn format_json_prints_a_result_object_also_when_the_run_cannot_start() {
     let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         (out.code, &result["error"]["type"]),
-        (2, &serde_json::json!("UsageError"))
+        (64, &serde_json::json!("UsageError"))
     );
-    assert_eq!(result["exit_code"], 2);
+    assert_eq!(result["exit_code"], 64);
     // continue without a workspace to continue.
     let mut cmd = sb.delta(None);
     cmd.args(["continue", "-w", "nowhere", "--format", "json"]);
@@ -563,7 +563,7 @@ fn a_command_line_delta_cannot_read_still_gets_a_json_object_when_json_is_asked_
     let mut cmd = sb.delta(None);
     cmd.args(["run", "-m", "x", "--format", "json", "--no-such-flag"]);
     let out = output(cmd);
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 64);
     let result: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(result["error"]["type"], "UsageError");
     assert!(
@@ -574,4 +574,71 @@ fn a_command_line_delta_cannot_read_still_gets_a_json_object_when_json_is_asked_
         "{result}"
     );
     assert!(out.stderr.contains("--no-such-flag"));
+}
+
+/// `-q` leaves errors only on stderr: no agent warning, no note of the connection, no retry, no
+/// "Continuing run …" line, no summary note; an error is still said.
+#[test]
+fn quiet_leaves_only_errors_on_stderr() {
+    let server = ScriptedServer::start([
+        Reply::text("first"),
+        Reply::error(503, "busy"),
+        Reply::text("second"),
+        Reply::text("third"),
+    ]);
+    // config.yaml (deprecated) draws a warning.
+    let sb = Sandbox::new("name: test-agent\n");
+    std::fs::remove_file(sb.path("agent/agent.yaml")).unwrap();
+    sb.file(
+        "agent/config.yaml",
+        "name: test-agent\nllm:\n  model: test-model\ntools: []\n",
+    );
+    let quiet = |out: &crate::support::Output, what: &str| {
+        assert_eq!(out.code, 0, "{what}: {}", out.stderr);
+        assert_eq!(out.stderr, "", "{what} printed on stderr with -q");
+    };
+    quiet(&sb.run(Some(&server), "one", &["-q"]), "run");
+    // A retried request, and a workspace of two runs continued without --run-id.
+    quiet(
+        &sb.run(Some(&server), "two", &["-q", "--run-id", "r2"]),
+        "a retried run",
+    );
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-m", "more", "-q"]);
+    quiet(&crate::support::output(cmd), "continue");
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws", "-q"]);
+    let refused = crate::support::output(cmd);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.starts_with("error: Run is COMPLETED"),
+        "{}",
+        refused.stderr
+    );
+}
+
+/// `--format json` leaves one JSON object on stdout for every error, whatever the command, and a
+/// missing argument's message names the argument.
+#[test]
+fn every_command_asked_for_json_prints_an_object_on_error() {
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    for (args, code, says) in [
+        (vec!["list-runs", "-w", "nowhere", "--format", "json"], 1, "No .delta directory"),
+        (vec!["show", "-w", "nowhere", "--format", "json"], 1, "No .delta directory"),
+        (vec!["rm", "--format", "json"], 64, "--run-id <ID>"),
+        (vec!["list-runs", "--status", "SOMETIMES", "--format", "json"], 64, "unknown status"),
+    ] {
+        let mut cmd = sb.delta(None);
+        cmd.args(&args);
+        let out = crate::support::output(cmd);
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+        let object: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON object ({e}): {:?}", out.stdout));
+        assert_eq!(object["is_error"], true, "{args:?}: {object}");
+        assert_eq!(object["exit_code"], code, "{args:?}: {object}");
+        assert!(
+            object["message"].as_str().unwrap().contains(says),
+            "{args:?}: {object}"
+        );
+    }
 }

@@ -157,7 +157,7 @@ fn unknown_runs_and_workspaces_are_errors_with_a_hint() {
     assert!(out.stderr.contains("delta list-runs"), "{}", out.stderr);
     let mut cmd = sb.delta(None);
     cmd.args(["show", "-w", "ws", "--run-id", "../escape"]);
-    assert_eq!(output(cmd).code, 2);
+    assert_eq!(output(cmd).code, 64);
 }
 
 #[test]

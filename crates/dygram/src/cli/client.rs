@@ -17,10 +17,10 @@ fn provider_parser() -> impl TypedValueParser<Value = Provider> {
     let values = Provider::ALL.into_iter().map(|p| {
         let help = match p {
             Provider::Anthropic => {
-                "Anthropic Messages API (`ANTHROPIC_API_KEY`, `ANTHROPIC_MODEL_ID`, `ANTHROPIC_BASE_URL`)"
+                "Anthropic Messages API (`ANTHROPIC_API_KEY`, `ANTHROPIC_MODEL_ID`, `DYGRAM_BASE_URL` or `ANTHROPIC_BASE_URL`)"
             }
             Provider::OpenAi => {
-                "An OpenAI-compatible Chat Completions endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL_ID`)"
+                "An OpenAI-compatible Chat Completions endpoint (`OPENAI_API_KEY`, `DYGRAM_BASE_URL` or `OPENAI_BASE_URL`, `OPENAI_MODEL_ID`)"
             }
             other => other.title(),
         };
@@ -35,8 +35,13 @@ pub struct LlmArgs {
     /// Model to use (wins over the machine's `modelId` and the environment).
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
-    /// Which API answers when no playback is given.
-    #[arg(long, value_parser = provider_parser(), default_value = "anthropic")]
+    /// Which API answers when no playback is given (also DYGRAM_PROVIDER).
+    #[arg(
+        long,
+        env = "DYGRAM_PROVIDER",
+        value_parser = provider_parser(),
+        default_value = "anthropic"
+    )]
     pub provider: Provider,
     /// Replay recorded answers (`turn-<n>.json`) from DIR instead of calling an API.
     #[arg(long, value_name = "DIR")]

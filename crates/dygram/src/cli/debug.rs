@@ -21,10 +21,10 @@ use super::{CliError, Exit, Verbosity, print_out};
 pub struct DebugArgs {
     /// The machine (.dy, .dygram, .mach), or - for standard input.
     file: PathBuf,
-    /// Add `$text_region` to every part: where it was written (offsets, lines and characters).
+    /// Add `$textRegion` to every part: where it was written (offsets, lines and characters).
     #[arg(short = 't', long)]
     text_regions: bool,
-    /// Add `$source_text` to the root: the whole text.
+    /// Add `$sourceText` to the root: the whole text.
     #[arg(short = 's', long)]
     source_text: bool,
     /// Write the tree to DIR/<name>-raw.json (the folder is created if missing) instead of stdout.

@@ -157,7 +157,8 @@ fn error(e: SessionError) -> CliError {
             CliError::new(e.to_string()).hint("`dygram exec list` shows the executions here")
         }
         SessionError::Busy { .. } => CliError::new(e.to_string())
-            .hint("a call is working on it: remove it once that call has ended (or stop it)"),
+            .hint("a call is working on it: remove it once that call has ended (or stop it)")
+            .code(Exit::Busy),
         SessionError::NoExecutions => {
             CliError::new(e.to_string()).hint("start one with `dygram execute -i FILE`")
         }

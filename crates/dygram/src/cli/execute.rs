@@ -43,7 +43,7 @@ pub enum ExecFormat {
 /// <DEST>/<name>-result.json (DEST defaults to a `generated` folder beside the file).
 ///
 /// With -i (or --step, --step-turn, --step-path) each call performs one unit of work on an
-/// execution saved in .dygram/executions/<id>/ and exits: 0 more to do, 2 complete, 3 waiting
+/// execution saved in .dygram/executions/<id>/ and exits: 0 more to do, 2 complete, 101 waiting
 /// for an answer (no API key and no playback: answer the printed request on stdin next call),
 /// 1 error. `dygram exec list|status|show|clean|rm` manage the saved executions. With
 /// --store URL --id ID the execution lives in PostgreSQL instead, shared by every caller that
@@ -75,7 +75,7 @@ pub struct ExecuteArgs {
     #[arg(long)]
     pub no_imports: bool,
     /// One turn per call: the execution is saved in .dygram/executions/<id>/ and the next call
-    /// goes on (exit 0: more to do, 2: complete, 3: waiting for an answer on stdin, 1: error).
+    /// goes on (exit 0: more to do, 2: complete, 101: waiting for an answer on stdin, 1: error).
     #[arg(short = 'i', long)]
     pub interactive: bool,
     /// One step of every path per call (conversations with the model run to their end).
@@ -247,6 +247,11 @@ pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
 }
 
 pub fn run(args: ExecuteArgs) -> Result<Exit, CliError> {
+    super::interrupt::stop_on_signals(match args.format {
+        ExecFormat::Json => super::interrupt::Reporting::Json,
+        ExecFormat::StreamJson => super::interrupt::Reporting::Stream,
+        _ => super::interrupt::Reporting::Text,
+    })?;
     if args.interactive
         || args.step
         || args.step_turn

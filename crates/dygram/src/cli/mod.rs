@@ -8,6 +8,7 @@ mod execute;
 mod generate;
 mod input;
 mod interactive;
+mod interrupt;
 mod live;
 mod modules;
 mod validate;
@@ -17,12 +18,15 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 const EXIT_CODES: &str = "\
-Exit codes:
-  0   success (warnings do not change it); with execute -i: a turn ran and there is more to do
-  1   the program has errors, an execution failed, or a command failed (missing file, …)
-  2   execute -i: the execution is complete
-  3   execute -i: waiting for an LLM response (manual mode; answer on stdin next call)
-  64  usage error (unknown flag or format, unsupported file extension)";
+Exit codes (docs/exit-codes.md; the numbers delta shares with dygram mean the same in both):
+  0    success (warnings do not change it); with execute -i: a turn ran and there is more to do
+  1    the program has errors, an execution failed, or a command failed (missing file, …)
+  2    execute -i: the execution is complete
+  64   usage error (unknown flag or format, unsupported file extension, missing argument)
+  70   internal error: dygram itself failed (a bug; please report it with the message)
+  75   busy: another dygram process is working on the execution
+  101  execute -i: waiting for an LLM response (manual mode; answer on stdin next call)
+  130  interrupted (Ctrl-C, SIGINT or SIGTERM); nothing of the turn in progress is saved";
 
 /// dygram — an executable state-machine language.
 ///
@@ -120,15 +124,23 @@ pub enum Exit {
     Failed = 1,
     /// `execute -i`: the execution is complete.
     Complete = 2,
-    /// `execute -i`: a request waits for an answer (manual mode).
-    Waiting = 3,
-    /// Bad usage (sysexits' EX_USAGE).
+    /// Bad usage (sysexits' EX_USAGE; delta's too).
     Usage = 64,
+    /// dygram itself failed (a panic: a bug), never confused with a machine's outcome (delta's too).
+    Internal = 70,
+    /// Another dygram process works on the execution (sysexits' EX_TEMPFAIL; delta's too).
+    Busy = 75,
+    /// `execute -i`: a request waits for an answer (manual mode); delta's number for a run that
+    /// waits for an answer.
+    Waiting = 101,
+    /// Interrupted (Ctrl-C, SIGINT or SIGTERM), as a shell reports it (delta's too).
+    Interrupted = 130,
 }
 
 impl cli_edge::ExitStatus for Exit {
     const FAILED: Self = Exit::Failed;
     const USAGE: Self = Exit::Usage;
+    const FIELDS: cli_edge::FieldCase = cli_edge::FieldCase::Camel;
     fn code(self) -> u8 {
         self as u8
     }
@@ -269,7 +281,10 @@ pub fn main() -> ExitCode {
         }
     };
     let json = cli.command.json_output();
-    let result = match cli.command {
+    // A panic is a bug: its message is printed by the default hook, and the exit code says
+    // "internal error" (70, as delta's), not the 101 Rust gives panics, which means "waiting for
+    // an answer" here.
+    let dispatched = std::panic::catch_unwind(|| match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::ParseAndValidate(args) => validate::run(args),
         Command::CheckImports(args) => modules::check_imports(args),
@@ -285,7 +300,14 @@ pub fn main() -> ExitCode {
         }
         Command::Man(args) => man(args),
         Command::Lsp => lsp(),
-    };
+    });
+    let result = dispatched.unwrap_or_else(|_| {
+        Err(CliError::new(
+            "internal error: dygram stopped on a bug (the message above); please report it",
+        )
+        .code(Exit::Internal)
+        .kind("internal"))
+    });
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
         Err(e) => printer().report_as(&e, json),

@@ -6,10 +6,10 @@
 //! `Parameters`, `Parameter`, `LabelPair`, `LabelFlag`, `LabelText`, `TypeName`, `LiteralUnion`,
 //! `ObjectValue`, `ArrayValue`, `Primitive`, `QualifiedName`), followed by its fields; names
 //! are written as text (`Group.Step`), string literals by their value. With
-//! [`TreeOptions::text_regions`] each part also has `$text_region`: where it was written, as
+//! [`TreeOptions::text_regions`] each part also has `$textRegion`: where it was written, as
 //! `offset`, `end` and `length` in UTF-16 code units from the start of the text and a `range` of
 //! 0-based `line` and `character` positions (the units of `$sourceRange` in the canonical JSON).
-//! With [`TreeOptions::source_text`] the root has `$source_text`, the whole text.
+//! With [`TreeOptions::source_text`] the root has `$sourceText`, the whole text.
 
 use std::path::{Path, PathBuf};
 
@@ -25,9 +25,9 @@ use crate::syntax::ast::{
 /// What the tree carries besides its parts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TreeOptions {
-    /// `$text_region` on every part: where it was written.
+    /// `$textRegion` on every part: where it was written.
     pub text_regions: bool,
-    /// `$source_text` on the root: the whole text.
+    /// `$sourceText` on the root: the whole text.
     pub source_text: bool,
 }
 
@@ -38,7 +38,7 @@ pub fn to_json(program: &Program, file: &SourceFile, options: TreeOptions) -> Js
     if options.source_text
         && let Json::Object(o) = &mut root
     {
-        o.insert("$source_text".into(), json!(file.text()));
+        o.insert("$sourceText".into(), json!(file.text()));
     }
     root
 }
@@ -77,7 +77,7 @@ impl Tree<'_> {
             }
         }
         if let Some(span) = span.filter(|_| self.options.text_regions) {
-            o.insert("$text_region".into(), self.region(span));
+            o.insert("$textRegion".into(), self.region(span));
         }
         Json::Object(o)
     }

@@ -278,7 +278,7 @@ fn an_open_pipe_nobody_writes_to_is_no_answer_and_costs_a_call_little() {
     let out = ended(wait_output(child, Duration::from_secs(20)));
     let took = start.elapsed();
     drop(silent);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert!(took < Duration::from_secs(2), "took {took:?}: {out:?}");
     assert!(out.stdout.contains("Waiting for LLM response"), "{out:?}");
     assert!(d.exec_dir("s").join("pending-request.json").is_file());
@@ -589,7 +589,7 @@ fn a_request_answered_by_another_source_is_no_longer_pending() {
         .to_string();
     assert_eq!(call_with(&d, "").code, 0);
     let out = call_with(&d, "");
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert_eq!(d.status_json("s")["waitingForAnswer"], true);
     assert!(d.exec_dir("s").join("pending-request.json").exists());
 
@@ -644,7 +644,7 @@ fn follow_the_examples(d: &Dir, file: &str, id: &str, calls: usize) -> Vec<i32> 
         codes.push(out.code);
         answer = match out.code {
             0 => String::new(),
-            3 => printed_example(&out),
+            101 => printed_example(&out),
             _ => break,
         };
     }
@@ -675,7 +675,7 @@ fn the_example_answer_moves_the_machine_on() {
     let args = ["e", "-i", "order.dy", "--id", "j", "--format", "json"];
     assert_eq!(d.run(&args).code, 0);
     let out = d.run(&args);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     let example = out.json_line()["example"].clone();
     let names: Vec<&str> = example["tools"]
         .as_array()

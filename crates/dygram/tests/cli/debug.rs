@@ -54,8 +54,8 @@ fn the_syntax_tree_is_printed_as_json() {
     assert_eq!(pair["name"], "when", "{chain}");
     assert_eq!(pair["value"]["value"], "order.total > 0", "{chain}");
     // Nothing of -t or -s unless asked.
-    assert!(!out.stdout.contains("$text_region"), "{out:?}");
-    assert!(!out.stdout.contains("$source_text"), "{out:?}");
+    assert!(!out.stdout.contains("$textRegion"), "{out:?}");
+    assert!(!out.stdout.contains("$sourceText"), "{out:?}");
 
     // The alias.
     assert_eq!(d.run(&["d", "order.dy"]).json(), tree);
@@ -68,12 +68,12 @@ fn text_regions_and_the_source_text_are_added_when_asked() {
     let out = d.run(&["debug", "tour.dy", "-t", "-s"]);
     assert_eq!(out.code, 0, "{out:?}");
     let tree = out.json();
-    assert_eq!(tree["$source_text"], source);
+    assert_eq!(tree["$sourceText"], source);
     let utf16: Vec<u16> = source.encode_utf16().collect();
     let all = typed(&tree);
     assert!(all.len() > 5, "{tree}");
     for part in &all {
-        let region = &part["$text_region"];
+        let region = &part["$textRegion"];
         let (offset, end) = (
             region["offset"].as_u64().unwrap() as usize,
             region["end"].as_u64().unwrap() as usize,
@@ -89,7 +89,7 @@ fn text_regions_and_the_source_text_are_added_when_asked() {
         .iter()
         .find(|v| v["$type"] == "Node" && v["name"] == "visit")
         .unwrap();
-    let region = &visit["$text_region"];
+    let region = &visit["$textRegion"];
     let (offset, end) = (
         region["offset"].as_u64().unwrap() as usize,
         region["end"].as_u64().unwrap() as usize,

@@ -102,7 +102,7 @@ fn the_previous_history_line_is_on_disk_before_the_next_commit() {
 
     // Call 2 only shows the request: its commit carries line 1 still, so nothing needs flushing.
     let (code, lines) = traced(&d, &args, "");
-    assert_eq!(code, 3, "{lines:#?}");
+    assert_eq!(code, 101, "{lines:#?}");
     assert_eq!(flush_of(&lines, &history), None, "{lines:#?}");
 
     // Call 3 advances the execution: its commit carries line 2 only, so line 1 must be on the disk
@@ -134,7 +134,7 @@ start -> build -> done;
     );
     let args = ["e", "-i", "meta.dy", "--id", "m"];
     assert_eq!(d.run(&args).code, 0);
-    assert_eq!(d.run(&args).code, 3);
+    assert_eq!(d.run(&args).code, 101);
     let answer = r#"{"tools": [{"name": "construct_tool", "input": {"name": "adder", "description": "adds", "input_schema": {"type": "object"}, "implementation_strategy": "code_generation", "implementation_details": "return 1;"}}]}"#;
     let (code, lines) = traced(&d, &args, answer);
     assert_eq!(code, 0, "{lines:#?}");

@@ -10,9 +10,9 @@ use super::support::{Dir, Out};
 fn error_object(out: &Out, kind: &str, exit: i32) -> Value {
     assert_eq!(out.code, exit, "{out:?}");
     let v = out.json_line();
-    assert_eq!(v["is_error"], true, "{out:?}");
+    assert_eq!(v["isError"], true, "{out:?}");
     assert_eq!(v["kind"], kind, "{out:?}");
-    assert_eq!(v["exit_code"], exit, "{out:?}");
+    assert_eq!(v["exitCode"], exit, "{out:?}");
     let message = v["message"].as_str().unwrap();
     assert!(
         out.stderr.contains(message) || kind == "invalid_machine",

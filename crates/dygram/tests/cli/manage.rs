@@ -19,7 +19,7 @@ fn an_execution_in_use_is_neither_removed_nor_cleaned() {
     let request = wait_for_request(&d);
 
     let out = d.run(&["exec", "rm", "q"]);
-    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.code, 75, "{out:?}");
     assert!(out.stderr.contains("in use"), "{out:?}");
     assert!(out.stderr.contains(&format!("pid {pid}")), "{out:?}");
     assert!(!out.stdout.contains("Removed"), "{out:?}");
@@ -68,7 +68,7 @@ fn a_call_on_an_existing_execution_leaves_the_leftovers_of_others_to_exec_clean(
     assert_eq!(out.code, 0, "{out:?}");
     std::fs::rename(d.exec_dir("gone"), d.exec_dir(".rm-gone-4242")).unwrap();
     let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert_eq!(d.folders(), [".rm-gone-4242", "q"]);
     let out = d.run(&["exec", "clean"]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -85,7 +85,7 @@ fn a_call_removes_the_claim_a_killed_creation_of_its_execution_left() {
     std::fs::write(root.join(".new-q-4242-0.lock"), "").unwrap();
     std::fs::write(root.join(".new-other-4242-0.lock"), "").unwrap();
     let out = d.run(&["e", "-i", "order.dy", "--id", "q"]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert!(!root.join(".new-q-4242-0.lock").exists());
     assert!(root.join(".new-other-4242-0.lock").exists());
 }
@@ -142,7 +142,7 @@ fn a_last_that_names_nothing_does_not_hide_the_executions() {
     let d = at_charge();
     assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "older"]).code, 0);
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "q"]).code, 3);
+    assert_eq!(d.run(&["e", "-i", "order.dy", "--id", "q"]).code, 101);
     // A creation killed after it pointed `last` at its new id, before the folder was renamed into
     // place, leaves `last` naming nothing.
     let last = d.path().join(".dygram/executions/last");
@@ -158,7 +158,7 @@ fn a_last_that_names_nothing_does_not_hide_the_executions() {
     // A call without --id goes on with the most recent execution of its file (the killed call,
     // run again as it was, starts its own).
     let out = d.run(&["e", "-i", "order.dy"]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert!(out.stderr.contains("Resuming execution: q"), "{out:?}");
     assert_eq!(d.folders().len(), 2, "{:?}", d.folders());
     let out = d.run(&["e", "-i", "order.dy", "--force"]);

@@ -65,7 +65,7 @@ fn readme_order_flow_reaches_shipped_turn_by_turn() {
 
     // At `charge` the model may only write the order: the transition is closed (total is 0).
     let out = call("");
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert_eq!(pending_tools(&d, "o"), ["write_order"]);
 
     let out = call(
@@ -76,7 +76,7 @@ fn readme_order_flow_reaches_shipped_turn_by_turn() {
 
     // The write opened the transition: the next request of the same conversation offers it.
     let out = call("");
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     assert_eq!(
         pending_tools(&d, "o"),
         ["transition_to_shipped", "write_order"]
@@ -107,7 +107,7 @@ fn manual_mode_example_answer_fits_the_tools_schema_and_failed_tools_are_marked(
     let call = |stdin: &str| d.run_with_stdin(&["e", "-i", "order.dy", "--id", "o"], stdin);
     assert_eq!(call("").code, 0);
     let out = call("");
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     // Only `write_order` is offered, and the transition opens once the order's total is above
     // 0: the example writes the order's declared fields under `data`, a total that opens it, and
     // takes it.
@@ -141,7 +141,7 @@ fn manual_mode_example_answer_fits_the_tools_schema_and_failed_tools_are_marked(
     // A call with the wrong input fails, and the text output says so.
     let call = |stdin: &str| d.run_with_stdin(&["e", "-i", "order.dy", "--id", "p"], stdin);
     assert_eq!(call("").code, 0);
-    assert_eq!(call("").code, 3);
+    assert_eq!(call("").code, 101);
     let out = call(r#"{"tools": [{"name": "write_order", "input": {"reason": "…"}}]}"#);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("write_order (failed)"), "{out:?}");

@@ -210,10 +210,10 @@ fn a_key_echoed_in_a_manual_answer_is_written_and_printed_nowhere() {
     // The next request carries the conversation, where the answer echoed the key: it is shown,
     // saved in pending-request.json and kept in the metadata.
     let waiting = call("", "text");
-    assert_eq!(waiting.code, 3, "{waiting:?}");
+    assert_eq!(waiting.code, 101, "{waiting:?}");
     outs.push(waiting);
     let waiting = call("", "json");
-    assert_eq!(waiting.code, 3, "{waiting:?}");
+    assert_eq!(waiting.code, 101, "{waiting:?}");
     outs.push(waiting);
     outs.push(d.run(&["exec", "status", "m", "--json"]));
     for (i, out) in outs.iter().enumerate() {

@@ -539,7 +539,7 @@ fn managing_executions() {
             .code,
         0
     );
-    assert_eq!(sb.run(&["e", "-i", "m.dy", "--id", "b"]).code, 3);
+    assert_eq!(sb.run(&["e", "-i", "m.dy", "--id", "b"]).code, 101);
     assert_eq!(sb.folders(), vec!["a".to_string(), "b".to_string()]);
     let clean = sb.run(&["exec", "clean", "--all"]);
     assert_eq!(clean.code, 0, "{clean:?}");
@@ -608,7 +608,7 @@ fn manual_mode_waits_and_takes_answers_in_three_formats() {
 
     // No API key, no playback, no queue: the request is saved and printed, exit 3.
     let first = sb.run(&["e", "-i", "m.dy"]);
-    assert_eq!(first.code, 3, "{first:?}");
+    assert_eq!(first.code, 101, "{first:?}");
     let id = first.started_id();
     let pending = sb.exec_dir(&id).join("pending-request.json");
     assert!(
@@ -649,7 +649,7 @@ fn manual_mode_waits_and_takes_answers_in_three_formats() {
 
     // Calling again without an answer keeps waiting.
     let again = sb.run(&["e", "-i", "m.dy"]);
-    assert_eq!(again.code, 3, "{again:?}");
+    assert_eq!(again.code, 101, "{again:?}");
     assert!(
         again.stderr.contains(&format!("Resuming execution: {id}")),
         "{again:?}"
@@ -704,7 +704,7 @@ fn manual_mode_waits_and_takes_answers_in_three_formats() {
     assert_eq!(shown["contextState"]["UserProfile"]["name"], "Ann");
 
     // The reference's format: {"type": "llm_response", "response": {"content": [...]}}.
-    assert_eq!(sb.run(&["e", "-i", "m.dy"]).code, 3);
+    assert_eq!(sb.run(&["e", "-i", "m.dy"]).code, 101);
     let answer = json!({"type": "llm_response", "response": {"content": [
         {"type": "text", "text": "Counting."},
         {"type": "tool_use", "id": "t1", "name": "write_SessionData",
@@ -723,7 +723,7 @@ fn manual_mode_waits_and_takes_answers_in_three_formats() {
 
     // Plain text: the turn is used (the model's text recorded), the node needs a transition, so the
     // machine stays and asks again.
-    assert_eq!(sb.run(&["e", "-i", "m.dy"]).code, 3);
+    assert_eq!(sb.run(&["e", "-i", "m.dy"]).code, 101);
     let out = sb.run_with_stdin(&["e", "-i", "m.dy"], "All values displayed.\n");
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
@@ -740,7 +740,7 @@ fn manual_mode_waits_and_takes_answers_in_three_formats() {
     );
 
     // The design's multi-line example names tool arguments `params`.
-    assert_eq!(sb.run(&["e", "-i", "m.dy"]).code, 3);
+    assert_eq!(sb.run(&["e", "-i", "m.dy"]).code, 101);
     let answer = "{\n  \"response\": \"Finishing\",\n  \"tools\": [\n    {\"name\": \"transition_to_end\", \"params\": {\"reason\": \"shown\"}}\n  ]\n}\n";
     let out = sb.run_with_stdin(&["e", "-i", "m.dy"], answer);
     assert_eq!(out.code, 0, "{out:?}");
@@ -761,7 +761,7 @@ fn answered_request_is_no_longer_pending() {
     }
     let sb = Sandbox::new();
     let first = sb.run(&["e", "-i", "m.dy"]);
-    assert_eq!(first.code, 3, "{first:?}");
+    assert_eq!(first.code, 101, "{first:?}");
     let id = first.started_id();
     let answer = r#"{"tools": [{"name": "transition_to_updateActivity", "input": {}}]}"#;
     let out = sb.run_with_stdin(&["e", "-i", "m.dy"], answer);
@@ -788,7 +788,7 @@ fn json_format_gives_one_object_per_call() {
         (out.code, out.json_line())
     };
     let (code, v) = call("");
-    assert_eq!(code, 3);
+    assert_eq!(code, 101);
     assert_eq!(v["status"], "waiting");
     assert_eq!(v["started"], true);
     assert_eq!(v["request"]["node"], "start");
@@ -818,7 +818,7 @@ fn json_format_gives_one_object_per_call() {
         ("displaySummary", "transition_to_end"),
     ] {
         let (code, v) = call("");
-        assert_eq!((code, &v["status"]), (3, &json!("waiting")));
+        assert_eq!((code, &v["status"]), (101, &json!("waiting")));
         assert_eq!(v["request"]["node"], node);
         let answer = json!({"tools": [{"name": tool, "input": {}}]}).to_string();
         let (code, v) = call(&answer);
@@ -854,13 +854,13 @@ fn stdin_examples_of_the_design() {
     assert!(sb.folders().is_empty(), "{:?}", sb.folders());
     // Without input the request is shown first (exit 3).
     let out = sb.bash("dygram e -i ./m.dy");
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     // Pipe from file.
     let out = sb.bash("cat response.json | dygram e -i ./m.dy");
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("I will analyze the data"), "{out:?}");
     // Multi-line input (a here-document, as in the design).
-    assert_eq!(sb.bash("dygram e -i ./m.dy").code, 3);
+    assert_eq!(sb.bash("dygram e -i ./m.dy").code, 101);
     let out = sb.bash(
         r#"dygram e -i ./m.dy <<EOF
 {
@@ -896,9 +896,9 @@ fn human_in_loop_example() {
         "--record",
         "recordings/session1/",
     ]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     let out = sb.run(&["execute", "--interactive", "./m.dy"]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     let status = sb.run(&["exec", "status"]);
     assert_eq!(status.code, 0, "{status:?}");
     assert!(status.stdout.contains("Status: paused"), "{status:?}");
@@ -920,7 +920,7 @@ fn human_in_loop_example() {
         "use different approach"
     );
     let out = sb.run(&["execute", "--interactive", "./m.dy"]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1016,7 +1016,7 @@ fn recording_then_playback_reach_the_same_result() {
         "--id",
         "golden-test",
     ]);
-    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.code, 101, "{out:?}");
     let answers = [
         r#"{"response": "Setting up.", "tools": [
             {"name": "write_UserProfile", "input": {"data": {"userId": "user-1", "name": "Bo"}}},
@@ -1038,7 +1038,7 @@ fn recording_then_playback_reach_the_same_result() {
         let out = sb.run_with_stdin(&["e", "-i", "./m.dy", "--id", "golden-test"], answer);
         assert_eq!(out.code, 0, "answer {n}: {out:?}");
         let out = sb.run(&["e", "-i", "./m.dy", "--id", "golden-test"]);
-        let want = if n + 1 == answers.len() { 2 } else { 3 };
+        let want = if n + 1 == answers.len() { 2 } else { 101 };
         assert_eq!(out.code, want, "after answer {n}: {out:?}");
     }
     // turn-1.json … in the recording format.
@@ -1456,7 +1456,7 @@ fn second_call_fails_fast_while_the_first_holds_the_lock_and_the_queue_answers()
         &context_recordings(),
     ]);
     let took = started.elapsed();
-    assert_eq!(second.code, 1, "{second:?}");
+    assert_eq!(second.code, 75, "{second:?}");
     assert!(
         second.stderr.contains("in use by another dygram process"),
         "{second:?}"
@@ -1573,7 +1573,7 @@ fn force_does_not_take_an_execution_in_use() {
         &context_recordings(),
     ]);
     // Expected: refused like any other call on an execution in use.
-    let refused = forced.code == 1 && forced.stderr.contains("in use by another dygram process");
+    let refused = forced.code == 75 && forced.stderr.contains("in use by another dygram process");
     answer_request(
         &sb,
         &request,

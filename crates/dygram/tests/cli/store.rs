@@ -248,7 +248,7 @@ fn a_request_shown_in_one_folder_is_answered_from_another() {
     let first = a.run(&args);
     assert_eq!(first.code, 0, "{first:?}");
     let asks = b.run(&args);
-    assert_eq!(asks.code, 3, "{asks:?}");
+    assert_eq!(asks.code, 101, "{asks:?}");
     assert_eq!(
         asks.json_line()["requestFile"],
         "store:dygram/o/pending-request.json"
@@ -288,7 +288,7 @@ fn a_held_execution_is_busy() {
         "--store",
         &pg.store_url(),
     ]);
-    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.code, 75, "{out:?}");
     assert!(
         out.stderr
             .contains("execution held is in use by another dygram process (pid"),
@@ -441,7 +441,7 @@ fn status_show_clean_and_rm_take_the_store() {
     let holder = ::store::LockHolder::current(jiff::Timestamp::now(), Some("test"));
     let lease = store.lease("seen", &holder).unwrap();
     let busy = elsewhere.run(&["exec", "rm", "seen", "--store", &url]);
-    assert_eq!(busy.code, 1, "{busy:?}");
+    assert_eq!(busy.code, 75, "{busy:?}");
     assert!(busy.stderr.contains("in use"), "{}", busy.stderr);
     drop(lease);
     let removed = elsewhere.run(&["exec", "rm", "seen", "--store", &url]);

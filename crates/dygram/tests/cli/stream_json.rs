@@ -211,7 +211,7 @@ fn a_stream_that_cannot_start_still_ends_with_its_result_line() {
         let lines = lines(&out);
         assert_eq!(types(&lines), ["run_finished"], "{out:?}");
         assert_eq!(lines[0]["exitCode"], code);
-        assert_eq!(lines[0]["result"]["is_error"], true);
+        assert_eq!(lines[0]["result"]["isError"], true);
         assert_eq!(lines[0]["result"]["kind"], kind, "{out:?}");
     }
 }

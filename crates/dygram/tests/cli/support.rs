@@ -10,7 +10,9 @@ use tempfile::TempDir;
 
 /// Variables that would give the binary a live API: removed from every call unless a test sets
 /// them itself.
-pub const LLM_ENV: [&str; 5] = [
+pub const LLM_ENV: [&str; 7] = [
+    "DYGRAM_BASE_URL",
+    "DYGRAM_PROVIDER",
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_BASE_URL",
     "OPENAI_API_KEY",

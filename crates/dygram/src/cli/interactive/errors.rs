@@ -4,8 +4,8 @@ use dygram::runtime::executor::RuntimeError;
 use dygram::session::shared::SharedError;
 use dygram::session::{CallError, ClientConfig, Metadata, Refusal, SessionError};
 
-use super::super::CliError;
 use super::super::client;
+use super::super::{CliError, Exit};
 
 /// An error of the execution store.
 pub fn session_error(e: SessionError) -> CliError {
@@ -20,13 +20,14 @@ pub fn session_error(e: SessionError) -> CliError {
             ))
         }
         SessionError::Busy { .. } => CliError::new(e.to_string())
-            .hint("wait for the other call to finish; each execution runs one call at a time"),
+            .hint("wait for the other call to finish; each execution runs one call at a time")
+            .code(Exit::Busy),
         other => CliError::new(other.to_string()),
     }
 }
 
 /// An error of the store of a shared execution (`--store`). A turn refused because another
-/// caller took the execution over exits 1, as every failed call does.
+/// caller took the execution over exits 1, as every failed call does; a held one is busy (75).
 pub fn shared_error(e: SharedError) -> CliError {
     let hint = match &e {
         SharedError::Busy { .. } => Some(
@@ -52,9 +53,11 @@ pub fn shared_error(e: SharedError) -> CliError {
         SharedError::Busy { .. } => "busy",
         _ => "failed",
     };
-    CliError::from_error(e)
+    let busy = kind == "busy";
+    let error = CliError::from_error(e)
         .maybe_hint(hint.map(str::to_string))
-        .kind(kind)
+        .kind(kind);
+    if busy { error.code(Exit::Busy) } else { error }
 }
 
 /// An error of a call; `meta` is the execution's when it was opened (its answer source names
@@ -125,7 +128,7 @@ fn refusal_hint(refusal: &Refusal) -> &'static str {
             "leave the input out; answers on stdin are for executions in manual mode (no API key, no --playback, no --queue)"
         }
         Refusal::NoRequest { .. } => {
-            "run this call without input, and answer when a call shows a request (exit code 3)"
+            "run this call without input, and answer when a call shows a request (exit code 101)"
         }
         Refusal::Ended => "start a new execution with --force, or another one with --id",
     }
