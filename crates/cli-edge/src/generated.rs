@@ -15,12 +15,16 @@ pub enum Shell {
     Fish,
 }
 
-/// `TOOL completions SHELL`.
+/// `TOOL completions SHELL [-o FILE]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompletionsArgs {
     /// The shell: bash, zsh or fish.
     #[arg(value_enum)]
     pub shell: Shell,
+    /// Write the script to FILE (its folder is made if needed; the path is printed) instead of
+    /// stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `TOOL man [-d DIR]`.
@@ -43,6 +47,27 @@ pub fn completions(mut cmd: clap::Command, shell: Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, name, &mut out);
     out
+}
+
+/// What `TOOL completions` prints: the script of `cmd` for the shell, or, with `-o FILE`, the
+/// script written there (its folder made first) and FILE's path.
+pub fn completions_output<X: crate::ExitStatus>(
+    cmd: clap::Command,
+    args: &CompletionsArgs,
+) -> Result<Vec<u8>, crate::CliError<X>> {
+    let script = completions(cmd, args.shell);
+    let Some(file) = &args.output else {
+        return Ok(script);
+    };
+    let failed = |e| {
+        crate::CliError::with_source(format!("cannot write {}", file.display()), e)
+            .hint("choose a folder you can write to, e.g. under your home folder")
+    };
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    std::fs::write(file, &script).map_err(failed)?;
+    Ok(format!("{}\n", file.display()).into_bytes())
 }
 
 /// The man page of `cmd` (roff, section 1).

@@ -553,13 +553,31 @@ impl<'m> Validator<'m> {
             .map(|n| n.name.as_str())
             .collect();
         if !orphans.is_empty() && relevant.len() > 1 {
-            self.graph_warn(
+            let mut warning = Diagnostic::warning(
                 format!(
                     "Orphaned nodes detected: {}. These nodes have no incoming or outgoing edges.",
                     name_list(&orphans)
                 ),
                 None,
             );
+            warning.stage = Stage::Graph;
+            // An edge that names an undeclared node close to an orphan's name: a misspelling.
+            let misspelt: Vec<String> = relevant
+                .iter()
+                .filter(|n| n.synthetic && touched.contains(&n.name))
+                .filter_map(|n| {
+                    suggest::closest(&n.name, orphans.iter().copied()).map(|close| {
+                        format!(
+                            "an edge names `{}`, which is not declared: did you mean `{close}`?",
+                            n.name
+                        )
+                    })
+                })
+                .collect();
+            if !misspelt.is_empty() {
+                warning = warning.with_hint(misspelt.join("; "));
+            }
+            self.warnings.push(warning);
         }
         let controlled: Vec<&Node> = relevant
             .iter()

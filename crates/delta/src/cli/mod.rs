@@ -70,9 +70,10 @@ enum Command {
     /// Print a shell completion script: bash, zsh or fish.
     ///
     /// Examples:
-    ///   delta completions bash > ~/.local/share/bash-completion/completions/delta
-    ///   delta completions zsh > "${fpath[1]}/_delta"
-    ///   delta completions fish > ~/.config/fish/completions/delta.fish
+    ///   delta completions bash -o ~/.local/share/bash-completion/completions/delta
+    ///   delta completions zsh -o ~/.zfunc/_delta      # with fpath+=(~/.zfunc) before compinit
+    ///   delta completions fish -o ~/.config/fish/completions/delta.fish
+    ///   delta completions bash > FILE                 # or print it
     #[command(verbatim_doc_comment)]
     Completions(cli_edge::CompletionsArgs),
     /// Print delta's man page, or write one page per command into a folder with -d.
@@ -288,7 +289,7 @@ pub fn main() -> ExitCode {
         Command::Export(args) => fleet::cmd_export(args).map(|()| Exit::Ok),
         Command::Import(args) => fleet::cmd_import(args).map(|()| Exit::Ok),
         Command::Completions(args) => {
-            let script = cli_edge::generated::completions(Cli::command(), args.shell);
+            let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));
             Ok(Exit::Ok)
         }

@@ -223,3 +223,75 @@ fn the_delta_quick_start_runs_as_written() {
         });
     assert!(answered, "{}", bodies[3]);
 }
+
+/// The README's fleet example (`## Running on many machines`), run as written by `sh` from a copy
+/// of the example agent, against a throwaway PostgreSQL server (its URL put in the block's
+/// `export DELTA_STORE=` line, the one thing the README asks the reader to choose).
+#[test]
+fn the_readme_fleet_example_runs_as_written() {
+    let Some(pg) = testkit::postgres::Postgres::start() else {
+        return;
+    };
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let section = readme
+        .split("\n## Running on many machines\n")
+        .nth(1)
+        .expect("README has a fleet section");
+    let block = section
+        .split("```bash\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the fleet section has a bash block");
+    let script: String = block
+        .lines()
+        .map(|line| match line.strip_prefix("export DELTA_STORE=") {
+            Some(_) => format!("export DELTA_STORE={}", pg.store_url()),
+            None => line.to_string(),
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(script.contains("delta worker"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello-world");
+    std::fs::create_dir(dir.path().join("examples")).unwrap();
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(&examples)
+        .arg(dir.path().join("examples/hello-world"))
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let bin = Path::new(env!("CARGO_BIN_EXE_delta")).parent().unwrap();
+    let out = Command::new("sh")
+        .args(["-e", "-x", "-c", &script])
+        .current_dir(dir.path())
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("HOME", dir.path())
+        .env("TZ", "UTC")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "--- stdout\n{stdout}--- stderr\n{stderr}"
+    );
+    assert!(stdout.contains("\"status\":\"COMPLETED\""), "{stdout}");
+    assert!(stdout.contains("RUN_END"), "the export: {stdout}");
+    let made: Vec<PathBuf> = std::fs::read_dir(dir.path().join("delta-runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(
+        made[0].join("hello.txt").is_file(),
+        "the tool ran in the worker's copy"
+    );
+}

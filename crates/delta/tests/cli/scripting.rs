@@ -623,10 +623,22 @@ fn quiet_leaves_only_errors_on_stderr() {
 fn every_command_asked_for_json_prints_an_object_on_error() {
     let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
     for (args, code, says) in [
-        (vec!["list-runs", "-w", "nowhere", "--format", "json"], 1, "No .delta directory"),
-        (vec!["show", "-w", "nowhere", "--format", "json"], 1, "No .delta directory"),
+        (
+            vec!["list-runs", "-w", "nowhere", "--format", "json"],
+            1,
+            "No .delta directory",
+        ),
+        (
+            vec!["show", "-w", "nowhere", "--format", "json"],
+            1,
+            "No .delta directory",
+        ),
         (vec!["rm", "--format", "json"], 64, "--run-id <ID>"),
-        (vec!["list-runs", "--status", "SOMETIMES", "--format", "json"], 64, "unknown status"),
+        (
+            vec!["list-runs", "--status", "SOMETIMES", "--format", "json"],
+            64,
+            "unknown status",
+        ),
     ] {
         let mut cmd = sb.delta(None);
         cmd.args(&args);

@@ -11,21 +11,25 @@ use super::input::{self, SOURCE_EXTENSIONS};
 use super::{CliError, Exit, Verbosity, color, eprint_line, print_out};
 use dygram::render::Format;
 
-/// Check (and, with -d, generate outputs for) every machine a glob pattern matches.
+/// Check (and, with -d, generate outputs for) every machine glob patterns match.
 ///
 /// Files are processed in parallel and reported in path order. Without --continue-on-error the
 /// batch stops at the first machine with errors (files before it are still written). With -d DIR,
-/// outputs keep the files' folders relative to the pattern's fixed prefix. Without -d, the
+/// outputs keep the files' folders relative to their pattern's fixed prefix. Without -d, the
 /// machines are only checked. The summary goes to stdout (--json for a machine-readable one).
+/// Several patterns, or the files a shell expanded a pattern into, are taken together (a file
+/// two of them match is processed once).
 ///
 /// Examples:
 ///   dygram batch 'machines/**/*.dy'
 ///   dygram b 'machines/**/*.dy' -f json,dot -d out/ --continue-on-error
+///   dygram batch machines/*.dy                   # expanded by the shell: works the same
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct BatchArgs {
-    /// A glob pattern (quote it so the shell does not expand it), e.g. 'src/**/*.dy'.
-    pattern: String,
+    /// Glob patterns, e.g. 'src/**/*.dy' (quoted, dygram expands `**`), or files.
+    #[arg(required = true, value_name = "PATTERN")]
+    patterns: Vec<String>,
     /// Formats written with -d, comma-separated: json, dot, svg, mermaid, dsl.
     #[arg(short, long, default_value = "json", value_delimiter = ',')]
     format: Vec<String>,
@@ -45,9 +49,18 @@ pub struct BatchArgs {
     verbosity: Verbosity,
 }
 
+/// A machine file to process, and the fixed prefix of the pattern that matched it (its outputs
+/// keep their folders relative to it).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Matched {
+    path: PathBuf,
+    prefix: PathBuf,
+}
+
 /// What happened to one file.
 struct Outcome {
     path: PathBuf,
+    prefix: PathBuf,
     errors: usize,
     /// Rendered diagnostics and whether each is an error (shown in order by the main thread).
     messages: Vec<(bool, String)>,
@@ -73,14 +86,39 @@ fn fixed_prefix(pattern: &str) -> PathBuf {
     prefix
 }
 
-fn process(path: &Path, formats: &[Format], write: bool, no_imports: bool, color: bool) -> Outcome {
-    let mut outcome = Outcome {
-        path: path.to_path_buf(),
-        errors: 0,
-        messages: Vec::new(),
-        outputs: Vec::new(),
-        failure: None,
-    };
+/// How every file of a batch is processed.
+#[derive(Debug, Clone, Copy)]
+struct Job<'a> {
+    formats: &'a [Format],
+    /// Outputs are rendered (`-d`).
+    write: bool,
+    no_imports: bool,
+    color: bool,
+}
+
+impl Outcome {
+    /// Nothing happened to `file` yet.
+    fn of(file: &Matched) -> Self {
+        Self {
+            path: file.path.clone(),
+            prefix: file.prefix.clone(),
+            errors: 0,
+            messages: Vec::new(),
+            outputs: Vec::new(),
+            failure: None,
+        }
+    }
+}
+
+fn process(file: &Matched, job: Job<'_>) -> Outcome {
+    let Job {
+        formats,
+        write,
+        no_imports,
+        color,
+    } = job;
+    let path = file.path.as_path();
+    let mut outcome = Outcome::of(file);
     let input = match input::read(path, false) {
         Ok(i) => i,
         Err(e) => {
@@ -120,30 +158,20 @@ fn process(path: &Path, formats: &[Format], write: bool, no_imports: bool, color
 
 /// [`process`], with a panic turned into a failure of that file: one file never takes the other
 /// files of its worker thread down with it.
-fn process_isolated(
-    path: &Path,
-    formats: &[Format],
-    write: bool,
-    no_imports: bool,
-    color: bool,
-) -> Outcome {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        process(path, formats, write, no_imports, color)
-    }))
-    .unwrap_or_else(|panic| {
-        let why = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown cause".into());
-        Outcome {
-            path: path.to_path_buf(),
-            errors: 0,
-            messages: Vec::new(),
-            outputs: Vec::new(),
-            failure: Some(format!("internal error while processing this file: {why}")),
-        }
-    })
+fn process_isolated(file: &Matched, job: Job<'_>) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process(file, job))).unwrap_or_else(
+        |panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown cause".into());
+            Outcome {
+                failure: Some(format!("internal error while processing this file: {why}")),
+                ..Outcome::of(file)
+            }
+        },
+    )
 }
 
 /// Why a path a pattern matched is not a file that can be read.
@@ -172,17 +200,16 @@ pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
         eprint_line(&format!(
             "Found {} file(s) matching {}",
             files.len(),
-            args.pattern
+            args.patterns.join(" ")
         ));
     }
     let results = process_all(&files, &formats, &args);
-    let prefix = fixed_prefix(&args.pattern);
     let mut processed = 0;
     let mut failed = 0;
     let mut report = Vec::new();
     for outcome in results.into_iter().flatten() {
         processed += 1;
-        let (ok, row) = settle(&outcome, &prefix, &args);
+        let (ok, row) = settle(&outcome, &args);
         report.push(row);
         if !ok {
             failed += 1;
@@ -207,11 +234,38 @@ pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
     Ok(if failed > 0 { Exit::Failed } else { Exit::Ok })
 }
 
-/// The machine files the pattern matches, sorted; a match with a machine's name that is not a
-/// file is said, never dropped silently.
-fn matching_files(args: &BatchArgs) -> Result<Vec<PathBuf>, CliError> {
-    let paths = glob::glob(&args.pattern)
-        .map_err(|e| CliError::usage(format!("bad pattern `{}`: {e}", args.pattern)))?;
+/// The machine files the patterns match, sorted, each once (with the first pattern that matched
+/// it); a match with a machine's name that is not a file is said, never dropped silently.
+fn matching_files(args: &BatchArgs) -> Result<Vec<Matched>, CliError> {
+    let mut files: Vec<Matched> = Vec::new();
+    for pattern in &args.patterns {
+        let prefix = fixed_prefix(pattern);
+        for path in matching(pattern, args)? {
+            if !files.iter().any(|f| f.path == path) {
+                files.push(Matched {
+                    path,
+                    prefix: prefix.clone(),
+                });
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(CliError::new(format!(
+            "no machine files match `{}`",
+            args.patterns.join(" ")
+        ))
+        .hint(
+            "quote the pattern, e.g. 'machines/**/*.dy'; files must end in .dy, .dygram or .mach",
+        ));
+    }
+    Ok(files)
+}
+
+/// The machine files one pattern matches.
+fn matching(pattern: &str, args: &BatchArgs) -> Result<Vec<PathBuf>, CliError> {
+    let paths = glob::glob(pattern)
+        .map_err(|e| CliError::usage(format!("bad pattern `{pattern}`: {e}")))?;
     let is_machine = |p: &Path| {
         p.extension()
             .and_then(|e| e.to_str())
@@ -237,18 +291,17 @@ fn matching_files(args: &BatchArgs) -> Result<Vec<PathBuf>, CliError> {
             Err(_) => {}
         }
     }
-    files.sort();
-    if files.is_empty() {
-        return Err(CliError::new(format!("no machine files match `{}`", args.pattern))
-            .hint("quote the pattern, e.g. 'machines/**/*.dy'; files must end in .dy, .dygram or .mach"));
-    }
     Ok(files)
 }
 
 /// Processes the files on as many threads as there are cores; the outcomes in the files' order.
-fn process_all(files: &[PathBuf], formats: &[Format], args: &BatchArgs) -> Vec<Option<Outcome>> {
-    let write = args.destination.is_some();
-    let color = color();
+fn process_all(files: &[Matched], formats: &[Format], args: &BatchArgs) -> Vec<Option<Outcome>> {
+    let job = Job {
+        formats,
+        write: args.destination.is_some(),
+        no_imports: args.no_imports,
+        color: color(),
+    };
     let next = AtomicUsize::new(0);
     let workers = std::thread::available_parallelism()
         .map(usize::from)
@@ -263,10 +316,7 @@ fn process_all(files: &[PathBuf], formats: &[Format], args: &BatchArgs) -> Vec<O
                     loop {
                         let i = next.fetch_add(1, Ordering::SeqCst);
                         let Some(path) = files.get(i) else { break };
-                        done.push((
-                            i,
-                            process_isolated(path, formats, write, args.no_imports, color),
-                        ));
+                        done.push((i, process_isolated(path, job)));
                     }
                     done
                 })
@@ -285,7 +335,7 @@ fn process_all(files: &[PathBuf], formats: &[Format], args: &BatchArgs) -> Vec<O
 
 /// Shows one file's diagnostics, writes its outputs, and returns whether it is fine and its row
 /// of the JSON summary.
-fn settle(outcome: &Outcome, prefix: &Path, args: &BatchArgs) -> (bool, serde_json::Value) {
+fn settle(outcome: &Outcome, args: &BatchArgs) -> (bool, serde_json::Value) {
     for (is_error, message) in &outcome.messages {
         if *is_error || !args.verbosity.quiet {
             eprint_line(message.trim_end());
@@ -303,7 +353,7 @@ fn settle(outcome: &Outcome, prefix: &Path, args: &BatchArgs) -> (bool, serde_js
         let relative = outcome
             .path
             .parent()
-            .and_then(|p| p.strip_prefix(prefix).ok())
+            .and_then(|p| p.strip_prefix(&outcome.prefix).ok())
             .unwrap_or(Path::new(""));
         let stem = outcome.path.file_stem().map_or_else(
             || "machine".to_string(),

@@ -87,8 +87,8 @@ pub enum Action {
         store: Option<String>,
         /// What to print: the path as text, the result object (json), the machine drawn with the
         /// visited path and the current node(s) (dot, mermaid, svg), or a self-contained HTML page
-        /// with that drawing, the paths and a timeline of the calls (html). svg and html need
-        /// Graphviz's `dot`.
+        /// with that drawing, the paths and a timeline of the calls (html). svg needs Graphviz's
+        /// `dot`; without it, html is made without the drawing.
         #[arg(long, value_enum, default_value = "text")]
         format: ShowFormat,
         #[command(flatten)]
@@ -452,7 +452,10 @@ fn show(
     format: ShowFormat,
 ) -> Result<String, CliError> {
     use dygram::render::execution;
-    let drawing = |e: dygram::render::svg::SvgError| CliError::new(e.to_string());
+    let drawing = |e: dygram::render::svg::SvgError| {
+        let hint = e.hint();
+        CliError::new(e.to_string()).maybe_hint(hint)
+    };
     Ok(match format {
         ShowFormat::Json => {
             let mut v = result_json(state);
@@ -480,7 +483,16 @@ fn show(
                 state,
                 history: &history,
             };
-            execution::html::to_html(&page).map_err(drawing)?
+            let (html, missing) = execution::html::to_html(&page).map_err(drawing)?;
+            if let Some(e) = missing {
+                super::eprint_line(&format!(
+                    "warning: the page has no drawing of the machine: {e}{}",
+                    e.hint()
+                        .map(|h| format!("\n  hint: {h}"))
+                        .unwrap_or_default()
+                ));
+            }
+            html
         }
     })
 }

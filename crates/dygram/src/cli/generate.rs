@@ -84,8 +84,10 @@ pub fn machine_json(
 /// One output.
 pub fn render(format: Format, machine: &serde_json::Value) -> Result<String, CliError> {
     render::render(format, machine).map_err(|e| match e {
-        RenderError::Svg(_) => CliError::new(e.to_string())
-            .hint("install Graphviz (e.g. apt-get install graphviz), or use -f dot"),
+        RenderError::Svg(ref svg) => {
+            let hint = svg.hint();
+            CliError::new(e.to_string()).maybe_hint(hint)
+        }
         RenderError::Json(_) => CliError::new(e.to_string()),
     })
 }

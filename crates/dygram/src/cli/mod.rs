@@ -71,9 +71,10 @@ enum Command {
     /// Print the shell completion script for bash, zsh or fish.
     ///
     /// Examples:
-    ///   dygram completions bash > ~/.local/share/bash-completion/completions/dygram
-    ///   dygram completions zsh > ~/.zfunc/_dygram
-    ///   dygram completions fish > ~/.config/fish/completions/dygram.fish
+    ///   dygram completions bash -o ~/.local/share/bash-completion/completions/dygram
+    ///   dygram completions zsh -o ~/.zfunc/_dygram    # with fpath+=(~/.zfunc) before compinit
+    ///   dygram completions fish -o ~/.config/fish/completions/dygram.fish
+    ///   dygram completions bash > FILE                # or print it
     #[command(verbatim_doc_comment)]
     Completions(cli_edge::CompletionsArgs),
     /// Print the man page (roff), or with -d write one page per command into a folder.
@@ -294,7 +295,7 @@ pub fn main() -> ExitCode {
         Command::Debug(args) => debug::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Completions(args) => {
-            let script = cli_edge::generated::completions(Cli::command(), args.shell);
+            let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));
             Ok(Exit::Ok)
         }

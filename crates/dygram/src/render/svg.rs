@@ -23,6 +23,15 @@ pub enum SvgError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// Graphviz is installed but knows no output format: its plugins were never registered (a
+    /// package installed without running `dot -c`).
+    #[error("cannot render SVG: Graphviz's `{program}` has no output formats registered: {stderr}")]
+    Unconfigured {
+        /// The program run.
+        program: String,
+        /// What it wrote to stderr (trimmed).
+        stderr: String,
+    },
     /// The program ran and reported an error.
     #[error("`{program} -Tsvg` failed ({status}): {stderr}")]
     Failed {
@@ -39,6 +48,30 @@ pub enum SvgError {
         /// The program run.
         program: String,
     },
+}
+
+impl SvgError {
+    /// What to do about it, when there is something to do.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::NotInstalled { .. } => Some(
+                "install Graphviz (e.g. apt-get install graphviz or brew install graphviz), or use \
+                 the DOT or Mermaid output, which need no program"
+                    .into(),
+            ),
+            Self::Unconfigured { program, .. } => Some(format!(
+                "register Graphviz's plugins once, with the rights it was installed with: `sudo \
+                 {program} -c` (then `{program} -Tsvg` works); or use the DOT or Mermaid output"
+            )),
+            Self::Io { .. } | Self::Failed { .. } | Self::NotUtf8 { .. } => None,
+        }
+    }
+
+    /// Whether Graphviz cannot draw at all here (missing, or without formats), as opposed to
+    /// failing on one drawing.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::NotInstalled { .. } | Self::Unconfigured { .. })
+    }
 }
 
 /// SVG for a DOT text, by running Graphviz's `dot -Tsvg` (DOT on stdin, SVG on stdout).
@@ -84,10 +117,19 @@ pub fn to_svg_with(program: &str, dot: &str) -> Result<String, SvgError> {
         }
     }
     if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        // Graphviz's words when no plugin is registered: `Format: "svg" not recognized. No
+        // formats found. Perhaps "dot -c" needs to be run …`.
+        if stderr.contains("No formats found") || stderr.contains("-c\" needs to be run") {
+            return Err(SvgError::Unconfigured {
+                program: program.to_string(),
+                stderr,
+            });
+        }
         return Err(SvgError::Failed {
             program: program.to_string(),
             status: output.status,
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            stderr,
         });
     }
     String::from_utf8(output.stdout).map_err(|_| SvgError::NotUtf8 {

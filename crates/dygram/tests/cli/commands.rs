@@ -329,6 +329,23 @@ fn batch_checks_many_files_and_mirrors_folders() {
     );
 }
 
+/// `dygram batch a.dy b.dy` (a pattern the shell expanded) takes every file, as a quoted pattern
+/// would; a file two patterns match is processed once.
+#[test]
+fn batch_takes_the_files_a_shell_expanded() {
+    let dir = Dir::new();
+    dir.write("src/a.dy", GOOD);
+    dir.write("src/b.dy", "x -> y;\n");
+    let out = dir.run(&[
+        "batch", "src/a.dy", "src/b.dy", "src/*.dy", "-d", "out", "--json",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["processed"], 2, "{v}");
+    assert!(dir.path().join("out/a.json").is_file());
+    assert!(dir.path().join("out/b.json").is_file());
+}
+
 #[test]
 fn batch_says_which_matches_it_skips_that_are_not_files() {
     let dir = Dir::new();
@@ -357,4 +374,26 @@ fn batch_says_which_matches_it_skips_that_are_not_files() {
     );
     // Files that are not machines are left out without a word.
     assert!(!out.stderr.contains("notes.txt"), "{}", out.stderr);
+}
+
+/// A misspelt edge end makes an undeclared node and leaves the declared one an orphan: the orphan
+/// warning says which name was probably meant.
+#[test]
+fn a_misspelt_edge_target_gets_did_you_mean_in_the_orphan_warning() {
+    let dir = Dir::new();
+    dir.write(
+        "typo.dy",
+        "machine \"O\"\nState shipped;\nstart -> charge -> shiped;\n",
+    );
+    let out = dir.run(&["pv", "typo.dy"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("Orphaned nodes detected: shipped"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("an edge names `shiped`, which is not declared: did you mean `shipped`?"),
+        "{out:?}"
+    );
 }

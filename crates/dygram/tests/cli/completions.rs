@@ -81,3 +81,28 @@ fn man_prints_the_page_or_writes_one_per_command() {
     let show = std::fs::read_to_string(d.path().join("pages/dygram-exec-show.1")).unwrap();
     assert!(show.contains("html"), "{show}");
 }
+
+/// `-o FILE` writes the script where the shell looks for it, making the folder (a fresh home has
+/// none of them); a folder that cannot be made is an error that says which file.
+#[test]
+fn completions_are_written_to_a_file_whose_folder_is_made() {
+    let d = Dir::new();
+    let file = d
+        .path()
+        .join("home/.local/share/bash-completion/completions/dygram");
+    let out = d.run(&["completions", "bash", "-o", file.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), file.display().to_string());
+    let script = std::fs::read_to_string(&file).unwrap();
+    assert!(script.contains("_dygram"), "{script}");
+    let blocked = d.path().join("a-file");
+    std::fs::write(&blocked, "").unwrap();
+    let out = d.run(&[
+        "completions",
+        "zsh",
+        "-o",
+        blocked.join("_dygram").to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("cannot write"), "{out:?}");
+}

@@ -276,4 +276,26 @@ fn every_command_of_the_readme_dygram_section_runs_offline_as_written() {
         .run(&["exec", "show", "by-hand", "--format", "json"])
         .json();
     assert_eq!(by_hand["contextState"]["order"]["total"], 42);
+
+    // Run in a clone, the commands leave nothing git would list as new: each thing they made
+    // beside the copied examples is ignored by the repository's .gitignore.
+    for entry in std::fs::read_dir(d.path()).unwrap() {
+        let entry = entry.unwrap();
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        if name == "examples" {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            name.push('/');
+        }
+        let ignored = std::process::Command::new("git")
+            .args(["check-ignore", "--no-index", "-q", &name])
+            .current_dir(repo_root())
+            .status()
+            .unwrap();
+        assert!(
+            ignored.success(),
+            "{name}, made by the README's commands, is not in .gitignore"
+        );
+    }
 }

@@ -117,12 +117,16 @@ fn svg_and_html_say_what_is_missing_without_graphviz() {
     let out = d.run(&["e", "-i", "order.dy", "--id", "v"]);
     assert_eq!(out.code, 0, "{out:?}");
     d.env("PATH", "/nonexistent");
-    for format in ["svg", "html"] {
-        let out = d.run(&["exec", "show", "v", "--format", format]);
-        assert_eq!(out.code, 1, "{out:?}");
-        assert_eq!(out.stdout, "", "{out:?}");
-        assert!(out.stderr.contains("Graphviz"), "{out:?}");
-    }
+    let svg = d.run(&["exec", "show", "v", "--format", "svg"]);
+    assert_eq!(svg.code, 1, "{svg:?}");
+    assert_eq!(svg.stdout, "", "{svg:?}");
+    assert!(svg.stderr.contains("Graphviz"), "{svg:?}");
+    // The page needs no drawing to be read: it is made without one, and says why.
+    let html = d.run(&["exec", "show", "v", "--format", "html"]);
+    assert_eq!(html.code, 0, "{html:?}");
+    assert!(html.stdout.starts_with("<!DOCTYPE html>"), "{html:?}");
+    assert!(html.stdout.contains("The machine is not drawn"), "{html:?}");
+    assert!(html.stderr.contains("Graphviz"), "{html:?}");
 }
 
 #[test]
@@ -195,4 +199,44 @@ fn a_browser_shows_why_an_execution_failed() {
     ] {
         assert!(dom.contains(text), "{text} not in the DOM:\n{dom}");
     }
+}
+
+/// A Graphviz whose plugins were never registered (`dot -c` not run) answers as this one does.
+const UNCONFIGURED_DOT: &str = "#!/bin/sh\necho 'Format: \"svg\" not recognized. No formats found.\nPerhaps \"dot -c\" needs to be run (with installer'\"'\"'s privileges) to register the plugins?' >&2\nexit 1\n";
+
+/// An unconfigured Graphviz is explained with the way to fix it (`dot -c`), and the HTML view,
+/// which needs no picture to be useful, is made without the drawing (and says why).
+#[test]
+fn an_unconfigured_graphviz_is_explained_and_the_html_view_is_made_without_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut d = finished_execution();
+    let bin = d.path().join("fake-bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("dot"), UNCONFIGURED_DOT).unwrap();
+    std::fs::set_permissions(bin.join("dot"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    d.env("PATH", &path);
+    let svg = d.run(&["g", "order.dy", "-f", "svg"]);
+    assert_eq!(svg.code, 1, "{svg:?}");
+    assert!(
+        svg.stderr.contains("no output formats registered"),
+        "{svg:?}"
+    );
+    assert!(svg.stderr.contains("dot -c"), "{svg:?}");
+    let html = d.run(&["exec", "show", "v", "--format", "html"]);
+    assert_eq!(html.code, 0, "{html:?}");
+    assert!(
+        html.stdout.contains("The machine is not drawn"),
+        "{}",
+        html.stdout
+    );
+    assert!(
+        html.stdout.contains("launch_rockets"),
+        "the timeline is there"
+    );
+    assert!(
+        html.stderr.contains("no drawing of the machine"),
+        "{html:?}"
+    );
+    assert!(html.stderr.contains("dot -c"), "{html:?}");
 }

@@ -29,10 +29,24 @@ pub struct Page<'a> {
     pub history: &'a [HistoryEntry],
 }
 
-/// The page, with the machine drawn by Graphviz.
-pub fn to_html(page: &Page<'_>) -> Result<String, SvgError> {
-    let svg = super::to_svg(page.state)?;
-    Ok(with_drawing(page, &svg))
+/// The page, with the machine drawn by Graphviz. Where Graphviz cannot draw at all (missing, or
+/// without formats), the page is made without the drawing (a note says why, and the rest of the
+/// page needs no picture), and the error is given back beside it for the caller to say.
+pub fn to_html(page: &Page<'_>) -> Result<(String, Option<SvgError>), SvgError> {
+    match super::to_svg(page.state) {
+        Ok(svg) => Ok((with_drawing(page, &svg), None)),
+        Err(e) if e.is_unavailable() => {
+            let note = format!(
+                "<p class=\"no-drawing\">The machine is not drawn: {}{}</p>",
+                esc(&e.to_string()),
+                e.hint()
+                    .map(|h| format!(" ({})", esc(&h)))
+                    .unwrap_or_default()
+            );
+            Ok((with_drawing(page, &note), Some(e)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The page around an SVG drawing of the machine (Graphviz's output; what comes before its
