@@ -117,6 +117,7 @@ fn the_flush_after_the_end(strace: &std::path::Path) -> usize {
         let args = [
             "-f",
             "-qq",
+            "-y",
             "-s",
             "4096",
             "-e",
@@ -127,38 +128,11 @@ fn the_flush_after_the_end(strace: &std::path::Path) -> usize {
         let out = output(wrapped(&cmd, strace, &args));
         assert_eq!(out.code, 0, "{}", out.stderr);
         last = std::fs::read_to_string(&log).unwrap();
-        if let Some(nth) = flush_after_end(&last) {
+        if let Some(nth) = crate::support::flush_after_end(&last) {
             return nth;
         }
     }
     panic!("no write of RUN_END followed by an fdatasync in the trace:\n{last}");
-}
-
-/// In a trace of `write` and `fdatasync` calls, one line each (`PID call(…`): the number of the
-/// `fdatasync` call, counted in the thread that wrote `RUN_END`, that follows that write.
-fn flush_after_end(text: &str) -> Option<usize> {
-    let lines: Vec<(&str, &str)> = text
-        .lines()
-        .map(|l| match l.split_once(' ') {
-            Some((pid, call)) if pid.bytes().all(|b| b.is_ascii_digit()) => {
-                (pid, call.trim_start())
-            }
-            _ => ("", l),
-        })
-        .collect();
-    let (end, thread) = lines
-        .iter()
-        .enumerate()
-        .find(|(_, (_, call))| call.starts_with("write(") && call.contains("RUN_END"))
-        .map(|(i, (thread, _))| (i, *thread))?;
-    let after = (end..lines.len())
-        .find(|&i| lines[i].0 == thread && lines[i].1.starts_with("fdatasync("))?;
-    Some(
-        lines[..=after]
-            .iter()
-            .filter(|(t, call)| *t == thread && call.starts_with("fdatasync("))
-            .count(),
-    )
 }
 
 #[test]

@@ -564,3 +564,100 @@ fn chaos_every_run_completes_in_its_own_workspace_with_each_effect_once() {
         start.elapsed()
     );
 }
+
+/// A worker killed at a chosen write: the flush of its working copy's `RUN_END` (the store has the
+/// line: it goes there first), before the worker saved the metadata or took the run out of the
+/// queue. Found by tracing a run of the same script, then injected (`strace`, SIGKILL at that
+/// `fdatasync`). The next worker finds the run ended and lets it leave the queue quietly: no model
+/// call, no second end, no error, the tool's effect once.
+#[test]
+fn a_worker_killed_after_the_end_leaves_a_run_that_leaves_the_queue_quietly() {
+    let Some(strace) = testkit::needs::strace() else {
+        return;
+    };
+    let worker = |fleet: &Fleet, dir: &str, strace_args: &[&str]| {
+        let mut cmd = fleet.delta(dir);
+        cmd.args([
+            "worker",
+            "--dir",
+            "copies",
+            "--poll-ms",
+            "50",
+            "--lease",
+            "2",
+        ])
+        .arg("--exit-when-done");
+        output(super::support::wrapped(&cmd, &strace, strace_args))
+    };
+    // The dry run: which fdatasync of the slot's thread flushes RUN_END.
+    let nth = {
+        let Some(fleet) = Fleet::start(Duration::ZERO) else {
+            return;
+        };
+        fleet.submit("submitter", "k", "mark task-k");
+        let log = fleet.sb.path("strace.log").display().to_string();
+        let args = [
+            "-f",
+            "-qq",
+            "-y",
+            "-s",
+            "4096",
+            "-e",
+            "trace=write,fdatasync",
+            "-o",
+            &log,
+        ];
+        let out = worker(&fleet, "dry", &args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let trace = std::fs::read_to_string(&log).unwrap();
+        super::support::flush_after_end(&trace)
+            .unwrap_or_else(|| panic!("no flush of RUN_END in the trace:\n{trace}"))
+    };
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    fleet.submit("submitter", "k", "mark task-k");
+    let inject = format!("inject=fdatasync:signal=KILL:when={nth}");
+    let args = [
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=fdatasync",
+        "-e",
+        &inject,
+    ];
+    let out = worker(&fleet, "killed", &args);
+    assert_ne!(out.code, 0, "the kill did not happen: {}", out.stderr);
+    let (_, events) = fleet.export("k");
+    assert_eq!(events.last().unwrap()["type"], "RUN_END", "{events:#?}");
+    let runs = fleet.runs();
+    assert_eq!(
+        runs[0]["queued"], true,
+        "the kill came before the run left the queue"
+    );
+    let asked = fleet.server.request_count();
+
+    fleet.worker("next", &["--exit-when-done"]);
+    wait_until("the next worker leaves", Duration::from_secs(30), || {
+        fleet.workers[0].try_wait().unwrap().is_some()
+    });
+    assert!(
+        fleet.log("next").contains("had already stopped"),
+        "{}",
+        fleet.log("next")
+    );
+    let runs = fleet.runs();
+    assert_eq!(runs[0]["status"], "COMPLETED", "{runs:#?}");
+    assert_eq!(runs[0]["queued"], false);
+    assert!(runs[0]["error"].is_null(), "{runs:#?}");
+    assert_eq!(
+        fleet.server.request_count(),
+        asked,
+        "the model was asked again"
+    );
+    let (_, events) = fleet.export("k");
+    assert_consistent("k", &events, 1);
+    assert_eq!(fleet.effects("task-k"), 1);
+}

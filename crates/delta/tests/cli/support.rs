@@ -335,3 +335,35 @@ pub fn wrapped(cmd: &Command, program: &Path, args: &[&str]) -> Command {
     outer.stdin(Stdio::null());
     outer
 }
+
+/// In a trace of `write` and `fdatasync` calls with their files (`strace -f -y`, one line each:
+/// `PID call(…`): the number of the `fdatasync` call, counted in the thread that wrote `RUN_END` to
+/// a `journal.jsonl`, that follows that write.
+pub fn flush_after_end(text: &str) -> Option<usize> {
+    let lines: Vec<(&str, &str)> = text
+        .lines()
+        .map(|l| match l.split_once(' ') {
+            Some((pid, call)) if pid.bytes().all(|b| b.is_ascii_digit()) => {
+                (pid, call.trim_start())
+            }
+            _ => ("", l),
+        })
+        .collect();
+    let (end, thread) = lines
+        .iter()
+        .enumerate()
+        .find(|(_, (_, call))| {
+            call.starts_with("write(")
+                && call.contains("journal.jsonl>")
+                && call.contains("RUN_END")
+        })
+        .map(|(i, (thread, _))| (i, *thread))?;
+    let after = (end..lines.len())
+        .find(|&i| lines[i].0 == thread && lines[i].1.starts_with("fdatasync("))?;
+    Some(
+        lines[..=after]
+            .iter()
+            .filter(|(t, call)| *t == thread && call.starts_with("fdatasync("))
+            .count(),
+    )
+}
