@@ -510,16 +510,29 @@ impl<'m> Validator<'m> {
         if relevant.is_empty() {
             return;
         }
+        let graph = self.graph();
+        self.orphan_warning(&relevant, &graph);
+        let controlled: Vec<&Node> = relevant
+            .iter()
+            .copied()
+            .filter(|n| !n.is("context") && graph.touched.contains(&n.name))
+            .collect();
+        if controlled.is_empty() {
+            return;
+        }
+        self.reachability_warnings(&controlled, &graph);
+    }
+
+    /// The machine's edges between its names: which names an edge touches, and, context nodes
+    /// left out, where each name leads and which names are led to.
+    fn graph(&self) -> Graph {
         let contexts: HashSet<&str> = self
             .nodes
             .iter()
             .filter(|(n, _)| n.is("context") || n.is("data"))
             .map(|(n, _)| n.name.as_str())
             .collect();
-        let is_context = |name: &str| contexts.contains(name);
-        let mut out_edges: HashMap<String, Vec<String>> = HashMap::default();
-        let mut touched: HashSet<String> = HashSet::default();
-        let mut incoming: HashSet<String> = HashSet::default();
+        let mut graph = Graph::default();
         let mut all_edges: Vec<&Edge> = self.machine.edges.iter().collect();
         for (n, _) in &self.nodes {
             all_edges.extend(n.edges.iter());
@@ -535,65 +548,72 @@ impl<'m> Validator<'m> {
                     .collect();
                 for s in &sources {
                     for t in &targets {
-                        touched.insert(s.clone());
-                        touched.insert(t.clone());
-                        if is_context(s) || is_context(t) {
+                        graph.touched.insert(s.clone());
+                        graph.touched.insert(t.clone());
+                        if contexts.contains(s.as_str()) || contexts.contains(t.as_str()) {
                             continue;
                         }
-                        out_edges.entry(s.clone()).or_default().push(t.clone());
-                        incoming.insert(t.clone());
+                        graph
+                            .out_edges
+                            .entry(s.clone())
+                            .or_default()
+                            .push(t.clone());
+                        graph.incoming.insert(t.clone());
                     }
                 }
                 sources = targets;
             }
         }
+        graph
+    }
+
+    /// Declared nodes no edge touches; an undeclared edge end close to one's name is probably
+    /// its misspelling, and the warning says so.
+    fn orphan_warning(&mut self, relevant: &[&Node], graph: &Graph) {
         let orphans: Vec<&str> = relevant
             .iter()
-            .filter(|n| n.nodes.is_empty() && !touched.contains(&n.name) && !n.is("context"))
+            .filter(|n| n.nodes.is_empty() && !graph.touched.contains(&n.name) && !n.is("context"))
             .map(|n| n.name.as_str())
             .collect();
-        if !orphans.is_empty() && relevant.len() > 1 {
-            let mut warning = Diagnostic::warning(
-                format!(
-                    "Orphaned nodes detected: {}. These nodes have no incoming or outgoing edges.",
-                    name_list(&orphans)
-                ),
-                None,
-            );
-            warning.stage = Stage::Graph;
-            // An edge that names an undeclared node close to an orphan's name: a misspelling.
-            let misspelt: Vec<String> = relevant
-                .iter()
-                .filter(|n| n.synthetic && touched.contains(&n.name))
-                .filter_map(|n| {
-                    suggest::closest(&n.name, orphans.iter().copied()).map(|close| {
-                        format!(
-                            "an edge names `{}`, which is not declared: did you mean `{close}`?",
-                            n.name
-                        )
-                    })
-                })
-                .collect();
-            if !misspelt.is_empty() {
-                warning = warning.with_hint(misspelt.join("; "));
-            }
-            self.warnings.push(warning);
-        }
-        let controlled: Vec<&Node> = relevant
-            .iter()
-            .copied()
-            .filter(|n| !n.is("context") && touched.contains(&n.name))
-            .collect();
-        if controlled.is_empty() {
+        if orphans.is_empty() || relevant.len() <= 1 {
             return;
         }
+        let mut warning = Diagnostic::warning(
+            format!(
+                "Orphaned nodes detected: {}. These nodes have no incoming or outgoing edges.",
+                name_list(&orphans)
+            ),
+            None,
+        );
+        warning.stage = Stage::Graph;
+        let misspelt: Vec<String> = relevant
+            .iter()
+            .filter(|n| n.synthetic && graph.touched.contains(&n.name))
+            .filter_map(|n| {
+                suggest::closest(&n.name, orphans.iter().copied()).map(|close| {
+                    format!(
+                        "an edge names `{}`, which is not declared: did you mean `{close}`?",
+                        n.name
+                    )
+                })
+            })
+            .collect();
+        if !misspelt.is_empty() {
+            warning = warning.with_hint(misspelt.join("; "));
+        }
+        self.warnings.push(warning);
+    }
+
+    /// Whether the `controlled` nodes (those edges touch) have an entry point, can all be reached
+    /// from one, and whether an init node can move on.
+    fn reachability_warnings(&mut self, controlled: &[&Node], graph: &Graph) {
         let entries: Vec<&str> = controlled
             .iter()
             .filter(|n| {
                 n.is("init")
                     || n.name.eq_ignore_ascii_case("start")
                     || n.annotations.iter().any(|a| a.name.text == "start")
-                    || !incoming.contains(&n.name)
+                    || !graph.incoming.contains(&n.name)
             })
             .map(|n| n.name.as_str())
             .collect();
@@ -610,7 +630,7 @@ impl<'m> Validator<'m> {
             if !reached.insert(n) {
                 continue;
             }
-            if let Some(next) = out_edges.get(n) {
+            if let Some(next) = graph.out_edges.get(n) {
                 stack.extend(next.iter().map(String::as_str));
             }
         }
@@ -628,8 +648,8 @@ impl<'m> Validator<'m> {
                 None,
             );
         }
-        for n in &controlled {
-            if n.is("init") && !out_edges.contains_key(&n.name) {
+        for n in controlled {
+            if n.is("init") && !graph.out_edges.contains_key(&n.name) {
                 self.graph_warn(
                     format!(
                         "Init node '{}' has no outgoing edges. The machine cannot proceed from it.",
@@ -640,6 +660,17 @@ impl<'m> Validator<'m> {
             }
         }
     }
+}
+
+/// The edges of a machine between names (see [`Validator::graph`]).
+#[derive(Debug, Default)]
+struct Graph {
+    /// Where each name leads (context nodes left out).
+    out_edges: HashMap<String, Vec<String>>,
+    /// Every name an edge touches.
+    touched: HashSet<String>,
+    /// The names an edge leads to (context nodes left out).
+    incoming: HashSet<String>,
 }
 
 /// Node names for a warning: all of them up to twenty, else the first twenty and how many more.

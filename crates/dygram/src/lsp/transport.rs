@@ -318,22 +318,42 @@ fn write_frame(out: &mut impl Write, value: &Value) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn frames(input: &[u8]) -> Vec<Result<String, String>> {
+    /// What reading a stream of frames gave, one by one.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Read {
+        /// A message's body.
+        Body(String),
+        /// A frame refused, or the framing lost (why).
+        Refused(String),
+    }
+
+    impl Read {
+        fn refusal(&self) -> &str {
+            match self {
+                Self::Refused(why) => why,
+                Self::Body(body) => panic!("a body was read: {body}"),
+            }
+        }
+    }
+
+    fn frames(input: &[u8]) -> Vec<Read> {
         let mut input = input;
         let mut out = Vec::new();
         loop {
             match read_frame(&mut input) {
                 Ok(Frame::End) => return out,
-                Ok(Frame::Body(b)) => out.push(Ok(String::from_utf8_lossy(&b).into_owned())),
+                Ok(Frame::Body(b)) => {
+                    out.push(Read::Body(String::from_utf8_lossy(&b).into_owned()))
+                }
                 Ok(Frame::TooLarge(n)) => {
-                    out.push(Err(format!("too large: {n}")));
+                    out.push(Read::Refused(format!("too large: {n}")));
                     if let Err(e) = skip(&mut input, n) {
-                        out.push(Err(e.to_string()));
+                        out.push(Read::Refused(e.to_string()));
                         return out;
                     }
                 }
                 Err(e) => {
-                    out.push(Err(e.to_string()));
+                    out.push(Read::Refused(e.to_string()));
                     return out;
                 }
             }
@@ -343,7 +363,10 @@ mod tests {
     #[test]
     fn frames_are_read_by_their_length_whatever_the_header_case_and_line_breaks() {
         let input = b"Content-Length: 2\r\n\r\n{}content-length:3\nContent-Type: x\n\n[1]";
-        assert_eq!(frames(input), [Ok("{}".to_string()), Ok("[1]".to_string())]);
+        assert_eq!(
+            frames(input),
+            [Read::Body("{}".to_string()), Read::Body("[1]".to_string())]
+        );
     }
 
     #[test]
@@ -357,23 +380,13 @@ mod tests {
         ];
         for (input, reason) in cases {
             let got = frames(input);
-            let last = got.last().unwrap().clone().unwrap_err();
+            let last = got.last().unwrap().refusal();
             assert!(last.contains(reason), "{last}");
         }
         let long = vec![b'a'; MAX_HEADER_LINE + 10];
-        assert!(
-            frames(&long)[0]
-                .clone()
-                .unwrap_err()
-                .contains("longer than")
-        );
+        assert!(frames(&long)[0].refusal().contains("longer than"));
         let many = "X: y\r\n".repeat(MAX_HEADERS + 1);
-        assert!(
-            frames(many.as_bytes())[0]
-                .clone()
-                .unwrap_err()
-                .contains("more than")
-        );
+        assert!(frames(many.as_bytes())[0].refusal().contains("more than"));
     }
 
     #[test]
@@ -384,8 +397,8 @@ mod tests {
         assert_eq!(
             frames(&input),
             [
-                Err(format!("too large: {}", MAX_MESSAGE + 1)),
-                Ok("{}".to_string())
+                Read::Refused(format!("too large: {}", MAX_MESSAGE + 1)),
+                Read::Body("{}".to_string())
             ]
         );
     }
