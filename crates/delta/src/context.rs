@@ -631,13 +631,19 @@ mod tests {
         );
     }
 
+    /// Answer `n`, calling tool `x` once per id.
+    fn thought_calling(n: u64, ids: &[&str]) -> Envelope {
+        let mut answer = thought(n, Some(ids[0]));
+        answer.payload["tool_calls"] = ids
+            .iter()
+            .map(|id| json!({"id": id, "type": "function", "function": {"name": "x", "arguments": "{}"}}))
+            .collect();
+        answer
+    }
+
     #[test]
     fn results_are_put_in_call_order_and_strays_dropped() {
-        let mut two = thought(2, Some("a"));
-        two.payload["tool_calls"] = json!([
-            {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}},
-            {"id": "b", "type": "function", "function": {"name": "x", "arguments": "{}"}}
-        ]);
+        let two = thought_calling(2, &["a", "b"]);
         let journal = vec![
             user(1, "t"),
             two,
@@ -660,11 +666,7 @@ mod tests {
 
     #[test]
     fn calls_with_the_same_id_get_one_result_each_in_order() {
-        let mut two = thought(2, Some("dup"));
-        two.payload["tool_calls"] = json!([
-            {"id": "dup", "type": "function", "function": {"name": "x", "arguments": "{}"}},
-            {"id": "dup", "type": "function", "function": {"name": "x", "arguments": "{}"}}
-        ]);
+        let two = thought_calling(2, &["dup", "dup"]);
         let journal = vec![
             user(1, "t"),
             two,

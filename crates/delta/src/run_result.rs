@@ -108,7 +108,8 @@ pub fn json_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> Value {
     result
 }
 
-/// The text block.
+/// The text block, as the model and the tools wrote it: a terminal gets it through a printer that
+/// escapes control characters (the CLI's `print_text`).
 pub fn text_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
     let m = &outcome.metadata;
     let rule = "-".repeat(80);
@@ -133,17 +134,14 @@ pub fn text_result(outcome: &RunOutcome, ctx: &ResultContext<'_>) -> String {
             out.push_str("Final Response:\n");
             match outcome.reason {
                 Some(reason) => out.push_str(&format!("(none: {})", reason.describe())),
-                // The model's text, shown on a terminal: no control sequence gets through.
-                None => out.push_str(&llm::terminal_safe(
-                    outcome.final_response.as_deref().unwrap_or_default(),
-                )),
+                None => out.push_str(outcome.final_response.as_deref().unwrap_or_default()),
             }
             out.push('\n');
         }
         RunStatus::Failed => {
             out.push_str(&format!(
                 "Error:\n{}\n",
-                llm::terminal_safe(outcome.error.as_deref().unwrap_or_default())
+                outcome.error.as_deref().unwrap_or_default()
             ));
         }
         RunStatus::WaitingForInput => {

@@ -379,6 +379,9 @@ pub fn open_locked(
 /// Why a run could not be removed.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoveError {
+    /// The id is not one a run can have.
+    #[error(transparent)]
+    InvalidId(#[from] crate::workspace::InvalidRunId),
     /// It could not be taken (missing, busy, damaged workspace).
     #[error(transparent)]
     Open(#[from] OpenError),
@@ -399,27 +402,22 @@ pub const REMOVING_PREFIX: &str = ".removing-";
 /// then deleted, so that a removal cut short never leaves half a run; `LATEST` then names the
 /// newest run left, if any.
 pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(), RemoveError> {
-    crate::workspace::validate_run_id(run_id).map_err(|e| OpenError::NotFound(e.to_string()))?;
-    let opened = match open(workspace, run_id, clock, "delta rm") {
-        Ok(opened) => opened,
-        // A run whose journal is empty or gone can still be removed.
-        Err(OpenError::NoJournal { .. }) => open_for_removal(workspace, run_id, clock)?,
-        Err(e) => return Err(e.into()),
-    };
-    if opened
-        .run
-        .root
-        .join(crate::events::UPSTREAM_MARKER)
-        .exists()
-    {
+    crate::workspace::validate_run_id(run_id)?;
+    let workspace_lock = lock_workspace(workspace, clock, "delta rm")?;
+    let run = RunDir::new(workspace, run_id);
+    if !run.holds_run() {
+        return Err(OpenError::NotFound(run_id.to_string()).into());
+    }
+    let holder = LockHolder::current(clock.now(), Some("delta rm"));
+    let run_lock = RunLock::acquire(&run.lock(), &holder).map_err(busy)?.lock;
+    if run.root.join(crate::events::UPSTREAM_MARKER).exists() {
         return Err(RemoveError::KeptInStore(run_id.to_string()));
     }
     let aside = workspace
         .join(".delta")
         .join(format!("{REMOVING_PREFIX}{run_id}"));
     remove_leftover(&aside)?;
-    std::fs::rename(&opened.run.root, &aside)
-        .map_err(|e| StoreError::io("rename", &opened.run.root, e))?;
+    std::fs::rename(&run.root, &aside).map_err(|e| StoreError::io("rename", &run.root, e))?;
     store::atomic::sync_dir(&workspace.join(".delta"))?;
     remove_leftover(&aside)?;
     if crate::workspace::latest(workspace).as_deref() == Some(run_id) {
@@ -431,7 +429,7 @@ pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(),
             }
         }
     }
-    drop(opened);
+    drop((run_lock, workspace_lock));
     Ok(())
 }
 
@@ -442,32 +440,6 @@ fn remove_leftover(aside: &Path) -> Result<(), StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(StoreError::io("remove", aside, e)),
     }
-}
-
-/// The locks of a run that [`open`] refuses for want of a journal, for removing it.
-fn open_for_removal(
-    workspace: &Path,
-    run_id: &str,
-    clock: store::Clock,
-) -> Result<Opened, OpenError> {
-    let workspace_lock = lock_workspace(workspace, clock, "delta rm")?;
-    let run = RunDir::new(workspace, run_id);
-    let holder = LockHolder::current(clock.now(), Some("delta rm"));
-    let lock = RunLock::acquire(&run.lock(), &holder).map_err(busy)?.lock;
-    let metadata = rebuild_metadata(&run).ok().flatten();
-    let metadata = match metadata {
-        Some(m) => m,
-        None => RunMetadata::load(&run.metadata())?,
-    };
-    Ok(Opened {
-        status: metadata.status,
-        run,
-        metadata,
-        workspace_lock,
-        lock,
-        crashed: None,
-        repaired: None,
-    })
 }
 
 /// The workspace `delta` used last (any agent): `$HOME/.delta/LAST_WORKSPACE`.

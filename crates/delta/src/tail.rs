@@ -215,34 +215,21 @@ pub struct Ending {
 /// end and saving the metadata leaves exactly that. A missing or empty journal has not ended; a
 /// line that cannot be read means "not known to have ended".
 pub fn ending(path: &Path) -> Result<Option<Ending>, StoreError> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io("open", path, e)),
-    };
-    let len = file
-        .metadata()
-        .map_err(|e| StoreError::io("read", path, e))?
-        .len();
-    let mut from_end = LinesFromEnd::new(&mut file, path, len, BLOCK);
-    let mut lines = std::iter::from_fn(|| from_end.next_line().transpose());
-    let mut failed = None;
-    let ending = ending_of(std::iter::from_fn(|| match lines.next()? {
-        Ok(line) => Some(line),
-        Err(e) => {
-            failed = Some(e);
-            None
-        }
-    }));
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(ending),
-    }
+    read_from_end(path, |lines| ending_of(lines))
 }
 
 /// Why the run of the journal at `path` failed: the fatal error journaled after its last answer, if
 /// any.
 pub fn failure(path: &Path) -> Result<Option<String>, StoreError> {
+    read_from_end(path, |lines| failure_of(lines))
+}
+
+/// `read` over the complete lines of the journal at `path`, last first; `None` without a journal.
+/// A read that fails stops the lines and is the error.
+fn read_from_end<T>(
+    path: &Path,
+    read: impl FnOnce(&mut dyn Iterator<Item = Vec<u8>>) -> Option<T>,
+) -> Result<Option<T>, StoreError> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -253,54 +240,46 @@ pub fn failure(path: &Path) -> Result<Option<String>, StoreError> {
         .map_err(|e| StoreError::io("read", path, e))?
         .len();
     let mut from_end = LinesFromEnd::new(&mut file, path, len, BLOCK);
-    while let Some(line) = from_end.next_line()? {
-        match failure_in(&line) {
-            Found::Failure(text) => return Ok(Some(text)),
-            Found::Stop => return Ok(None),
-            Found::Nothing => {}
+    let mut failed = None;
+    let mut lines = std::iter::from_fn(|| match from_end.next_line() {
+        Ok(line) => line,
+        Err(e) => {
+            failed = Some(e);
+            None
         }
+    });
+    let found = read(&mut lines);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(found),
     }
-    Ok(None)
 }
 
-/// [`failure`] of a journal given as its complete lines, last first.
+/// [`failure`] of a journal given as its complete lines, last first: the text of the last
+/// `ERROR` note after the last answer or message.
 pub fn failure_of<L: AsRef<[u8]>>(lines_from_end: impl IntoIterator<Item = L>) -> Option<String> {
     for line in lines_from_end {
-        match failure_in(line.as_ref()) {
-            Found::Failure(text) => return Some(text),
-            Found::Stop => return None,
-            Found::Nothing => {}
+        match parse_journal_line(line.as_ref()) {
+            Ok((
+                _,
+                Some(Event::SystemMessage {
+                    level: crate::events::Level::Error,
+                    content,
+                }),
+            )) => {
+                return Some(
+                    content
+                        .strip_prefix(crate::engine::FATAL_PREFIX)
+                        .map_or(content.clone(), str::to_string),
+                );
+            }
+            Ok((_, Some(Event::Thought { .. } | Event::UserMessage { .. }))) | Err(_) => {
+                return None;
+            }
+            Ok(_) => {}
         }
     }
     None
-}
-
-/// What one line, read from the end, says of a run's failure.
-enum Found {
-    /// The fatal error's text.
-    Failure(String),
-    /// A line from before the failure (an answer, a message): there is none after it.
-    Stop,
-    /// Nothing: read on.
-    Nothing,
-}
-
-fn failure_in(line: &[u8]) -> Found {
-    match parse_journal_line(line) {
-        Ok((
-            _,
-            Some(Event::SystemMessage {
-                level: crate::events::Level::Error,
-                content,
-            }),
-        )) => Found::Failure(
-            content
-                .strip_prefix(crate::engine::FATAL_PREFIX)
-                .map_or(content.clone(), str::to_string),
-        ),
-        Ok((_, Some(Event::Thought { .. } | Event::UserMessage { .. }))) | Err(_) => Found::Stop,
-        Ok(_) => Found::Nothing,
-    }
 }
 
 /// [`ending`] of a journal given as its complete lines, last first (a file's, or a store's).

@@ -131,14 +131,20 @@ pub const TERMINAL_REQUIRED: &str = "TERMINAL_TEST_REQUIRED";
 /// util-linux's `script`, which runs a command on a pseudo-terminal (for tests of what a tool does
 /// on a terminal).
 pub fn pseudo_terminal() -> Option<PathBuf> {
-    let found = runs("script", "--version");
-    if found {
-        Some(PathBuf::from("script"))
+    program(
+        ["script", "--version"],
+        TERMINAL_REQUIRED,
+        "util-linux's script, which gives a command a pseudo-terminal (apt-get install util-linux)",
+    )
+}
+
+/// `program` (found on `PATH` when `program --flag` runs and succeeds), or, after saying so, `None`
+/// (a failure when `required` is set).
+fn program([program, flag]: [&str; 2], required: &str, what: &str) -> Option<PathBuf> {
+    if runs(program, flag) {
+        Some(PathBuf::from(program))
     } else {
-        skip(
-            TERMINAL_REQUIRED,
-            "util-linux's script, which gives a command a pseudo-terminal (apt-get install util-linux)",
-        )
+        skip(required, what)
     }
 }
 
@@ -147,15 +153,11 @@ pub const NEOVIM_REQUIRED: &str = "NEOVIM_TEST_REQUIRED";
 
 /// Neovim's `nvim` (0.7 or later), for tests with a real editor as the language server's client.
 pub fn neovim() -> Option<PathBuf> {
-    let found = runs("nvim", "--version");
-    if found {
-        Some(PathBuf::from("nvim"))
-    } else {
-        skip(
-            NEOVIM_REQUIRED,
-            "Neovim's nvim on PATH, 0.7 or later (apt-get install neovim)",
-        )
-    }
+    program(
+        ["nvim", "--version"],
+        NEOVIM_REQUIRED,
+        "Neovim's nvim on PATH, 0.7 or later (apt-get install neovim)",
+    )
 }
 
 /// Makes the tests that inject faults with `strace` required.
@@ -164,10 +166,30 @@ pub const STRACE_REQUIRED: &str = "STRACE_TEST_REQUIRED";
 /// `strace`, which traces a process's system calls and injects faults into them (a signal at the
 /// N-th call of one kind), for tests of what a kill at one exact point leaves.
 pub fn strace() -> Option<PathBuf> {
-    let found = runs("strace", "-V");
-    if found {
-        Some(PathBuf::from("strace"))
-    } else {
-        skip(STRACE_REQUIRED, "strace on PATH (apt-get install strace)")
+    program(
+        ["strace", "-V"],
+        STRACE_REQUIRED,
+        "strace on PATH (apt-get install strace)",
+    )
+}
+
+/// Makes the tests that need a private mount namespace required.
+pub const MOUNT_NAMESPACE_REQUIRED: &str = "MOUNT_NAMESPACE_TEST_REQUIRED";
+
+/// A private mount namespace a test can make without root (`unshare -Urm`: user namespaces), to
+/// mount a small tmpfs and fill it.
+pub fn private_mounts() -> Option<()> {
+    let made = Command::new("unshare")
+        .args(["-Urm", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if made {
+        return Some(());
     }
+    skip(
+        MOUNT_NAMESPACE_REQUIRED,
+        "unshare -Urm (a private mount namespace: user namespaces allowed)",
+    )
 }

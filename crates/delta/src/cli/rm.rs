@@ -37,8 +37,6 @@ pub struct RmArgs {
 }
 
 pub fn cmd_rm(args: RmArgs) -> Result<(), CliError> {
-    delta::workspace::validate_run_id(&args.run_id)
-        .map_err(|e| CliError::usage(e.to_string()).hint(e.hint()))?;
     let (clock, _) = clock_and_ids()?;
     let place = match &args.store {
         Some(url) => {
@@ -74,6 +72,10 @@ fn remove_error(e: RemoveError) -> CliError {
         RemoveError::Open(ref open) => {
             let hint = open.hint();
             CliError::from_error(e).maybe_hint(hint)
+        }
+        RemoveError::InvalidId(ref invalid) => {
+            let hint = invalid.hint();
+            CliError::usage(e.to_string()).hint(hint)
         }
         RemoveError::Store(s) => super::store_error(s),
     }

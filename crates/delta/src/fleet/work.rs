@@ -170,12 +170,14 @@ pub fn work(
 /// in line with the journal; `None` when it has work left.
 fn settled(store: &PgStore, lease: &mut Lease) -> Result<Option<RunStatus>, FleetError> {
     let run = lease.run().to_string();
+    // A run without metadata has not begun (most claims): nothing more to read.
+    let Some(document) = store.get(&run, METADATA)? else {
+        return Ok(None);
+    };
+    // Metadata that cannot be read is rebuilt by whoever works on the run next.
+    let metadata = serde_json::from_slice::<RunMetadata>(&document).ok();
     let tail = store.read_tail(&run, super::TAIL_LINES)?;
     let ending = crate::tail::ending_of(tail.entries.iter().rev().map(|e| e.json.as_bytes()));
-    // Metadata that cannot be read is rebuilt by whoever works on the run next.
-    let metadata = get_json::<RunMetadata>(store, &run, METADATA)
-        .ok()
-        .flatten();
     let status = match (&ending, &metadata) {
         (Some(end), _) => RunStatus::from(end.status),
         (None, Some(m)) if m.status == RunStatus::WaitingForInput => m.status,

@@ -2,22 +2,9 @@
 //! `list-runs` shows it (and why), `show` shows it, `continue` rebuilds the metadata and goes on.
 //! `list-runs` gives a failed run's error; `continue --last` takes the recorded path exactly.
 
-use serde_json::Value;
 use testkit::{Reply, ScriptedServer};
 
 use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml, output};
-
-fn list_runs(sb: &Sandbox, ws: &str) -> Vec<Value> {
-    let mut cmd = sb.delta(None);
-    cmd.args(["list-runs", "-w", ws, "--format", "json"]);
-    let out = output(cmd);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    serde_json::from_str::<Value>(&out.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
 
 #[test]
 fn a_run_with_damaged_metadata_is_listed_shown_and_continued_from_its_journal() {
@@ -37,7 +24,7 @@ fn a_run_with_damaged_metadata_is_listed_shown_and_continued_from_its_journal() 
             Some(text) => std::fs::write(&path, text).unwrap(),
             None => std::fs::remove_file(&path).unwrap(),
         }
-        let runs = list_runs(&sb, "ws");
+        let runs = sb.list_runs("ws");
         assert_eq!(runs.len(), 1, "{runs:?}");
         let run = &runs[0];
         assert_eq!(run["run_id"], id.as_str());
@@ -82,7 +69,7 @@ fn a_run_with_damaged_metadata_is_listed_shown_and_continued_from_its_journal() 
     assert_eq!(meta["status"], "COMPLETED");
     assert_eq!(meta["task"], "the task");
     assert_eq!(meta["iterations_completed"], 2);
-    assert!(list_runs(&sb, "ws")[0]["damaged"].is_null());
+    assert!(sb.list_runs("ws")[0]["damaged"].is_null());
 }
 
 #[test]
@@ -90,7 +77,7 @@ fn list_runs_gives_a_failed_runs_error() {
     let server = ScriptedServer::start([Reply::error(400, "the model does not exist")]);
     let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
     assert_eq!(sb.run(Some(&server), "go", &[]).code, 1);
-    let runs = list_runs(&sb, "ws");
+    let runs = sb.list_runs("ws");
     assert_eq!(runs[0]["status"], "FAILED");
     assert!(
         runs[0]["error"]
@@ -121,7 +108,7 @@ fn continue_last_takes_the_recorded_path_exactly() {
     let out = output(cmd);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let tasks = |ws: &str| -> Vec<u64> {
-        list_runs(&sb, ws)
+        sb.list_runs(ws)
             .iter()
             .map(|r| r["iterations_completed"].as_u64().unwrap())
             .collect()

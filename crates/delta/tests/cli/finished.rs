@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer};
 
-use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml, output, wrapped};
+use crate::support::{ECHO_AND_WRITE, Sandbox, agent_yaml, output};
 
 /// What a process killed after journaling the run's end, before saving the metadata, leaves.
 fn forget_the_end(sb: &Sandbox, status: &str) {
@@ -24,18 +24,6 @@ fn count(sb: &Sandbox, kind: &str) -> usize {
     sb.events(kind).len()
 }
 
-fn list_runs(sb: &Sandbox) -> Vec<Value> {
-    let mut cmd = sb.delta(None);
-    cmd.args(["list-runs", "-w", "ws", "--format", "json"]);
-    let out = output(cmd);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    serde_json::from_str::<Value>(&out.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 #[test]
 fn a_run_whose_journal_ended_is_not_resumed_whatever_its_metadata_says() {
     for (stale, replies, ended) in [
@@ -49,7 +37,7 @@ fn a_run_whose_journal_ended_is_not_resumed_whatever_its_metadata_says() {
         let requests = server.request_count();
         forget_the_end(&sb, stale);
 
-        let runs = list_runs(&sb);
+        let runs = sb.list_runs("ws");
         assert_eq!(runs[0]["status"], ended, "{stale}: {runs:?}");
         assert_eq!(runs[0]["crashed"], false);
 
@@ -81,7 +69,7 @@ fn a_run_whose_journal_ended_is_not_resumed_whatever_its_metadata_says() {
         let server = ScriptedServer::start([Reply::text("second")]);
         let out = sb.run(Some(&server), "again", &[]);
         assert_eq!(out.code, 0, "{}", out.stderr);
-        let runs = list_runs(&sb);
+        let runs = sb.list_runs("ws");
         assert_eq!(runs.len(), 2, "{runs:?}");
         assert_eq!(runs[1]["status"], ended);
     }
@@ -110,24 +98,9 @@ fn the_flush_after_the_end(strace: &std::path::Path) -> usize {
     for _ in 0..3 {
         let server = ScriptedServer::start([Reply::text("all done")]);
         let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
-        let log = sb.path("strace.log");
         let mut cmd = sb.delta(Some(&server));
         cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
-        let log_arg = log.display().to_string();
-        let args = [
-            "-f",
-            "-qq",
-            "-y",
-            "-s",
-            "4096",
-            "-e",
-            "trace=write,fdatasync",
-            "-o",
-            &log_arg,
-        ];
-        let out = output(wrapped(&cmd, strace, &args));
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        last = std::fs::read_to_string(&log).unwrap();
+        last = crate::support::traced_writes(&cmd, strace, &sb.path("strace.log"));
         if let Some(nth) = crate::support::flush_after_end(&last) {
             return nth;
         }
@@ -145,25 +118,13 @@ fn killed_at_the_flush_of_its_end_a_run_stays_finished() {
     let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
-    let inject = format!("inject=fdatasync:signal=KILL:when={nth}");
-    let args = [
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        "trace=fdatasync",
-        "-e",
-        &inject,
-    ];
-    let out = output(wrapped(&cmd, &strace, &args));
-    assert_ne!(out.code, 0, "the kill did not happen: {}", out.stderr);
+    crate::support::killed_at_fdatasync(&cmd, &strace, nth);
     // The kill came between the two writes: the journal has the end, the metadata does not.
     let kinds: Vec<Value> = sb.journal().iter().map(|e| e["type"].clone()).collect();
     assert_eq!(kinds.last().unwrap(), "RUN_END", "{kinds:?}");
     assert_eq!(sb.metadata()["status"], "RUNNING");
 
-    assert_eq!(list_runs(&sb)[0]["status"], "COMPLETED");
+    assert_eq!(sb.list_runs("ws")[0]["status"], "COMPLETED");
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["continue", "-w", "ws"]);
     let out = output(cmd);

@@ -575,7 +575,7 @@ fn a_worker_killed_after_the_end_leaves_a_run_that_leaves_the_queue_quietly() {
     let Some(strace) = testkit::needs::strace() else {
         return;
     };
-    let worker = |fleet: &Fleet, dir: &str, strace_args: &[&str]| {
+    let worker = |fleet: &Fleet, dir: &str| {
         let mut cmd = fleet.delta(dir);
         cmd.args([
             "worker",
@@ -587,7 +587,7 @@ fn a_worker_killed_after_the_end_leaves_a_run_that_leaves_the_queue_quietly() {
             "2",
         ])
         .arg("--exit-when-done");
-        output(super::support::wrapped(&cmd, &strace, strace_args))
+        cmd
     };
     // The dry run: which fdatasync of the slot's thread flushes RUN_END.
     let nth = {
@@ -595,21 +595,8 @@ fn a_worker_killed_after_the_end_leaves_a_run_that_leaves_the_queue_quietly() {
             return;
         };
         fleet.submit("submitter", "k", "mark task-k");
-        let log = fleet.sb.path("strace.log").display().to_string();
-        let args = [
-            "-f",
-            "-qq",
-            "-y",
-            "-s",
-            "4096",
-            "-e",
-            "trace=write,fdatasync",
-            "-o",
-            &log,
-        ];
-        let out = worker(&fleet, "dry", &args);
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        let trace = std::fs::read_to_string(&log).unwrap();
+        let log = fleet.sb.path("strace.log");
+        let trace = super::support::traced_writes(&worker(&fleet, "dry"), &strace, &log);
         super::support::flush_after_end(&trace)
             .unwrap_or_else(|| panic!("no flush of RUN_END in the trace:\n{trace}"))
     };
@@ -617,19 +604,7 @@ fn a_worker_killed_after_the_end_leaves_a_run_that_leaves_the_queue_quietly() {
         return;
     };
     fleet.submit("submitter", "k", "mark task-k");
-    let inject = format!("inject=fdatasync:signal=KILL:when={nth}");
-    let args = [
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        "trace=fdatasync",
-        "-e",
-        &inject,
-    ];
-    let out = worker(&fleet, "killed", &args);
-    assert_ne!(out.code, 0, "the kill did not happen: {}", out.stderr);
+    super::support::killed_at_fdatasync(&worker(&fleet, "killed"), &strace, nth);
     let (_, events) = fleet.export("k");
     assert_eq!(events.last().unwrap()["type"], "RUN_END", "{events:#?}");
     let runs = fleet.runs();

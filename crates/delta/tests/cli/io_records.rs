@@ -2,8 +2,6 @@
 //! call keeps is counted in full and marked where it was cut; on a full disk, the records that
 //! could not be written are named in the journal instead of being left empty.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer};
 
@@ -43,27 +41,9 @@ fn output_past_the_capture_limit_is_counted_and_its_cut_marked() {
     );
 }
 
-/// Whether this machine lets a process make a private mount namespace (user namespaces); says
-/// SKIPPED when it does not, unless `MOUNT_NAMESPACE_TEST_REQUIRED` is set.
-fn private_mounts() -> bool {
-    let ok = Command::new("unshare")
-        .args(["-Urm", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        let required = std::env::var_os("MOUNT_NAMESPACE_TEST_REQUIRED").is_some();
-        assert!(!required, "unshare -Urm is required but cannot run");
-        eprintln!(
-            "SKIPPED io_records: needs unshare -Urm (a private mount namespace for a small tmpfs); \
-             MOUNT_NAMESPACE_TEST_REQUIRED=1 makes this a failure"
-        );
-    }
-    ok
-}
-
 #[test]
 fn records_a_full_disk_refused_are_named_in_the_journal_not_left_empty() {
-    if !private_mounts() {
+    if testkit::needs::private_mounts().is_none() {
         return;
     }
     // The workspace is a 4 MiB tmpfs; the tool fills it but for 200 KiB, then prints 1 MB: the

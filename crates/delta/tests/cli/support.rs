@@ -116,6 +116,19 @@ impl Sandbox {
         .unwrap()
     }
 
+    /// `delta list-runs -w WS --format json` (it must succeed): the runs, newest first.
+    pub fn list_runs(&self, ws: &str) -> Vec<Value> {
+        let mut cmd = self.delta(None);
+        cmd.args(["list-runs", "-w", ws, "--format", "json"]);
+        let out = output(cmd);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
     /// Replaces the sandbox path with `[SANDBOX]` (for snapshots).
     pub fn scrub(&self, text: &str) -> String {
         let root = self.root.path().canonicalize().unwrap();
@@ -366,4 +379,43 @@ pub fn flush_after_end(text: &str) -> Option<usize> {
             .filter(|(t, call)| *t == thread && call.starts_with("fdatasync("))
             .count(),
     )
+}
+
+/// Runs `cmd` under `strace`, its `write` and `fdatasync` calls traced with their files into `log`
+/// (it must succeed); the trace ([`flush_after_end`] reads it).
+pub fn traced_writes(cmd: &Command, strace: &Path, log: &Path) -> String {
+    let log_arg = log.display().to_string();
+    let args = [
+        "-f",
+        "-qq",
+        "-y",
+        "-s",
+        "4096",
+        "-e",
+        "trace=write,fdatasync",
+        "-o",
+        &log_arg,
+    ];
+    let out = output(wrapped(cmd, strace, &args));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    std::fs::read_to_string(log).unwrap()
+}
+
+/// Runs `cmd` under `strace`, killed (SIGKILL) at its thread's `fdatasync` number `nth` (as
+/// [`flush_after_end`] counts them); the kill must happen.
+pub fn killed_at_fdatasync(cmd: &Command, strace: &Path, nth: usize) -> Output {
+    let inject = format!("inject=fdatasync:signal=KILL:when={nth}");
+    let args = [
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=fdatasync",
+        "-e",
+        &inject,
+    ];
+    let out = output(wrapped(cmd, strace, &args));
+    assert_ne!(out.code, 0, "the kill did not happen: {}", out.stderr);
+    out
 }

@@ -3,7 +3,7 @@
 //! the next commit no longer carries must be on the disk before that commit is: the previous call's
 //! history line, and a machine a meta tool changed.
 //!
-//! Without a usable `strace` the tests say SKIPPED and return (unless `DYGRAM_STRACE_REQUIRED` is
+//! Without a usable `strace` the tests say SKIPPED and return (unless `STRACE_TEST_REQUIRED` is
 //! set, as CI does).
 
 use std::path::Path;
@@ -11,28 +11,6 @@ use std::process::{Command, Stdio};
 
 use super::answers::ORDER;
 use super::support::{Dir, LLM_ENV, bin};
-
-fn strace_usable() -> bool {
-    Command::new("strace")
-        .args(["-o", "/dev/null", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Whether the test can run; says SKIPPED when it cannot (a failure when strace is required).
-fn can_trace(test: &str) -> bool {
-    if strace_usable() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("DYGRAM_STRACE_REQUIRED").is_none(),
-        "{test}: strace is required (DYGRAM_STRACE_REQUIRED) but cannot run"
-    );
-    eprintln!("SKIPPED {test}: needs strace");
-    false
-}
 
 /// One call of `dygram ARGS` in `d` with `stdin`, traced: its exit code and the traced calls that
 /// make files durable or move them (`fsync`, `fdatasync`, renames), one per line, with paths.
@@ -89,7 +67,7 @@ fn rename_onto(lines: &[String], path: &Path) -> Option<usize> {
 
 #[test]
 fn the_previous_history_line_is_on_disk_before_the_next_commit() {
-    if !can_trace("the_previous_history_line_is_on_disk_before_the_next_commit") {
+    if testkit::needs::strace().is_none() {
         return;
     }
     let d = Dir::with_file("order.dy", ORDER);
@@ -121,7 +99,7 @@ fn the_previous_history_line_is_on_disk_before_the_next_commit() {
 
 #[test]
 fn a_machine_changed_by_a_meta_tool_is_written_durably() {
-    if !can_trace("a_machine_changed_by_a_meta_tool_is_written_durably") {
+    if testkit::needs::strace().is_none() {
         return;
     }
     let d = Dir::with_file(
