@@ -4,8 +4,9 @@
 //!
 //! dygram reads the process environment only (no `.env` files); a variable set to blanks counts as
 //! unset. `DYGRAM_BASE_URL` names the endpoint whatever the provider (before its own variable), and
-//! `DYGRAM_PROVIDER` the provider (`--provider`). A missing key is not an error here: machines that never need the model run without one,
-//! and the node that does need it reports [`missing_client_hint`].
+//! `DYGRAM_PROVIDER` the provider (`--provider`). A missing key is not an error here: machines
+//! that never need the model run without one, and the node that does need it reports
+//! [`missing_client_hint`].
 
 use std::path::Path;
 use std::sync::Arc;

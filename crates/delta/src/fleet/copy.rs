@@ -98,15 +98,17 @@ pub fn choose(
     // reach. One that is here but lacks the run's folder while the run has begun lost the
     // process records of the copy that worked on it: it is used, but says nothing is known.
     let reachable = recorded.is_none() || first_choice.is_dir();
-    let records_here = recorded.is_none()
-        || first_choice.join(".delta").join(run).is_dir()
-        || store.read_tail(run, 1)?.len == 0;
     match usable(&first_choice, reachable, clock)? {
-        Usable::Yes(lock) => Ok(Choice::Copy(WorkingCopy {
-            workspace: first_choice.canonicalize().unwrap_or(first_choice),
-            recorded: records_here,
-            lock: Some(lock),
-        })),
+        Usable::Yes(lock) => {
+            let records_here = recorded.is_none()
+                || first_choice.join(".delta").join(run).is_dir()
+                || store.read_tail(run, 1)?.len == 0;
+            Ok(Choice::Copy(WorkingCopy {
+                workspace: first_choice.canonicalize().unwrap_or(first_choice),
+                recorded: records_here,
+                lock: Some(lock),
+            }))
+        }
         Usable::Held(held) => Ok(Choice::Held(held)),
         Usable::OutOfReach => {
             let fresh = dir.join(format!("{run}.{}", lease.epoch()));

@@ -321,7 +321,8 @@ fn pending_question(run: &RunDir) -> Option<String> {
 }
 
 /// Where a run ended up, in a line: the final answer of a COMPLETED run, the question a
-/// WAITING_FOR_INPUT one waits on, the error a FAILED one stopped on (for `list-runs`). Reads only the journal's end where it can.
+/// WAITING_FOR_INPUT one waits on, the error a FAILED one stopped on (for `list-runs`). Reads only
+/// the journal's end where it can.
 pub fn outcome(run: &RunDir, status: RunStatus) -> Option<Outcome> {
     match status {
         RunStatus::WaitingForInput => pending_question(run).map(Outcome::Question),

@@ -123,6 +123,18 @@ impl Fleet {
         cmd
     }
 
+    /// Runs `task` as run `id` in the local workspace `ws` (the sandbox's folder), without the store.
+    pub(crate) fn local_run(&self, id: &str, task: &str) {
+        let out = output({
+            let mut cmd = self.delta(".");
+            cmd.env_remove("DELTA_STORE").args([
+                "run", "--agent", "agent", "-w", "ws", "--run-id", id, "-m", task,
+            ]);
+            cmd
+        });
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+
     pub(crate) fn submit(&self, dir: &str, id: &str, task: &str) {
         let out = output({
             let mut cmd = self.delta(dir);
@@ -473,22 +485,7 @@ fn a_local_run_is_imported_and_exported_unchanged() {
     let Some(fleet) = Fleet::start(Duration::ZERO) else {
         return;
     };
-    let out = output({
-        let mut cmd = fleet.delta(".");
-        cmd.env_remove("DELTA_STORE").args([
-            "run",
-            "--agent",
-            "agent",
-            "-w",
-            "ws",
-            "--run-id",
-            "local",
-            "-m",
-            "mark task-l",
-        ]);
-        cmd
-    });
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    fleet.local_run("local", "mark task-l");
     let out = output({
         let mut cmd = fleet.delta(".");
         cmd.args(["import", "-w", "ws"]);

@@ -346,22 +346,7 @@ fn a_killed_import_leaves_nothing_or_is_finished_by_resume() {
         return;
     };
     // A local run with a long journal (20 000 notes), copied into one workspace per trial.
-    let out = output({
-        let mut cmd = fleet.delta(".");
-        cmd.env_remove("DELTA_STORE").args([
-            "run",
-            "--agent",
-            "agent",
-            "-w",
-            "ws",
-            "--run-id",
-            "big",
-            "-m",
-            "mark task-i",
-        ]);
-        cmd
-    });
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    fleet.local_run("big", "mark task-i");
     let journal = fleet.sb.path("ws/.delta/big/journal.jsonl");
     let mut text = std::fs::read_to_string(&journal).unwrap();
     let mut lines: Vec<Value> = text

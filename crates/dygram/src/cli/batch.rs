@@ -238,10 +238,11 @@ pub fn run(args: BatchArgs) -> Result<Exit, CliError> {
 /// it); a match with a machine's name that is not a file is said, never dropped silently.
 fn matching_files(args: &BatchArgs) -> Result<Vec<Matched>, CliError> {
     let mut files: Vec<Matched> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for pattern in &args.patterns {
         let prefix = fixed_prefix(pattern);
         for path in matching(pattern, args)? {
-            if !files.iter().any(|f| f.path == path) {
+            if seen.insert(path.clone()) {
                 files.push(Matched {
                     path,
                     prefix: prefix.clone(),

@@ -170,10 +170,7 @@ pub fn write_all(
     source: Option<&Path>,
     outputs: &[(Format, String)],
 ) -> Result<Vec<PathBuf>, WriteError> {
-    std::fs::create_dir_all(dir).map_err(|source| WriteError::CreateFolder {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_folder(dir)?;
     let mut written = Vec::new();
     for (format, text) in outputs {
         let path = dir.join(format!("{stem}.{}", format.extension()));
@@ -185,13 +182,26 @@ pub fn write_all(
                 extension: format.extension(),
             });
         }
-        std::fs::write(&path, text).map_err(|source| WriteError::Write {
-            path: path.clone(),
-            source,
-        })?;
+        write_file(&path, text)?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// Creates the output folder `dir` (and those above it).
+pub(crate) fn create_folder(dir: &Path) -> Result<(), WriteError> {
+    std::fs::create_dir_all(dir).map_err(|source| WriteError::CreateFolder {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// Writes one output file.
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), WriteError> {
+    std::fs::write(path, text).map_err(|source| WriteError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Whether two paths name the same existing file.

@@ -45,19 +45,13 @@ pub fn to_json(program: &Program, file: &SourceFile, options: TreeOptions) -> Js
 
 /// Writes `tree` (pretty-printed) to `dir/<stem>-raw.json`, creating `dir`; the path written.
 pub fn write(dir: &Path, stem: &str, tree: &Json) -> Result<PathBuf, WriteError> {
-    std::fs::create_dir_all(dir).map_err(|source| WriteError::CreateFolder {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    super::create_folder(dir)?;
     let path = dir.join(format!("{stem}-raw.json"));
     let text = format!(
         "{}\n",
         serde_json::to_string_pretty(tree).unwrap_or_default()
     );
-    std::fs::write(&path, text).map_err(|source| WriteError::Write {
-        path: path.clone(),
-        source,
-    })?;
+    super::write_file(&path, &text)?;
     Ok(path)
 }
 

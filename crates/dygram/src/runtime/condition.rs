@@ -272,6 +272,26 @@ impl CompiledCondition {
             .map_or(JsonValue::Null, |value| val_to_json(&value)))
     }
 
+    /// The literals the expression holds (numbers, strings, booleans, `null`), as JSON, in the
+    /// order they are written, each once.
+    pub fn literals(&self) -> Vec<JsonValue> {
+        let mut out: Vec<JsonValue> = Vec::new();
+        let mut stack: Vec<&IdedExpr> = self.expression.iter().map(|e| &**e).collect();
+        while let Some(expression) = stack.pop() {
+            if let Expr::Literal(literal) = &expression.expr {
+                let value = Value::try_from(literal.to_val().as_ref()).map(|v| val_to_json(&v));
+                if let Ok(value) = value
+                    && !out.contains(&value)
+                {
+                    out.push(value);
+                }
+            }
+            // Reversed, so that the first operand is looked at first.
+            stack.extend(operands(expression).into_iter().rev());
+        }
+        out
+    }
+
     /// The expression's value (`None` for a blank condition).
     fn resolve(&self, variables: &Map<String, JsonValue>) -> Result<Option<Value>, ConditionError> {
         let Some(expression) = &self.expression else {
@@ -584,6 +604,46 @@ fn bridge_arithmetic(expression: &mut IdedExpr) {
         Expr::Struct(s) => s.entries.iter_mut().for_each(|e| bridge_entry(&mut e.expr)),
         Expr::Select(select) => bridge_arithmetic(&mut select.operand),
         Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
+    }
+}
+
+/// The expressions `expression` is made of, in the order written.
+fn operands(expression: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expression.expr {
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(&call.args)
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .flat_map(|e| entry_operands(&e.expr))
+            .collect(),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .flat_map(|e| entry_operands(&e.expr))
+            .collect(),
+        Expr::Select(select) => vec![&select.operand],
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => Vec::new(),
+    }
+}
+
+/// [`operands`] of the entry of a map or struct literal.
+fn entry_operands(entry: &EntryExpr) -> Vec<&IdedExpr> {
+    match entry {
+        EntryExpr::StructField(field) => vec![&field.value],
+        EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
     }
 }
 
@@ -992,6 +1052,31 @@ mod tests {
         assert!(holds("", json!({})));
         assert!(holds("   \n ", json!({})));
         assert!(holds("''", json!({})));
+    }
+
+    #[test]
+    fn the_literals_of_a_condition_are_listed_in_order_once() {
+        let c = CompiledCondition::compile(
+            r#"order.total > 10 && x2 === "it's" || size(s) >= 2.5 && t != 'no' && [10, true].size() > 0 && {{ n }} < 10"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.literals(),
+            [
+                json!(10),
+                json!("it's"),
+                json!(2.5),
+                json!("no"),
+                json!(true),
+                json!(0)
+            ]
+        );
+        assert!(
+            CompiledCondition::compile("")
+                .unwrap()
+                .literals()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One call on a saved execution, as a library: [`Session::open`] finds the execution of the call
-//! (the id given, else the most recent one of its machine file, else a new one), locks it, sets a corrupted one aside and
-//! checks that its machine did not change; [`Session::advance`] performs one unit of work and
-//! commits it. What the library cannot know (how the machine is compiled and its diagnostics
+//! (the id given, else the most recent one of its machine file, else a new one), locks it, sets a
+//! corrupted one aside and checks that its machine did not change; [`Session::advance`] performs
+//! one unit of work and commits it. What the library cannot know (how the machine is compiled and its diagnostics
 //! shown, how API clients are built, where progress lines go) comes from the caller's [`Host`].
 //!
 //! The `dygram execute -i` command is one `open` and one `advance` per process; a program may

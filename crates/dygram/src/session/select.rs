@@ -22,26 +22,16 @@ impl Executions {
             .map_or_else(|| self.root().to_path_buf(), Path::to_path_buf)
     }
 
-    /// Whether `meta` is an execution of `machine_file` (`None`: standard input).
-    fn runs(&self, meta: &Metadata, machine_file: Option<&str>) -> bool {
-        match (machine_file, meta.machine_file.as_deref()) {
-            (None, None) => true,
-            (Some(wanted), Some(saved)) => {
-                let base = self.base();
-                canonical(&base.join(wanted)) == canonical(&base.join(saved))
-            }
-            _ => false,
-        }
-    }
-
     /// The executions of `machine_file` (`None`: standard input): the one a call without an id
     /// resumes, and those still running. The folder is listed once.
     pub fn of_machine(&self, machine_file: Option<&str>) -> OfMachine {
         let listed = self.list();
+        let base = self.base();
+        let wanted = machine_file.map(|file| canonical(&base.join(file)));
         let ours = |s: &Summary| {
             s.metadata
                 .as_ref()
-                .is_some_and(|m| self.runs(m, machine_file))
+                .is_some_and(|m| runs(&base, m, wanted.as_deref()))
         };
         let last = self.last().filter(|last| {
             match listed.iter().find(|s| &s.id == last) {
@@ -63,6 +53,16 @@ impl Executions {
             latest: last.or_else(|| all.first().map(|s| s.id.clone())),
             active,
         }
+    }
+}
+
+/// Whether `meta` is an execution of the machine file `wanted` (canonical; `None`: standard
+/// input).
+fn runs(base: &Path, meta: &Metadata, wanted: Option<&Path>) -> bool {
+    match (wanted, meta.machine_file.as_deref()) {
+        (None, None) => true,
+        (Some(wanted), Some(saved)) => wanted == canonical(&base.join(saved)),
+        _ => false,
     }
 }
 

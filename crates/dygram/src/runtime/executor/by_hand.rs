@@ -20,6 +20,8 @@ use serde_json::{Map, Value, json};
 
 use llm::{ChatResponse, ContentBlock};
 
+use crate::runtime::condition::CompiledCondition;
+
 use super::*;
 
 /// How many answers the search for an example tries at most.
@@ -264,34 +266,17 @@ struct Literals {
 }
 
 impl Literals {
-    /// The numbers and quoted strings of `condition` (in order, each once).
+    /// The numbers and strings written in `condition` (in order, each once); none when it
+    /// cannot be parsed.
     fn of(condition: &str) -> Self {
         let mut found = Self::default();
-        let chars: Vec<char> = condition.chars().collect();
-        let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
-            if c == '"' || c == '\'' {
-                let end = (i + 1..chars.len()).find(|&j| chars[j] == c);
-                let Some(end) = end else { break };
-                let s: String = chars[i + 1..end].iter().collect();
-                if !found.strings.contains(&s) {
-                    found.strings.push(s);
-                }
-                i = end + 1;
-            } else if c.is_ascii_digit() && (i == 0 || !is_name_char(chars[i - 1])) {
-                let end = (i..chars.len())
-                    .find(|&j| !(chars[j].is_ascii_digit() || chars[j] == '.'))
-                    .unwrap_or(chars.len());
-                let text: String = chars[i..end].iter().collect();
-                if let Ok(n) = text.parse::<f64>()
-                    && !found.numbers.contains(&n)
-                {
-                    found.numbers.push(n);
-                }
-                i = end;
-            } else {
-                i += 1;
+        let literals =
+            CompiledCondition::compile(condition).map_or_else(|_| Vec::new(), |c| c.literals());
+        for literal in literals {
+            match literal {
+                Value::Number(n) => found.numbers.extend(n.as_f64()),
+                Value::String(s) => found.strings.push(s),
+                _ => {}
             }
         }
         found
@@ -338,10 +323,6 @@ fn number(v: f64, integers: bool) -> Value {
     }
 }
 
-fn is_name_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '.'
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -350,6 +331,7 @@ mod tests {
     #[test]
     fn the_literals_of_a_condition_are_its_numbers_and_strings() {
         let l = Literals::of(r#"order.total > 10 && x2 == "ok" || size(s) >= 2.5 && t != 'no'"#);
+        assert!(Literals::of("order.total >").numbers.is_empty());
         assert_eq!(l.numbers, [10.0, 2.5]);
         assert_eq!(l.strings, ["ok", "no"]);
         assert_eq!(
