@@ -274,6 +274,8 @@ fn show_and_rm_take_the_store() {
     fleet.submit("submitter", "shown", "mark task-s");
     fleet.worker("w", &["--exit-when-done"]);
     fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    // The worker lets the lease go after the run is COMPLETED: until then rm is refused as busy.
+    fleet.workers[0].wait().unwrap();
     let out = delta(
         &fleet,
         "elsewhere",
