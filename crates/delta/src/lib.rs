@@ -28,6 +28,7 @@ pub mod run_result;
 pub mod runner;
 pub mod runs;
 pub mod session;
+pub mod shells;
 pub mod stream;
 pub mod tail;
 pub mod templates;

@@ -19,6 +19,7 @@ pub use modules::{load_tools, tools_at};
 use raw::RawAgent;
 pub use sections::default_context;
 use sections::{find_prompt, load_context, load_hooks};
+use tools::SESSION_TOOLS;
 pub use tools::{Tool, ToolSource};
 
 /// Default iteration budget.
@@ -233,6 +234,10 @@ pub struct Agent {
     pub hooks: BTreeMap<HookName, HookSpec>,
     /// Iteration budget.
     pub max_iterations: u32,
+    /// `timeout_seconds:`: how long a tool may run unless it says otherwise.
+    pub tool_timeout: Duration,
+    /// `sessions: true`: the built-in shell-session tools are offered.
+    pub sessions: bool,
     /// Context recipe.
     pub context: ContextManifest,
     /// `system_prompt.md` or `system_prompt.txt`.
@@ -417,6 +422,23 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         &mut warnings,
         &mut diags,
     );
+    if raw.sessions {
+        for tool in tools
+            .iter()
+            .filter(|t| SESSION_TOOLS.contains(&t.name.as_str()))
+        {
+            diags.push(
+                Diagnostic::new(
+                    &config_file,
+                    format!(
+                        "tool `{}` has the name of a built-in session tool, which `sessions: true` offers",
+                        tool.name
+                    ),
+                )
+                .field("tools"),
+            );
+        }
+    }
     let system_prompt = find_prompt(&abs)?;
     let context = load_context(&abs, &system_prompt, &mut warnings, &mut diags);
 
@@ -433,6 +455,8 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         tools,
         hooks,
         max_iterations,
+        tool_timeout: default_timeout,
+        sessions: raw.sessions,
         context,
         system_prompt,
         warnings,

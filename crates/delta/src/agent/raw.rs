@@ -19,6 +19,9 @@ pub struct RawAgent {
     pub max_iterations: Option<Spanned<f64>>,
     pub timeout_seconds: Option<Spanned<f64>>,
     pub imports: Option<Vec<Spanned<String>>>,
+    /// Offer the built-in shell-session tools.
+    #[serde(default)]
+    pub sessions: bool,
 }
 
 /// `llm:`.

@@ -232,6 +232,11 @@ pub struct ToolSource {
 
 /// Name of the built-in tool.
 pub const ASK_HUMAN: &str = "ask_human";
+/// The built-in shell-session tools an agent with `sessions: true` is offered.
+pub const SESSION_START: &str = "session_start";
+pub const SESSION_EXEC: &str = "session_exec";
+pub const SESSION_END: &str = "session_end";
+pub const SESSION_TOOLS: [&str; 3] = [SESSION_START, SESSION_EXEC, SESSION_END];
 
 /// Checks a tool name: what the model APIs accept.
 pub fn validate_tool_name(name: &str) -> Result<(), ToolError> {

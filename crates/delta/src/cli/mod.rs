@@ -12,6 +12,7 @@ mod report;
 mod result;
 mod rm;
 mod run;
+mod sessions;
 mod show;
 mod terminal;
 mod tool_expand;
@@ -63,6 +64,7 @@ enum Command {
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
     Compact(compact::CompactArgs),
+    Sessions(sessions::SessionsArgs),
     Submit(fleet::SubmitArgs),
     Worker(fleet::WorkerArgs),
     Export(fleet::ExportArgs),
@@ -230,6 +232,11 @@ fn names_a_run(args: &[std::ffi::OsString]) -> bool {
     false
 }
 
+/// The exit code of a command that ended without a run status to report.
+fn done((): ()) -> ExitCode {
+    Exit::Ok.into()
+}
+
 /// `delta man`: the page on stdout, or every command's page written into `-d DIR`.
 fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
     print_out(&cli_edge::generated::man_output(Cli::command(), &args)?);
@@ -238,11 +245,19 @@ fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    if std::env::args_os().len() == 1 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Installed as `delta-sessions` (a link to this binary), delta is the sessions tool.
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    if invoked_as.as_deref() == Some("delta-sessions") {
+        return sessions::compat_main(args);
+    }
+    if args.len() == 1 {
         let _ = Cli::command().print_help();
         return ExitCode::SUCCESS;
     }
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -276,24 +291,26 @@ pub fn main() -> ExitCode {
     // A panic is a bug: its message is printed by the default hook, and the exit code says "internal
     // error" rather than the 101 Rust gives panics, which means "waiting for an answer" here.
     let dispatched = std::panic::catch_unwind(|| match cli.command {
-        Command::Run(args) => run::cmd_run(args),
-        Command::Continue(args) => continue_cmd::cmd_continue(args),
-        Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(|()| Exit::Ok),
-        Command::Show(args) => show::cmd_show(args).map(|()| Exit::Ok),
-        Command::Rm(args) => rm::cmd_rm(args).map(|()| Exit::Ok),
-        Command::Init(args) => init::cmd_init(args).map(|()| Exit::Ok),
-        Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(|()| Exit::Ok),
-        Command::Compact(args) => compact::cmd_compact(args).map(|()| Exit::Ok),
-        Command::Submit(args) => fleet::cmd_submit(args).map(|()| Exit::Ok),
-        Command::Worker(args) => fleet::cmd_worker(args),
-        Command::Export(args) => fleet::cmd_export(args).map(|()| Exit::Ok),
-        Command::Import(args) => fleet::cmd_import(args).map(|()| Exit::Ok),
+        Command::Run(args) => run::cmd_run(args).map(ExitCode::from),
+        Command::Continue(args) => continue_cmd::cmd_continue(args).map(ExitCode::from),
+        Command::ListRuns(args) => list_runs::cmd_list_runs(args).map(done),
+        Command::Show(args) => show::cmd_show(args).map(done),
+        Command::Rm(args) => rm::cmd_rm(args).map(done),
+        Command::Init(args) => init::cmd_init(args).map(done),
+        Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(done),
+        Command::Compact(args) => compact::cmd_compact(args).map(done),
+        // Sessions print their own errors, as the original delta-sessions did.
+        Command::Sessions(args) => Ok(sessions::cmd_sessions(args)),
+        Command::Submit(args) => fleet::cmd_submit(args).map(done),
+        Command::Worker(args) => fleet::cmd_worker(args).map(ExitCode::from),
+        Command::Export(args) => fleet::cmd_export(args).map(done),
+        Command::Import(args) => fleet::cmd_import(args).map(done),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));
-            Ok(Exit::Ok)
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Man(args) => man(args).map(|()| Exit::Ok),
+        Command::Man(args) => man(args).map(done),
     });
     let Ok(result) = dispatched else {
         eprint_line(
@@ -302,7 +319,7 @@ pub fn main() -> ExitCode {
         return Exit::Internal.into();
     };
     match result {
-        Ok(code) => code.into(),
+        Ok(code) => code,
         // A run's error object (its RunResult) is printed by the run; any other command asked for
         // JSON gets the error's object, so that `--format json` always leaves one on stdout.
         Err(err) => printer().report_as(&err, cli_edge::asks_for_json(&args)),

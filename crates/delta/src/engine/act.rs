@@ -19,15 +19,23 @@ use crate::events::{ActionStatus, Event, HookStatus, Level};
 use crate::process::record::ChildKind;
 use crate::process::{self, RunError, Spawn};
 
+/// What [`Engine::begin_call`] decided.
+pub(super) enum Begin {
+    /// Run the call; its `io/tool_executions/` folder.
+    Run(String),
+    /// The call is settled (skipped by a hook) or the run stopped.
+    Done(Option<Box<RunOutcome>>),
+}
+
 /// A tool call whose `ACTION_REQUEST` is journaled.
-struct Requested<'a> {
-    id: &'a str,
-    name: &'a str,
-    args: &'a Map<String, Value>,
+pub(super) struct Requested<'a> {
+    pub(super) id: &'a str,
+    pub(super) name: &'a str,
+    pub(super) args: &'a Map<String, Value>,
     /// The command as journaled.
-    resolved: &'a str,
+    pub(super) resolved: &'a str,
     /// Its `io/tool_executions/` folder.
-    exec_ref: String,
+    pub(super) exec_ref: String,
 }
 
 impl Engine<'_> {
@@ -52,6 +60,7 @@ impl Engine<'_> {
                 Ok(None)
             }
             Some(Handler::AskHuman) => self.ask_human(id, &args),
+            Some(Handler::Session(tool)) => self.run_session_tool(id, name, tool, &args),
             Some(Handler::Shell(index)) => {
                 let tool = self.setup.agent.tools[index].clone();
                 self.run_shell_tool(id, name, &tool, &args)
@@ -77,32 +86,17 @@ impl Engine<'_> {
             }
         };
         let resolved = invocation.display();
-        self.append(Event::ActionRequest {
-            action_id: id.to_string(),
-            tool_name: name.to_string(),
-            tool_args: Value::Object(args.clone()),
-            resolved_command: resolved.clone(),
-        })?;
+        let exec_ref = match self.begin_call(id, name, args, &resolved)? {
+            Begin::Run(exec_ref) => exec_ref,
+            Begin::Done(outcome) => return Ok(outcome.map(|o| *o)),
+        };
         let call = Requested {
             id,
             name,
             args,
             resolved: &resolved,
-            exec_ref: self.execution_ref(id),
+            exec_ref,
         };
-        if let Some(hook) = self.run_hook(
-            HookName::PreToolExec,
-            &json!({"tool_name": name, "tool_args": args, "resolved_command": resolved}),
-        )? && hook.status == HookStatus::Success
-            && hook.skip()
-        {
-            self.skipped_by_hook(call)?;
-            return Ok(None);
-        }
-        if self.interrupted() {
-            self.not_started(id)?;
-            return Ok(Some(self.interrupt_run()?));
-        }
         let mut argv = invocation.argv.clone();
         if let Some(program) = argv.first_mut() {
             *program = self.programs.resolve(program, &self.tool_env);
@@ -115,6 +109,45 @@ impl Engine<'_> {
             timeout: tool.timeout,
         };
         self.execute(call, tool, &spawn)
+    }
+
+    /// Journals the `ACTION_REQUEST` of call `id` and runs the `pre_tool_exec` hook: the call goes
+    /// on ([`Begin::Run`], with its `io/tool_executions/` folder) unless the hook skipped it or the
+    /// run was interrupted.
+    pub(super) fn begin_call(
+        &mut self,
+        id: &str,
+        name: &str,
+        args: &Map<String, Value>,
+        resolved: &str,
+    ) -> Result<Begin, EngineError> {
+        self.append(Event::ActionRequest {
+            action_id: id.to_string(),
+            tool_name: name.to_string(),
+            tool_args: Value::Object(args.clone()),
+            resolved_command: resolved.to_string(),
+        })?;
+        let exec_ref = self.execution_ref(id);
+        if let Some(hook) = self.run_hook(
+            HookName::PreToolExec,
+            &json!({"tool_name": name, "tool_args": args, "resolved_command": resolved}),
+        )? && hook.status == HookStatus::Success
+            && hook.skip()
+        {
+            self.skipped_by_hook(Requested {
+                id,
+                name,
+                args,
+                resolved,
+                exec_ref,
+            })?;
+            return Ok(Begin::Done(None));
+        }
+        if self.interrupted() {
+            self.not_started(id)?;
+            return Ok(Begin::Done(Some(Box::new(self.interrupt_run()?))));
+        }
+        Ok(Begin::Run(exec_ref))
     }
 
     /// The call's arguments as an object; anything else becomes an error result (`None`).
@@ -238,15 +271,27 @@ impl Engine<'_> {
                 return Ok(None);
             }
         };
+        self.finish_call(call, &out, tool.timeout)
+    }
+
+    /// Journals the result of a call that ran (`out`; `timeout` is what a timed-out call was
+    /// allowed), keeps its record under `io/tool_executions/`, and runs the `post_tool_exec` hook.
+    pub(super) fn finish_call(
+        &mut self,
+        call: Requested<'_>,
+        out: &process::Outcome,
+        timeout: std::time::Duration,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        let (id, name) = (call.id, call.name);
         // Keys are scrubbed where this text leaves the process (the record below, the journal, hook
         // payloads, the console), once each.
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        self.write_execution(&call.exec_ref, call.resolved, &out);
+        self.write_execution(&call.exec_ref, call.resolved, out);
         let ending = if out.interrupted {
             Ending::Interrupted
         } else if out.timed_out {
-            Ending::TimedOut(tool.timeout)
+            Ending::TimedOut(timeout)
         } else {
             Ending::Exited
         };

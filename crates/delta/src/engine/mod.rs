@@ -16,6 +16,7 @@ pub mod observation;
 mod reason;
 mod records;
 pub mod registry;
+mod sessions;
 mod settle;
 pub(crate) use settle::call_progress;
 
@@ -350,6 +351,9 @@ impl<'a> Engine<'a> {
             setup.redactor.clone(),
         );
         hooks.record_processes(Recorder::new(setup.run.process_record()));
+        // Tools see which run they serve (`delta sessions start` in a tool names it as the owner).
+        tool_env.retain(|(k, _)| k != "DELTA_RUN_ID");
+        tool_env.push(("DELTA_RUN_ID".into(), setup.run.run_id.clone()));
         let exec_refs = std::fs::read_dir(setup.run.tool_executions())
             .map(|entries| {
                 entries
@@ -548,6 +552,11 @@ impl<'a> Engine<'a> {
     pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(initial_message);
         self.io.flush();
+        // A run that waits for an answer goes on later with its sessions; any other stop ends
+        // their processes.
+        if !matches!(&result, Ok(o) if o.status == RunStatus::WaitingForInput) {
+            self.stop_sessions();
+        }
         result
     }
 

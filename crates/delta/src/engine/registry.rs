@@ -1,4 +1,5 @@
-//! The tools a run offers the model, by name: the agent's shell tools and the built-in `ask_human`.
+//! The tools a run offers the model, by name: the agent's shell tools, the built-in session tools
+//! (with `sessions: true`) and the built-in `ask_human`.
 //!
 //! One registry answers both questions the engine asks about a tool name: what to offer the model
 //! ([`ToolRegistry::definitions`]) and what a call of that name runs ([`ToolRegistry::get`]). Every
@@ -10,15 +11,25 @@ use serde_json::{Value, json};
 
 use super::InputType;
 use crate::agent::Agent;
-use crate::agent::tools::ASK_HUMAN;
+use crate::agent::tools::{ASK_HUMAN, SESSION_END, SESSION_EXEC, SESSION_START};
 
 /// What a call of a registered name runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handler {
     /// The agent's tool at this index of `Agent::tools`: a process.
     Shell(usize),
+    /// A built-in shell-session tool.
+    Session(SessionTool),
     /// The built-in question to the human.
     AskHuman,
+}
+
+/// The built-in shell-session tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionTool {
+    Start,
+    Exec,
+    End,
 }
 
 /// The tools of a run, by name.
@@ -39,6 +50,16 @@ impl ToolRegistry {
             .enumerate()
             .map(|(i, t)| (t.name.clone(), Handler::Shell(i)))
             .collect();
+        let sessions = if agent.sessions {
+            session_definitions()
+        } else {
+            Vec::new()
+        };
+        entries.extend(
+            sessions
+                .iter()
+                .map(|(tool, d)| (d.name.clone(), Handler::Session(*tool))),
+        );
         entries.push((ASK_HUMAN.into(), Handler::AskHuman));
         let mut definitions: Vec<ToolDefinition> = agent
             .tools
@@ -49,6 +70,7 @@ impl ToolRegistry {
                 parameters: t.schema(),
             })
             .collect();
+        definitions.extend(sessions.into_iter().map(|(_, d)| d));
         definitions.push(ask_human_definition());
         Self {
             entries,
@@ -97,6 +119,61 @@ pub fn ask_human_definition() -> ToolDefinition {
             "required": ["prompt"]
         }),
     }
+}
+
+/// The definitions of the built-in session tools.
+fn session_definitions() -> Vec<(SessionTool, ToolDefinition)> {
+    let id = json!({"type": "string", "description": "The session's name"});
+    vec![
+        (
+            SessionTool::Start,
+            ToolDefinition {
+                name: SESSION_START.into(),
+                description: "Start a persistent shell session (bash unless `command` names \
+                              another shell; any other command, such as python3 or sqlite3, runs \
+                              as an interactive program on a terminal). Returns its id."
+                    .into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "description": "A name for the session (optional)"},
+                        "command": {"type": "string", "description": "The shell or program (default bash)"}
+                    }
+                }),
+            },
+        ),
+        (
+            SessionTool::Exec,
+            ToolDefinition {
+                name: SESSION_EXEC.into(),
+                description: "Run a command in a session. The working folder, exported variables \
+                              and background jobs persist from one command to the next; for an \
+                              interactive program the command is one line of its input."
+                    .into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "id": id,
+                        "command": {"type": "string", "description": "The command to run"},
+                        "timeout_seconds": {"type": "number", "description": "Give up after this many seconds"}
+                    },
+                    "required": ["id", "command"]
+                }),
+            },
+        ),
+        (
+            SessionTool::End,
+            ToolDefinition {
+                name: SESSION_END.into(),
+                description: "End a session: its shell or program stops.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"id": id},
+                    "required": ["id"]
+                }),
+            },
+        ),
+    ]
 }
 
 /// The arguments of an `ask_human` call: read here only, wherever a call is asked or answered (a new

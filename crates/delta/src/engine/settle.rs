@@ -26,6 +26,11 @@ impl Engine<'_> {
             self.metadata.boot_id.as_deref(),
             process::group::boot_id().as_deref(),
         );
+        // Sessions stay alive while a run waits for an answer; whatever else the previous process
+        // left running (it crashed, or was killed) is stopped.
+        if self.metadata.status != RunStatus::WaitingForInput {
+            self.stop_sessions();
+        }
         self.metadata.status = RunStatus::Running;
         self.metadata.end_time = None;
         self.metadata.pid = std::process::id();
@@ -149,6 +154,21 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// The result of call `id` of `name`, which started but never finished and whose work is done by
+    /// a process delta does not record per call (a session's shell): it may have taken effect.
+    fn settle_uncertain(&mut self, id: &str, name: &str) -> Result<(), EngineError> {
+        self.log(&format!("Settling interrupted call {id} ({name})"));
+        self.append(Event::ActionResult {
+            action_id: id.to_string(),
+            status: ActionStatus::Failed,
+            observation_content: format!(
+                "=== INTERRUPTED: the run stopped while {name} was running (interrupted or crashed); \
+                 it may or may not have taken effect. Check before running it again. ==="
+            ),
+            execution_ref: String::new(),
+        })
+    }
+
     /// Gives every call of the last model answer a result, in order: a call that started but never
     /// finished (the run was interrupted or crashed) gets a result saying so; a pending `ask_human`
     /// takes its answer from `interaction/response.txt` (or the terminal with `-i`), or the run keeps
@@ -170,6 +190,10 @@ impl Engine<'_> {
                     Some(Handler::AskHuman) => self.answer_pending(&call.id, &args)?,
                     Some(Handler::Shell(_)) | None => {
                         self.settle_interrupted(&call.id, name)?;
+                        None
+                    }
+                    Some(Handler::Session(_)) => {
+                        self.settle_uncertain(&call.id, name)?;
                         None
                     }
                 };

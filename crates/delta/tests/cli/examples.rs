@@ -115,3 +115,25 @@ fn long_reader_replays_with_its_compactions() {
         assert_eq!(c["payload"]["window"], 1024);
     }
 }
+
+#[test]
+fn shell_session_replays_with_state_kept_between_calls() {
+    let sb = replay(
+        "shell-session",
+        "Make a notes folder with a todo.txt that says who wrote it, using one shell session.",
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.ws().join("notes/todo.txt")).unwrap(),
+        "written by delta\n",
+        "the second command ran in the folder and with the variable the first one left"
+    );
+    let results = sb.events("ACTION_RESULT");
+    assert_eq!(
+        results[2]["payload"]["observation_content"],
+        "=== STDOUT ===\nnotes\nwritten by delta\n\n=== EXIT CODE: 0 ==="
+    );
+    assert!(
+        !sb.ws().join(".sessions/dev/host.json").exists(),
+        "the run's end stopped its session"
+    );
+}

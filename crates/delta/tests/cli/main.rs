@@ -36,6 +36,7 @@ mod run_in_workspace;
 mod runs;
 mod scripting;
 mod secrets;
+mod sessions;
 mod show;
 mod signals;
 mod tool_expand;

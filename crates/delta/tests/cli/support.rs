@@ -284,9 +284,10 @@ pub fn kinds(sb: &Sandbox) -> Vec<String> {
         .collect()
 }
 
-/// The live processes (not zombies) whose process group is `pgid`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
-    let mut members = Vec::new();
+/// The live processes (not zombies), each with the fields of its `/proc/<pid>/stat` after the
+/// command name (state first).
+pub fn live_processes() -> Vec<(i32, Vec<String>)> {
+    let mut live = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -301,13 +302,22 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
         let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
             continue;
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let dead = matches!(fields.first(), Some(&"Z") | Some(&"X") | Some(&"x"));
-        if !dead && fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) {
-            members.push(pid);
+        let fields: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
+        let dead = matches!(fields.first().map(String::as_str), Some("Z" | "X" | "x"));
+        if !dead {
+            live.push((pid, fields));
         }
     }
-    members
+    live
+}
+
+/// The live processes (not zombies) whose process group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    live_processes()
+        .into_iter()
+        .filter(|(_, fields)| fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// The pid written to `path` (waits for the file and its number, 20 s at most).

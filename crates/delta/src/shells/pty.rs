@@ -1,0 +1,166 @@
+//! A session's program on a pseudo-terminal: a live interactive program (a `python3` REPL,
+//! `sqlite3`) that keeps its state between commands.
+//!
+//! A command is written to the program as a line of input; what it prints is read until it has
+//! been quiet for [`IDLE`], or until the timeout. There is no exit code to read from a program that
+//! goes on running: a reply says 0 while it runs, and its code once it has ended. Echo is off, so
+//! the output is what the program printed (prompts included), with the terminal's `\r\n` read as
+//! `\n`.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use nix::sys::termios::{self, LocalFlags, SetArg};
+
+use super::ShellError;
+use super::child::SessionChild;
+use super::host::{Chunk, Stream, pump};
+use super::wire::Reply;
+use crate::process::group::GroupId;
+
+/// How long the program must stay quiet before its answer counts as complete.
+pub const IDLE: Duration = Duration::from_millis(300);
+/// How long a command waits for the program's first output when the caller sets no timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A program running on a pseudo-terminal.
+pub struct Pty {
+    child: SessionChild,
+    master: File,
+    chunks: Receiver<Chunk>,
+}
+
+impl Pty {
+    /// Starts `command` (a command line, run by `sh -c`) on a new pseudo-terminal.
+    pub fn start(command: &str, cwd: &Path, env: &[(String, String)]) -> Result<Self, ShellError> {
+        let errno = |what: &str, e: nix::Error| ShellError::Terminal(format!("{what}: {e}"));
+        let pair = nix::pty::openpty(None, None).map_err(|e| errno("openpty", e))?;
+        let mut settings = termios::tcgetattr(&pair.slave).map_err(|e| errno("tcgetattr", e))?;
+        settings.local_flags.remove(LocalFlags::ECHO);
+        termios::tcsetattr(&pair.slave, SetArg::TCSANOW, &settings)
+            .map_err(|e| errno("tcsetattr", e))?;
+        let slave = File::from(pair.slave);
+        let stdio = || -> Result<Stdio, ShellError> {
+            slave
+                .try_clone()
+                .map(Stdio::from)
+                .map_err(|e| ShellError::Terminal(format!("dup: {e}")))
+        };
+        let mut env = env.to_vec();
+        if !env.iter().any(|(k, _)| k == "TERM") {
+            env.push(("TERM".into(), "dumb".into()));
+        }
+        let child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .current_dir(cwd)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(stdio()?)
+            .stdout(stdio()?)
+            .stderr(stdio()?)
+            .process_group(0)
+            .spawn()
+            .map_err(|source| ShellError::Spawn {
+                program: command.to_string(),
+                source,
+            })?;
+        drop(slave);
+        let master = File::from(pair.master);
+        let reader = master
+            .try_clone()
+            .map_err(|e| ShellError::Terminal(format!("dup: {e}")))?;
+        let chunks = pump(vec![(Stream::Out, Box::new(reader))]);
+        Ok(Self {
+            child: SessionChild::new(child),
+            master,
+            chunks,
+        })
+    }
+
+    /// The program's process group.
+    pub fn group(&self) -> &GroupId {
+        self.child.group()
+    }
+
+    /// Whether the program still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.alive()
+    }
+
+    /// Sends `input` as one line and reads the answer (with whatever the program printed since the
+    /// last command).
+    pub fn exec(&mut self, input: &str, timeout: Option<Duration>) -> Reply {
+        let mut reply = Reply::default();
+        let mut out = Vec::new();
+        while let Ok(Chunk::Data(_, bytes)) = self.chunks.try_recv() {
+            out.extend_from_slice(&bytes);
+        }
+        let mut line = input.trim_end_matches('\n').as_bytes().to_vec();
+        line.push(b'\n');
+        if self.master.write_all(&line).is_err() {
+            self.child.mark_ended();
+        }
+        let deadline = Instant::now() + timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let mut heard = false;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                reply.header.timed_out = !heard;
+                break;
+            }
+            let wait = if heard { IDLE } else { deadline - now }.min(deadline - now);
+            match self.chunks.recv_timeout(wait) {
+                Ok(Chunk::Data(_, bytes)) => {
+                    heard = true;
+                    out.extend_from_slice(&bytes);
+                }
+                Ok(Chunk::End(_)) => {
+                    self.child.mark_ended();
+                    break;
+                }
+                Err(_) if heard => break,
+                Err(_) => {}
+            }
+        }
+        if !self.alive() {
+            reply.header.ended = true;
+            reply.header.exit_code = self.child.exit_code(Duration::from_millis(500));
+        }
+        reply.stdout = normalize_newlines(&out);
+        reply
+    }
+
+    /// Stops the program and its group.
+    pub fn stop(&mut self) {
+        self.child.stop();
+    }
+}
+
+/// The terminal's line ends (`\r\n`) as `\n`.
+fn normalize_newlines(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+            i += 1;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn terminal_line_ends_read_as_newlines() {
+        assert_eq!(super::normalize_newlines(b"a\r\nb\rc\r\n"), b"a\nb\rc\n");
+    }
+}

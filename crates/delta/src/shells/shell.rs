@@ -1,0 +1,289 @@
+//! A session's shell: one live shell process reading commands from a pipe, so that `cd`, exported
+//! variables and background jobs carry from one command to the next.
+//!
+//! Each command is written to a file of the session's (mode 0600) and sourced by a small function
+//! defined when the shell starts, with its standard input from `/dev/null` (the shell's own is the
+//! command pipe). After the command the function prints a marker with a fresh nonce on standard
+//! output and standard error, so the host knows where the command's output ends, and writes its
+//! exit code, working folder and exported environment to the session's control pipe (a FIFO): what
+//! the session needs to be rebuilt if its process is ever lost.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use super::child::SessionChild;
+use super::host::{Chunk, Stream, pump};
+use super::wire::Reply;
+use super::{SavedState, ShellError, random_hex};
+use crate::process::group::GroupId;
+
+/// Variables the shell sets itself: never saved as the session's own.
+const SHELL_OWNED: [&str; 5] = ["_", "SHLVL", "PWD", "OLDPWD", "PS1"];
+/// How often a waiting command checks whether the shell is still there.
+const TICK: Duration = Duration::from_millis(50);
+
+/// A running shell and what it has printed that no command has claimed yet.
+pub struct Shell {
+    child: SessionChild,
+    stdin: ChildStdin,
+    chunks: Receiver<Chunk>,
+    /// Bytes read after the last command's markers (a background job's output), per stream.
+    carry: [Vec<u8>; 3],
+}
+
+/// What one command left.
+pub struct Ran {
+    pub reply: Reply,
+    /// The state to save (the command reached its end marker).
+    pub state: Option<SavedState>,
+}
+
+impl Shell {
+    /// Starts `program` (a shell) in `cwd` with `env`, its control pipe at `control`.
+    pub fn start(
+        program: &str,
+        cwd: &Path,
+        env: &[(String, String)],
+        control: &Path,
+    ) -> Result<Self, ShellError> {
+        let mut child = Command::new(program)
+            .arg("-s")
+            .current_dir(cwd)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(|source| ShellError::Spawn {
+                program: program.to_string(),
+                source,
+            })?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(ShellError::Terminal(
+                "the shell's pipes were not made".into(),
+            ));
+        };
+        let control_file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(control)
+            .map_err(|source| ShellError::Io {
+                path: control.to_path_buf(),
+                source,
+            })?;
+        let chunks = pump(vec![
+            (Stream::Out, Box::new(stdout)),
+            (Stream::Err, Box::new(stderr)),
+            (Stream::Control, Box::new(control_file)),
+        ]);
+        stdin
+            .write_all(prelude(control).as_bytes())
+            .map_err(|source| ShellError::Io {
+                path: PathBuf::from(program),
+                source,
+            })?;
+        Ok(Self {
+            child: SessionChild::new(child),
+            stdin,
+            chunks,
+            carry: Default::default(),
+        })
+    }
+
+    /// The shell's process group.
+    pub fn group(&self) -> &GroupId {
+        self.child.group()
+    }
+
+    /// Whether the shell still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.alive()
+    }
+
+    /// Runs `command` (written to `script`, a new file) and collects its output until its markers,
+    /// the shell's end, or `timeout` (after which the shell is stopped).
+    pub fn exec(&mut self, command: &str, script: &Path, timeout: Option<Duration>) -> Ran {
+        let nonce = random_hex(16);
+        if let Err(e) = write_private(script, command) {
+            return Ran {
+                reply: Reply::failed(e.to_string()),
+                state: None,
+            };
+        }
+        let call = format!("__delta_run {nonce} {}\n", quote(&script.to_string_lossy()));
+        if self.stdin.write_all(call.as_bytes()).is_err() {
+            self.child.mark_ended();
+        }
+        let ran = self.collect(&nonce, timeout.map(|t| Instant::now() + t));
+        let _ = std::fs::remove_file(script);
+        ran
+    }
+
+    fn collect(&mut self, nonce: &str, deadline: Option<Instant>) -> Ran {
+        let out_mark = format!("\x1e{nonce}\n").into_bytes();
+        let control_end = format!("\x1e{nonce}-END\n").into_bytes();
+        let mut got: [Vec<u8>; 3] = std::mem::take(&mut self.carry);
+        let mut done = [false; 3];
+        let mut reply = Reply::default();
+        loop {
+            for (i, mark) in [(0, &out_mark), (1, &out_mark), (2, &control_end)] {
+                if !done[i]
+                    && let Some(at) = find(&got[i], mark)
+                {
+                    self.carry[i] = got[i].split_off(at + mark.len());
+                    got[i].truncate(at);
+                    done[i] = true;
+                }
+            }
+            if done.iter().all(|d| *d) {
+                break;
+            }
+            if !self.alive() {
+                self.drain_into(&mut got);
+                reply.header.ended = true;
+                reply.header.exit_code = self.child.exit_code(TICK);
+                break;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.drain_into(&mut got);
+                self.child.stop();
+                reply.header.timed_out = true;
+                reply.header.ended = true;
+                reply.header.exit_code = 124;
+                break;
+            }
+            if let Ok(Chunk::Data(stream, bytes)) = self.chunks.recv_timeout(TICK) {
+                got[stream as usize].extend_from_slice(&bytes);
+            }
+        }
+        let [stdout, stderr, control] = got;
+        reply.stdout = stdout;
+        reply.stderr = stderr;
+        let state = if done[2] {
+            parse_control(nonce, &control).map(|(code, state)| {
+                reply.header.exit_code = code;
+                state
+            })
+        } else {
+            None
+        };
+        Ran { reply, state }
+    }
+
+    /// Stops the shell and everything it started in its group.
+    pub fn stop(&mut self) {
+        self.child.stop();
+    }
+
+    /// What is waiting in the pipes now, without waiting for more.
+    fn drain_into(&mut self, got: &mut [Vec<u8>; 3]) {
+        let until = Instant::now() + TICK;
+        while let Ok(chunk) = self
+            .chunks
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            if let Chunk::Data(stream, bytes) = chunk {
+                got[stream as usize].extend_from_slice(&bytes);
+            }
+        }
+    }
+}
+
+/// The function every command runs through (see the module's documentation).
+fn prelude(control: &Path) -> String {
+    format!(
+        "__delta_control={}\n\
+         __delta_run() {{ __delta_nonce=$1; __delta_script=$2; shift 2; \
+         . \"$__delta_script\" </dev/null; __delta_rc=$?; \
+         printf '\\036%s\\n' \"$__delta_nonce\"; printf '\\036%s\\n' \"$__delta_nonce\" >&2; \
+         {{ printf '%s %d\\n' \"$__delta_nonce\" \"$__delta_rc\"; pwd; env -0; \
+         printf '\\036%s-END\\n' \"$__delta_nonce\"; }} >\"$__delta_control\"; }}\n",
+        quote(&control.to_string_lossy())
+    )
+}
+
+/// `text` as one single-quoted shell word.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Reads a control message: `<nonce> <code>\n<cwd>\n<NAME=VALUE\0>...`.
+fn parse_control(nonce: &str, message: &[u8]) -> Option<(i32, SavedState)> {
+    let at = find(message, format!("{nonce} ").as_bytes())?;
+    let rest = &message[at + nonce.len() + 1..];
+    let line_end = rest.iter().position(|b| *b == b'\n')?;
+    let code = std::str::from_utf8(&rest[..line_end])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let rest = &rest[line_end + 1..];
+    let cwd_end = rest.iter().position(|b| *b == b'\n')?;
+    let cwd = String::from_utf8_lossy(&rest[..cwd_end]).into_owned();
+    let mut env = BTreeMap::new();
+    for entry in rest[cwd_end + 1..].split(|b| *b == 0) {
+        let entry = String::from_utf8_lossy(entry);
+        if let Some((name, value)) = entry.split_once('=')
+            && !SHELL_OWNED.contains(&name)
+        {
+            env.insert(name.to_string(), value.to_string());
+        }
+    }
+    Some((code, SavedState::from_snapshot(cwd, env)))
+}
+
+/// Writes `text` to a new file only its owner can read.
+fn write_private(path: &Path, text: &str) -> Result<(), ShellError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| ShellError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_message_gives_the_code_folder_and_environment() {
+        let message = b"abc 7\n/tmp/x y\nA=1\0B=two\nlines\0_=/bin/env\0\x1eabc-END\n";
+        let (code, state) = parse_control("abc", message).unwrap();
+        assert_eq!(code, 7);
+        assert_eq!(state.cwd, "/tmp/x y");
+        assert_eq!(
+            state.snapshot.get("B").map(String::as_str),
+            Some("two\nlines")
+        );
+        assert!(
+            !state.snapshot.contains_key("_"),
+            "the shell's own variables are left out"
+        );
+        assert!(parse_control("zzz", message).is_none());
+    }
+
+    #[test]
+    fn quoting_keeps_any_text_one_word() {
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+}
