@@ -193,3 +193,53 @@ pub fn private_mounts() -> Option<()> {
         "unshare -Urm (a private mount namespace: user namespaces allowed)",
     )
 }
+
+/// Makes the tests that run MCP servers required.
+pub const MCP_REQUIRED: &str = "MCP_TEST_REQUIRED";
+
+/// Python 3 on `PATH`, which runs the scripted MCP servers of the `mcp` crate's tests.
+pub fn python3() -> Option<PathBuf> {
+    program(
+        ["python3", "--version"],
+        MCP_REQUIRED,
+        "python3 on PATH (apt-get install python3)",
+    )
+}
+
+/// The real MCP servers that `scripts/install-mcp-servers` installs.
+#[derive(Debug, Clone)]
+pub struct McpServers {
+    /// The reference server `@modelcontextprotocol/server-everything`'s entry: `node <it> stdio`.
+    pub everything: PathBuf,
+    /// The Python of the virtual environment that holds the official `mcp` SDK.
+    pub python: PathBuf,
+}
+
+/// The MCP servers in `$MCP_SERVERS_DIR`, or in `target/mcp-servers` of the checkout, with `node` on
+/// `PATH` to run the reference server.
+pub fn mcp_servers() -> Option<McpServers> {
+    let dir = match std::env::var_os("MCP_SERVERS_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2);
+            checkout
+                .unwrap_or(Path::new("."))
+                .join("target/mcp-servers")
+        }
+    };
+    let servers = McpServers {
+        everything: dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        python: dir.join("venv/bin/python"),
+    };
+    if servers.everything.is_file() && servers.python.is_file() && runs("node", "--version") {
+        return Some(servers);
+    }
+    skip(
+        MCP_REQUIRED,
+        &format!(
+            "the MCP test servers in {} and node on PATH (scripts/install-mcp-servers installs \
+             them; MCP_SERVERS_DIR=PATH names another folder)",
+            dir.display()
+        ),
+    )
+}
