@@ -1,5 +1,6 @@
 //! Agent folders: loading and validating everything a run needs from one.
 
+pub mod mcp;
 mod modules;
 mod raw;
 mod sections;
@@ -238,6 +239,8 @@ pub struct Agent {
     pub tool_timeout: Duration,
     /// `sessions: true`: the built-in shell-session tools are offered.
     pub sessions: bool,
+    /// `mcp_servers:`: MCP servers whose tools are offered.
+    pub mcp_servers: Vec<mcp::McpServerSpec>,
     /// Context recipe.
     pub context: ContextManifest,
     /// `system_prompt.md` or `system_prompt.txt`.
@@ -439,6 +442,13 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
             );
         }
     }
+    let mcp_servers = mcp::load(
+        &raw.mcp_servers,
+        &config_file,
+        &source,
+        default_timeout,
+        &mut diags,
+    );
     let system_prompt = find_prompt(&abs)?;
     let context = load_context(&abs, &system_prompt, &mut warnings, &mut diags);
 
@@ -457,6 +467,7 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         max_iterations,
         tool_timeout: default_timeout,
         sessions: raw.sessions,
+        mcp_servers,
         context,
         system_prompt,
         warnings,

@@ -22,6 +22,9 @@ pub struct RawAgent {
     /// Offer the built-in shell-session tools.
     #[serde(default)]
     pub sessions: bool,
+    /// MCP servers whose tools are offered.
+    #[serde(default)]
+    pub mcp_servers: Vec<Spanned<super::mcp::RawMcpServer>>,
 }
 
 /// `llm:`.

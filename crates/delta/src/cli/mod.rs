@@ -16,6 +16,7 @@ mod sessions;
 mod show;
 mod terminal;
 mod tool_expand;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -63,6 +64,7 @@ enum Command {
     Init(init::InitArgs),
     #[command(name = "tool:expand")]
     ToolExpand(tool_expand::ToolExpandArgs),
+    Tools(tools::ToolsArgs),
     Compact(compact::CompactArgs),
     Sessions(sessions::SessionsArgs),
     Submit(fleet::SubmitArgs),
@@ -298,6 +300,7 @@ pub fn main() -> ExitCode {
         Command::Rm(args) => rm::cmd_rm(args).map(done),
         Command::Init(args) => init::cmd_init(args).map(done),
         Command::ToolExpand(args) => tool_expand::cmd_tool_expand(args).map(done),
+        Command::Tools(args) => tools::cmd_tools(args).map(done),
         Command::Compact(args) => compact::cmd_compact(args).map(done),
         // Sessions print their own errors, as the original delta-sessions did.
         Command::Sessions(args) => Ok(sessions::cmd_sessions(args)),

@@ -20,9 +20,9 @@ use crate::process::record::ChildKind;
 use crate::process::{self, RunError, Spawn};
 
 /// What [`Engine::begin_call`] decided.
-pub(super) enum Begin {
-    /// Run the call; its `io/tool_executions/` folder.
-    Run(String),
+pub(super) enum Begin<'a> {
+    /// Run the call.
+    Run(Requested<'a>),
     /// The call is settled (skipped by a hook) or the run stopped.
     Done(Option<Box<RunOutcome>>),
 }
@@ -61,6 +61,7 @@ impl Engine<'_> {
             }
             Some(Handler::AskHuman) => self.ask_human(id, &args),
             Some(Handler::Session(tool)) => self.run_session_tool(id, name, tool, &args),
+            Some(Handler::Mcp(index)) => self.run_mcp_tool(id, name, index, &args),
             Some(Handler::Shell(index)) => {
                 let tool = self.setup.agent.tools[index].clone();
                 self.run_shell_tool(id, name, &tool, &args)
@@ -86,16 +87,9 @@ impl Engine<'_> {
             }
         };
         let resolved = invocation.display();
-        let exec_ref = match self.begin_call(id, name, args, &resolved)? {
-            Begin::Run(exec_ref) => exec_ref,
+        let call = match self.begin_call(id, name, args, &resolved)? {
+            Begin::Run(call) => call,
             Begin::Done(outcome) => return Ok(outcome.map(|o| *o)),
-        };
-        let call = Requested {
-            id,
-            name,
-            args,
-            resolved: &resolved,
-            exec_ref,
         };
         let mut argv = invocation.argv.clone();
         if let Some(program) = argv.first_mut() {
@@ -112,15 +106,15 @@ impl Engine<'_> {
     }
 
     /// Journals the `ACTION_REQUEST` of call `id` and runs the `pre_tool_exec` hook: the call goes
-    /// on ([`Begin::Run`], with its `io/tool_executions/` folder) unless the hook skipped it or the
+    /// on ([`Begin::Run`], with its `io/tool_executions/` folder chosen) unless the hook skipped it or the
     /// run was interrupted.
-    pub(super) fn begin_call(
+    pub(super) fn begin_call<'a>(
         &mut self,
-        id: &str,
-        name: &str,
-        args: &Map<String, Value>,
-        resolved: &str,
-    ) -> Result<Begin, EngineError> {
+        id: &'a str,
+        name: &'a str,
+        args: &'a Map<String, Value>,
+        resolved: &'a str,
+    ) -> Result<Begin<'a>, EngineError> {
         self.append(Event::ActionRequest {
             action_id: id.to_string(),
             tool_name: name.to_string(),
@@ -147,7 +141,13 @@ impl Engine<'_> {
             self.not_started(id)?;
             return Ok(Begin::Done(Some(Box::new(self.interrupt_run()?))));
         }
-        Ok(Begin::Run(exec_ref))
+        Ok(Begin::Run(Requested {
+            id,
+            name,
+            args,
+            resolved,
+            exec_ref,
+        }))
     }
 
     /// The call's arguments as an object; anything else becomes an error result (`None`).

@@ -11,6 +11,7 @@ pub use compact::{CompactNow, Compacted};
 mod hook;
 mod human;
 pub mod io_writer;
+mod mcp;
 mod model_call;
 pub mod observation;
 mod reason;
@@ -288,6 +289,8 @@ pub struct Engine<'a> {
     programs: process::ProgramCache,
     /// The tools offered to the model, by name.
     tools: ToolRegistry,
+    /// The agent's MCP servers, once started.
+    mcp: Option<crate::mcp_servers::McpServers>,
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
     exec_refs: std::collections::HashSet<String>,
@@ -403,6 +406,7 @@ impl<'a> Engine<'a> {
             no_streaming: false,
             programs: process::ProgramCache::default(),
             tools,
+            mcp: None,
             progress_saved: Instant::now(),
             exec_refs,
             leftover: None,
@@ -557,6 +561,7 @@ impl<'a> Engine<'a> {
         if !matches!(&result, Ok(o) if o.status == RunStatus::WaitingForInput) {
             self.stop_sessions();
         }
+        self.stop_mcp();
         result
     }
 
@@ -570,8 +575,16 @@ impl<'a> Engine<'a> {
             // without them is never rebuilt from its metadata: that would run its tools again.
             return Err(EngineError::NothingToResume(self.setup.run.journal()));
         }
+        if !self.setup.resuming
+            && let Some(error) = self.start_mcp()?
+        {
+            return self.fail(error, 0);
+        }
         if self.setup.resuming {
             self.begin_resume()?;
+            if let Some(error) = self.start_mcp()? {
+                return self.fail(error, 0);
+            }
             // Every call of the last answer gets its result before anything else is said.
             if let Some(stop) = self.settle()? {
                 return Ok(stop);
@@ -755,6 +768,7 @@ impl<'a> Engine<'a> {
     /// A request the server refuses for its length is made to fit and sent again (at most
     /// [`compact::REFITS`] times: estimates without a tokenizer can be wrong on odd text).
     fn iterate(&mut self, iteration: u32) -> Result<Step, EngineError> {
+        self.refresh_mcp();
         let mut refused = 0;
         let (invocation_id, response) = loop {
             let request = match self.build_request() {

@@ -24,6 +24,12 @@ fn section(text: &str, truncated_note: &str, dropped: u64) -> String {
     )
 }
 
+/// `text` as the model reads it: its first [`STREAM_LIMIT`] characters, then `[<note> - N total
+/// characters]` when there was more.
+pub fn clip(text: &str, note: &str) -> String {
+    section(text, note, 0)
+}
+
 /// The line that ends a stream's record (`stdout.log`) where its capture stopped: `dropped` more
 /// bytes came and were not kept.
 pub fn cut_mark(dropped: u64) -> String {

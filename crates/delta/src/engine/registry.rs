@@ -1,5 +1,6 @@
 //! The tools a run offers the model, by name: the agent's shell tools, the built-in session tools
-//! (with `sessions: true`) and the built-in `ask_human`.
+//! (with `sessions: true`), the tools of its MCP servers (`<server>__<tool>`) and the built-in
+//! `ask_human`.
 //!
 //! One registry answers both questions the engine asks about a tool name: what to offer the model
 //! ([`ToolRegistry::definitions`]) and what a call of that name runs ([`ToolRegistry::get`]). Every
@@ -12,6 +13,7 @@ use serde_json::{Value, json};
 use super::InputType;
 use crate::agent::Agent;
 use crate::agent::tools::{ASK_HUMAN, SESSION_END, SESSION_EXEC, SESSION_START};
+use crate::mcp_servers::McpTool;
 
 /// What a call of a registered name runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +22,8 @@ pub enum Handler {
     Shell(usize),
     /// A built-in shell-session tool.
     Session(SessionTool),
+    /// A tool of an MCP server: this index of [`ToolRegistry::mcp_tool`].
+    Mcp(usize),
     /// The built-in question to the human.
     AskHuman,
 }
@@ -38,12 +42,19 @@ pub struct ToolRegistry {
     /// Names in the order they are offered, with their handlers.
     entries: Vec<(String, Handler)>,
     definitions: Vec<ToolDefinition>,
+    mcp: Vec<McpTool>,
 }
 
 impl ToolRegistry {
     /// The agent's tools, then `ask_human` (an agent cannot name a tool `ask_human`; were one there,
     /// the built-in would answer its calls).
     pub fn new(agent: &Agent) -> Self {
+        Self::with_mcp(agent, Vec::new())
+    }
+
+    /// The agent's tools, the session tools, `mcp` (the tools of its MCP servers), then `ask_human`.
+    /// A server's tool whose name an agent's tool already has is not offered.
+    pub fn with_mcp(agent: &Agent, mcp: Vec<McpTool>) -> Self {
         let mut entries: Vec<(String, Handler)> = agent
             .tools
             .iter()
@@ -60,6 +71,17 @@ impl ToolRegistry {
                 .iter()
                 .map(|(tool, d)| (d.name.clone(), Handler::Session(*tool))),
         );
+        let mcp: Vec<McpTool> = mcp
+            .into_iter()
+            .filter(|t| {
+                t.model_name != ASK_HUMAN && !entries.iter().any(|(n, _)| *n == t.model_name)
+            })
+            .collect();
+        entries.extend(
+            mcp.iter()
+                .enumerate()
+                .map(|(i, t)| (t.model_name.clone(), Handler::Mcp(i))),
+        );
         entries.push((ASK_HUMAN.into(), Handler::AskHuman));
         let mut definitions: Vec<ToolDefinition> = agent
             .tools
@@ -71,10 +93,23 @@ impl ToolRegistry {
             })
             .collect();
         definitions.extend(sessions.into_iter().map(|(_, d)| d));
+        definitions.extend(mcp.iter().map(|t| {
+            ToolDefinition {
+                name: t.model_name.clone(),
+                description: t
+                    .info
+                    .description
+                    .clone()
+                    .or_else(|| t.info.title.clone())
+                    .unwrap_or_default(),
+                parameters: t.info.input_schema.clone(),
+            }
+        }));
         definitions.push(ask_human_definition());
         Self {
             entries,
             definitions,
+            mcp,
         }
     }
 
@@ -87,6 +122,11 @@ impl ToolRegistry {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, handler)| *handler)
+    }
+
+    /// The MCP tool a [`Handler::Mcp`] names.
+    pub fn mcp_tool(&self, index: usize) -> Option<&McpTool> {
+        self.mcp.get(index)
     }
 
     /// The names offered, in order (for the "not found" result).

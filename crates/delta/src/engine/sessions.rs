@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::act::{Begin, Requested};
+use super::act::Begin;
 use super::registry::SessionTool;
 use super::{Engine, EngineError, Observer, Progress, RunOutcome};
 use crate::agent::tools::value_text;
@@ -47,8 +47,8 @@ impl Engine<'_> {
             (_, None, _) => return self.missing(id, name, "id"),
             (_, _, None) => return self.missing(id, name, "command"),
         };
-        let exec_ref = match self.begin_call(id, name, args, &resolved)? {
-            Begin::Run(exec_ref) => exec_ref,
+        let call = match self.begin_call(id, name, args, &resolved)? {
+            Begin::Run(call) => call,
             Begin::Done(outcome) => return Ok(outcome.map(|o| *o)),
         };
         let timeout = args
@@ -89,13 +89,6 @@ impl Engine<'_> {
             ),
         };
         out.duration = started.elapsed();
-        let call = Requested {
-            id,
-            name,
-            args,
-            resolved: &resolved,
-            exec_ref,
-        };
         self.finish_call(call, &out, timeout)
     }
 

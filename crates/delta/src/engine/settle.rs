@@ -192,7 +192,7 @@ impl Engine<'_> {
                         self.settle_interrupted(&call.id, name)?;
                         None
                     }
-                    Some(Handler::Session(_)) => {
+                    Some(Handler::Session(_) | Handler::Mcp(_)) => {
                         self.settle_uncertain(&call.id, name)?;
                         None
                     }

@@ -137,3 +137,28 @@ fn shell_session_replays_with_state_kept_between_calls() {
         "the run's end stopped its session"
     );
 }
+
+#[test]
+fn mcp_notes_replays_through_its_mcp_server() {
+    if testkit::needs::python3().is_none() {
+        return;
+    }
+    let sb = replay(
+        "mcp-notes",
+        "Save a note called groceries: eggs, rice, lemons. Then check it.",
+    );
+    let notes: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.ws().join("notes.json")).unwrap())
+            .unwrap();
+    assert_eq!(notes["groceries"], "eggs, rice, lemons");
+    let results = sb.events("ACTION_RESULT");
+    assert_eq!(
+        results[2]["payload"]["observation_content"],
+        "eggs, rice, lemons"
+    );
+    let requests = sb.events("ACTION_REQUEST");
+    assert_eq!(
+        requests[0]["payload"]["resolved_command"],
+        r#"notes__add_note {"title":"groceries","text":"eggs, rice, lemons"}"#
+    );
+}

@@ -27,6 +27,7 @@ mod library;
 mod live;
 mod llm_errors;
 mod lost_journal;
+mod mcp;
 mod playback;
 mod readme;
 mod reserved_ids;

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer};
 
-use crate::support::{Output, Sandbox, output, output_with_stdin};
+use crate::support::{
+    Output, Sandbox, assert_no_process_under, output, output_with_stdin, processes_under,
+};
 
 /// `delta sessions ARGS` (or, with `compat`, `delta-sessions ARGS` through a link) in `dir`.
 fn sessions(dir: &Path, compat: bool, args: &[&str]) -> Command {
@@ -38,38 +40,6 @@ fn json_of(out: &Output) -> Value {
 
 fn exec(dir: &Path, compat: bool, id: &str, command: &str) -> Output {
     output_with_stdin(sessions(dir, compat, &["exec", id]), command)
-}
-
-/// The live processes whose command line or working folder is under `root`.
-fn processes_under(root: &Path) -> Vec<(i32, String)> {
-    let root = root.canonicalize().unwrap();
-    let needle = root.to_string_lossy().into_owned();
-    let mut found = Vec::new();
-    for (pid, _) in crate::support::live_processes() {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
-        if cmdline.contains(&needle) || cwd.starts_with(&root) {
-            found.push((pid, cmdline));
-        }
-    }
-    found
-}
-
-/// Waits (10 s at most) until no process is left under `root`.
-fn assert_no_process_under(root: &Path) {
-    let start = Instant::now();
-    loop {
-        let left = processes_under(root);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "processes left: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

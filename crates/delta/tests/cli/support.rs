@@ -429,3 +429,35 @@ pub fn killed_at_fdatasync(cmd: &Command, strace: &Path, nth: usize) -> Output {
     assert_ne!(out.code, 0, "the kill did not happen: {}", out.stderr);
     out
 }
+
+/// The live processes whose command line or working folder is under `root`.
+pub fn processes_under(root: &Path) -> Vec<(i32, String)> {
+    let root = root.canonicalize().unwrap();
+    let needle = root.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for (pid, _) in crate::support::live_processes() {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+        if cmdline.contains(&needle) || cwd.starts_with(&root) {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Waits (10 s at most) until no process is left under `root`.
+pub fn assert_no_process_under(root: &Path) {
+    let start = std::time::Instant::now();
+    loop {
+        let left = processes_under(root);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "processes left: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

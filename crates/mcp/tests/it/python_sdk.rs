@@ -18,7 +18,15 @@ fn exercise(client: &mut Client) {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["add", "fail", "crash", "structured", "roundtrip", "grow"]
+        [
+            "add",
+            "fail",
+            "crash",
+            "structured",
+            "roundtrip",
+            "grow",
+            "getenv"
+        ]
     );
     assert_eq!(tools[0].description.as_deref(), Some("Adds two integers."));
     assert_eq!(tools[0].input_schema["required"], json!(["a", "b"]));

@@ -64,6 +64,14 @@ async def roundtrip(ctx: Context) -> str:
     return f"ping ok; roots: {roots}"
 
 
+@server.tool()
+def getenv(name: str) -> str:
+    """Returns the value of an environment variable of the server (and says it on stderr)."""
+    value = os.environ.get(name, "")
+    print(f"getenv {name}={value}", file=sys.stderr, flush=True)
+    return value
+
+
 def late() -> str:
     """A tool added at runtime."""
     return "late"

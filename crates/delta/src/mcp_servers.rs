@@ -1,0 +1,388 @@
+//! The MCP servers of a run (`mcp_servers:` in agent.yaml): started with the run, their tools offered
+//! to the model as `<server>__<tool>`, called through the [`mcp`] client, and stopped with the run.
+//!
+//! A stdio server runs in a process group of its own, recorded in the run folder's
+//! `mcp_servers.json` as soon as it starts; the next process that takes the run over stops what a
+//! killed delta left running (a server also ends by itself when its stdin closes, as delta's death
+//! closes it). A server that stops answering (it crashed, or its connection broke) fails the call it
+//! was running and is started again for the next one.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use crate::agent::mcp::{McpServerSpec, McpTransport, UnsetVariable};
+use crate::process::group::{self, GroupId};
+
+/// The record of the run's stdio servers, in its folder.
+pub const RECORD_FILE: &str = "mcp_servers.json";
+/// How long a leftover server gets after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Why a server could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServerError {
+    #[error(transparent)]
+    Unset(#[from] UnsetVariable),
+    #[error("MCP server {server}: cannot start {command}: {source}")]
+    Spawn {
+        server: String,
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("MCP server {server}: {source}")]
+    Client {
+        server: String,
+        source: mcp::McpError,
+    },
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// A tool of a server, as offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The name the model sees: `<server>__<tool>`.
+    pub model_name: String,
+    /// Which server (its index in the agent's `mcp_servers`).
+    pub server: usize,
+    /// The tool as the server describes it.
+    pub info: mcp::ToolInfo,
+}
+
+/// One server: its configuration (variables expanded), its connection when it has one.
+struct Slot {
+    spec: McpServerSpec,
+    client: Option<mcp::Client>,
+    group: Option<GroupId>,
+    tools: Vec<mcp::ToolInfo>,
+}
+
+/// The servers of one run.
+pub struct McpServers {
+    slots: Vec<Slot>,
+    /// Where a stdio server's standard error goes (`None`: nowhere), one file per server.
+    logs: Option<PathBuf>,
+    /// `mcp_servers.json` (`None`: not recorded).
+    record: Option<PathBuf>,
+    /// The folder a stdio server starts in, unless it names one.
+    workspace: PathBuf,
+    agent_dir: PathBuf,
+    /// The environment a stdio server starts with (its own `env` is added).
+    env: Vec<(String, String)>,
+    redactor: llm::Redactor,
+}
+
+/// Where a run keeps what its servers need: the run folder (record, logs) and the folders to start
+/// them in.
+pub struct Places<'a> {
+    pub run_root: Option<&'a Path>,
+    pub workspace: &'a Path,
+    pub agent_dir: &'a Path,
+}
+
+impl McpServers {
+    /// The servers of `specs`, their `${VAR}`s expanded by `lookup`; nothing is started yet.
+    /// Returns them and the secrets the expansion brought in (to scrub).
+    pub fn new(
+        specs: &[McpServerSpec],
+        lookup: &dyn Fn(&str) -> Option<String>,
+        places: &Places<'_>,
+        env: Vec<(String, String)>,
+    ) -> Result<(Self, Vec<String>), McpServerError> {
+        let mut slots = Vec::new();
+        let mut secrets = Vec::new();
+        for spec in specs {
+            let (resolved, found) = spec.resolve(lookup)?;
+            secrets.extend(found);
+            slots.push(Slot {
+                spec: resolved,
+                client: None,
+                group: None,
+                tools: Vec::new(),
+            });
+        }
+        let servers = Self {
+            slots,
+            logs: places.run_root.map(|r| r.join("io/mcp")),
+            record: places.run_root.map(|r| r.join(RECORD_FILE)),
+            workspace: places.workspace.to_path_buf(),
+            agent_dir: places.agent_dir.to_path_buf(),
+            env,
+            redactor: llm::Redactor::new(secrets.clone()),
+        };
+        Ok((servers, secrets))
+    }
+
+    /// Whether there are any servers.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Scrubs the run's secrets from what a server writes to its log, too.
+    pub fn set_redactor(&mut self, redactor: llm::Redactor) {
+        self.redactor = redactor;
+    }
+
+    /// Stops the servers a previous process of the run left running (recorded in the run folder).
+    pub fn stop_leftovers(&self) -> Vec<String> {
+        let Some(record) = &self.record else {
+            return Vec::new();
+        };
+        let Ok(bytes) = std::fs::read(record) else {
+            return Vec::new();
+        };
+        let left: Vec<(String, GroupId)> = serde_json::from_slice(&bytes).unwrap_or_default();
+        let mut stopped = Vec::new();
+        for (name, group) in left {
+            if group::stop(&group, STOP_GRACE).was_running() {
+                stopped.push(name);
+            }
+        }
+        let _ = std::fs::remove_file(record);
+        stopped
+    }
+
+    /// Starts every server and lists its tools.
+    pub fn start_all(&mut self) -> Result<(), McpServerError> {
+        for i in 0..self.slots.len() {
+            self.start(i)?;
+        }
+        Ok(())
+    }
+
+    /// Starts server `i` (initialize, tools/list).
+    fn start(&mut self, i: usize) -> Result<(), McpServerError> {
+        let spec = self.slots[i].spec.clone();
+        let options = mcp::Options {
+            timeout: spec.timeout,
+            client: mcp::ClientInfo {
+                name: "delta".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        };
+        let client_error = |source| McpServerError::Client {
+            server: spec.name.clone(),
+            source,
+        };
+        let client = match &spec.transport {
+            McpTransport::Http { url, headers } => {
+                mcp::Client::http(url, headers, options).map_err(client_error)?
+            }
+            McpTransport::Stdio {
+                command, args, env, ..
+            } => {
+                let mut child = Command::new(command);
+                child
+                    .args(args)
+                    .current_dir(spec.start_dir(&self.agent_dir, &self.workspace))
+                    .env_clear()
+                    .envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(if self.logs.is_some() {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    });
+                std::os::unix::process::CommandExt::process_group(&mut child, 0);
+                let mut child = child.spawn().map_err(|source| McpServerError::Spawn {
+                    server: spec.name.clone(),
+                    command: command.clone(),
+                    source,
+                })?;
+                let group = GroupId::of_leader(child.id() as i32);
+                self.slots[i].group = Some(group);
+                self.save_record()?;
+                if let (Some(stderr), Some(logs)) = (child.stderr.take(), &self.logs) {
+                    self.log_stderr(stderr, &logs.join(format!("{}.stderr.log", spec.name)));
+                }
+                mcp::Client::stdio(child, options).map_err(client_error)?
+            }
+        };
+        let slot = &mut self.slots[i];
+        slot.client = Some(client);
+        let tools = slot
+            .client
+            .as_mut()
+            .map(mcp::Client::list_tools)
+            .transpose()
+            .map_err(client_error)?;
+        slot.tools = tools.unwrap_or_default();
+        Ok(())
+    }
+
+    /// Copies a server's standard error into `path`, scrubbed, on a thread of its own.
+    fn log_stderr(&self, stderr: std::process::ChildStderr, path: &Path) {
+        let redactor = self.redactor.clone();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+            else {
+                return;
+            };
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                let _ = writeln!(file, "{}", redactor.redact(&line));
+            }
+        });
+    }
+
+    /// Writes `mcp_servers.json`: the groups of the stdio servers running now.
+    fn save_record(&self) -> Result<(), McpServerError> {
+        let Some(record) = &self.record else {
+            return Ok(());
+        };
+        let groups: Vec<(&str, &GroupId)> = self
+            .slots
+            .iter()
+            .filter_map(|s| Some((s.spec.name.as_str(), s.group.as_ref()?)))
+            .collect();
+        let bytes = serde_json::to_vec(&groups).unwrap_or_default();
+        store::write_atomic_lazy(record, &bytes)?;
+        Ok(())
+    }
+
+    /// The tools of every server that runs, as the model sees them. A tool whose combined name a
+    /// model would refuse is left out; the second value names those.
+    pub fn tools(&self) -> (Vec<McpTool>, Vec<String>) {
+        let mut offered = Vec::new();
+        let mut refused = Vec::new();
+        for (server, slot) in self.slots.iter().enumerate() {
+            for info in &slot.tools {
+                match mcp::model_tool_name(&slot.spec.name, &info.name) {
+                    Some(model_name) if !info.name.is_empty() => offered.push(McpTool {
+                        model_name,
+                        server,
+                        info: info.clone(),
+                    }),
+                    _ => refused.push(format!("{}/{}", slot.spec.name, info.name)),
+                }
+            }
+        }
+        (offered, refused)
+    }
+
+    /// Lists the tools again of each server that said they changed; whether any did.
+    pub fn refresh(&mut self) -> bool {
+        let mut changed = false;
+        for slot in &mut self.slots {
+            let Some(client) = &mut slot.client else {
+                continue;
+            };
+            if client.tools_changed()
+                && let Ok(tools) = client.list_tools()
+            {
+                slot.tools = tools;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// The name of server `i`.
+    pub fn name(&self, i: usize) -> &str {
+        self.slots.get(i).map_or("", |s| s.spec.name.as_str())
+    }
+
+    /// How long a call to server `i` may take.
+    pub fn timeout(&self, i: usize) -> Duration {
+        self.slots.get(i).map_or(Duration::ZERO, |s| s.spec.timeout)
+    }
+
+    /// Calls `tool` of server `i`, starting the server again first if it had stopped. A server
+    /// that fails (other than by the tool's own `isError`) is let go, to be started for the next
+    /// call.
+    pub fn call(
+        &mut self,
+        i: usize,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<(mcp::CallResult, Duration), McpServerError> {
+        if self.slots.get(i).is_some_and(|s| s.client.is_none()) {
+            self.stop(i);
+            self.start(i)?;
+        }
+        let started = Instant::now();
+        let slot = &mut self.slots[i];
+        let timeout = slot.spec.timeout;
+        let Some(client) = &mut slot.client else {
+            return Err(McpServerError::Client {
+                server: slot.spec.name.clone(),
+                source: mcp::McpError::Protocol("the server is not running".into()),
+            });
+        };
+        match client.call_tool(tool, arguments, Some(timeout)) {
+            Ok(result) => Ok((result, started.elapsed())),
+            Err(source) => {
+                let server = slot.spec.name.clone();
+                if !matches!(source, mcp::McpError::Rpc { .. }) {
+                    self.stop(i);
+                }
+                Err(McpServerError::Client { server, source })
+            }
+        }
+    }
+
+    /// Ends server `i`'s connection and stops its group.
+    fn stop(&mut self, i: usize) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        if let Some(client) = slot.client.take() {
+            client.close();
+        }
+        if let Some(group) = slot.group.take() {
+            group::stop(&group, STOP_GRACE);
+        }
+        let _ = self.save_record();
+    }
+
+    /// Stops every server.
+    pub fn stop_all(&mut self) {
+        for i in 0..self.slots.len() {
+            self.stop(i);
+        }
+        if let Some(record) = &self.record {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+}
+
+impl Drop for McpServers {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// Every tool a run of `agent` would offer the model, in order, with its MCP servers started (and
+/// stopped again) to list theirs; `workspace` is where stdio servers start, `env` the environment a
+/// run would have.
+pub fn offered_tools(
+    agent: &crate::agent::Agent,
+    env: &crate::env::Env,
+    workspace: &Path,
+) -> Result<Vec<llm::ToolDefinition>, McpServerError> {
+    let lookup = crate::agent::mcp::lookup(env, &agent.dir);
+    let places = Places {
+        run_root: None,
+        workspace,
+        agent_dir: &agent.dir,
+    };
+    let (mut servers, _) = McpServers::new(&agent.mcp_servers, &lookup, &places, env.for_child())?;
+    servers.start_all()?;
+    let (tools, _) = servers.tools();
+    servers.stop_all();
+    Ok(crate::engine::ToolRegistry::with_mcp(agent, tools)
+        .definitions()
+        .to_vec())
+}

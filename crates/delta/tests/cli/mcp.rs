@@ -1,0 +1,329 @@
+//! MCP servers as tools: the reference server (`@modelcontextprotocol/server-everything`, stdio) and
+//! a server written with the official Python SDK (stdio and streamable HTTP), installed by
+//! `scripts/install-mcp-servers`; the model played by a scripted server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use testkit::{Reply, ScriptedServer};
+
+use crate::support::{Output, Sandbox, assert_no_process_under, output, processes_under};
+
+/// The Python SDK test server of the `mcp` crate.
+fn py_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/servers/py_server.py")
+}
+
+/// agent.yaml with these `mcp_servers:` entries (YAML list items, indented by two spaces) and a
+/// shell tool `wait` that marks the workspace and sleeps.
+fn agent_with(servers: &str) -> String {
+    format!(
+        "name: mcp-agent\nllm:\n  model: test-model\ntools:\n  - name: wait\n    shell: \"touch waiting; sleep 30\"\nmcp_servers:\n{servers}"
+    )
+}
+
+fn python_stdio(python: &Path, extra: &str) -> String {
+    format!(
+        "  - name: py\n    command: {}\n    args: [\"{}\", \"stdio\"]\n{extra}",
+        python.display(),
+        py_server().display()
+    )
+}
+
+fn results(sb: &Sandbox) -> Vec<Value> {
+    sb.events("ACTION_RESULT")
+        .iter()
+        .map(|e| e["payload"].clone())
+        .collect()
+}
+
+/// The Python server over streamable HTTP on a free port, killed when dropped.
+struct HttpServer(Child, u16);
+
+impl HttpServer {
+    fn start(python: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python)
+            .arg(py_server())
+            .args(["http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the HTTP server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self(child, port)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_agent_calls_the_reference_server_over_stdio_and_a_python_server_over_http() {
+    let Some(servers) = testkit::needs::mcp_servers() else {
+        return;
+    };
+    let http = HttpServer::start(&servers.python);
+    let yaml = agent_with(&format!(
+        "  - name: everything\n    command: node\n    args: [\"{}\", \"stdio\"]\n  - name: web\n    url: http://127.0.0.1:{}/mcp\n    headers: {{X-Test: plain}}\n",
+        servers.everything.display(),
+        http.1
+    ));
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "everything__echo", json!({"message": "hello mcp"})),
+        Reply::tool_call("c2", "web__add", json!({"a": 2, "b": 40})),
+        Reply::tool_call("c3", "everything__get-tiny-image", json!({})),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(&yaml);
+    let out = sb.run(Some(&server), "use the servers", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+
+    let requests = server.requests();
+    let tools = requests[0].json()["tools"].as_array().unwrap().clone();
+    let echo = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "everything__echo")
+        .expect("the model is offered everything__echo");
+    assert_eq!(
+        echo["function"]["description"],
+        "Echoes back the input string"
+    );
+    assert_eq!(
+        echo["function"]["parameters"]["properties"]["message"]["type"],
+        "string"
+    );
+    let add = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "web__add")
+        .unwrap();
+    assert_eq!(add["function"]["parameters"]["required"], json!(["a", "b"]));
+
+    // Each result reaches the next request.
+    let last_tool_message = |n: usize| {
+        let messages = requests[n].json()["messages"].as_array().unwrap().clone();
+        messages.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(last_tool_message(1), "Echo: hello mcp");
+    assert_eq!(last_tool_message(2), "42");
+    assert!(
+        last_tool_message(3).contains("[image: image/png"),
+        "{}",
+        last_tool_message(3)
+    );
+
+    let request = &sb.events("ACTION_REQUEST")[0]["payload"];
+    assert_eq!(
+        request["resolved_command"],
+        r#"everything__echo {"message":"hello mcp"}"#
+    );
+    let result = &results(&sb)[0];
+    assert_eq!(result["status"], "SUCCESS");
+    let record = sb
+        .run_dir()
+        .join("io/tool_executions")
+        .join(result["execution_ref"].as_str().unwrap());
+    let raw: Value =
+        serde_json::from_str(&std::fs::read_to_string(record.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(raw["content"][0]["text"], "Echo: hello mcp");
+    assert!(record.join("request.json").is_file());
+    assert!(
+        !sb.run_dir().join("mcp_servers.json").exists(),
+        "stopped servers leave no record"
+    );
+    assert_no_process_under(&sb.ws());
+}
+
+#[test]
+fn a_crashing_server_is_a_tool_error_and_is_started_again_for_the_next_call() {
+    let Some(servers) = testkit::needs::mcp_servers() else {
+        return;
+    };
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "py__fail", json!({})),
+        Reply::tool_call("c2", "py__crash", json!({})),
+        Reply::tool_call("c3", "py__add", json!({"a": 1, "b": 1})),
+        Reply::tool_call("c4", "py__grow", json!({})),
+        Reply::tool_call("c5", "py__late", json!({})),
+        Reply::text("survived"),
+    ]);
+    let sb = Sandbox::new(&agent_with(&python_stdio(&servers.python, "")));
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen = results(&sb);
+    assert_eq!(
+        seen[0]["status"], "FAILED",
+        "isError is a failure the model sees"
+    );
+    assert!(
+        seen[0]["observation_content"]
+            .as_str()
+            .unwrap()
+            .contains("this tool always fails")
+    );
+    assert_eq!(seen[1]["status"], "ERROR");
+    let crash = seen[1]["observation_content"].as_str().unwrap();
+    assert!(
+        crash.contains("closed") && crash.contains("started again"),
+        "{crash}"
+    );
+    assert_eq!(
+        seen[2]["observation_content"], "2",
+        "the server was started again"
+    );
+    // tools/list_changed: the tool added at runtime is offered and called.
+    let offered: Vec<String> = server.requests()[4].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(offered.contains(&"py__late".to_string()), "{offered:?}");
+    assert_eq!(seen[4]["observation_content"], "late");
+    assert_no_process_under(&sb.ws());
+}
+
+#[test]
+fn a_sigkilled_run_is_continued_with_its_servers_started_again_and_none_left() {
+    let Some(servers) = testkit::needs::mcp_servers() else {
+        return;
+    };
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "py__add", json!({"a": 20, "b": 1})),
+        Reply::tool_call("c2", "wait", json!({})),
+    ]);
+    let sb = Sandbox::new(&agent_with(&python_stdio(&servers.python, "")));
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let marker = sb.ws().join("waiting");
+    let start = Instant::now();
+    while !marker.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run never reached its wait"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        sb.run_dir().join("mcp_servers.json").is_file(),
+        "the running server is recorded"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    server.push(Reply::tool_call("c3", "py__add", json!({"a": 40, "b": 2})));
+    server.push(Reply::text("recovered"));
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["continue", "-w", "ws"]);
+    let out: Output = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen = results(&sb);
+    assert_eq!(seen[0]["observation_content"], "21");
+    assert_eq!(
+        seen.last().unwrap()["observation_content"],
+        "42",
+        "{seen:?}"
+    );
+    assert_no_process_under(&sb.ws());
+    assert!(processes_under(&sb.root.path().join("agent")).is_empty());
+}
+
+#[test]
+fn a_key_in_a_servers_env_never_reaches_the_run_folder() {
+    let Some(servers) = testkit::needs::mcp_servers() else {
+        return;
+    };
+    let secret = "mcp-secret-value-6c1e93";
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "py__getenv", json!({"name": "SECRET_TOKEN"})),
+        Reply::text("done"),
+    ]);
+    let yaml = agent_with(&python_stdio(
+        &servers.python,
+        "    env: {SECRET_TOKEN: \"${MY_MCP_TOKEN}\"}\n",
+    ));
+    let sb = Sandbox::new(&yaml);
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args([
+        "run", "--agent", "agent", "-w", "ws", "-m", "go", "--format", "json",
+    ])
+    .env("MY_MCP_TOKEN", secret);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(results(&sb)[0]["observation_content"], "[REDACTED]");
+    let log = std::fs::read_to_string(sb.run_dir().join("io/mcp/py.stderr.log")).unwrap();
+    assert!(log.contains("getenv SECRET_TOKEN=[REDACTED]"), "{log}");
+    sb.assert_nowhere(secret);
+    assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
+
+    // Unset, the variable is named and the run fails before anything is asked.
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("env.SECRET_TOKEN uses ${MY_MCP_TOKEN}, which is not set"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn delta_tools_lists_what_the_model_sees_mcp_tools_included() {
+    let Some(servers) = testkit::needs::mcp_servers() else {
+        return;
+    };
+    let sb = Sandbox::new(&agent_with(&python_stdio(&servers.python, "")));
+    let mut cmd = sb.delta(None);
+    cmd.args(["tools", "-a", "agent", "--format", "json"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    let tools: Value = serde_json::from_str(&out.stdout).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"wait"));
+    assert!(
+        names.contains(&"py__add") && names.contains(&"py__getenv"),
+        "{names:?}"
+    );
+    assert_eq!(names.last(), Some(&"ask_human"));
+    let mut cmd = sb.delta(None);
+    cmd.args(["tools", "-a", "agent"]);
+    let text = output(cmd);
+    assert!(
+        text.stdout
+            .contains("py__add(a, b)\n    Adds two integers."),
+        "{}",
+        text.stdout
+    );
+    assert!(processes_under(sb.root.path()).is_empty());
+}
