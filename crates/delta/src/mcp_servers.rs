@@ -40,6 +40,15 @@ pub enum McpServerError {
     },
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    #[error("starting an MCP server failed unexpectedly")]
+    Panicked,
+}
+
+/// A server just started.
+struct Started {
+    client: mcp::Client,
+    group: Option<GroupId>,
+    tools: Vec<mcp::ToolInfo>,
 }
 
 /// A tool of a server, as offered to the model.
@@ -64,6 +73,11 @@ struct Slot {
 /// The servers of one run.
 pub struct McpServers {
     slots: Vec<Slot>,
+    launcher: Launcher,
+}
+
+/// What starting a server takes (shared by the threads that start them).
+struct Launcher {
     /// Where a stdio server's standard error goes (`None`: nowhere), one file per server.
     logs: Option<PathBuf>,
     /// `mcp_servers.json` (`None`: not recorded).
@@ -74,6 +88,8 @@ pub struct McpServers {
     /// The environment a stdio server starts with (its own `env` is added).
     env: Vec<(String, String)>,
     redactor: llm::Redactor,
+    /// The stdio servers running now, by name (what `mcp_servers.json` says).
+    running: std::sync::Mutex<Vec<(String, GroupId)>>,
 }
 
 /// Where a run keeps what its servers need: the run folder (record, logs) and the folders to start
@@ -105,15 +121,16 @@ impl McpServers {
                 tools: Vec::new(),
             });
         }
-        let servers = Self {
-            slots,
+        let launcher = Launcher {
             logs: places.run_root.map(|r| r.join("io/mcp")),
             record: places.run_root.map(|r| r.join(RECORD_FILE)),
             workspace: places.workspace.to_path_buf(),
             agent_dir: places.agent_dir.to_path_buf(),
             env,
             redactor: llm::Redactor::new(secrets.clone()),
+            running: std::sync::Mutex::new(Vec::new()),
         };
+        let servers = Self { slots, launcher };
         Ok((servers, secrets))
     }
 
@@ -124,12 +141,12 @@ impl McpServers {
 
     /// Scrubs the run's secrets from what a server writes to its log, too.
     pub fn set_redactor(&mut self, redactor: llm::Redactor) {
-        self.redactor = redactor;
+        self.launcher.redactor = redactor;
     }
 
     /// Stops the servers a previous process of the run left running (recorded in the run folder).
     pub fn stop_leftovers(&self) -> Vec<String> {
-        let Some(record) = &self.record else {
+        let Some(record) = &self.launcher.record else {
             return Vec::new();
         };
         let Ok(bytes) = std::fs::read(record) else {
@@ -146,109 +163,44 @@ impl McpServers {
         stopped
     }
 
-    /// Starts every server and lists its tools.
+    /// Starts every server and lists its tools, all at once (each on a thread of its own: a run
+    /// waits for its slowest server, not for the sum of them).
     pub fn start_all(&mut self) -> Result<(), McpServerError> {
-        for i in 0..self.slots.len() {
-            self.start(i)?;
-        }
-        Ok(())
-    }
-
-    /// Starts server `i` (initialize, tools/list).
-    fn start(&mut self, i: usize) -> Result<(), McpServerError> {
-        let spec = self.slots[i].spec.clone();
-        let options = mcp::Options {
-            timeout: spec.timeout,
-            client: mcp::ClientInfo {
-                name: "delta".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-        };
-        let client_error = |source| McpServerError::Client {
-            server: spec.name.clone(),
-            source,
-        };
-        let client = match &spec.transport {
-            McpTransport::Http { url, headers } => {
-                mcp::Client::http(url, headers, options).map_err(client_error)?
-            }
-            McpTransport::Stdio {
-                command, args, env, ..
-            } => {
-                let mut child = Command::new(command);
-                child
-                    .args(args)
-                    .current_dir(spec.start_dir(&self.agent_dir, &self.workspace))
-                    .env_clear()
-                    .envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(if self.logs.is_some() {
-                        Stdio::piped()
-                    } else {
-                        Stdio::null()
-                    });
-                std::os::unix::process::CommandExt::process_group(&mut child, 0);
-                let mut child = child.spawn().map_err(|source| McpServerError::Spawn {
-                    server: spec.name.clone(),
-                    command: command.clone(),
-                    source,
-                })?;
-                let group = GroupId::of_leader(child.id() as i32);
-                self.slots[i].group = Some(group);
-                self.save_record()?;
-                if let (Some(stderr), Some(logs)) = (child.stderr.take(), &self.logs) {
-                    self.log_stderr(stderr, &logs.join(format!("{}.stderr.log", spec.name)));
-                }
-                mcp::Client::stdio(child, options).map_err(client_error)?
-            }
-        };
-        let slot = &mut self.slots[i];
-        slot.client = Some(client);
-        let tools = slot
-            .client
-            .as_mut()
-            .map(mcp::Client::list_tools)
-            .transpose()
-            .map_err(client_error)?;
-        slot.tools = tools.unwrap_or_default();
-        Ok(())
-    }
-
-    /// Copies a server's standard error into `path`, scrubbed, on a thread of its own.
-    fn log_stderr(&self, stderr: std::process::ChildStderr, path: &Path) {
-        let redactor = self.redactor.clone();
-        let path = path.to_path_buf();
-        std::thread::spawn(move || {
-            if let Some(parent) = path.parent() {
-                let _ = std::fs::create_dir_all(parent);
-            }
-            let Ok(mut file) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-            else {
-                return;
-            };
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                let _ = writeln!(file, "{}", redactor.redact(&line));
-            }
+        let launcher = &self.launcher;
+        let specs: Vec<McpServerSpec> = self.slots.iter().map(|s| s.spec.clone()).collect();
+        let started: Vec<Result<Started, McpServerError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = specs
+                .iter()
+                .map(|spec| scope.spawn(move || launcher.launch(spec)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(McpServerError::Panicked)))
+                .collect()
         });
+        let mut first_error = None;
+        for (slot, started) in self.slots.iter_mut().zip(started) {
+            match started {
+                Ok(started) => {
+                    slot.client = Some(started.client);
+                    slot.group = started.group;
+                    slot.tools = started.tools;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
-    /// Writes `mcp_servers.json`: the groups of the stdio servers running now.
-    fn save_record(&self) -> Result<(), McpServerError> {
-        let Some(record) = &self.record else {
-            return Ok(());
-        };
-        let groups: Vec<(&str, &GroupId)> = self
-            .slots
-            .iter()
-            .filter_map(|s| Some((s.spec.name.as_str(), s.group.as_ref()?)))
-            .collect();
-        let bytes = serde_json::to_vec(&groups).unwrap_or_default();
-        store::write_atomic_lazy(record, &bytes)?;
+    /// Starts server `i` again (initialize, tools/list).
+    fn start(&mut self, i: usize) -> Result<(), McpServerError> {
+        let started = self.launcher.launch(&self.slots[i].spec)?;
+        let slot = &mut self.slots[i];
+        slot.client = Some(started.client);
+        slot.group = started.group;
+        slot.tools = started.tools;
         Ok(())
     }
 
@@ -344,17 +296,129 @@ impl McpServers {
         if let Some(group) = slot.group.take() {
             group::stop(&group, STOP_GRACE);
         }
-        let _ = self.save_record();
+        let name = slot.spec.name.clone();
+        let _ = self.launcher.note_running(&name, None);
     }
 
     /// Stops every server.
     pub fn stop_all(&mut self) {
+        // Each server gets its grace to exit at the same time as the others.
+        std::thread::scope(|scope| {
+            for slot in &mut self.slots {
+                if let Some(client) = slot.client.take() {
+                    scope.spawn(move || client.close());
+                }
+            }
+        });
         for i in 0..self.slots.len() {
             self.stop(i);
         }
-        if let Some(record) = &self.record {
+        if let Some(record) = &self.launcher.record {
             let _ = std::fs::remove_file(record);
         }
+    }
+}
+
+impl Launcher {
+    /// Starts the server of `spec` (a stdio server's group recorded as soon as it runs), initializes
+    /// it and lists its tools.
+    fn launch(&self, spec: &McpServerSpec) -> Result<Started, McpServerError> {
+        let options = mcp::Options {
+            timeout: spec.timeout,
+            client: mcp::ClientInfo {
+                name: "delta".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        };
+        let client_error = |source| McpServerError::Client {
+            server: spec.name.clone(),
+            source,
+        };
+        let (mut client, group) = match &spec.transport {
+            McpTransport::Http { url, headers } => (
+                mcp::Client::http(url, headers, options).map_err(client_error)?,
+                None,
+            ),
+            McpTransport::Stdio {
+                command, args, env, ..
+            } => {
+                let mut child = Command::new(command);
+                child
+                    .args(args)
+                    .current_dir(spec.start_dir(&self.agent_dir, &self.workspace))
+                    .env_clear()
+                    .envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(if self.logs.is_some() {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    });
+                std::os::unix::process::CommandExt::process_group(&mut child, 0);
+                let mut child = child.spawn().map_err(|source| McpServerError::Spawn {
+                    server: spec.name.clone(),
+                    command: command.clone(),
+                    source,
+                })?;
+                let group = GroupId::of_leader(child.id() as i32);
+                self.note_running(&spec.name, Some(&group))?;
+                if let (Some(stderr), Some(logs)) = (child.stderr.take(), &self.logs) {
+                    self.log_stderr(stderr, &logs.join(format!("{}.stderr.log", spec.name)));
+                }
+                let client = mcp::Client::stdio(child, options).map_err(|e| {
+                    group::kill(&group);
+                    client_error(e)
+                })?;
+                (client, Some(group))
+            }
+        };
+        let tools = client.list_tools().map_err(client_error)?;
+        Ok(Started {
+            client,
+            group,
+            tools,
+        })
+    }
+
+    /// Copies a server's standard error into `path`, scrubbed, on a thread of its own.
+    fn log_stderr(&self, stderr: std::process::ChildStderr, path: &Path) {
+        let redactor = self.redactor.clone();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+            else {
+                return;
+            };
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                let _ = writeln!(file, "{}", redactor.redact(&line));
+            }
+        });
+    }
+
+    /// Notes in `mcp_servers.json` that server `name` runs in `group` (`None`: it no longer runs).
+    fn note_running(&self, name: &str, group: Option<&GroupId>) -> Result<(), McpServerError> {
+        let Some(record) = &self.record else {
+            return Ok(());
+        };
+        let mut running = self
+            .running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        running.retain(|(n, _)| n != name);
+        if let Some(group) = group {
+            running.push((name.to_string(), group.clone()));
+        }
+        let bytes = serde_json::to_vec(&*running).unwrap_or_default();
+        store::write_atomic_lazy(record, &bytes)?;
+        Ok(())
     }
 }
 

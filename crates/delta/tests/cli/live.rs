@@ -72,3 +72,67 @@ fn a_run_longer_than_the_window_completes_against_a_real_server() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     crate::examples::assert_long_run(&sb, 1);
 }
+
+#[test]
+fn a_real_server_calls_a_tool_of_an_mcp_server() {
+    let Some(testkit::needs::LiveServer { url, .. }) = testkit::needs::live_server() else {
+        return;
+    };
+    if testkit::needs::python3().is_none() {
+        return;
+    }
+    let notes = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/mcp-notes/notes_server.py");
+    let sb = Sandbox::new(&format!(
+        "name: live-mcp\nllm:\n  model: smollm2\n  temperature: 0\n  max_tokens: 64\ntools: []\nmcp_servers:\n  - name: notes\n    command: python3\n    args: [\"{}\"]\n",
+        notes.display()
+    ));
+    sb.file(
+        "agent/system_prompt.md",
+        "You save notes with the notes tools. Always call notes__list_notes first.",
+    );
+    let mut cmd = sb.delta(None);
+    cmd.env("DELTA_BASE_URL", &url).args([
+        "run",
+        "--agent",
+        "agent",
+        "-w",
+        "ws",
+        "-m",
+        "Call the notes__list_notes tool now.",
+        "--max-iterations",
+        "1",
+    ]);
+    let out = crate::support::output(cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let request = read_json(
+        &sb.run_dir()
+            .join("io/invocations")
+            .join(
+                sb.events("THOUGHT")[0]["payload"]["llm_invocation_ref"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .join("request.json"),
+    );
+    let offered: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        offered,
+        [
+            "notes__add_note",
+            "notes__list_notes",
+            "notes__read_note",
+            "ask_human"
+        ]
+    );
+    // At temperature 0 this model calls the tool it is told to call; the call went to the server.
+    let results = sb.events("ACTION_RESULT");
+    assert_eq!(results.len(), 1, "{}", out.stderr);
+    assert_eq!(results[0]["payload"]["status"], "SUCCESS");
+    assert_eq!(results[0]["payload"]["observation_content"], "(no notes)");
+}
