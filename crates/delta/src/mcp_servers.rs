@@ -90,6 +90,8 @@ struct Launcher {
     redactor: llm::Redactor,
     /// The stdio servers running now, by name (what `mcp_servers.json` says).
     running: std::sync::Mutex<Vec<(String, GroupId)>>,
+    /// Raised to give up on a call in progress (the run's interrupt).
+    interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Where a run keeps what its servers need: the run folder (record, logs) and the folders to start
@@ -129,6 +131,7 @@ impl McpServers {
             env,
             redactor: llm::Redactor::new(secrets.clone()),
             running: std::sync::Mutex::new(Vec::new()),
+            interrupt: None,
         };
         let servers = Self { slots, launcher };
         Ok((servers, secrets))
@@ -142,6 +145,12 @@ impl McpServers {
     /// Scrubs the run's secrets from what a server writes to its log, too.
     pub fn set_redactor(&mut self, redactor: llm::Redactor) {
         self.launcher.redactor = redactor;
+    }
+
+    /// Gives up on a call in progress when `flag` is raised (over stdio; an HTTP call runs to its
+    /// answer or its timeout).
+    pub fn set_interrupt(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.launcher.interrupt = Some(flag);
     }
 
     /// Stops the servers a previous process of the run left running (recorded in the run folder).
@@ -373,6 +382,9 @@ impl Launcher {
                 (client, Some(group))
             }
         };
+        if let Some(flag) = &self.interrupt {
+            client.cancel_when(std::sync::Arc::clone(flag));
+        }
         let tools = client.list_tools().map_err(client_error)?;
         Ok(Started {
             client,

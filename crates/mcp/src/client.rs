@@ -2,6 +2,8 @@
 //! transport.
 
 use std::process::Child;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -31,6 +33,8 @@ pub struct Client {
     next_id: u64,
     options: Options,
     flags: Flags,
+    /// Raised by the caller to give up on the request in progress (stdio).
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Client {
@@ -65,6 +69,7 @@ impl Client {
             transport,
             server_info: Value::Null,
             next_id: 1,
+            cancel: None,
             options,
             flags,
         };
@@ -142,6 +147,13 @@ impl Client {
         Ok(CallResult::from_json(result))
     }
 
+    /// Gives up on a request in progress once `flag` is raised (a Ctrl-C, say): the request is
+    /// cancelled (`notifications/cancelled`) and fails with [`McpError::Cancelled`]. Over stdio the
+    /// flag is looked at every few milliseconds; an HTTP request runs to its answer or timeout.
+    pub fn cancel_when(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
     /// Whether the server said its tools changed (`notifications/tools/list_changed`) since the last
     /// [`Client::list_tools`]. Check it before each call or model turn.
     pub fn tools_changed(&self) -> bool {
@@ -177,7 +189,7 @@ impl Client {
         let timeout = timeout.unwrap_or(self.options.timeout);
         let message = jsonrpc::request(id, method, params);
         let answer = match &mut self.transport {
-            Transport::Stdio(stdio) => stdio.request(id, &message, timeout),
+            Transport::Stdio(stdio) => stdio.request(id, &message, timeout, self.cancel.as_deref()),
             Transport::Http(http) => http.request(id, &message, timeout),
         };
         match answer {
@@ -188,6 +200,11 @@ impl Client {
                 // Best effort: the timeout is what the caller needs to hear about.
                 let _ = self.notify("notifications/cancelled", Some(params));
                 Err(McpError::Timeout { method, after })
+            }
+            Err(McpError::Cancelled { method }) => {
+                let params = json!({"requestId": id, "reason": "the client was interrupted"});
+                let _ = self.notify("notifications/cancelled", Some(params));
+                Err(McpError::Cancelled { method })
             }
             Err(other) => Err(other),
         }

@@ -30,6 +30,13 @@ pub enum McpError {
         /// The time allowed.
         after: Duration,
     },
+    /// The caller gave up on the request (see `Client::cancel_when`); a `notifications/cancelled` was
+    /// sent for it.
+    #[error("MCP request {method} was cancelled: the client was interrupted")]
+    Cancelled {
+        /// The request's method.
+        method: String,
+    },
     /// The server answered with a JSON-RPC error.
     #[error("MCP server answered {method} with error {code}: {message}")]
     Rpc {

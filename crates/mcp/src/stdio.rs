@@ -7,6 +7,7 @@
 
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::process::{Child, ChildStdin, ChildStdout};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -18,6 +19,8 @@ use crate::jsonrpc::{self, Flags};
 
 /// How long `close` waits for the server to exit once its stdin is closed, before killing it.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// How often a request in progress looks at its caller's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
 /// How long a request that found stdout closed waits for the child's exit status.
 const EXIT_WAIT: Duration = Duration::from_millis(500);
 
@@ -91,16 +94,23 @@ impl Stdio {
         id: u64,
         message: &Value,
         timeout: Duration,
+        cancel: Option<&AtomicBool>,
     ) -> Result<Value, McpError> {
         self.send(message)?;
         let deadline = Instant::now() + timeout;
         loop {
+            if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+                return Err(McpError::Cancelled {
+                    method: method_of(message),
+                });
+            }
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.responses.recv_timeout(left) {
+            match self.responses.recv_timeout(left.min(CANCEL_POLL)) {
                 Ok((answered, message)) if jsonrpc::is_answer_to(&answered, id) => {
                     return Ok(message);
                 }
                 Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
                 Err(RecvTimeoutError::Timeout) => return Err(timed_out(message, timeout)),
                 Err(RecvTimeoutError::Disconnected) => return Err(self.closed()),
             }
@@ -151,14 +161,19 @@ fn reap(child: &mut Child) {
 
 /// The [`McpError::Timeout`] of `message`.
 fn timed_out(message: &Value, after: Duration) -> McpError {
-    let method = message
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or("(unknown)");
     McpError::Timeout {
-        method: method.to_string(),
+        method: method_of(message),
         after,
     }
+}
+
+/// The method of a request.
+fn method_of(message: &Value) -> String {
+    message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("(unknown)")
+        .to_string()
 }
 
 fn lock(stdin: &SharedStdin) -> std::sync::MutexGuard<'_, Option<ChildStdin>> {

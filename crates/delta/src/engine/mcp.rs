@@ -39,6 +39,7 @@ impl Engine<'_> {
             Err(e) => return Ok(Some(e.to_string())),
         };
         servers.set_redactor(self.setup.redactor.clone());
+        servers.set_interrupt(std::sync::Arc::clone(&self.setup.interrupt));
         let stopped = servers.stop_leftovers();
         if !stopped.is_empty() {
             self.system(
@@ -109,6 +110,22 @@ impl Engine<'_> {
         };
         let server = servers.name(tool.server).to_string();
         let called = servers.call(tool.server, &tool.info.name, args.clone());
+        if let Err(McpServerError::Client {
+            source: mcp::McpError::Cancelled { .. },
+            ..
+        }) = called
+        {
+            self.append(Event::ActionResult {
+                action_id: id.to_string(),
+                status: ActionStatus::Failed,
+                observation_content: format!(
+                    "=== INTERRUPTED: the run was stopped while {name} was running; the call was \
+                     cancelled and may or may not have taken effect ==="
+                ),
+                execution_ref: String::new(),
+            })?;
+            return Ok(Some(self.interrupt_run()?));
+        }
         self.finish_mcp_call(call, &server, called)
     }
 

@@ -327,3 +327,63 @@ fn delta_tools_lists_what_the_model_sees_mcp_tools_included() {
     );
     assert!(processes_under(sb.root.path()).is_empty());
 }
+
+#[test]
+fn an_interrupt_cancels_an_mcp_call_in_progress() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let scripted = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/servers/scripted.py");
+    let yaml = agent_with(&format!(
+        "  - name: slow\n    command: {}\n    args: [\"{}\"]\n    timeout_seconds: 120\n",
+        python.display(),
+        scripted.display()
+    ));
+    let server = ScriptedServer::start([Reply::tool_call("c1", "slow__hang", json!({}))]);
+    let sb = Sandbox::new(&yaml);
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    let requested = || {
+        let latest = std::fs::read_to_string(sb.ws().join(".delta/LATEST")).unwrap_or_default();
+        let journal = sb
+            .ws()
+            .join(".delta")
+            .join(latest.trim())
+            .join("journal.jsonl");
+        std::fs::read_to_string(journal).is_ok_and(|j| j.contains("ACTION_REQUEST"))
+    };
+    while !requested() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let interrupted_at = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        interrupted_at.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        interrupted_at.elapsed()
+    );
+    let result = &results(&sb)[0];
+    assert!(
+        result["observation_content"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{result}"
+    );
+    assert_no_process_under(&sb.ws());
+}

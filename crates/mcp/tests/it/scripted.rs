@@ -117,6 +117,35 @@ fn a_hang_times_out_and_the_request_is_cancelled() {
 }
 
 #[test]
+fn a_raised_cancel_flag_gives_up_at_once_and_cancels_the_request() {
+    let Some(mut client) = scripted() else { return };
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    client.cancel_when(std::sync::Arc::clone(&flag));
+    let raiser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        flag
+    });
+    let start = Instant::now();
+    let err = client
+        .call_tool("hang", Map::new(), Some(Duration::from_secs(60)))
+        .unwrap_err();
+    assert!(
+        matches!(&err, McpError::Cancelled { method } if method == "tools/call"),
+        "{err:?}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    let flag = raiser.join().unwrap();
+    flag.store(false, std::sync::atomic::Ordering::SeqCst);
+    let cancelled = client.call_tool("cancelled", Map::new(), None).unwrap();
+    assert_eq!(cancelled.text(), "[2]");
+}
+
+#[test]
 fn a_late_answer_is_not_taken_for_the_next_one() {
     let Some(mut client) = scripted() else { return };
     let slow = args(json!({"seconds": 0.5}));
