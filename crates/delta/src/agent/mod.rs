@@ -426,21 +426,7 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         &mut diags,
     );
     if raw.sessions {
-        for tool in tools
-            .iter()
-            .filter(|t| SESSION_TOOLS.contains(&t.name.as_str()))
-        {
-            diags.push(
-                Diagnostic::new(
-                    &config_file,
-                    format!(
-                        "tool `{}` has the name of a built-in session tool, which `sessions: true` offers",
-                        tool.name
-                    ),
-                )
-                .field("tools"),
-            );
-        }
+        reserve_session_names(&tools, &config_file, &mut diags);
     }
     let mcp_servers = mcp::load(
         &raw.mcp_servers,
@@ -472,6 +458,25 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         system_prompt,
         warnings,
     })
+}
+
+/// With `sessions: true`, no tool of the agent may have the name of a built-in session tool.
+fn reserve_session_names(tools: &[Tool], config_file: &Path, diags: &mut Vec<Diagnostic>) {
+    for tool in tools
+        .iter()
+        .filter(|t| SESSION_TOOLS.contains(&t.name.as_str()))
+    {
+        diags.push(
+            Diagnostic::new(
+                config_file,
+                format!(
+                    "tool `{}` has the name of a built-in session tool, which `sessions: true` offers",
+                    tool.name
+                ),
+            )
+            .field("tools"),
+        );
+    }
 }
 
 fn file_name(path: &Path) -> String {

@@ -147,3 +147,31 @@ fn a_key_given_twice_is_named_without_parser_jargon() {
     let out = run_with("name: a\nname: b\ntools: []\n");
     assert!(!out.stderr.contains("DuplicateKeyPolicy"), "{}", out.stderr);
 }
+
+#[test]
+fn session_and_mcp_settings_are_checked_where_they_are_written() {
+    assert_error(
+        "name: a\nsessions: true\ntools:\n  - name: session_exec\n    exec: \"true\"\n",
+        "tool `session_exec` has the name of a built-in session tool",
+    );
+    assert_error(
+        "name: a\ntools: []\nmcp_servers:\n  - name: a__b\n    command: x\n",
+        "mcp_servers[0].name",
+    );
+    assert_error(
+        "name: a\ntools: []\nmcp_servers:\n  - name: both\n    command: x\n    url: http://127.0.0.1:1/mcp\n",
+        "give either `command` (a stdio server) or `url` (streamable HTTP)",
+    );
+    assert_error(
+        "name: a\ntools: []\nmcp_servers:\n  - name: web\n    url: ftp://example.org\n",
+        "is not an http:// or https:// URL",
+    );
+    assert_error(
+        "name: a\ntools: []\nmcp_servers:\n  - name: x\n    command: a\n  - name: x\n    command: b\n",
+        "server \"x\" is named twice",
+    );
+    assert_error(
+        "name: a\ntools: []\nmcp_servers:\n  - name: x\n    command: a\n    timeout_seconds: -1\n",
+        "mcp_servers[0].timeout_seconds",
+    );
+}
