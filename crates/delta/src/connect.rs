@@ -20,7 +20,7 @@ use llm::{Answers, HttpOptions, LlmClient, Provider, Redactor, RetryHook, Source
 use store::{Clock, IdSource};
 
 use crate::agent::LlmSettings;
-use crate::env::{Env, SECRET_VARS};
+use crate::env::Env;
 use crate::playback::RunPlayback;
 use crate::workspace::RunDir;
 
@@ -145,7 +145,8 @@ pub fn connect(
     ids: IdSource,
 ) -> Result<Connection, ConnectError> {
     let lookup = |var: &str| env.get(var).map(str::to_string);
-    let environment = Environment::new(&lookup, &SECRET_VARS);
+    let secrets = env.secret_names();
+    let environment = Environment::new(&lookup, &secrets);
     let http = match mode {
         // Replayed answers need no server: the idle timeout is not even read.
         LlmMode::Playback(_) => HttpOptions::default(),

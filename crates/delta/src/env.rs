@@ -18,6 +18,9 @@ pub struct Env {
     vars: BTreeMap<String, String>,
     /// `.env` files that contributed, in load order.
     pub loaded_files: Vec<PathBuf>,
+    /// More variables whose values are secrets (those an agent's MCP servers take their keys
+    /// from), scrubbed like the API keys wherever text leaves the process.
+    secret_names: Vec<String>,
 }
 
 /// A `.env` file that could not be read.
@@ -38,6 +41,7 @@ impl Env {
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
             loaded_files: Vec::new(),
+            secret_names: Vec::new(),
         }
     }
 
@@ -46,6 +50,7 @@ impl Env {
         Self {
             vars: pairs.into_iter().collect(),
             loaded_files: Vec::new(),
+            secret_names: Vec::new(),
         }
     }
 
@@ -91,6 +96,24 @@ impl Env {
     /// Sets a variable (overriding).
     pub fn set(&mut self, key: &str, value: impl Into<String>) {
         self.vars.insert(key.to_string(), value.into());
+    }
+
+    /// Counts the values of `names` as secrets too.
+    pub fn add_secret_names(&mut self, names: impl IntoIterator<Item = String>) {
+        for name in names {
+            if !self.secret_names.contains(&name) {
+                self.secret_names.push(name);
+            }
+        }
+    }
+
+    /// The names of every variable whose value is a secret: delta's API keys, then those added.
+    pub fn secret_names(&self) -> Vec<&str> {
+        SECRET_VARS
+            .iter()
+            .copied()
+            .chain(self.secret_names.iter().map(String::as_str))
+            .collect()
     }
 
     /// All variables.

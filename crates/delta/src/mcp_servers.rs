@@ -440,14 +440,33 @@ impl Drop for McpServers {
     }
 }
 
+/// What to say of the MCP tools a run does not offer: `refused` (names a model would refuse,
+/// `server/tool`) and `skipped` (names taken already).
+pub fn left_out(refused: &[String], skipped: &[String]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !refused.is_empty() {
+        warnings.push(format!(
+            "MCP tools not offered: their names are not ones a model accepts (1-64 letters, digits, _ or - with the server's prefix): {}",
+            refused.join(", ")
+        ));
+    }
+    if !skipped.is_empty() {
+        warnings.push(format!(
+            "MCP tools not offered: another tool has the same name: {}",
+            skipped.join(", ")
+        ));
+    }
+    warnings
+}
+
 /// Every tool a run of `agent` would offer the model, in order, with its MCP servers started (and
 /// stopped again) to list theirs; `workspace` is where stdio servers start, `env` the environment a
-/// run would have.
+/// run would have. The second value says which tools of the servers are left out, and why.
 pub fn offered_tools(
     agent: &crate::agent::Agent,
     env: &crate::env::Env,
     workspace: &Path,
-) -> Result<Vec<llm::ToolDefinition>, McpServerError> {
+) -> Result<(Vec<llm::ToolDefinition>, Vec<String>), McpServerError> {
     let lookup = crate::agent::mcp::lookup(env, &agent.dir);
     let places = Places {
         run_root: None,
@@ -456,9 +475,9 @@ pub fn offered_tools(
     };
     let (mut servers, _) = McpServers::new(&agent.mcp_servers, &lookup, &places, env.for_child())?;
     servers.start_all()?;
-    let (tools, _) = servers.tools();
+    let (tools, refused) = servers.tools();
     servers.stop_all();
-    Ok(crate::engine::ToolRegistry::with_mcp(agent, tools)
-        .definitions()
-        .to_vec())
+    let registry = crate::engine::ToolRegistry::with_mcp(agent, tools);
+    let warnings = left_out(&refused, registry.skipped_mcp());
+    Ok((registry.definitions().to_vec(), warnings))
 }

@@ -144,6 +144,26 @@ impl McpServerSpec {
     }
 }
 
+/// The variables whose values the servers of `specs` take as secrets: those named in their `env`
+/// and `headers`.
+pub fn secret_vars(specs: &[McpServerSpec]) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::new());
+    let note = |name: &str| {
+        names.borrow_mut().push(name.to_string());
+        Some(String::new())
+    };
+    for spec in specs {
+        let pairs = match &spec.transport {
+            McpTransport::Stdio { env, .. } => env,
+            McpTransport::Http { headers, .. } => headers,
+        };
+        for (_, value) in pairs {
+            let _ = expand(value, &note);
+        }
+    }
+    names.into_inner()
+}
+
 /// How `${NAME}` is looked up for the servers of the agent in `agent_dir`: the run's environment,
 /// and `AGENT_HOME` (the agent folder, as tools have it) when the environment does not set it.
 pub fn lookup<'a>(
@@ -319,6 +339,10 @@ mod tests {
         };
         let (resolved, secrets) = spec.resolve(&lookup).unwrap();
         assert_eq!(secrets, vec!["s3cr3t-value".to_string()]);
+        assert_eq!(
+            secret_vars(std::slice::from_ref(&spec)),
+            vec!["TOKEN".to_string()]
+        );
         let McpTransport::Http { url, .. } = resolved.transport else {
             panic!("http")
         };

@@ -166,7 +166,7 @@ fn run(args: SessionsArgs) -> Result<ExitCode, ShellError> {
             let command = match (command, pty) {
                 (Some(c), true) if !rest.is_empty() => Some(
                     std::iter::once(c)
-                        .chain(rest.iter().map(|a| shells::shell::quote(a)))
+                        .chain(rest.iter().map(|a| shells::shell::word(a)))
                         .collect::<Vec<_>>()
                         .join(" "),
                 ),

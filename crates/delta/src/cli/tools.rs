@@ -41,10 +41,13 @@ pub fn cmd_tools(args: ToolsArgs) -> Result<(), CliError> {
     let mut env = delta::env::Env::from_process();
     env.load_cascade(&cwd, &agent.dir, &cwd)
         .map_err(CliError::from_error)?;
-    let tools = delta::mcp_servers::offered_tools(&agent, &env, &cwd).map_err(|e| {
+    let (tools, warnings) = delta::mcp_servers::offered_tools(&agent, &env, &cwd).map_err(|e| {
         CliError::from_error(e)
             .hint("check the server's command or URL in mcp_servers: (delta tools starts each server to list its tools)")
     })?;
+    for warning in &warnings {
+        super::eprint_line(&format!("warning: {warning}"));
+    }
     match args.format {
         ToolsFormat::Json => {
             let list: Vec<_> = tools

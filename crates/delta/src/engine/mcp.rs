@@ -63,13 +63,11 @@ impl Engine<'_> {
     fn offer_mcp_tools(&mut self) {
         let Some(servers) = &self.mcp else { return };
         let (tools, refused) = servers.tools();
-        if !refused.is_empty() {
-            self.log(&format!(
-                "MCP tools not offered (their names are not ones a model accepts): {}",
-                refused.join(", ")
-            ));
-        }
         self.tools = ToolRegistry::with_mcp(&self.setup.agent, tools);
+        for warning in crate::mcp_servers::left_out(&refused, self.tools.skipped_mcp()) {
+            self.log(&warning);
+            self.observer.progress(Progress::Note(warning));
+        }
     }
 
     /// Follows the servers that said their tools changed (before each model request).

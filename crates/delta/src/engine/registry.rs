@@ -43,6 +43,8 @@ pub struct ToolRegistry {
     entries: Vec<(String, Handler)>,
     definitions: Vec<ToolDefinition>,
     mcp: Vec<McpTool>,
+    /// MCP tools not offered because their name was taken already.
+    skipped: Vec<String>,
 }
 
 impl ToolRegistry {
@@ -53,7 +55,8 @@ impl ToolRegistry {
     }
 
     /// The agent's tools, the session tools, `mcp` (the tools of its MCP servers), then `ask_human`.
-    /// A server's tool whose name an agent's tool already has is not offered.
+    /// A server's tool whose name is taken (by an agent's tool, or an earlier server's) is not
+    /// offered: model APIs refuse two tools of one name ([`ToolRegistry::skipped_mcp`]).
     pub fn with_mcp(agent: &Agent, mcp: Vec<McpTool>) -> Self {
         let mut entries: Vec<(String, Handler)> = agent
             .tools
@@ -71,12 +74,19 @@ impl ToolRegistry {
                 .iter()
                 .map(|(tool, d)| (d.name.clone(), Handler::Session(*tool))),
         );
-        let mcp: Vec<McpTool> = mcp
-            .into_iter()
-            .filter(|t| {
-                t.model_name != ASK_HUMAN && !entries.iter().any(|(n, _)| *n == t.model_name)
-            })
-            .collect();
+        let mut kept: Vec<McpTool> = Vec::new();
+        let mut skipped = Vec::new();
+        for tool in mcp {
+            let taken = tool.model_name == ASK_HUMAN
+                || entries.iter().any(|(n, _)| *n == tool.model_name)
+                || kept.iter().any(|k| k.model_name == tool.model_name);
+            if taken {
+                skipped.push(tool.model_name);
+            } else {
+                kept.push(tool);
+            }
+        }
+        let mcp = kept;
         entries.extend(
             mcp.iter()
                 .enumerate()
@@ -110,6 +120,7 @@ impl ToolRegistry {
             entries,
             definitions,
             mcp,
+            skipped,
         }
     }
 
@@ -122,6 +133,11 @@ impl ToolRegistry {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, handler)| *handler)
+    }
+
+    /// The MCP tools left out because another tool (or an earlier MCP tool) has their name.
+    pub fn skipped_mcp(&self) -> &[String] {
+        &self.skipped
     }
 
     /// The MCP tool a [`Handler::Mcp`] names.

@@ -91,6 +91,7 @@ impl Runner<'_> {
     pub(super) fn environment(&self, ws: &Path, agent: &Agent) -> Result<Env, RunnerError> {
         let mut env = self.options.env.clone();
         env.load_cascade(ws, &agent.dir, &self.options.cwd)?;
+        env.add_secret_names(agent::mcp::secret_vars(&agent.mcp_servers));
         Ok(env)
     }
 
@@ -138,7 +139,6 @@ impl Runner<'_> {
         // Replayed answers cost nothing: a playback run has no cost.
         let priced = conn.playback.is_none();
         // The secrets the MCP servers' env and headers bring in are scrubbed like the API key.
-        let redactor = mcp_redactor(&conn.redactor, &agent, &env);
         let setup = EngineSetup {
             agent: agent.clone(),
             run: session.run.clone(),
@@ -148,7 +148,7 @@ impl Runner<'_> {
             interactive: self.options.interactive,
             clock: self.options.clock,
             ids: self.options.ids,
-            redactor,
+            redactor: conn.redactor.clone(),
             interrupt: Arc::clone(&self.options.interrupt),
             recovered,
             resuming,
@@ -177,19 +177,4 @@ impl Runner<'_> {
             locks: (session.lock, session.workspace_lock),
         })
     }
-}
-
-/// `base` with the secrets the agent's MCP servers take from the environment (the variables their
-/// `env` and `headers` name), which are scrubbed like the API key.
-fn mcp_redactor(base: &llm::Redactor, agent: &Agent, env: &Env) -> llm::Redactor {
-    let mut redactor = base.clone();
-    let lookup = agent::mcp::lookup(env, &agent.dir);
-    for spec in &agent.mcp_servers {
-        if let Ok((_, secrets)) = spec.resolve(&lookup) {
-            for secret in secrets {
-                redactor.add(secret);
-            }
-        }
-    }
-    redactor
 }

@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::pty::Pty;
@@ -101,6 +102,8 @@ struct Host {
     started_once: bool,
     /// What the next reply says of a rebuild made when the host started.
     pending_note: Option<String>,
+    /// The live process's group, for the watchdog.
+    current: Arc<Mutex<Option<GroupId>>>,
 }
 
 /// Runs the host of the session in `dir` until it is told to stop. Returns when the host could
@@ -123,7 +126,9 @@ pub fn run(dir: &Path, rebuild: bool) -> Result<(), ShellError> {
         live: None,
         started_once: rebuild,
         pending_note: None,
+        current: Arc::new(Mutex::new(None)),
     };
+    watch_folder(dir, &host.socket, Arc::clone(&host.current));
     match host.ensure_live() {
         Ok(note) => host.pending_note = note,
         Err(e) => log(&format!("the session's process did not start: {e}")),
@@ -147,12 +152,15 @@ impl Host {
         if reader.read_line(&mut line).is_err() {
             return false;
         }
+        let gone = || client_gone(&stream);
         let (reply, stop) = match serde_json::from_str::<Request>(&line) {
+            // A caller that left while the host was busy is not answered.
+            Ok(Request::Exec { .. }) if gone() => return false,
             Ok(Request::Exec {
                 command,
                 timeout_ms,
             }) => (
-                self.exec(&command, timeout_ms.map(Duration::from_millis)),
+                self.exec(&command, timeout_ms.map(Duration::from_millis), &gone),
                 false,
             ),
             Ok(Request::Stop) => (Reply::default(), true),
@@ -200,7 +208,7 @@ impl Host {
         Ok(rebuilt.then(|| rebuild_note(&self.meta, &cwd, saved.is_some(), cwd_lost)))
     }
 
-    fn exec(&mut self, command: &str, timeout: Option<Duration>) -> Reply {
+    fn exec(&mut self, command: &str, timeout: Option<Duration>, gone: &dyn Fn() -> bool) -> Reply {
         let rebuilt = match self.ensure_live() {
             Ok(note) => note.or(self.pending_note.take()),
             Err(e) => return Reply::failed(e.to_string()),
@@ -210,13 +218,13 @@ impl Host {
                 let script = self
                     .dir
                     .join(format!("command-{}.sh", super::random_hex(8)));
-                let ran = shell.exec(command, &script, timeout);
+                let ran = shell.exec(command, &script, timeout, gone);
                 if let Some(state) = ran.state {
                     self.save(&state);
                 }
                 ran.reply
             }
-            Some(Live::Pty(pty)) => pty.exec(command, timeout),
+            Some(Live::Pty(pty)) => pty.exec(command, timeout, gone),
             None => Reply::failed("the session has no process".into()),
         };
         reply.header.rebuilt = rebuilt;
@@ -236,9 +244,11 @@ impl Host {
 
     /// Writes `host.json`: this process, its live process's group, its socket.
     fn record(&self) -> Result<(), ShellError> {
+        let process = self.live.as_ref().map(|l| l.group().clone());
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = process.clone();
         let record = HostRecord {
             host: GroupId::of_leader(std::process::id() as i32),
-            process: self.live.as_ref().map(|l| l.group().clone()),
+            process,
             socket: self.socket.clone(),
         };
         files::write_host(&self.dir, &record)
@@ -251,6 +261,50 @@ impl Host {
         self.live = None;
         let _ = std::fs::remove_file(&self.socket);
         let _ = std::fs::remove_file(files::host_path(&self.dir));
+    }
+}
+
+/// How often the host looks whether its session's folder is still there.
+const WATCH: Duration = Duration::from_secs(2);
+
+/// Ends the host (and the session's process) once the session's folder is gone: removed by hand,
+/// nobody could reach or end the session any more.
+fn watch_folder(dir: &Path, socket: &Path, current: Arc<Mutex<Option<GroupId>>>) {
+    let meta = files::meta_path(dir);
+    let socket = socket.to_path_buf();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(WATCH);
+            if meta.is_file() {
+                continue;
+            }
+            let group = current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(group) = group {
+                crate::process::group::stop(&group, Duration::from_secs(1));
+            }
+            let _ = std::fs::remove_file(&socket);
+            log("the session's folder is gone; the host ends");
+            std::process::exit(0);
+        }
+    });
+}
+
+/// Whether the caller on `stream` has gone (it closed the connection, or died): it sends nothing
+/// after its request, so anything readable is its end.
+fn client_gone(stream: &UnixStream) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(
+        stream.as_fd(),
+        PollFlags::POLLIN | PollFlags::POLLHUP,
+    )];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) => false,
+        Ok(_) => true,
+        Err(_) => false,
     }
 }
 

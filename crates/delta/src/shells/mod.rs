@@ -90,6 +90,8 @@ pub enum ShellError {
     Protocol(String, String),
     #[error("interrupted while session {0} ran a command")]
     Interrupted(String),
+    #[error("session {id} did not answer within {} s: another command may be running in it", waited.as_secs_f64())]
+    Busy { id: String, waited: Duration },
 }
 
 /// Whether a session can still be used.
@@ -275,8 +277,15 @@ impl ShellSessions {
             let path = path.to_path_buf();
             move |source| ShellError::Io { path, source }
         };
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        match std::fs::create_dir(&dir) {
+        // Only the user may enter a session's folder: it holds the socket that runs commands as them
+        // and the saved environment.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io(&self.dir))?;
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 return Err(ShellError::Exists(id));
@@ -333,7 +342,16 @@ impl ShellSessions {
                 }
             }
         };
-        let reply = ask(id, &stream, &Request::exec(command, timeout), interrupt)?;
+        // The host enforces the timeout on the command; the caller waits a little longer, since the
+        // host may first finish another caller's command.
+        let wait = timeout.map(|t| t + HOST_STOP);
+        let reply = ask(
+            id,
+            &stream,
+            &Request::exec(command, timeout),
+            interrupt,
+            wait,
+        )?;
         if let Some(error) = reply.header.error {
             return Err(ShellError::Protocol(id.to_string(), error));
         }
@@ -513,12 +531,14 @@ fn host_alive(dir: &Path) -> bool {
     }
 }
 
-/// Sends `request` and waits for the reply, giving up when `interrupt` is set.
+/// Sends `request` and waits for the reply, giving up when `interrupt` is set or `wait` has passed
+/// (the host may be busy with another caller's command first).
 fn ask(
     id: &str,
     stream: &UnixStream,
     request: &Request,
     interrupt: Option<&AtomicBool>,
+    wait: Option<Duration>,
 ) -> Result<Reply, ShellError> {
     let host = |source| ShellError::Host {
         id: id.to_string(),
@@ -528,30 +548,36 @@ fn ask(
         .map_err(|e| ShellError::Protocol(id.to_string(), e.to_string()))?;
     line.push(b'\n');
     (&mut &*stream).write_all(&line).map_err(host)?;
-    if let Some(flag) = interrupt {
-        // Wake up now and then to look at the flag.
-        stream
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .map_err(host)?;
-        let mut reader = BufReader::new(InterruptibleRead { stream, flag });
-        return Reply::read_from(&mut reader).map_err(|e| {
-            if flag.load(Ordering::SeqCst) {
-                ShellError::Interrupted(id.to_string())
-            } else {
-                host(e)
-            }
-        });
-    }
-    Reply::read_from(&mut BufReader::new(stream)).map_err(host)
+    // Wake up now and then to look at the flag and the clock.
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(host)?;
+    let mut reader = BufReader::new(PatientRead {
+        stream,
+        interrupt,
+        until: wait.map(|w| Instant::now() + w),
+    });
+    Reply::read_from(&mut reader).map_err(|e| match e.kind() {
+        _ if interrupt.is_some_and(|f| f.load(Ordering::SeqCst)) => {
+            ShellError::Interrupted(id.to_string())
+        }
+        std::io::ErrorKind::TimedOut => ShellError::Busy {
+            id: id.to_string(),
+            waited: wait.unwrap_or_default(),
+        },
+        _ => host(e),
+    })
 }
 
-/// Reads a stream whose reads time out, trying again until data comes or `flag` is set.
-struct InterruptibleRead<'a> {
+/// Reads a stream whose reads time out, trying again until data comes, the interrupt flag is set,
+/// or the time is up.
+struct PatientRead<'a> {
     stream: &'a UnixStream,
-    flag: &'a AtomicBool,
+    interrupt: Option<&'a AtomicBool>,
+    until: Option<Instant>,
 }
 
-impl std::io::Read for InterruptibleRead<'_> {
+impl std::io::Read for PatientRead<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         loop {
             match std::io::Read::read(&mut &*self.stream, buf) {
@@ -561,11 +587,12 @@ impl std::io::Read for InterruptibleRead<'_> {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    if self.flag.load(Ordering::SeqCst) {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::Interrupted,
-                            "interrupted",
-                        ));
+                    // Not `ErrorKind::Interrupted`: buffered readers retry on that.
+                    if self.interrupt.is_some_and(|f| f.load(Ordering::SeqCst)) {
+                        return Err(std::io::Error::other("interrupted"));
+                    }
+                    if self.until.is_some_and(|u| Instant::now() >= u) {
+                        return Err(std::io::ErrorKind::TimedOut.into());
                     }
                 }
                 other => return other,
@@ -581,7 +608,7 @@ fn stop_host(dir: &Path) {
     };
     if let Ok(stream) = UnixStream::connect(&record.socket) {
         let _ = stream.set_read_timeout(Some(HOST_STOP));
-        let _ = ask("", &stream, &Request::Stop, None);
+        let _ = ask("", &stream, &Request::Stop, None, Some(HOST_STOP));
     }
     for group in [Some(&record.host), record.process.as_ref()]
         .into_iter()

@@ -27,6 +27,8 @@ use crate::process::group::GroupId;
 pub const IDLE: Duration = Duration::from_millis(300);
 /// How long a command waits for the program's first output when the caller sets no timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a wait for the program's first output looks whether its caller is still there.
+const GONE_CHECK: Duration = Duration::from_millis(250);
 
 /// A program running on a pseudo-terminal.
 pub struct Pty {
@@ -93,44 +95,66 @@ impl Pty {
         self.child.alive()
     }
 
-    /// Sends `input` as one line and reads the answer (with whatever the program printed since the
-    /// last command).
-    pub fn exec(&mut self, input: &str, timeout: Option<Duration>) -> Reply {
+    /// Sends `input` and reads the answer (with whatever the program printed since the last
+    /// command). Input of several lines ends with an empty one, so that a block (a Python `def`,
+    /// a loop) is closed and runs. A program that says nothing within the timeout is stopped (the
+    /// next command starts it again); one whose caller left is left running.
+    pub fn exec(
+        &mut self,
+        input: &str,
+        timeout: Option<Duration>,
+        gone: &dyn Fn() -> bool,
+    ) -> Reply {
         let mut reply = Reply::default();
         let mut out = Vec::new();
         while let Ok(Chunk::Data(_, bytes)) = self.chunks.try_recv() {
             out.extend_from_slice(&bytes);
         }
-        let mut line = input.trim_end_matches('\n').as_bytes().to_vec();
+        let text = input.trim_end_matches('\n');
+        let mut line = text.as_bytes().to_vec();
         line.push(b'\n');
+        if text.contains('\n') {
+            line.push(b'\n');
+        }
         if self.master.write_all(&line).is_err() {
             self.child.mark_ended();
         }
         let deadline = Instant::now() + timeout.unwrap_or(DEFAULT_TIMEOUT);
         let mut heard = false;
+        let mut last_heard = Instant::now();
         loop {
             let now = Instant::now();
             if now >= deadline {
-                reply.header.timed_out = !heard;
+                if !heard {
+                    self.child.stop();
+                    reply.header.timed_out = true;
+                    reply.header.exit_code = 124;
+                }
                 break;
             }
-            let wait = if heard { IDLE } else { deadline - now }.min(deadline - now);
+            if gone() {
+                break;
+            }
+            let wait = if heard { IDLE } else { GONE_CHECK }.min(deadline - now);
             match self.chunks.recv_timeout(wait) {
                 Ok(Chunk::Data(_, bytes)) => {
                     heard = true;
+                    last_heard = Instant::now();
                     out.extend_from_slice(&bytes);
                 }
                 Ok(Chunk::End(_)) => {
                     self.child.mark_ended();
                     break;
                 }
-                Err(_) if heard => break,
+                Err(_) if heard && Instant::now() >= last_heard + IDLE => break,
                 Err(_) => {}
             }
         }
         if !self.alive() {
             reply.header.ended = true;
-            reply.header.exit_code = self.child.exit_code(Duration::from_millis(500));
+            if !reply.header.timed_out {
+                reply.header.exit_code = self.child.exit_code(Duration::from_millis(500));
+            }
         }
         reply.stdout = normalize_newlines(&out);
         reply

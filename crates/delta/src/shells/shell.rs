@@ -110,8 +110,15 @@ impl Shell {
     }
 
     /// Runs `command` (written to `script`, a new file) and collects its output until its markers,
-    /// the shell's end, or `timeout` (after which the shell is stopped).
-    pub fn exec(&mut self, command: &str, script: &Path, timeout: Option<Duration>) -> Ran {
+    /// the shell's end, `timeout`, or `gone()` saying the caller left (after either of which the
+    /// shell is stopped: the next command gets a new one).
+    pub fn exec(
+        &mut self,
+        command: &str,
+        script: &Path,
+        timeout: Option<Duration>,
+        gone: &dyn Fn() -> bool,
+    ) -> Ran {
         let nonce = random_hex(16);
         if let Err(e) = write_private(script, command) {
             return Ran {
@@ -123,25 +130,34 @@ impl Shell {
         if self.stdin.write_all(call.as_bytes()).is_err() {
             self.child.mark_ended();
         }
-        let ran = self.collect(&nonce, timeout.map(|t| Instant::now() + t));
+        let ran = self.collect(&nonce, timeout.map(|t| Instant::now() + t), gone);
         let _ = std::fs::remove_file(script);
         ran
     }
 
-    fn collect(&mut self, nonce: &str, deadline: Option<Instant>) -> Ran {
+    fn collect(&mut self, nonce: &str, deadline: Option<Instant>, gone: &dyn Fn() -> bool) -> Ran {
         let out_mark = format!("\x1e{nonce}\n").into_bytes();
         let control_end = format!("\x1e{nonce}-END\n").into_bytes();
         let mut got: [Vec<u8>; 3] = std::mem::take(&mut self.carry);
+        // Where the search for each marker goes on: only new bytes are looked at (a marker may
+        // straddle two reads), so collecting stays linear in the output.
+        let mut searched = [0usize; 3];
         let mut done = [false; 3];
         let mut reply = Reply::default();
+        let mut ticks = 0u32;
         loop {
             for (i, mark) in [(0, &out_mark), (1, &out_mark), (2, &control_end)] {
-                if !done[i]
-                    && let Some(at) = find(&got[i], mark)
-                {
-                    self.carry[i] = got[i].split_off(at + mark.len());
-                    got[i].truncate(at);
-                    done[i] = true;
+                if done[i] {
+                    continue;
+                }
+                match find(&got[i][searched[i]..], mark) {
+                    Some(at) => {
+                        let at = searched[i] + at;
+                        self.carry[i] = got[i].split_off(at + mark.len());
+                        got[i].truncate(at);
+                        done[i] = true;
+                    }
+                    None => searched[i] = got[i].len().saturating_sub(mark.len() - 1),
                 }
             }
             if done.iter().all(|d| *d) {
@@ -153,10 +169,13 @@ impl Shell {
                 reply.header.exit_code = self.child.exit_code(TICK);
                 break;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            ticks = ticks.wrapping_add(1);
+            // Whether the caller is still there is asked about every quarter second.
+            if late || (ticks.is_multiple_of(5) && gone()) {
                 self.drain_into(&mut got);
                 self.child.stop();
-                reply.header.timed_out = true;
+                reply.header.timed_out = late;
                 reply.header.ended = true;
                 reply.header.exit_code = 124;
                 break;
@@ -168,14 +187,13 @@ impl Shell {
         let [stdout, stderr, control] = got;
         reply.stdout = stdout;
         reply.stderr = stderr;
-        let state = if done[2] {
-            parse_control(nonce, &control).map(|(code, state)| {
-                reply.header.exit_code = code;
-                state
-            })
-        } else {
-            None
-        };
+        let mut state = None;
+        if done[2]
+            && let Some((code, saved)) = parse_control(nonce, &control)
+        {
+            reply.header.exit_code = code;
+            state = saved;
+        }
         Ran { reply, state }
     }
 
@@ -198,17 +216,33 @@ impl Shell {
     }
 }
 
-/// The function every command runs through (see the module's documentation).
+/// The function every command runs through (see the module's documentation). The markers go to
+/// copies of the shell's own output pipes (descriptors 8 and 9, made when it starts), so a command
+/// that redirects its output (`exec 2>&1`, `exec >/dev/null`) does not hide them; `env` is found
+/// once, so a command that changes `PATH` does not lose the saved environment; the dump's own
+/// errors go nowhere.
 fn prelude(control: &Path) -> String {
     format!(
-        "__delta_control={}\n\
+        "exec 8>&1 9>&2\n\
+         __delta_control={}\n\
+         __delta_env=$(command -v env)\n\
          __delta_run() {{ __delta_nonce=$1; __delta_script=$2; shift 2; \
          . \"$__delta_script\" </dev/null; __delta_rc=$?; \
-         printf '\\036%s\\n' \"$__delta_nonce\"; printf '\\036%s\\n' \"$__delta_nonce\" >&2; \
-         {{ printf '%s %d\\n' \"$__delta_nonce\" \"$__delta_rc\"; pwd; env -0; \
-         printf '\\036%s-END\\n' \"$__delta_nonce\"; }} >\"$__delta_control\"; }}\n",
+         printf '\\036%s\\n' \"$__delta_nonce\" >&8; printf '\\036%s\\n' \"$__delta_nonce\" >&9; \
+         {{ printf '%s %d\\n' \"$__delta_nonce\" \"$__delta_rc\"; pwd; \
+         \"$__delta_env\" -0 || printf '\\036NOENV'; \
+         printf '\\036%s-END\\n' \"$__delta_nonce\"; }} >\"$__delta_control\" 2>/dev/null; }}\n",
         quote(&control.to_string_lossy())
     )
+}
+
+/// `text` as one shell word: as it is when that is safe, else single-quoted.
+pub fn word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c));
+    if plain { text.to_string() } else { quote(text) }
 }
 
 /// `text` as one single-quoted shell word.
@@ -220,8 +254,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Reads a control message: `<nonce> <code>\n<cwd>\n<NAME=VALUE\0>...`.
-fn parse_control(nonce: &str, message: &[u8]) -> Option<(i32, SavedState)> {
+/// Reads a control message: `<nonce> <code>\n<cwd>\n<NAME=VALUE\0>...`; the state is `None` when
+/// the environment could not be listed.
+fn parse_control(nonce: &str, message: &[u8]) -> Option<(i32, Option<SavedState>)> {
     let at = find(message, format!("{nonce} ").as_bytes())?;
     let rest = &message[at + nonce.len() + 1..];
     let line_end = rest.iter().position(|b| *b == b'\n')?;
@@ -231,6 +266,9 @@ fn parse_control(nonce: &str, message: &[u8]) -> Option<(i32, SavedState)> {
         .parse()
         .ok()?;
     let rest = &rest[line_end + 1..];
+    if find(rest, b"\x1eNOENV").is_some() {
+        return Some((code, None));
+    }
     let cwd_end = rest.iter().position(|b| *b == b'\n')?;
     let cwd = String::from_utf8_lossy(&rest[..cwd_end]).into_owned();
     let mut env = BTreeMap::new();
@@ -242,7 +280,7 @@ fn parse_control(nonce: &str, message: &[u8]) -> Option<(i32, SavedState)> {
             env.insert(name.to_string(), value.to_string());
         }
     }
-    Some((code, SavedState::from_snapshot(cwd, env)))
+    Some((code, Some(SavedState::from_snapshot(cwd, env))))
 }
 
 /// Writes `text` to a new file only its owner can read.
@@ -269,6 +307,7 @@ mod tests {
     fn a_control_message_gives_the_code_folder_and_environment() {
         let message = b"abc 7\n/tmp/x y\nA=1\0B=two\nlines\0_=/bin/env\0\x1eabc-END\n";
         let (code, state) = parse_control("abc", message).unwrap();
+        let state = state.unwrap();
         assert_eq!(code, 7);
         assert_eq!(state.cwd, "/tmp/x y");
         assert_eq!(
@@ -280,10 +319,15 @@ mod tests {
             "the shell's own variables are left out"
         );
         assert!(parse_control("zzz", message).is_none());
+        let no_env = b"abc 3\n/tmp\n\x1eNOENV\x1eabc-END\n";
+        assert_eq!(parse_control("abc", no_env), Some((3, None)));
     }
 
     #[test]
     fn quoting_keeps_any_text_one_word() {
         assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(word("-q"), "-q");
+        assert_eq!(word("a b"), "'a b'");
+        assert_eq!(word(""), "''");
     }
 }

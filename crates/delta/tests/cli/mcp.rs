@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer};
 
-use crate::support::{Output, Sandbox, assert_no_process_under, output, processes_under};
+use crate::support::{
+    Output, Sandbox, assert_no_process_under, interrupt, output, processes_under,
+    run_in_background_until,
+};
 
 /// The Python SDK test server of the `mcp` crate.
 fn py_server() -> PathBuf {
@@ -214,20 +217,8 @@ fn a_sigkilled_run_is_continued_with_its_servers_started_again_and_none_left() {
         Reply::tool_call("c2", "wait", json!({})),
     ]);
     let sb = Sandbox::new(&agent_with(&python_stdio(&servers.python, "")));
-    let mut cmd = sb.delta(Some(&server));
-    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
     let marker = sb.ws().join("waiting");
-    let start = Instant::now();
-    while !marker.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the run never reached its wait"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = run_in_background_until(&sb, &server, "the wait", || marker.exists());
     assert!(
         sb.run_dir().join("mcp_servers.json").is_file(),
         "the running server is recorded"
@@ -293,29 +284,35 @@ fn a_key_in_a_servers_env_never_reaches_the_run_folder() {
     );
 }
 
+/// `delta tools -a agent --format json`: the names it lists, and its output.
+fn offered(sb: &Sandbox) -> (Vec<String>, Output) {
+    let mut cmd = sb.delta(None);
+    cmd.args(["tools", "-a", "agent", "--format", "json"]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    let tools: Value = serde_json::from_str(&out.stdout).unwrap();
+    let names = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    (names, out)
+}
+
 #[test]
 fn delta_tools_lists_what_the_model_sees_mcp_tools_included() {
     let Some(servers) = testkit::needs::mcp_servers() else {
         return;
     };
     let sb = Sandbox::new(&agent_with(&python_stdio(&servers.python, "")));
-    let mut cmd = sb.delta(None);
-    cmd.args(["tools", "-a", "agent", "--format", "json"]);
-    let out = output(cmd);
-    assert_eq!(out.code, 0, "{out:?}");
-    let tools: Value = serde_json::from_str(&out.stdout).unwrap();
-    let names: Vec<&str> = tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names.first(), Some(&"wait"));
+    let (names, _) = offered(&sb);
+    assert_eq!(names.first().map(String::as_str), Some("wait"));
     assert!(
-        names.contains(&"py__add") && names.contains(&"py__getenv"),
+        names.iter().any(|n| n == "py__add") && names.iter().any(|n| n == "py__getenv"),
         "{names:?}"
     );
-    assert_eq!(names.last(), Some(&"ask_human"));
+    assert_eq!(names.last().map(String::as_str), Some("ask_human"));
     let mut cmd = sb.delta(None);
     cmd.args(["tools", "-a", "agent"]);
     let text = output(cmd);
@@ -341,12 +338,6 @@ fn an_interrupt_cancels_an_mcp_call_in_progress() {
     ));
     let server = ScriptedServer::start([Reply::tool_call("c1", "slow__hang", json!({}))]);
     let sb = Sandbox::new(&yaml);
-    let mut cmd = sb.delta(Some(&server));
-    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
     let requested = || {
         let latest = std::fs::read_to_string(sb.ws().join(".delta/LATEST")).unwrap_or_default();
         let journal = sb
@@ -356,27 +347,11 @@ fn an_interrupt_cancels_an_mcp_call_in_progress() {
             .join("journal.jsonl");
         std::fs::read_to_string(journal).is_ok_and(|j| j.contains("ACTION_REQUEST"))
     };
-    while !requested() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the call never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child = run_in_background_until(&sb, &server, "the call", requested);
     std::thread::sleep(Duration::from_millis(200));
-    let interrupted_at = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    assert!(
-        interrupted_at.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        interrupted_at.elapsed()
-    );
+    let (code, took) = interrupt(&mut child);
+    assert_eq!(code, Some(130));
+    assert!(took < Duration::from_secs(5), "{took:?}");
     let result = &results(&sb)[0];
     assert!(
         result["observation_content"]
@@ -386,4 +361,98 @@ fn an_interrupt_cancels_an_mcp_call_in_progress() {
         "{result}"
     );
     assert_no_process_under(&sb.ws());
+}
+
+/// A stdio MCP server (Python's standard library) whose tools are named on its command line; each
+/// answers with its own name.
+const NAMED_TOOLS_SERVER: &str = r#"
+import json, sys
+names = sys.argv[1:]
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]}
+    else:
+        r = {"content": [{"type": "text", "text": m["params"]["name"]}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"#;
+
+#[test]
+fn tools_a_model_would_refuse_or_that_repeat_a_name_are_left_out_and_said() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let sb = Sandbox::new("name: a\ntools: []\n");
+    let script = sb.file("server.py", NAMED_TOOLS_SERVER);
+    let server = |name: &str, tools: &str| {
+        format!(
+            "  - name: {name}\n    command: {}\n    args: [\"{}\", {tools}]\n",
+            python.display(),
+            script.display()
+        )
+    };
+    let yaml = format!(
+        "name: a\nllm:\n  model: m\ntools: []\nmcp_servers:\n{}{}",
+        server("a", "\"_x\", \"ok\", \"ok\", \"bad.name\""),
+        server("a_", "\"x\"")
+    );
+    sb.file("agent/agent.yaml", &yaml);
+    let (names, out) = offered(&sb);
+    assert_eq!(names, ["a___x", "a__ok", "ask_human"]);
+    assert!(
+        out.stderr.contains("not ones a model accepts") && out.stderr.contains("a/bad.name"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("another tool has the same name: a__ok, a___x"),
+        "{}",
+        out.stderr
+    );
+
+    // A run says so too, on stderr.
+    let model = ScriptedServer::start([Reply::text("done")]);
+    let out = sb.run(Some(&model), "go", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains("another tool has the same name"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_servers_secret_is_scrubbed_from_recordings_too() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let secret = "rec-secret-value-42a7f0";
+    let sb = Sandbox::new("name: a\ntools: []\n");
+    let script = sb.file("server.py", NAMED_TOOLS_SERVER);
+    sb.file(
+        "agent/agent.yaml",
+        &format!(
+            "name: a\nllm:\n  model: m\ntools: []\nmcp_servers:\n  - name: s\n    command: {}\n    args: [\"{}\", \"echo\"]\n    env: {{TOKEN: \"${{MCP_TOKEN}}\"}}\n",
+            python.display(),
+            script.display()
+        ),
+    );
+    let model = ScriptedServer::start([
+        Reply::tool_call("c1", "s__echo", json!({"value": secret})),
+        Reply::text(&format!("the token is {secret}")),
+    ]);
+    let mut cmd = sb.delta(Some(&model));
+    cmd.args([
+        "run", "--agent", "agent", "-w", "ws", "-m", "go", "--record", "rec",
+    ])
+    .env("MCP_TOKEN", secret);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    sb.assert_nowhere(secret);
+    assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
 }

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer};
 
 use crate::support::{
-    Output, Sandbox, assert_no_process_under, output, output_with_stdin, processes_under,
+    Output, Sandbox, assert_no_process_under, interrupt, output, output_with_stdin,
+    processes_under, run_in_background_until,
 };
 
 /// `delta sessions ARGS` (or, with `compat`, `delta-sessions ARGS` through a link) in `dir`.
@@ -191,7 +192,7 @@ fn a_python_repl_on_a_pty_keeps_a_variable_between_calls() {
         false,
         &["start", "--pty", "--id", "py", "python3", "-q"],
     )));
-    assert_eq!(started["command"], "python3 '-q'");
+    assert_eq!(started["command"], "python3 -q");
     let out = exec(dir, false, "py", "x = 41");
     assert_eq!(out.code, 0, "{out:?}");
     let out = exec(dir, false, "py", "print(x + 1)");
@@ -361,20 +362,9 @@ fn a_failed_run_and_a_sigkilled_one_leave_no_session_process() {
         ),
     ]);
     let sb = Sandbox::new(SESSIONS_AGENT);
-    let mut cmd = sb.delta(Some(&server));
-    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut child = cmd.spawn().unwrap();
     let marker = sb.ws().join("started");
-    let start = Instant::now();
-    while !marker.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the session's command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child =
+        run_in_background_until(&sb, &server, "the session's command", || marker.exists());
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
@@ -428,5 +418,139 @@ fn a_session_survives_a_wait_for_an_answer() {
         "the REPL kept its variable: {seen:?}"
     );
     assert!(!seen.last().unwrap().contains("started again"), "{seen:?}");
+    assert_no_process_under(&sb.ws());
+}
+
+#[test]
+fn what_a_command_does_to_its_shell_does_not_break_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    json_of(&output(sessions(dir, false, &["start", "--id", "s"])));
+    // Only the user may enter the session's folder (its socket runs commands as them).
+    use std::os::unix::fs::PermissionsExt;
+    for folder in [".sessions", ".sessions/s"] {
+        let mode = std::fs::metadata(dir.join(folder))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{folder}: {mode:o}");
+    }
+    // Redirecting the shell's own output does not hide the end of a command.
+    let out = exec(dir, false, "s", "exec 2>&1; echo one; echo two >&2");
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "one\ntwo\n"),
+        "{out:?}"
+    );
+    let out = exec(dir, false, "s", "exec >/dev/null; echo gone");
+    assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{out:?}");
+    // A command that breaks PATH keeps what was saved, and says nothing of delta's own steps.
+    let out = exec(
+        dir,
+        false,
+        "s",
+        "exec >&8 2>&9; export KEEP=1; PATH=/nonexistent",
+    );
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    let state = std::fs::read_to_string(dir.join(".sessions/s/state.json")).unwrap();
+    assert!(
+        state.contains("\"KEEP\": \"1\"") && !state.contains("\"HOME\""),
+        "{state}"
+    );
+    // Big output is collected in time that grows with its size, not its square.
+    let started = Instant::now();
+    let out = exec(
+        dir,
+        false,
+        "s",
+        "export PATH=/usr/bin:/bin; head -c 8000000 /dev/zero | tr '\\0' x",
+    );
+    assert_eq!(out.stdout.len(), 8_000_000, "{}", out.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    output(sessions(dir, false, &["end", "s"]));
+    assert_no_process_under(dir);
+}
+
+#[test]
+fn a_caller_that_leaves_does_not_block_the_session_and_a_removed_folder_ends_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    json_of(&output(sessions(dir, false, &["start", "--id", "s"])));
+    let mut caller = sessions(dir, false, &["exec", "s"]);
+    caller.stdin(std::process::Stdio::piped());
+    let mut child = caller.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"sleep 300").unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let started = Instant::now();
+    let out = output_with_stdin(
+        sessions(dir, false, &["exec", "s", "--timeout", "20"]),
+        "echo free",
+    );
+    assert_eq!(out.stdout, "free\n", "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    exec(dir, false, "s", "sleep 600 &");
+    std::fs::remove_dir_all(dir.join(".sessions/s")).unwrap();
+    assert_no_process_under(dir);
+}
+
+#[test]
+fn a_pty_program_runs_blocks_and_a_silent_one_is_stopped_at_its_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    json_of(&output(sessions(
+        dir,
+        false,
+        &["start", "--pty", "--id", "py", "python3", "-q"],
+    )));
+    let out = exec(dir, false, "py", "def f(a):\n    return a * 2\n");
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = exec(dir, false, "py", "print(f(21))");
+    assert!(out.stdout.contains("42"), "{out:?}");
+    let out = output_with_stdin(
+        sessions(dir, false, &["exec", "py", "--timeout", "1"]),
+        "import time; time.sleep(30)",
+    );
+    assert_eq!(out.code, 124, "{out:?}");
+    let out = exec(dir, false, "py", "print(1 + 1)");
+    assert!(
+        out.stdout.contains('2') && out.stderr.contains("started again"),
+        "{out:?}"
+    );
+    output(sessions(dir, false, &["end", "py"]));
+    assert_no_process_under(dir);
+}
+
+#[test]
+fn an_interrupt_stops_a_session_command_at_once() {
+    let server = ScriptedServer::start([
+        call("c1", "session_start", json!({"id": "s"})),
+        call(
+            "c2",
+            "session_exec",
+            json!({"id": "s", "command": "touch started; sleep 300", "timeout_seconds": 200}),
+        ),
+    ]);
+    let sb = Sandbox::new(SESSIONS_AGENT);
+    let marker = sb.ws().join("started");
+    let mut child =
+        run_in_background_until(&sb, &server, "the session's command", || marker.exists());
+    let (code, took) = interrupt(&mut child);
+    assert_eq!(code, Some(130));
+    assert!(took < Duration::from_secs(5), "{took:?}");
     assert_no_process_under(&sb.ws());
 }

@@ -461,3 +461,40 @@ pub fn assert_no_process_under(root: &Path) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// `delta run --agent agent -w ws -m go` against `server`, in the background (its output
+/// discarded), returned once `ready()` holds (30 s at most): for tests that kill or interrupt a run
+/// at a chosen point.
+pub fn run_in_background_until(
+    sb: &Sandbox,
+    server: &ScriptedServer,
+    what: &str,
+    ready: impl Fn() -> bool,
+) -> std::process::Child {
+    let mut cmd = sb.delta(Some(server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{what} never happened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// Sends SIGINT to `child` and waits for it: its exit code and how long it took to exit.
+pub fn interrupt(child: &mut std::process::Child) -> (Option<i32>, std::time::Duration) {
+    let sent = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let code = child.wait().unwrap().code();
+    (code, sent.elapsed())
+}
