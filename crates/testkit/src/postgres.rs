@@ -264,16 +264,29 @@ impl Cluster {
             ]),
             "initdb",
         )?;
-        let port = cluster.port;
         let socket = cluster.dir.path().display().to_string();
         let fsync = match flush {
             Flush::On => "on",
             Flush::Off => "off",
         };
-        cluster.options = format!(
-            "-c listen_addresses='127.0.0.1' -c unix_socket_directories='{socket}' -p {port} -c fsync={fsync} -c max_connections=100"
-        );
-        cluster.start_server()?;
+        // The port was free when it was picked; by the time the server binds it (after initdb)
+        // another process may have taken it: then another port is tried.
+        let mut attempts = 0;
+        loop {
+            let port = cluster.port;
+            cluster.options = format!(
+                "-c listen_addresses='127.0.0.1' -c unix_socket_directories='{socket}' -p {port} -c fsync={fsync} -c max_connections=100"
+            );
+            match cluster.start_server() {
+                Ok(()) => break,
+                Err(e) if attempts < 3 && e.to_string().contains("Address already in use") => {
+                    attempts += 1;
+                    cluster.port = free_port()?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let port = cluster.port;
         let url = format!("host={socket} port={port} user=postgres dbname=postgres");
         Ok((cluster, url))
     }

@@ -712,3 +712,38 @@ fn the_model_named_at_submit_is_the_one_the_worker_asks() {
     assert!(!asked.is_empty());
     assert!(asked.iter().all(|m| m == "fleet-model"), "{asked:?}");
 }
+
+#[test]
+fn a_worker_starts_the_agents_mcp_servers_and_leaves_none_running() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    let notes = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/mcp-notes/notes_server.py");
+    fleet.sb.file(
+        "agent/agent.yaml",
+        &format!(
+            "name: fleet-agent\nllm:\n  model: test-model\ntools:\n  - name: mark\n    exec: \"${{AGENT_HOME}}/mark.sh ${{tag}}\"\nmcp_servers:\n  - name: notes\n    command: {}\n    args: [\"{}\"]\n",
+            python.display(),
+            notes.display()
+        ),
+    );
+    fleet.submit("client", "n1", "mark task-n");
+    fleet.worker("worker", &["--exit-when-done"]);
+    fleet.wait_all("COMPLETED", 1, Duration::from_secs(60));
+    let offered: Vec<String> = fleet.server.requests()[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        offered.contains(&"notes__list_notes".to_string()),
+        "{offered:?}"
+    );
+    fleet.stop_workers();
+    crate::support::assert_no_process_under(&fleet.sb.path("worker"));
+}
