@@ -324,7 +324,27 @@ fn banner(l: &Launching<'_>) {
         l.agent.llm.model.as_deref().unwrap_or("(server default)"),
         l.endpoint
     ));
-    eprint_line(&format!("  Tools:          {}", l.agent.tools.len()));
+    let sessions = if l.agent.sessions {
+        " + 3 session tools"
+    } else {
+        ""
+    };
+    eprint_line(&format!(
+        "  Tools:          {}{sessions}",
+        l.agent.tools.len()
+    ));
+    if !l.agent.mcp_servers.is_empty() {
+        let names: Vec<&str> = l
+            .agent
+            .mcp_servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        eprint_line(&format!(
+            "  MCP servers:    {} (their tools are offered once they start)",
+            names.join(", ")
+        ));
+    }
     eprint_line(&format!("  Max iterations: {}", l.max_iterations));
     for file in l.env_files {
         eprint_line(&format!("  Environment:    {}", file.display()));

@@ -24,8 +24,8 @@ fn exercise(client: &mut Client) {
             "crash",
             "structured",
             "roundtrip",
-            "grow",
-            "getenv"
+            "getenv",
+            "grow"
         ]
     );
     assert_eq!(tools[0].description.as_deref(), Some("Adds two integers."));
