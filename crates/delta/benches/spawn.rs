@@ -3,7 +3,8 @@
 //! The cost of one tool start as the engine does it (its own process group, held at the gate until
 //! its group is recorded in `process.json`, output captured), against a plain `std::process::Command`
 //! run of the same program, in one process, alternating, so the machine's noise hits both alike. The
-//! program is `true`: what is measured is the starting, not the tool.
+//! program is `true`: what is measured is the starting, not the tool. The gated start is timed again
+//! in the sandbox of `workspace-write, network off` (Landlock and seccomp entered before `exec`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::process::{Command, Stdio};
@@ -29,21 +30,36 @@ fn main() {
         cwd: dir.path().to_path_buf(),
         env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
         timeout: Duration::from_secs(10),
+        confine: None,
+    };
+    let confined = Spawn {
+        confine: delta::sandbox::SandboxPolicy::recommended()
+            .prepare(dir.path())
+            .ok()
+            .flatten()
+            .map(std::sync::Arc::new),
+        ..spawn.clone()
     };
     let recorder = Recorder::new(dir.path().join("process.json"));
     let interrupt = AtomicBool::new(false);
-    let (mut gated, mut plain) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
+    let (mut gated, mut plain, mut sandboxed) = (Vec::new(), Vec::new(), Vec::new());
+    let gated_round = |spawn: &Spawn| {
         let start = Instant::now();
         for _ in 0..PER_ROUND {
-            let out = process::run_recorded(&spawn, &interrupt, &mut |group| {
+            let out = process::run_recorded(spawn, &interrupt, &mut |group| {
                 recorder.record(ChildKind::Tool, "t", Some("c1"), group)
             })
             .unwrap();
             assert_eq!(out.exit_code, 0);
             recorder.clear().unwrap();
         }
-        gated.push(start.elapsed() / PER_ROUND as u32);
+        start.elapsed() / PER_ROUND as u32
+    };
+    for _ in 0..ROUNDS {
+        gated.push(gated_round(&spawn));
+        if confined.confine.is_some() {
+            sandboxed.push(gated_round(&confined));
+        }
         let start = Instant::now();
         for _ in 0..PER_ROUND {
             let out = Command::new(&program)
@@ -68,6 +84,19 @@ fn main() {
         "cost of recording and the gate     {:>8.3} ms",
         (gated.as_secs_f64() - plain.as_secs_f64()) * 1e3
     );
+    if sandboxed.is_empty() {
+        println!("sandboxed start                    (this kernel cannot enforce the sandbox)");
+    } else {
+        let sandboxed = median(sandboxed);
+        println!(
+            "tool start in the sandbox          {:>8.3} ms (workspace-write, network off)",
+            sandboxed.as_secs_f64() * 1e3
+        );
+        println!(
+            "cost of the sandbox                {:>8.3} ms",
+            (sandboxed.as_secs_f64() - gated.as_secs_f64()) * 1e3
+        );
+    }
 }
 
 fn which_true() -> String {

@@ -203,6 +203,7 @@ fn generate(
         cwd: ctx.workspace.to_path_buf(),
         env,
         timeout,
+        confine: None,
     };
     let out = match ctx.recorder {
         Some(recorder) => {

@@ -65,6 +65,8 @@ pub struct HookRunner {
     clock: store::Clock,
     redactor: llm::Redactor,
     recorder: Option<Recorder>,
+    /// The sandbox hooks run in, like the agent's tools.
+    confine: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
 
 impl HookRunner {
@@ -100,6 +102,7 @@ impl HookRunner {
             clock,
             redactor,
             recorder: None,
+            confine: None,
         }
     }
 
@@ -107,6 +110,11 @@ impl HookRunner {
     /// the run over after a crash can stop a hook left running.
     pub fn record_processes(&mut self, recorder: Recorder) {
         self.recorder = Some(recorder);
+    }
+
+    /// Runs hooks in `confine` (the agent's sandbox).
+    pub fn confine(&mut self, confine: Option<std::sync::Arc<crate::sandbox::Confinement>>) {
+        self.confine = confine;
     }
 
     /// Whether `name` is configured.
@@ -182,6 +190,7 @@ impl HookRunner {
             cwd: self.workspace.clone(),
             env,
             timeout: spec.timeout,
+            confine: self.confine.clone(),
         };
         let run = match &self.recorder {
             Some(recorder) => {

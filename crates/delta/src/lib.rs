@@ -28,6 +28,7 @@ pub mod resume;
 pub mod run_result;
 pub mod runner;
 pub mod runs;
+pub mod sandbox;
 pub mod session;
 pub mod shells;
 pub mod stream;

@@ -241,6 +241,8 @@ pub struct Agent {
     pub sessions: bool,
     /// `mcp_servers:`: MCP servers whose tools are offered.
     pub mcp_servers: Vec<mcp::McpServerSpec>,
+    /// `sandbox:` (or `--sandbox`/`--network`): `None` runs the agent's processes unconfined.
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
     /// Context recipe.
     pub context: ContextManifest,
     /// `system_prompt.md` or `system_prompt.txt`.
@@ -435,6 +437,10 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         default_timeout,
         &mut diags,
     );
+    let sandbox = raw
+        .sandbox
+        .as_ref()
+        .and_then(|s| sandbox_policy(s, &config_file, &source, &mut diags));
     let system_prompt = find_prompt(&abs)?;
     let context = load_context(&abs, &system_prompt, &mut warnings, &mut diags);
 
@@ -454,9 +460,45 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         tool_timeout: default_timeout,
         sessions: raw.sessions,
         mcp_servers,
+        sandbox,
         context,
         system_prompt,
         warnings,
+    })
+}
+
+/// `sandbox:`, checked: an unknown filesystem mode is an error where it is written.
+fn sandbox_policy(
+    raw: &Spanned<raw::RawSandbox>,
+    config_file: &Path,
+    source: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<crate::sandbox::SandboxPolicy> {
+    use crate::sandbox::{FsMode, SandboxPolicy};
+    let filesystem = match raw.value.filesystem.as_deref() {
+        None => FsMode::WorkspaceWrite,
+        Some(text) => match FsMode::parse(text) {
+            Some(mode) => mode,
+            None => {
+                diags.push(
+                    Diagnostic::new(config_file, format!("unknown filesystem mode {text:?}"))
+                        .at(
+                            source,
+                            raw.referenced.line() as usize,
+                            raw.referenced.column() as usize,
+                        )
+                        .field("sandbox.filesystem")
+                        .hint("use read-only, workspace-write or off"),
+                );
+                return None;
+            }
+        },
+    };
+    Some(SandboxPolicy {
+        filesystem,
+        network: raw.value.network.unwrap_or(false),
+        writable: raw.value.writable.iter().map(PathBuf::from).collect(),
+        readable: raw.value.readable.iter().map(PathBuf::from).collect(),
     })
 }
 

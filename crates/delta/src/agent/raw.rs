@@ -22,6 +22,8 @@ pub struct RawAgent {
     /// Offer the built-in shell-session tools.
     #[serde(default)]
     pub sessions: bool,
+    /// The sandbox of the agent's processes.
+    pub sandbox: Option<Spanned<RawSandbox>>,
     /// MCP servers whose tools are offered.
     #[serde(default)]
     pub mcp_servers: Vec<Spanned<super::mcp::RawMcpServer>>,
@@ -114,4 +116,15 @@ pub struct RawSource {
 pub struct RawGenerator {
     pub command: Vec<String>,
     pub timeout_ms: Option<u64>,
+}
+
+/// `sandbox:`.
+#[derive(Debug, Deserialize)]
+pub struct RawSandbox {
+    pub filesystem: Option<String>,
+    pub network: Option<bool>,
+    #[serde(default)]
+    pub writable: Vec<String>,
+    #[serde(default)]
+    pub readable: Vec<String>,
 }

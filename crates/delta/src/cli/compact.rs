@@ -55,6 +55,8 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
     let flags = Flags {
         quiet: false,
         model: None,
+        sandbox: None,
+        network: None,
         max_iterations: None,
         interactive: false,
         verbose: false,

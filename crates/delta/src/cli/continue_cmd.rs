@@ -71,6 +71,9 @@ pub struct ContinueArgs {
     #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
     model: Option<String>,
 
+    #[command(flatten)]
+    confine: super::report::SandboxArgs,
+
     /// Add this file's content to the message.
     #[arg(long, value_name = "FILE")]
     with_file: Option<PathBuf>,
@@ -120,6 +123,8 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
         quiet: args.quiet,
         max_iterations: args.max_iterations,
         model: args.model,
+        sandbox: args.confine.sandbox,
+        network: args.confine.network,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,

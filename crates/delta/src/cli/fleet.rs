@@ -282,6 +282,8 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<Exit, CliError> {
     let flags = Flags {
         quiet: false,
         model: None,
+        sandbox: None,
+        network: None,
         max_iterations: None,
         interactive: false,
         verbose: args.verbose,

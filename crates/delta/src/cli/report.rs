@@ -28,10 +28,39 @@ pub struct Flags {
     /// `-q`: no progress or notices on stderr, only errors (the result still goes to stdout).
     pub quiet: bool,
     pub model: Option<String>,
+    /// `--sandbox MODE`.
+    pub sandbox: Option<delta::sandbox::FsMode>,
+    /// `--network on|off`.
+    pub network: Option<bool>,
     pub interactive: bool,
     pub verbose: bool,
     pub format: RunFormat,
     pub mode: LlmMode,
+}
+
+/// `--sandbox MODE` and `--network on|off`: the sandbox for this call, instead of the agent's.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SandboxArgs {
+    /// The filesystem sandbox of the agent's tools and hooks for this call: read-only,
+    /// workspace-write or off (default: agent.yaml's sandbox:).
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub sandbox: Option<delta::sandbox::FsMode>,
+    /// Whether the agent's tools may reach the network for this call: on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_switch)]
+    pub network: Option<bool>,
+}
+
+fn parse_mode(text: &str) -> Result<delta::sandbox::FsMode, String> {
+    delta::sandbox::FsMode::parse(text)
+        .ok_or_else(|| "use read-only, workspace-write or off".to_string())
+}
+
+fn parse_switch(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("use on or off".into()),
+    }
 }
 
 impl Flags {
@@ -64,6 +93,14 @@ pub fn show_agent(agent: &Agent, verbose: bool) {
         eprint_line(&format!("warning: {w}"));
     }
     if verbose {
+        match &agent.sandbox {
+            Some(policy) if policy.confines() => {
+                eprint_line(&format!("Sandbox: {}", policy.describe()));
+            }
+            _ => eprint_line(
+                "Sandbox: none: the agent's tools run unsandboxed, with your rights (add sandbox: to agent.yaml, or --sandbox workspace-write)",
+            ),
+        }
         eprint_line("Loaded tools:");
         for t in &agent.tools {
             eprint_line(&format!("  - {}: {}", t.name, t.display_command()));
@@ -124,6 +161,8 @@ pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<Atomic
     Options {
         max_iterations: flags.max_iterations,
         model: flags.model.clone(),
+        sandbox: flags.sandbox,
+        network: flags.network,
         interactive: flags.interactive,
         env: Env::from_process(),
         cwd: std::env::current_dir().unwrap_or_default(),

@@ -37,6 +37,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", env = "DELTA_MODEL")]
     model: Option<String>,
 
+    #[command(flatten)]
+    confine: super::report::SandboxArgs,
+
     /// Workspace folder: where tools run and the run is journaled (created if missing).
     #[arg(short = 'w', long = "work-dir", value_name = "PATH")]
     work_dir: Option<PathBuf>,
@@ -142,6 +145,8 @@ fn run(args: RunArgs) -> Result<Exit, CliError> {
         quiet: args.quiet,
         max_iterations: args.max_iterations,
         model: args.model,
+        sandbox: args.confine.sandbox,
+        network: args.confine.network,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,

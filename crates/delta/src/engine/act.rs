@@ -101,6 +101,7 @@ impl Engine<'_> {
             cwd: self.setup.run.workspace.clone(),
             env: self.tool_env.clone(),
             timeout: tool.timeout,
+            confine: self.confinement.clone(),
         };
         self.execute(call, tool, &spawn)
     }
@@ -271,7 +272,8 @@ impl Engine<'_> {
                 return Ok(None);
             }
         };
-        self.finish_call(call, &out, tool.timeout)
+        let sandbox = self.confinement.clone();
+        self.finish_call(call, &out, tool.timeout, sandbox.as_deref())
     }
 
     /// Journals the result of a call that ran (`out`; `timeout` is what a timed-out call was
@@ -281,6 +283,7 @@ impl Engine<'_> {
         call: Requested<'_>,
         out: &process::Outcome,
         timeout: std::time::Duration,
+        sandbox: Option<&crate::sandbox::Confinement>,
     ) -> Result<Option<RunOutcome>, EngineError> {
         let (id, name) = (call.id, call.name);
         // Keys are scrubbed where this text leaves the process (the record below, the journal, hook
@@ -322,7 +325,7 @@ impl Engine<'_> {
                 out.dropped,
                 out.exit_code,
                 ending,
-            ),
+            ) + &sandbox_note(sandbox, out, &stderr),
             execution_ref: call.exec_ref,
         })?;
         self.clear_record();
@@ -386,6 +389,31 @@ impl Engine<'_> {
                 ),
             ],
         );
+    }
+}
+
+/// What a failed call is told when the sandbox may be why: its error says permission was refused
+/// (or the network could not be reached) and the call ran confined.
+fn sandbox_note(
+    sandbox: Option<&crate::sandbox::Confinement>,
+    out: &process::Outcome,
+    stderr: &str,
+) -> String {
+    const REFUSED: [&str; 5] = [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+        "PermissionError",
+        "Network is unreachable",
+    ];
+    match sandbox {
+        Some(sandbox) if !out.success() && REFUSED.iter().any(|r| stderr.contains(r)) => format!(
+            "\n=== SANDBOX: the tool runs in a sandbox ({}), which refuses {}. If that is what \
+             failed, do it another way or ask the user. ===",
+            sandbox.policy().describe(),
+            sandbox.policy().refusals()
+        ),
+        _ => String::new(),
     }
 }
 

@@ -291,6 +291,8 @@ pub struct Engine<'a> {
     tools: ToolRegistry,
     /// The agent's MCP servers, once started.
     mcp: Option<crate::mcp_servers::McpServers>,
+    /// The sandbox the agent's tools and hooks run in, once prepared.
+    confinement: Option<Arc<crate::sandbox::Confinement>>,
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
     exec_refs: std::collections::HashSet<String>,
@@ -407,6 +409,7 @@ impl<'a> Engine<'a> {
             programs: process::ProgramCache::default(),
             tools,
             mcp: None,
+            confinement: None,
             progress_saved: Instant::now(),
             exec_refs,
             leftover: None,
@@ -552,6 +555,21 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Prepares the agent's sandbox for its tools and hooks; the error when the kernel cannot
+    /// enforce it (the run fails: it never runs unconfined by accident).
+    fn prepare_sandbox(&mut self) -> Option<String> {
+        let policy = self.setup.agent.sandbox.clone()?;
+        match policy.prepare(&self.setup.run.workspace) {
+            Ok(confinement) => {
+                self.confinement = confinement.map(Arc::new);
+                self.hooks.confine(self.confinement.clone());
+                self.log(&format!("Sandbox: {}", policy.describe()));
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
     /// Runs the loop until the run completes, fails, waits for a human, or is interrupted.
     pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(initial_message);
@@ -574,6 +592,9 @@ impl<'a> Engine<'a> {
             // A run's first events are journaled when it is created (`session::create`). A run
             // without them is never rebuilt from its metadata: that would run its tools again.
             return Err(EngineError::NothingToResume(self.setup.run.journal()));
+        }
+        if let Some(error) = self.prepare_sandbox() {
+            return self.fail(error, 0);
         }
         if !self.setup.resuming
             && let Some(error) = self.start_mcp()?

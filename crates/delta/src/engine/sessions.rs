@@ -89,7 +89,7 @@ impl Engine<'_> {
             ),
         };
         out.duration = started.elapsed();
-        self.finish_call(call, &out, timeout)
+        self.finish_call(call, &out, timeout, None)
     }
 
     fn missing(

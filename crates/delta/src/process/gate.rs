@@ -14,6 +14,9 @@
 //! calls `clone` waits (until the child has called `exec` or exited); it is a thread kept for this
 //! ([`on_spawner`]), so the calling thread is free to open the gate.
 //!
+//! A program with a sandbox ([`Confine`]) enters it after the gate, before `exec`: `no_new_privs`, a
+//! Landlock ruleset, a seccomp program, all prepared by the parent ([`crate::sandbox`]).
+//!
 //! This is the only place in delta with `unsafe` code. The child runs in the parent's memory while
 //! the parent's other threads go on, so between `clone` and `exec` it makes only plain system calls on
 //! values prepared beforehand: it allocates nothing, takes no lock and calls no Rust code that could
@@ -40,6 +43,7 @@ const STAGE_STDIO: u8 = 2;
 const STAGE_FOLDER: u8 = 3;
 const STAGE_GATE: u8 = 4;
 const STAGE_EXEC: u8 = 5;
+const STAGE_SANDBOX: u8 = 6;
 
 /// Why a gated program did not start.
 #[derive(Debug)]
@@ -57,6 +61,17 @@ pub struct Program {
     env: Vec<CString>,
     cwd: CString,
     stdin: bool,
+    confine: Option<Confine>,
+}
+
+/// A sandbox the child enters after the gate, before `exec` ([`crate::sandbox`] prepares it):
+/// `no_new_privs`, then the Landlock ruleset, then the seccomp program.
+#[derive(Debug, Clone)]
+pub struct Confine {
+    /// A Landlock ruleset's descriptor; the caller keeps it open until the spawn returns.
+    pub ruleset: Option<RawFd>,
+    /// A seccomp program.
+    pub filter: Option<Vec<crate::sandbox::libc_filter::Instruction>>,
 }
 
 impl Program {
@@ -86,7 +101,14 @@ impl Program {
                 .collect::<io::Result<_>>()?,
             cwd: text(cwd.as_os_str().as_bytes())?,
             stdin,
+            confine: None,
         })
+    }
+
+    /// The program, confined by `confine` from before its `exec`.
+    pub fn confined(mut self, confine: Option<Confine>) -> Self {
+        self.confine = confine;
+        self
     }
 }
 
@@ -136,6 +158,10 @@ struct ChildFds {
 /// Everything the child reads, by address: it lives on the creating thread until `clone` returns,
 /// which is after the child's `exec` (or exit).
 struct Plan {
+    /// Enter a sandbox: `no_new_privs`, then `ruleset` (when not -1) and `filter` (when not null).
+    confine: bool,
+    ruleset: c_int,
+    filter: *const libc::sock_fprog,
     path: *const c_char,
     argv: *const *const c_char,
     shell_argv: *const *const c_char,
@@ -205,7 +231,19 @@ fn create(program: &Program, fds: ChildFds, report: OwnedFd) -> Created {
             .chain(program.argv.iter().skip(1).map(CString::as_c_str)),
     );
     let envp = pointers(program.env.iter().map(CString::as_c_str));
+    let instructions = program.confine.as_ref().and_then(|c| c.filter.as_ref());
+    let fprog = instructions.map(|f| libc::sock_fprog {
+        len: u16::try_from(f.len()).unwrap_or(u16::MAX),
+        filter: f.as_ptr().cast_mut().cast(),
+    });
     let plan = Plan {
+        confine: program.confine.is_some(),
+        ruleset: program
+            .confine
+            .as_ref()
+            .and_then(|c| c.ruleset)
+            .unwrap_or(-1),
+        filter: fprog.as_ref().map_or(std::ptr::null(), std::ptr::from_ref),
         path: program.path.as_ptr(),
         argv: argv.as_ptr(),
         shell_argv: shell_argv.as_ptr(),
@@ -339,6 +377,26 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             fail(STAGE_GATE);
         }
         libc::close(plan.go_read);
+        if plan.confine {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                fail(STAGE_SANDBOX);
+            }
+            if plan.ruleset >= 0
+                && libc::syscall(libc::SYS_landlock_restrict_self, plan.ruleset, 0) != 0
+            {
+                fail(STAGE_SANDBOX);
+            }
+            if !plan.filter.is_null()
+                && libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    plan.filter,
+                ) != 0
+            {
+                fail(STAGE_SANDBOX);
+            }
+        }
         libc::execve(plan.path, plan.argv, plan.envp);
         if *libc::__errno_location() == libc::ENOEXEC {
             libc::execve(*plan.shell_argv, plan.shell_argv, plan.envp);

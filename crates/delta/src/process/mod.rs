@@ -83,6 +83,8 @@ pub struct Spawn {
     pub env: Vec<(String, String)>,
     /// Deadline.
     pub timeout: Duration,
+    /// The sandbox the program runs in (`None`: none).
+    pub confine: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
 
 /// How it went.
@@ -212,6 +214,12 @@ fn program(spawn: &Spawn) -> Result<gate::Program, RunError> {
         &spawn.cwd,
         spawn.stdin.is_some(),
     )
+    .map(|program| {
+        program.confined(spawn.confine.as_ref().map(|c| gate::Confine {
+            ruleset: c.ruleset_fd(),
+            filter: c.filter(),
+        }))
+    })
     .map_err(RunError::Start)
 }
 
@@ -308,6 +316,7 @@ mod tests {
             cwd: std::env::temp_dir(),
             env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
             timeout,
+            confine: None,
         }
     }
 

@@ -93,6 +93,10 @@ pub struct Options {
     pub max_iterations: Option<u32>,
     /// The model to ask instead of the agent's `llm.model` (`--model`, `DELTA_MODEL`).
     pub model: Option<String>,
+    /// The sandbox's filesystem mode instead of the agent's (`--sandbox`).
+    pub sandbox: Option<crate::sandbox::FsMode>,
+    /// Whether the network is reachable, instead of the agent's setting (`--network`).
+    pub network: Option<bool>,
     /// Report the model's text as it arrives, where the server can stream (for a terminal).
     pub stream_text: bool,
     /// Answer `ask_human` through the [`HumanInput`] given to the runner.
@@ -123,6 +127,24 @@ impl Options {
     pub fn choose_model(&self, agent: &mut Agent) {
         if let Some(model) = self.model.as_ref().filter(|m| !m.trim().is_empty()) {
             agent.llm.model = Some(model.clone());
+        }
+        if self.sandbox.is_some() || self.network.is_some() {
+            let mut policy = agent
+                .sandbox
+                .clone()
+                .unwrap_or(crate::sandbox::SandboxPolicy {
+                    filesystem: crate::sandbox::FsMode::Off,
+                    network: true,
+                    writable: Vec::new(),
+                    readable: Vec::new(),
+                });
+            if let Some(mode) = self.sandbox {
+                policy.filesystem = mode;
+            }
+            if let Some(network) = self.network {
+                policy.network = network;
+            }
+            agent.sandbox = Some(policy);
         }
     }
 }

@@ -69,6 +69,8 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
         max_iterations: None,
         model: None,
         stream_text: false,
+        sandbox: None,
+        network: None,
         interactive: false,
         env,
         cwd: sb.root.path().to_path_buf(),

@@ -35,6 +35,7 @@ mod results;
 mod resume;
 mod run_in_workspace;
 mod runs;
+mod sandbox;
 mod scripting;
 mod secrets;
 mod sessions;
