@@ -92,6 +92,8 @@ struct Launcher {
     running: std::sync::Mutex<Vec<(String, GroupId)>>,
     /// Raised to give up on a call in progress (the run's interrupt).
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The sandbox stdio servers run in (the agent's).
+    sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// Where a run keeps what its servers need: the run folder (record, logs) and the folders to start
@@ -132,6 +134,7 @@ impl McpServers {
             redactor: llm::Redactor::new(secrets.clone()),
             running: std::sync::Mutex::new(Vec::new()),
             interrupt: None,
+            sandbox: None,
         };
         let servers = Self { slots, launcher };
         Ok((servers, secrets))
@@ -145,6 +148,11 @@ impl McpServers {
     /// Scrubs the run's secrets from what a server writes to its log, too.
     pub fn set_redactor(&mut self, redactor: llm::Redactor) {
         self.launcher.redactor = redactor;
+    }
+
+    /// Runs stdio servers in `policy`'s sandbox (for the workspace), like the agent's tools.
+    pub fn set_sandbox(&mut self, policy: Option<crate::sandbox::SandboxPolicy>) {
+        self.launcher.sandbox = policy.filter(crate::sandbox::SandboxPolicy::confines);
     }
 
     /// Gives up on a call in progress when `flag` is raised (over stdio; an HTTP call runs to its
@@ -351,9 +359,21 @@ impl Launcher {
             McpTransport::Stdio {
                 command, args, env, ..
             } => {
-                let mut child = Command::new(command);
+                let mut child = match &self.sandbox {
+                    Some(policy) => crate::sandbox::command(
+                        &crate::shells::host_program(),
+                        policy,
+                        &self.workspace,
+                        command,
+                        args,
+                    ),
+                    None => {
+                        let mut plain = Command::new(command);
+                        plain.args(args);
+                        plain
+                    }
+                };
                 child
-                    .args(args)
                     .current_dir(spec.start_dir(&self.agent_dir, &self.workspace))
                     .env_clear()
                     .envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
@@ -474,6 +494,7 @@ pub fn offered_tools(
         agent_dir: &agent.dir,
     };
     let (mut servers, _) = McpServers::new(&agent.mcp_servers, &lookup, &places, env.for_child())?;
+    servers.set_sandbox(agent.sandbox.clone());
     servers.start_all()?;
     let (tools, refused) = servers.tools();
     servers.stop_all();

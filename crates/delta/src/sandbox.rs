@@ -58,7 +58,7 @@ impl FsMode {
 }
 
 /// An agent's sandbox, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxPolicy {
     pub filesystem: FsMode,
     /// Whether the network may be reached.
@@ -136,10 +136,41 @@ impl SandboxPolicy {
         }))
     }
 
+    /// Confines this process (and what it starts) from now on; for a process about to `exec` the
+    /// program to confine ([`command`]).
+    pub fn enter(&self, workspace: &Path) -> Result<(), SandboxError> {
+        if self.filesystem != FsMode::Off {
+            let created = self.created(self.filesystem, workspace)?;
+            created
+                .restrict_self()
+                .map_err(|e| SandboxError::Unsupported {
+                    mode: self.filesystem.as_str(),
+                    why: e.to_string(),
+                })?;
+        }
+        if !self.network {
+            let program = network_filter()?;
+            seccompiler::apply_filter(&program).map_err(|e| SandboxError::Filter(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     fn ruleset(&self, mode: FsMode, workspace: &Path) -> Result<OwnedFd, SandboxError> {
-        let unsupported = |e: landlock::RulesetError| SandboxError::Unsupported {
+        let fd: Option<OwnedFd> = self.created(mode, workspace)?.into();
+        fd.ok_or_else(|| SandboxError::Unsupported {
             mode: mode.as_str(),
-            why: e.to_string(),
+            why: NO_LANDLOCK.into(),
+        })
+    }
+
+    fn created(
+        &self,
+        mode: FsMode,
+        workspace: &Path,
+    ) -> Result<landlock::RulesetCreated, SandboxError> {
+        let unsupported = |_: landlock::RulesetError| SandboxError::Unsupported {
+            mode: mode.as_str(),
+            why: NO_LANDLOCK.into(),
         };
         let abi = ABI::V3;
         let absolute = |p: &PathBuf| {
@@ -189,11 +220,56 @@ impl SandboxPolicy {
                 ))
             })
             .map_err(unsupported)?;
-        let fd: Option<OwnedFd> = created.into();
-        fd.ok_or_else(|| SandboxError::Unsupported {
-            mode: mode.as_str(),
-            why: "this kernel has no Landlock (Linux 5.13 or later, with Landlock enabled)".into(),
-        })
+        Ok(created)
+    }
+}
+
+/// Why a filesystem mode cannot be enforced.
+const NO_LANDLOCK: &str = "this kernel has no Landlock, which the filesystem sandbox needs (Linux 5.13 \
+     or later, with Landlock enabled); --sandbox off runs without it";
+
+/// The hidden command of the delta binary that enters a sandbox, then runs a program in it.
+pub const ENTER_COMMAND: &str = "__sandboxed";
+
+/// The command line that runs `program args` in `policy`'s sandbox for `workspace`, for programs
+/// started outside the gate (a session's shell, a stdio MCP server): `delta __sandboxed POLICY
+/// WORKSPACE -- PROGRAM ARGS…`, `delta` being `host` (this binary).
+pub fn command(
+    host: &Path,
+    policy: &SandboxPolicy,
+    workspace: &Path,
+    program: &str,
+    args: &[String],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(host);
+    command
+        .arg(ENTER_COMMAND)
+        .arg(serde_json::to_string(policy).unwrap_or_default())
+        .arg(workspace)
+        .arg("--")
+        .arg(program)
+        .args(args);
+    command
+}
+
+/// What `delta __sandboxed` does: enters the sandbox, then replaces itself with the program. Returns
+/// only with the reason it could not.
+pub fn enter_and_exec(policy: &str, workspace: &Path, argv: &[String]) -> SandboxError {
+    use std::os::unix::process::CommandExt;
+    let policy: SandboxPolicy = match serde_json::from_str(policy) {
+        Ok(policy) => policy,
+        Err(e) => return SandboxError::Filter(format!("bad sandbox policy: {e}")),
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return SandboxError::Filter("no program to run".into());
+    };
+    if let Err(e) = policy.enter(workspace) {
+        return e;
+    }
+    let error = std::process::Command::new(program).args(args).exec();
+    SandboxError::Exec {
+        program: program.clone(),
+        source: error,
     }
 }
 
@@ -256,6 +332,11 @@ pub enum SandboxError {
     Unsupported { mode: &'static str, why: String },
     #[error("the network filter could not be built: {0}")]
     Filter(String),
+    #[error("cannot start {program} in the sandbox: {source}")]
+    Exec {
+        program: String,
+        source: std::io::Error,
+    },
 }
 
 /// The seccomp program that refuses every socket but Unix ones.

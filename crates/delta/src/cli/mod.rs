@@ -234,6 +234,24 @@ fn names_a_run(args: &[std::ffi::OsString]) -> bool {
     false
 }
 
+/// Runs `delta __sandboxed`: returns only when the program could not be started in the sandbox.
+fn sandboxed(args: &[std::ffi::OsString]) -> ExitCode {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let error = match text.as_slice() {
+        [_, _, policy, workspace, dashes, argv @ ..] if dashes == "--" => {
+            delta::sandbox::enter_and_exec(policy, std::path::Path::new(workspace), argv)
+        }
+        _ => delta::sandbox::SandboxError::Filter(
+            "usage: delta __sandboxed POLICY WORKSPACE -- PROGRAM [ARGS...]".into(),
+        ),
+    };
+    eprint_line(&format!("error: {error}"));
+    ExitCode::from(126)
+}
+
 /// The exit code of a command that ended without a run status to report.
 fn done((): ()) -> ExitCode {
     Exit::Ok.into()
@@ -255,6 +273,14 @@ pub fn main() -> ExitCode {
         .map(|n| n.to_string_lossy().into_owned());
     if invoked_as.as_deref() == Some("delta-sessions") {
         return sessions::compat_main(args);
+    }
+    // `delta __sandboxed POLICY WORKSPACE -- PROGRAM ARGS…`: how a session's shell or a stdio MCP
+    // server enters the agent's sandbox (internal; see delta::sandbox::command).
+    if args
+        .get(1)
+        .is_some_and(|a| a == delta::sandbox::ENTER_COMMAND)
+    {
+        return sandboxed(&args);
     }
     if args.len() == 1 {
         let _ = Cli::command().print_help();

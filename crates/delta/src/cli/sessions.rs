@@ -178,6 +178,7 @@ fn run(args: SessionsArgs) -> Result<ExitCode, ShellError> {
                 pty,
                 work_dir: cwd,
                 owner_run: std::env::var("DELTA_RUN_ID").ok().filter(|r| !r.is_empty()),
+                sandbox: None,
             })?;
             print_json(&json!({
                 "session_id": meta.session_id,

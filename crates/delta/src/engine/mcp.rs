@@ -40,6 +40,7 @@ impl Engine<'_> {
         };
         servers.set_redactor(self.setup.redactor.clone());
         servers.set_interrupt(std::sync::Arc::clone(&self.setup.interrupt));
+        servers.set_sandbox(self.setup.agent.sandbox.clone());
         let stopped = servers.stop_leftovers();
         if !stopped.is_empty() {
             self.system(

@@ -66,6 +66,7 @@ impl Engine<'_> {
                     id: session,
                     work_dir: self.setup.run.workspace.clone(),
                     owner_run: Some(self.setup.run.run_id.clone()),
+                    sandbox: self.setup.agent.sandbox.clone(),
                 };
                 described(sessions.start(&options).map(|meta| {
                     json!({"session_id": meta.session_id, "command": meta.command,

@@ -61,6 +61,36 @@ pub fn pump(sources: Vec<(Stream, Box<dyn Read + Send>)>) -> Receiver<Chunk> {
     rx
 }
 
+/// How the session's process is started: as it is, or in its run's sandbox (with the session's
+/// folder writable, for its control pipe).
+pub struct Launcher {
+    sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>,
+}
+
+impl Launcher {
+    fn of(meta: &SessionMeta, dir: &Path) -> Self {
+        let sandbox = meta.sandbox.clone().map(|mut policy| {
+            policy.writable.push(dir.to_path_buf());
+            (policy, PathBuf::from(&meta.work_dir))
+        });
+        Self { sandbox }
+    }
+
+    /// The command that starts `program args`.
+    pub fn command(&self, program: &str, args: &[String]) -> std::process::Command {
+        match &self.sandbox {
+            Some((policy, workspace)) => {
+                crate::sandbox::command(&super::host_program(), policy, workspace, program, args)
+            }
+            None => {
+                let mut command = std::process::Command::new(program);
+                command.args(args);
+                command
+            }
+        }
+    }
+}
+
 /// The session's live process.
 enum Live {
     Shell(Shell),
@@ -192,14 +222,16 @@ impl Host {
             }
             None => (work_dir, self.base_env.clone(), false),
         };
+        let launcher = Launcher::of(&self.meta, &self.dir);
         let live = if self.meta.pty {
-            Live::Pty(Pty::start(&self.meta.command, &cwd, &env)?)
+            Live::Pty(Pty::start(&self.meta.command, &cwd, &env, &launcher)?)
         } else {
             Live::Shell(Shell::start(
                 &self.meta.command,
                 &cwd,
                 &env,
                 &files::control_path(&self.dir),
+                &launcher,
             )?)
         };
         self.live = Some(live);

@@ -120,6 +120,9 @@ pub struct SessionMeta {
     /// The run that started the session (its cleanup stops the session's process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_run: Option<String>,
+    /// The sandbox the session's shell or program runs in (its run's agent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// `host.json`: the host, its session's live process, its socket.
@@ -218,6 +221,8 @@ pub struct StartOptions {
     pub work_dir: PathBuf,
     /// The run that owns it.
     pub owner_run: Option<String>,
+    /// The sandbox its process runs in.
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// The sessions of one folder.
@@ -309,6 +314,10 @@ impl ShellSessions {
             execution_count: 0,
             pty: options.pty,
             owner_run: options.owner_run.clone(),
+            sandbox: options
+                .sandbox
+                .clone()
+                .filter(crate::sandbox::SandboxPolicy::confines),
         };
         files::write_meta(&dir, &meta)?;
         let _lock = files::lock(&dir)?;

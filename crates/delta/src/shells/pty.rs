@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,12 @@ pub struct Pty {
 
 impl Pty {
     /// Starts `command` (a command line, run by `sh -c`) on a new pseudo-terminal.
-    pub fn start(command: &str, cwd: &Path, env: &[(String, String)]) -> Result<Self, ShellError> {
+    pub fn start(
+        command: &str,
+        cwd: &Path,
+        env: &[(String, String)],
+        launcher: &super::host::Launcher,
+    ) -> Result<Self, ShellError> {
         let errno = |what: &str, e: nix::Error| ShellError::Terminal(format!("{what}: {e}"));
         let pair = nix::pty::openpty(None, None).map_err(|e| errno("openpty", e))?;
         let mut settings = termios::tcgetattr(&pair.slave).map_err(|e| errno("tcgetattr", e))?;
@@ -57,9 +62,8 @@ impl Pty {
         if !env.iter().any(|(k, _)| k == "TERM") {
             env.push(("TERM".into(), "dumb".into()));
         }
-        let child = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(format!("exec {command}"))
+        let child = launcher
+            .command("/bin/sh", &["-c".to_string(), format!("exec {command}")])
             .current_dir(cwd)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -50,9 +50,10 @@ impl Shell {
         cwd: &Path,
         env: &[(String, String)],
         control: &Path,
+        launcher: &super::host::Launcher,
     ) -> Result<Self, ShellError> {
-        let mut child = Command::new(program)
-            .arg("-s")
+        let mut child = launcher
+            .command(program, &["-s".to_string()])
             .current_dir(cwd)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))

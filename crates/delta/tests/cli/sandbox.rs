@@ -156,3 +156,100 @@ fn an_agent_without_a_sandbox_runs_as_before_and_says_so_with_v() {
     assert!(sb.path("outside.txt").exists());
     assert!(out.stderr.contains("Sandbox: none"), "{}", out.stderr);
 }
+
+#[test]
+fn session_commands_and_stdio_mcp_servers_run_in_the_agents_sandbox() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let notes = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/mcp-notes/notes_server.py");
+    let server = |name: &str, file: &str| {
+        format!(
+            "  - name: {name}\n    command: {}\n    args: [\"{}\"]\n    env: {{NOTES_FILE: \"{file}\"}}\n",
+            python.display(),
+            notes.display()
+        )
+    };
+    let yaml = format!(
+        "name: confined\nllm:\n  model: m\nsandbox: {{filesystem: workspace-write}}\nsessions: true\ntools: []\nmcp_servers:\n{}{}",
+        server("inside", "notes.json"),
+        server("outside", "../notes.json")
+    );
+    let sb = Sandbox::new(&yaml);
+    let replies = vec![
+        Reply::tool_call("c1", "session_start", json!({"id": "s"})),
+        Reply::tool_call(
+            "c2",
+            "session_exec",
+            json!({"id": "s", "command": "touch ../by-session.txt"}),
+        ),
+        Reply::tool_call(
+            "c3",
+            "session_exec",
+            json!({"id": "s", "command": "touch by-session.txt && echo ok"}),
+        ),
+        Reply::tool_call(
+            "c4",
+            "outside__add_note",
+            json!({"title": "t", "text": "x"}),
+        ),
+        Reply::tool_call("c5", "inside__add_note", json!({"title": "t", "text": "x"})),
+        Reply::text("done"),
+    ];
+    let model = ScriptedServer::start(replies);
+    let out = sb.run(Some(&model), "go", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let results: Vec<serde_json::Value> = sb
+        .events("ACTION_RESULT")
+        .iter()
+        .map(|e| e["payload"].clone())
+        .collect();
+    assert_eq!(results[1]["status"], "FAILED", "{}", results[1]);
+    assert!(!sb.path("by-session.txt").exists());
+    assert_eq!(results[2]["status"], "SUCCESS", "{}", results[2]);
+    assert!(sb.ws().join("by-session.txt").is_file());
+    assert_ne!(results[3]["status"], "SUCCESS", "{}", results[3]);
+    assert!(
+        !sb.path("notes.json").exists(),
+        "the server could not write outside"
+    );
+    assert_eq!(results[4]["status"], "SUCCESS", "{}", results[4]);
+    assert!(sb.ws().join("notes.json").is_file());
+}
+
+#[test]
+fn a_kernel_without_landlock_refuses_the_mode_instead_of_running_unconfined() {
+    let Some(strace) = testkit::needs::strace() else {
+        return;
+    };
+    let sb = Sandbox::new(&agent("sandbox: {filesystem: workspace-write}"));
+    let server = ScriptedServer::start([Reply::tool_call(
+        "c1",
+        "sh",
+        json!({"script": "touch ../x"}),
+    )]);
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"]);
+    // The kernel is made to answer that it has no Landlock.
+    let args = [
+        "-f",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=landlock_create_ruleset",
+        "-e",
+        "inject=landlock_create_ruleset:error=ENOSYS",
+    ];
+    let out = crate::support::output(crate::support::wrapped(&cmd, &strace, &args));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "the sandbox mode workspace-write cannot be enforced here: this kernel has no Landlock"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!sb.path("x").exists());
+    assert!(server.requests().is_empty(), "the model was never asked");
+}
