@@ -2,6 +2,7 @@
 
 pub mod mcp;
 mod modules;
+pub mod permissions;
 mod raw;
 mod sections;
 pub mod tools;
@@ -243,6 +244,8 @@ pub struct Agent {
     pub mcp_servers: Vec<mcp::McpServerSpec>,
     /// `sandbox:` (or `--sandbox`/`--network`): `None` runs the agent's processes unconfined.
     pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// `permissions:` (and `--permissions FILE`): `None` allows every call.
+    pub permissions: Option<permissions::Permissions>,
     /// Context recipe.
     pub context: ContextManifest,
     /// `system_prompt.md` or `system_prompt.txt`.
@@ -441,6 +444,10 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         .sandbox
         .as_ref()
         .and_then(|s| sandbox_policy(s, &config_file, &source, &mut diags));
+    let permissions = raw
+        .permissions
+        .as_ref()
+        .map(|p| permissions::load(p, &config_file, &mut diags));
     let system_prompt = find_prompt(&abs)?;
     let context = load_context(&abs, &system_prompt, &mut warnings, &mut diags);
 
@@ -461,6 +468,7 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         sessions: raw.sessions,
         mcp_servers,
         sandbox,
+        permissions,
         context,
         system_prompt,
         warnings,

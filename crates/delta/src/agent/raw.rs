@@ -22,6 +22,8 @@ pub struct RawAgent {
     /// Offer the built-in shell-session tools.
     #[serde(default)]
     pub sessions: bool,
+    /// Which calls run, are refused, or wait for approval.
+    pub permissions: Option<super::permissions::RawPermissions>,
     /// The sandbox of the agent's processes.
     pub sandbox: Option<Spanned<RawSandbox>>,
     /// MCP servers whose tools are offered.

@@ -57,6 +57,7 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
         model: None,
         sandbox: None,
         network: None,
+        approvals: Default::default(),
         max_iterations: None,
         interactive: false,
         verbose: false,

@@ -125,6 +125,7 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
         model: args.model,
         sandbox: args.confine.sandbox,
         network: args.confine.network,
+        approvals: args.confine.approvals()?,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,

@@ -284,6 +284,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<Exit, CliError> {
         model: None,
         sandbox: None,
         network: None,
+        approvals: Default::default(),
         max_iterations: None,
         interactive: false,
         verbose: args.verbose,

@@ -32,6 +32,8 @@ pub struct Flags {
     pub sandbox: Option<delta::sandbox::FsMode>,
     /// `--network on|off`.
     pub network: Option<bool>,
+    /// `--approve all`, `--permissions FILE`.
+    pub approvals: delta::runner::Approvals,
     pub interactive: bool,
     pub verbose: bool,
     pub format: RunFormat,
@@ -48,6 +50,31 @@ pub struct SandboxArgs {
     /// Whether the agent's tools may reach the network for this call: on or off.
     #[arg(long, value_name = "on|off", value_parser = parse_switch)]
     pub network: Option<bool>,
+    /// `all`: run every tool call without asking, whatever agent.yaml's permissions: say.
+    #[arg(long, value_name = "all", value_parser = ["all"])]
+    pub approve: Option<String>,
+    /// A YAML file of permission rules (rules: [{tool, command, action}]) checked before the
+    /// agent's.
+    #[arg(long, value_name = "FILE")]
+    pub permissions: Option<std::path::PathBuf>,
+}
+
+impl SandboxArgs {
+    /// The approvals these flags ask for.
+    pub fn approvals(&self) -> Result<delta::runner::Approvals, CliError> {
+        let mut approvals = delta::runner::Approvals {
+            all: self.approve.is_some(),
+            rules: Vec::new(),
+        };
+        if let Some(file) = &self.permissions {
+            approvals.rules = delta::agent::permissions::read_rules(file).map_err(|e| {
+                CliError::new(e.to_string()).hint(
+                    "the file holds rules: [{tool: GLOB, command: GLOB, action: allow|ask|deny}]",
+                )
+            })?;
+        }
+        Ok(approvals)
+    }
 }
 
 fn parse_mode(text: &str) -> Result<delta::sandbox::FsMode, String> {
@@ -163,6 +190,7 @@ pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<Atomic
         model: flags.model.clone(),
         sandbox: flags.sandbox,
         network: flags.network,
+        approvals: flags.approvals.clone(),
         interactive: flags.interactive,
         env: Env::from_process(),
         cwd: std::env::current_dir().unwrap_or_default(),

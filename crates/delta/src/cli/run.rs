@@ -147,6 +147,7 @@ fn run(args: RunArgs) -> Result<Exit, CliError> {
         model: args.model,
         sandbox: args.confine.sandbox,
         network: args.confine.network,
+        approvals: args.confine.approvals()?,
         interactive: args.interactive,
         verbose: args.verbose,
         format: args.format,

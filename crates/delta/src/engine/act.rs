@@ -116,6 +116,12 @@ impl Engine<'_> {
         args: &'a Map<String, Value>,
         resolved: &'a str,
     ) -> Result<Begin<'a>, EngineError> {
+        // The agent's permissions come first: a call refused, or waiting for approval, never started.
+        if let super::approvals::Permission::Stop(outcome) =
+            self.check_permission(id, name, resolved)?
+        {
+            return Ok(Begin::Done(outcome));
+        }
         self.append(Event::ActionRequest {
             action_id: id.to_string(),
             tool_name: name.to_string(),

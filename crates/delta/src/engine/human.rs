@@ -169,7 +169,7 @@ impl Engine<'_> {
     }
 
     /// Removes `interaction/request.json` and `response.txt` (durably: the directory is flushed).
-    fn remove_interaction_files(&mut self) -> Result<(), EngineError> {
+    pub(super) fn remove_interaction_files(&mut self) -> Result<(), EngineError> {
         let dir = self.setup.run.interaction();
         let mut removed = false;
         for name in ["response.txt", "request.json"] {

@@ -5,6 +5,7 @@
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
 mod act;
+mod approvals;
 mod compact;
 
 pub use compact::{CompactNow, Compacted};

@@ -22,6 +22,7 @@ use std::sync::atomic::AtomicBool;
 
 use store::{Clock, IdSource, RunLock, StoreError};
 
+use crate::agent::permissions::{Action, Permissions, Rule};
 use crate::agent::{Agent, AgentError};
 use crate::connect::{ConnectError, Connection};
 use crate::engine::{EngineError, HumanInput, Observer, RunOutcome};
@@ -86,6 +87,14 @@ pub struct Continue {
     pub fork_at: Option<usize>,
 }
 
+/// The approvals of one invocation: `--approve all` trusts every call; `--permissions FILE`'s rules
+/// are checked before the agent's.
+#[derive(Debug, Clone, Default)]
+pub struct Approvals {
+    pub all: bool,
+    pub rules: Vec<Rule>,
+}
+
 /// Settings of this process that apply whatever the request.
 #[derive(Debug)]
 pub struct Options {
@@ -97,6 +106,8 @@ pub struct Options {
     pub sandbox: Option<crate::sandbox::FsMode>,
     /// Whether the network is reachable, instead of the agent's setting (`--network`).
     pub network: Option<bool>,
+    /// Rules checked before the agent's (`--permissions FILE`, read), and `--approve all`.
+    pub approvals: Approvals,
     /// Report the model's text as it arrives, where the server can stream (for a terminal).
     pub stream_text: bool,
     /// Answer `ask_human` through the [`HumanInput`] given to the runner.
@@ -127,6 +138,18 @@ impl Options {
     pub fn choose_model(&self, agent: &mut Agent) {
         if let Some(model) = self.model.as_ref().filter(|m| !m.trim().is_empty()) {
             agent.llm.model = Some(model.clone());
+        }
+        if self.approvals.all {
+            agent.permissions = None;
+        } else if !self.approvals.rules.is_empty() {
+            let mut permissions = agent.permissions.clone().unwrap_or(Permissions {
+                default: Action::Allow,
+                rules: Vec::new(),
+            });
+            let mut rules = self.approvals.rules.clone();
+            rules.append(&mut permissions.rules);
+            permissions.rules = rules;
+            agent.permissions = Some(permissions);
         }
         if self.sandbox.is_some() || self.network.is_some() {
             let mut policy = agent

@@ -71,6 +71,7 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
         stream_text: false,
         sandbox: None,
         network: None,
+        approvals: Default::default(),
         interactive: false,
         env,
         cwd: sb.root.path().to_path_buf(),

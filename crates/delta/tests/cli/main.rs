@@ -6,6 +6,7 @@ mod support;
 
 mod agent_config;
 mod answers;
+mod approvals;
 mod basics;
 mod context_sources;
 mod context_window;
