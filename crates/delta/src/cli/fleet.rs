@@ -442,6 +442,9 @@ pub fn list_in_store(
                 if let Some(error) = &r.error {
                     out.push_str(&format!("Error:      {error}\n"));
                 }
+                if let Some(question) = &r.pending_question {
+                    out.push_str(&format!("Question:   {question}\n"));
+                }
                 if let Some(waiting) = &r.waiting {
                     out.push_str(&format!("Waiting:    {waiting}\n"));
                 }

@@ -210,6 +210,11 @@ impl Engine<'_> {
             )?;
         }
         store::write_json_atomic(&dir.join("request.json"), &request, true)?;
+        // A run kept in a store shows its question there too (list-runs --store).
+        if let Some(upstream) = &self.setup.upstream {
+            let bytes = serde_json::to_vec(&request).unwrap_or_default();
+            upstream.put(crate::fleet::QUESTION, &bytes)?;
+        }
         self.set_status(RunStatus::WaitingForInput, false)?;
         self.observer
             .progress(Progress::Paused(request.prompt.clone()));

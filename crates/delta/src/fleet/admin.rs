@@ -48,6 +48,8 @@ pub struct StoreRun {
     pub damaged: Option<String>,
     /// Why a queued run waits instead of being worked on (its workspace is held), while it does.
     pub waiting: Option<String>,
+    /// The question a WAITING_FOR_INPUT run waits on (an `ask_human` question or an approval).
+    pub pending_question: Option<String>,
 }
 
 /// A document of a run, or `None` when it is absent; one that cannot be read is noted in `damage`
@@ -86,6 +88,8 @@ fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetEr
     let place: Option<Place> = document(store, &row.run, PLACE, &mut damage)?;
     let error: Option<serde_json::Value> = document(store, &row.run, ERROR, &mut damage)?;
     let waiting: Option<Waiting> = document(store, &row.run, WAITING, &mut damage)?;
+    let question: Option<crate::engine::InteractionRequest> =
+        document(store, &row.run, super::QUESTION, &mut damage)?;
     // The journal's end says how a run ended, whatever its metadata says (or when it is lost).
     let tail = store.read_tail(&row.run, super::TAIL_LINES)?;
     let from_end = || tail.entries.iter().rev().map(|e| e.json.as_bytes());
@@ -106,6 +110,9 @@ fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetEr
         (None, Some(s)) => (s.agent.display().to_string(), s.task.clone()),
         (None, None) => (String::new(), String::new()),
     };
+    let pending_question = question
+        .filter(|_| status == RunStatus::WaitingForInput.as_str())
+        .map(|q| q.prompt);
     let failure = (status == RunStatus::Failed.as_str())
         .then(|| crate::tail::failure_of(from_end()))
         .flatten();
@@ -135,6 +142,7 @@ fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetEr
         waiting: waiting
             .filter(|_| row.queued && !row.live)
             .and_then(|w| w.reason),
+        pending_question,
     })
 }
 

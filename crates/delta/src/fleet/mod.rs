@@ -45,6 +45,8 @@ pub const METADATA: &str = "metadata.json";
 pub const ERROR: &str = "error.json";
 /// The document that says why a queued run waits (its workspace is held), while it does.
 pub const WAITING: &str = "waiting.json";
+/// The question a run paused on (`interaction/request.json` in its working copy), for listings.
+pub const QUESTION: &str = "question.json";
 /// Lines of a run's journal read from its end (in the store) to tell how it ended or why it failed.
 pub const TAIL_LINES: usize = 64;
 

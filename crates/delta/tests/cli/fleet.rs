@@ -747,3 +747,31 @@ fn a_worker_starts_the_agents_mcp_servers_and_leaves_none_running() {
     fleet.stop_workers();
     crate::support::assert_no_process_under(&fleet.sb.path("worker"));
 }
+
+#[test]
+fn a_run_waiting_for_approval_is_listed_and_answered_through_the_store() {
+    let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
+        return;
+    };
+    fleet.sb.file(
+        "agent/agent.yaml",
+        "name: fleet-agent\nllm:\n  model: test-model\ntools:\n  - name: mark\n    exec: \"${AGENT_HOME}/mark.sh ${tag}\"\npermissions:\n  default: allow\n  rules:\n    - {tool: mark, action: ask}\n",
+    );
+    fleet.submit("client", "p1", "mark task-p");
+    fleet.worker("worker", &["--exit-when-done"]);
+    let runs = fleet.wait_all("WAITING_FOR_INPUT", 1, Duration::from_secs(60));
+    let question = runs[0]["pending_question"].as_str().unwrap_or_default();
+    assert!(question.starts_with("Allow mark to run?"), "{:#?}", runs[0]);
+    assert_eq!(fleet.effects("task-p"), 0, "nothing ran before the answer");
+    let out = output({
+        let mut cmd = fleet.delta("client");
+        cmd.args([
+            "continue", "--run-id", "p1", "-m", "yes", "--format", "json",
+        ]);
+        cmd
+    });
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "COMPLETED", "{result}");
+    assert_eq!(fleet.effects("task-p"), 1);
+}
