@@ -25,7 +25,7 @@ use landlock::{
 use serde::{Deserialize, Serialize};
 
 /// What the filesystem allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsMode {
     /// Nothing may be written but `/dev/null` and the `writable:` paths.

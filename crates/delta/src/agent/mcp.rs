@@ -86,7 +86,7 @@ impl McpServerSpec {
     ) -> Result<(McpServerSpec, Vec<String>), UnsetVariable> {
         let secrets = std::cell::RefCell::new(Vec::new());
         let expand = |field: &str, text: &str| {
-            expand(text, lookup).map_err(|var| UnsetVariable {
+            expand(text, lookup).map_err(|Unset(var)| UnsetVariable {
                 server: self.name.clone(),
                 field: field.to_string(),
                 var,
@@ -177,9 +177,14 @@ pub fn lookup<'a>(
     }
 }
 
-/// `text` with each `${NAME}` replaced by `lookup(NAME)`; `Err(NAME)` for one that is not set. `$$`
+/// A variable `${NAME}` names that is not set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("${{{0}}} is not set")]
+pub struct Unset(pub String);
+
+/// `text` with each `${NAME}` replaced by `lookup(NAME)`; [`Unset`] for one that is not set. `$$`
 /// is left as it is, as is a `$` not followed by `{`.
-pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, Unset> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("${") {
@@ -192,7 +197,7 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
         let name = &after[..end];
         let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if valid {
-            out.push_str(&lookup(name).ok_or_else(|| name.to_string())?);
+            out.push_str(&lookup(name).ok_or_else(|| Unset(name.to_string()))?);
         } else {
             out.push_str(&rest[at..at + 3 + end]);
         }
@@ -321,7 +326,7 @@ mod tests {
             expand("$HOME ${} ${x-y} $${TOKEN", &lookup).unwrap(),
             "$HOME ${} ${x-y} $${TOKEN"
         );
-        assert_eq!(expand("${NOPE}", &lookup), Err("NOPE".to_string()));
+        assert_eq!(expand("${NOPE}", &lookup), Err(Unset("NOPE".to_string())));
     }
 
     #[test]

@@ -430,24 +430,16 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         &mut warnings,
         &mut diags,
     );
-    if raw.sessions {
-        reserve_session_names(&tools, &config_file, &mut diags);
-    }
-    let mcp_servers = mcp::load(
-        &raw.mcp_servers,
-        &config_file,
-        &source,
+    let reach = load_reach(
+        &raw,
+        &tools,
+        &ConfigText {
+            file: &config_file,
+            source: &source,
+        },
         default_timeout,
         &mut diags,
     );
-    let sandbox = raw
-        .sandbox
-        .as_ref()
-        .and_then(|s| sandbox_policy(s, &config_file, &source, &mut diags));
-    let permissions = raw
-        .permissions
-        .as_ref()
-        .map(|p| permissions::load(p, &config_file, &mut diags));
     let system_prompt = find_prompt(&abs)?;
     let context = load_context(&abs, &system_prompt, &mut warnings, &mut diags);
 
@@ -466,13 +458,51 @@ pub fn load(dir: &Path) -> Result<Agent, AgentError> {
         max_iterations,
         tool_timeout: default_timeout,
         sessions: raw.sessions,
-        mcp_servers,
-        sandbox,
-        permissions,
+        mcp_servers: reach.mcp_servers,
+        sandbox: reach.sandbox,
+        permissions: reach.permissions,
         context,
         system_prompt,
         warnings,
     })
+}
+
+/// Where agent.yaml is, and its text (for located diagnostics).
+struct ConfigText<'a> {
+    file: &'a Path,
+    source: &'a str,
+}
+
+/// What reaches beyond the agent's own tools, and its limits: sessions, MCP servers, the sandbox,
+/// the permissions.
+struct Reach {
+    mcp_servers: Vec<mcp::McpServerSpec>,
+    sandbox: Option<crate::sandbox::SandboxPolicy>,
+    permissions: Option<permissions::Permissions>,
+}
+
+/// Checks `sessions:`, `mcp_servers:`, `sandbox:` and `permissions:`.
+fn load_reach(
+    raw: &RawAgent,
+    tools: &[Tool],
+    at: &ConfigText<'_>,
+    default_timeout: Duration,
+    diags: &mut Vec<Diagnostic>,
+) -> Reach {
+    if raw.sessions {
+        reserve_session_names(tools, at.file, diags);
+    }
+    Reach {
+        mcp_servers: mcp::load(&raw.mcp_servers, at.file, at.source, default_timeout, diags),
+        sandbox: raw
+            .sandbox
+            .as_ref()
+            .and_then(|s| sandbox_policy(s, at.file, at.source, diags)),
+        permissions: raw
+            .permissions
+            .as_ref()
+            .map(|p| permissions::load(p, at.file, diags)),
+    }
 }
 
 /// `sandbox:`, checked: an unknown filesystem mode is an error where it is written.

@@ -45,11 +45,11 @@ pub struct Flags {
 pub struct SandboxArgs {
     /// The filesystem sandbox of the agent's tools and hooks for this call: read-only,
     /// workspace-write or off (default: agent.yaml's sandbox:).
-    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    #[arg(long, value_name = "MODE", value_enum)]
     pub sandbox: Option<delta::sandbox::FsMode>,
     /// Whether the agent's tools may reach the network for this call: on or off.
-    #[arg(long, value_name = "on|off", value_parser = parse_switch)]
-    pub network: Option<bool>,
+    #[arg(long, value_name = "on|off", value_enum)]
+    pub network: Option<Switch>,
     /// `all`: run every tool call without asking, whatever agent.yaml's permissions: say.
     #[arg(long, value_name = "all", value_parser = ["all"])]
     pub approve: Option<String>,
@@ -77,16 +77,16 @@ impl SandboxArgs {
     }
 }
 
-fn parse_mode(text: &str) -> Result<delta::sandbox::FsMode, String> {
-    delta::sandbox::FsMode::parse(text)
-        .ok_or_else(|| "use read-only, workspace-write or off".to_string())
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
-fn parse_switch(text: &str) -> Result<bool, String> {
-    match text {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err("use on or off".into()),
+impl Switch {
+    pub fn is_on(self) -> bool {
+        self == Self::On
     }
 }
 

@@ -146,7 +146,7 @@ fn run(args: RunArgs) -> Result<Exit, CliError> {
         max_iterations: args.max_iterations,
         model: args.model,
         sandbox: args.confine.sandbox,
-        network: args.confine.network,
+        network: args.confine.network.map(super::report::Switch::is_on),
         approvals: args.confine.approvals()?,
         interactive: args.interactive,
         verbose: args.verbose,

@@ -1,10 +1,11 @@
 //! `ask_human`: asking on the terminal (`-i`), pausing the run for an answer, and taking the answer
 //! when the run is resumed.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::registry::AskHumanArgs;
-use super::{ASK_HUMAN, Engine, EngineError, InteractionRequest, Observer, Progress, RunOutcome};
+use super::{ASK_HUMAN, Engine, EngineError, Observer, Progress, RunOutcome};
 use crate::agent::HookName;
 use crate::events::{ActionStatus, Event, Level, timestamp};
 use crate::metadata::RunStatus;
@@ -229,4 +230,46 @@ impl Engine<'_> {
         outcome.interaction = Some(request);
         Ok(outcome)
     }
+}
+
+/// How `ask_human` wants its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputType {
+    /// Free text.
+    Text,
+    /// Hidden input.
+    Password,
+    /// Yes or no.
+    Confirmation,
+}
+
+/// Answers `ask_human` questions in interactive mode.
+pub trait HumanInput {
+    /// Asks `prompt`; `Ok(None)` means no answer came: the run was interrupted, or the input ended
+    /// (the run then waits for an answer as it does without `-i`).
+    fn ask(
+        &mut self,
+        prompt: &str,
+        input_type: InputType,
+        sensitive: bool,
+    ) -> std::io::Result<Option<String>>;
+}
+
+/// `interaction/request.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionRequest {
+    /// Request id.
+    pub request_id: String,
+    /// When it was asked.
+    pub timestamp: String,
+    /// The question.
+    pub prompt: String,
+    /// How to answer.
+    pub input_type: InputType,
+    /// Whether the answer is secret.
+    pub sensitive: bool,
+    /// The `ask_human` call it asks for: `interaction/response.txt` answers this call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
 }

@@ -15,9 +15,11 @@ pub mod io_writer;
 mod mcp;
 mod model_call;
 pub mod observation;
+mod progress;
 mod reason;
 mod records;
 pub mod registry;
+mod sandbox;
 mod sessions;
 mod settle;
 pub(crate) use settle::call_progress;
@@ -29,7 +31,6 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use llm::{ChatRequest, ChatResponse, ContentBlock, LlmClient, LlmError, ToolChoice};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use store::{Clock, IdSource, StoreError};
 
@@ -37,7 +38,7 @@ use crate::agent::{Agent, CompactionStrategy, HookName};
 use crate::context::{self, ContextEnv};
 use crate::env::Env;
 use crate::events::{
-    EndStatus, Event, FunctionRecord, HookStatus, Level, RunJournal, ToolCallRecord, timestamp,
+    EndStatus, Event, FunctionRecord, Level, RunJournal, ToolCallRecord, timestamp,
 };
 use crate::hooks::HookRunner;
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals};
@@ -45,7 +46,9 @@ use crate::process;
 use crate::process::record::{Leftover, Recorder};
 use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
+pub use human::{HumanInput, InputType, InteractionRequest};
 use io_writer::IoWriter;
+pub use progress::{Observer, Progress, Silent};
 pub use reason::EndReason;
 pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
@@ -54,147 +57,6 @@ pub const FATAL_PREFIX: &str = "Fatal error: ";
 
 /// Name of the built-in tool.
 pub use crate::agent::tools::ASK_HUMAN;
-
-/// Progress reported while a run works (the CLI prints it on stderr).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Progress {
-    /// An iteration begins.
-    Iteration {
-        /// 1-based, counted in this process.
-        n: u32,
-        /// Budget of this process.
-        max: u32,
-        /// Its number in the run (over every process that worked on it); the run's
-        /// `iterations_completed` once it ends.
-        run_iteration: u64,
-    },
-    /// Waiting for the model.
-    Thinking,
-    /// The model's text.
-    Thought(String),
-    /// Tools are about to run.
-    Executing(usize),
-    /// A tool is about to run.
-    ToolCall {
-        /// The call id.
-        id: String,
-        /// Tool name.
-        name: String,
-        /// Its arguments.
-        args: Value,
-    },
-    /// A tool finished.
-    ToolDone {
-        /// The call id.
-        id: String,
-        /// How long it ran.
-        duration_ms: u64,
-        /// Exit code.
-        exit_code: i32,
-        /// Whether it succeeded.
-        success: bool,
-        /// First output, one line.
-        preview: Option<String>,
-        /// Output length in characters (stdout + stderr).
-        chars: usize,
-        /// Why it was stopped, when it did not exit by itself ("timed out after 30 s", "interrupted").
-        stopped: Option<String>,
-    },
-    /// The model called a tool that does not exist.
-    ToolNotFound(String),
-    /// A tool call could not be run (bad arguments, spawn failure).
-    ToolError(String),
-    /// A hook ran.
-    Hook {
-        /// Which.
-        name: HookName,
-        /// How it went.
-        status: HookStatus,
-        /// Problems, if any.
-        problems: Vec<String>,
-    },
-    /// A piece of the model's text, as it arrives (streaming; the whole text follows as `Thought`).
-    TextDelta(String),
-    /// Still waiting for the model, this many seconds now (once a second).
-    Waiting {
-        /// Seconds since the request was sent.
-        seconds: u64,
-    },
-    /// The model asks the human something (interactive mode shows it).
-    Question(String),
-    /// The run stops to wait for the answer to this question.
-    Paused(String),
-    /// The oldest part of the conversation was replaced to fit the context window.
-    Compacted {
-        /// `summarize` or `truncate`.
-        strategy: String,
-        /// Model answers replaced.
-        iterations: u64,
-        /// Estimated tokens before.
-        tokens_before: u64,
-        /// Estimated tokens after.
-        tokens_after: u64,
-        /// What happened, in a line.
-        note: String,
-    },
-    /// Something worth a line (skipped context sources, the iteration limit).
-    Note(String),
-}
-
-/// Receives progress.
-pub trait Observer {
-    /// Called for each step.
-    fn progress(&mut self, event: Progress);
-}
-
-/// An observer that discards everything.
-pub struct Silent;
-
-impl Observer for Silent {
-    fn progress(&mut self, _event: Progress) {}
-}
-
-/// How `ask_human` wants its answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InputType {
-    /// Free text.
-    Text,
-    /// Hidden input.
-    Password,
-    /// Yes or no.
-    Confirmation,
-}
-
-/// Answers `ask_human` questions in interactive mode.
-pub trait HumanInput {
-    /// Asks `prompt`; `Ok(None)` means no answer came: the run was interrupted, or the input ended
-    /// (the run then waits for an answer as it does without `-i`).
-    fn ask(
-        &mut self,
-        prompt: &str,
-        input_type: InputType,
-        sensitive: bool,
-    ) -> std::io::Result<Option<String>>;
-}
-
-/// `interaction/request.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InteractionRequest {
-    /// Request id.
-    pub request_id: String,
-    /// When it was asked.
-    pub timestamp: String,
-    /// The question.
-    pub prompt: String,
-    /// How to answer.
-    pub input_type: InputType,
-    /// Whether the answer is secret.
-    pub sensitive: bool,
-    /// The `ask_human` call it asks for: `interaction/response.txt` answers this call only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action_id: Option<String>,
-}
 
 /// How a run (or this part of it) ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -553,21 +415,6 @@ impl<'a> Engine<'a> {
             interaction: None,
             metadata: self.metadata.clone(),
             duration: self.started.elapsed(),
-        }
-    }
-
-    /// Prepares the agent's sandbox for its tools and hooks; the error when the kernel cannot
-    /// enforce it (the run fails: it never runs unconfined by accident).
-    fn prepare_sandbox(&mut self) -> Option<String> {
-        let policy = self.setup.agent.sandbox.clone()?;
-        match policy.prepare(&self.setup.run.workspace) {
-            Ok(confinement) => {
-                self.confinement = confinement.map(Arc::new);
-                self.hooks.confine(self.confinement.clone());
-                self.log(&format!("Sandbox: {}", policy.describe()));
-                None
-            }
-            Err(e) => Some(e.to_string()),
         }
     }
 
