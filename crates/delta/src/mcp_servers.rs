@@ -140,11 +140,6 @@ impl McpServers {
         Ok((servers, secrets))
     }
 
-    /// Whether there are any servers.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
     /// Scrubs the run's secrets from what a server writes to its log, too.
     pub fn set_redactor(&mut self, redactor: llm::Redactor) {
         self.launcher.redactor = redactor;
@@ -261,11 +256,6 @@ impl McpServers {
     /// The name of server `i`.
     pub fn name(&self, i: usize) -> &str {
         self.slots.get(i).map_or("", |s| s.spec.name.as_str())
-    }
-
-    /// How long a call to server `i` may take.
-    pub fn timeout(&self, i: usize) -> Duration {
-        self.slots.get(i).map_or(Duration::ZERO, |s| s.spec.timeout)
     }
 
     /// Calls `tool` of server `i`, starting the server again first if it had stopped. A server

@@ -127,7 +127,7 @@ impl SandboxPolicy {
         let filter = if self.network {
             None
         } else {
-            Some(network_filter()?)
+            Some(instructions(&network_filter()?))
         };
         Ok(Some(Confinement {
             ruleset,
@@ -282,7 +282,8 @@ const SYSTEM_READABLE: [&str; 9] = [
 #[derive(Debug)]
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
-    filter: Option<Vec<seccompiler::sock_filter>>,
+    /// The seccomp program, in the kernel's layout, made once and shared by every spawn.
+    filter: Option<std::sync::Arc<[libc_filter::Instruction]>>,
     policy: SandboxPolicy,
 }
 
@@ -292,24 +293,30 @@ impl Confinement {
         self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    /// The seccomp program's instructions (`code`, `jt`, `jf`, `k`), for the child to load.
-    pub fn filter(&self) -> Option<Vec<libc_filter::Instruction>> {
-        self.filter.as_ref().map(|f| {
-            f.iter()
-                .map(|i| libc_filter::Instruction {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
-                })
-                .collect()
-        })
+    /// The seccomp program's instructions, for the child to load.
+    pub fn filter(&self) -> Option<std::sync::Arc<[libc_filter::Instruction]>> {
+        self.filter.clone()
     }
 
     /// The policy it enforces.
     pub fn policy(&self) -> &SandboxPolicy {
         &self.policy
     }
+}
+
+/// `program` in the kernel's layout.
+fn instructions(
+    program: &[seccompiler::sock_filter],
+) -> std::sync::Arc<[libc_filter::Instruction]> {
+    program
+        .iter()
+        .map(|i| libc_filter::Instruction {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
 }
 
 /// A seccomp instruction in the kernel's layout (`struct sock_filter`).

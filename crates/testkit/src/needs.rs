@@ -160,6 +160,26 @@ pub fn neovim() -> Option<PathBuf> {
     )
 }
 
+/// Makes the tests that need the kernel's Landlock required.
+pub const LANDLOCK_REQUIRED: &str = "SANDBOX_TEST_REQUIRED";
+
+/// A kernel with Landlock (Linux 5.13 or later, enabled), which delta's filesystem sandbox needs: a
+/// ruleset is created (and dropped) to ask.
+pub fn landlock() -> Option<()> {
+    use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+    let made = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create());
+    if made.is_ok() {
+        return Some(());
+    }
+    skip(
+        LANDLOCK_REQUIRED,
+        "a kernel with Landlock (Linux 5.13 or later, with Landlock in its security modules)",
+    )
+}
+
 /// Makes the tests that inject faults with `strace` required.
 pub const STRACE_REQUIRED: &str = "STRACE_TEST_REQUIRED";
 

@@ -371,6 +371,18 @@ impl Engine<'_> {
     /// Keeps what the tool of `exec_ref` did under `io/tool_executions/`: its command, both
     /// streams (each ending with a mark where its capture stopped, if it did), exit code and time.
     pub(super) fn write_execution(&self, exec_ref: &str, command: &str, out: &process::Outcome) {
+        self.write_execution_with(exec_ref, command, out, Vec::new());
+    }
+
+    /// [`Engine::write_execution`], with `extra` files beside the usual ones (their content already
+    /// scrubbed).
+    pub(super) fn write_execution_with(
+        &self,
+        exec_ref: &str,
+        command: &str,
+        out: &process::Outcome,
+        extra: super::io_writer::Files,
+    ) {
         let redact = |text: &str| self.setup.redactor.redact(text).into_owned();
         let stream = |bytes: &[u8], dropped: u64| {
             let mut text = redact(&String::from_utf8_lossy(bytes));
@@ -393,7 +405,10 @@ impl Engine<'_> {
                     "duration_ms.txt",
                     out.duration.as_millis().to_string().into_bytes().into(),
                 ),
-            ],
+            ]
+            .into_iter()
+            .chain(extra)
+            .collect(),
         );
     }
 }

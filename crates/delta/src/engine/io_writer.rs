@@ -58,7 +58,7 @@ impl Content {
 }
 
 /// Files to write into one folder: (file name, content).
-type Files = Vec<(&'static str, Content)>;
+pub(super) type Files = Vec<(&'static str, Content)>;
 
 enum Job {
     Write { dir: PathBuf, files: Files },

@@ -168,27 +168,24 @@ impl Engine<'_> {
             _ => text.clone(),
         };
         let failed = status != ActionStatus::Success;
-        let redact = |text: &str| self.setup.redactor.redact(text).into_owned();
         let mut request = json!({"name": call.name, "arguments": call.args});
         let mut raw = raw;
         self.setup.redactor.redact_json(&mut request);
         self.setup.redactor.redact_json(&mut raw);
         let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
-        self.io.write(
-            self.setup.run.tool_executions().join(&call.exec_ref),
+        let record = crate::process::Outcome {
+            stdout: text.clone().into_bytes(),
+            exit_code: i32::from(failed),
+            duration: took,
+            ..crate::process::Outcome::default()
+        };
+        self.write_execution_with(
+            &call.exec_ref,
+            call.resolved,
+            &record,
             vec![
-                ("command.txt", redact(call.resolved).into_bytes().into()),
                 ("request.json", pretty(&request).into()),
                 ("result.json", pretty(&raw).into()),
-                ("stdout.log", redact(&text).into_bytes().into()),
-                (
-                    "exit_code.txt",
-                    (if failed { "1" } else { "0" }).as_bytes().to_vec().into(),
-                ),
-                (
-                    "duration_ms.txt",
-                    took.as_millis().to_string().into_bytes().into(),
-                ),
             ],
         );
         self.observer.progress(Progress::ToolDone {

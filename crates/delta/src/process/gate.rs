@@ -71,7 +71,7 @@ pub struct Confine {
     /// A Landlock ruleset's descriptor; the caller keeps it open until the spawn returns.
     pub ruleset: Option<RawFd>,
     /// A seccomp program.
-    pub filter: Option<Vec<crate::sandbox::libc_filter::Instruction>>,
+    pub filter: Option<std::sync::Arc<[crate::sandbox::libc_filter::Instruction]>>,
 }
 
 impl Program {

@@ -33,31 +33,14 @@ pub fn log_path(dir: &Path) -> PathBuf {
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ShellError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(ShellError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|source| ShellError::Corrupt {
-            path: path.to_path_buf(),
-            source,
-        })
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => Ok(Some(store::atomic::read_json(path)?)),
+    }
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), ShellError> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| ShellError::Corrupt {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    bytes.push(b'\n');
-    store::write_atomic(path, &bytes).map_err(ShellError::Store)
+    Ok(store::write_json_atomic(path, value, true)?)
 }
 
 /// The session's metadata; an error when it is missing or unreadable.

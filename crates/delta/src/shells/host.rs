@@ -15,6 +15,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::child::SessionChild;
 use super::pty::Pty;
 use super::shell::Shell;
 use super::wire::{Reply, Request};
@@ -63,11 +64,11 @@ pub fn pump(sources: Vec<(Stream, Box<dyn Read + Send>)>) -> Receiver<Chunk> {
 
 /// How the session's process is started: as it is, or in its run's sandbox (with the session's
 /// folder writable, for its control pipe).
-pub struct Launcher {
+pub struct ProgramStart {
     sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>,
 }
 
-impl Launcher {
+impl ProgramStart {
     fn of(meta: &SessionMeta, dir: &Path) -> Self {
         let sandbox = meta.sandbox.clone().map(|mut policy| {
             policy.writable.push(dir.to_path_buf());
@@ -98,24 +99,17 @@ enum Live {
 }
 
 impl Live {
-    fn group(&self) -> &GroupId {
+    fn child(&self) -> &SessionChild {
         match self {
-            Live::Shell(s) => s.group(),
-            Live::Pty(p) => p.group(),
+            Live::Shell(s) => &s.child,
+            Live::Pty(p) => &p.child,
         }
     }
 
-    fn alive(&mut self) -> bool {
+    fn child_mut(&mut self) -> &mut SessionChild {
         match self {
-            Live::Shell(s) => s.alive(),
-            Live::Pty(p) => p.alive(),
-        }
-    }
-
-    fn stop(&mut self) {
-        match self {
-            Live::Shell(s) => s.stop(),
-            Live::Pty(p) => p.stop(),
+            Live::Shell(s) => &mut s.child,
+            Live::Pty(p) => &mut p.child,
         }
     }
 }
@@ -206,7 +200,7 @@ impl Host {
     /// Starts the session's process if it is not running; `Some(note)` when that was a rebuild.
     fn ensure_live(&mut self) -> Result<Option<String>, ShellError> {
         if let Some(live) = &mut self.live
-            && live.alive()
+            && live.child_mut().alive()
         {
             return Ok(None);
         }
@@ -222,7 +216,7 @@ impl Host {
             }
             None => (work_dir, self.base_env.clone(), false),
         };
-        let launcher = Launcher::of(&self.meta, &self.dir);
+        let launcher = ProgramStart::of(&self.meta, &self.dir);
         let live = if self.meta.pty {
             Live::Pty(Pty::start(&self.meta.command, &cwd, &env, &launcher)?)
         } else {
@@ -276,7 +270,7 @@ impl Host {
 
     /// Writes `host.json`: this process, its live process's group, its socket.
     fn record(&self) -> Result<(), ShellError> {
-        let process = self.live.as_ref().map(|l| l.group().clone());
+        let process = self.live.as_ref().map(|l| l.child().group().clone());
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = process.clone();
         let record = HostRecord {
             host: GroupId::of_leader(std::process::id() as i32),
@@ -288,7 +282,7 @@ impl Host {
 
     fn shut_down(&mut self) {
         if let Some(live) = &mut self.live {
-            live.stop();
+            live.child_mut().stop();
         }
         self.live = None;
         let _ = std::fs::remove_file(&self.socket);

@@ -71,11 +71,6 @@ pub enum ShellError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not valid session JSON: {source}")]
-    Corrupt {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error("the pseudo-terminal could not be set up: {0}")]
@@ -193,8 +188,11 @@ impl StateFile {
     }
 }
 
+/// Variables the shell sets itself: never saved as the session's own.
+pub const SHELL_OWNED: [&str; 5] = ["_", "SHLVL", "PWD", "OLDPWD", "PS1"];
+
 fn shell_owned(name: &str) -> bool {
-    matches!(name, "_" | "SHLVL" | "PWD" | "OLDPWD" | "PS1")
+    SHELL_OWNED.contains(&name)
 }
 
 /// What a command printed and how it ended.
@@ -206,7 +204,6 @@ pub struct ExecOutput {
     pub timed_out: bool,
     /// The session's process had gone and was started again first: what to tell the caller.
     pub rebuilt: Option<String>,
-    pub duration: Duration,
 }
 
 /// How a session is started.
@@ -243,11 +240,6 @@ impl ShellSessions {
             host_program,
             env,
         }
-    }
-
-    /// The folder of the sessions.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     fn session_dir(&self, id: &str) -> Result<PathBuf, ShellError> {
@@ -333,7 +325,6 @@ impl ShellSessions {
         timeout: Option<Duration>,
         interrupt: Option<&AtomicBool>,
     ) -> Result<ExecOutput, ShellError> {
-        let started = Instant::now();
         let (dir, meta) = self.existing(id)?;
         if meta.status == SessionStatus::Terminated {
             return Err(ShellError::Terminated(id.to_string()));
@@ -377,7 +368,6 @@ impl ShellSessions {
             exit_code: reply.header.exit_code,
             timed_out: reply.header.timed_out,
             rebuilt: reply.header.rebuilt,
-            duration: started.elapsed(),
         })
     }
 

@@ -21,7 +21,6 @@ use super::ShellError;
 use super::child::SessionChild;
 use super::host::{Chunk, Stream, pump};
 use super::wire::Reply;
-use crate::process::group::GroupId;
 
 /// How long the program must stay quiet before its answer counts as complete.
 pub const IDLE: Duration = Duration::from_millis(300);
@@ -32,7 +31,7 @@ const GONE_CHECK: Duration = Duration::from_millis(250);
 
 /// A program running on a pseudo-terminal.
 pub struct Pty {
-    child: SessionChild,
+    pub(super) child: SessionChild,
     master: File,
     chunks: Receiver<Chunk>,
 }
@@ -43,7 +42,7 @@ impl Pty {
         command: &str,
         cwd: &Path,
         env: &[(String, String)],
-        launcher: &super::host::Launcher,
+        start: &super::host::ProgramStart,
     ) -> Result<Self, ShellError> {
         let errno = |what: &str, e: nix::Error| ShellError::Terminal(format!("{what}: {e}"));
         let pair = nix::pty::openpty(None, None).map_err(|e| errno("openpty", e))?;
@@ -62,7 +61,7 @@ impl Pty {
         if !env.iter().any(|(k, _)| k == "TERM") {
             env.push(("TERM".into(), "dumb".into()));
         }
-        let child = launcher
+        let child = start
             .command("/bin/sh", &["-c".to_string(), format!("exec {command}")])
             .current_dir(cwd)
             .env_clear()
@@ -87,16 +86,6 @@ impl Pty {
             master,
             chunks,
         })
-    }
-
-    /// The program's process group.
-    pub fn group(&self) -> &GroupId {
-        self.child.group()
-    }
-
-    /// Whether the program still runs.
-    pub fn alive(&mut self) -> bool {
-        self.child.alive()
     }
 
     /// Sends `input` and reads the answer (with whatever the program printed since the last
@@ -154,7 +143,7 @@ impl Pty {
                 Err(_) => {}
             }
         }
-        if !self.alive() {
+        if !self.child.alive() {
             reply.header.ended = true;
             if !reply.header.timed_out {
                 reply.header.exit_code = self.child.exit_code(Duration::from_millis(500));
@@ -162,11 +151,6 @@ impl Pty {
         }
         reply.stdout = normalize_newlines(&out);
         reply
-    }
-
-    /// Stops the program and its group.
-    pub fn stop(&mut self) {
-        self.child.stop();
     }
 }
 

@@ -19,17 +19,14 @@ use std::time::{Duration, Instant};
 use super::child::SessionChild;
 use super::host::{Chunk, Stream, pump};
 use super::wire::Reply;
-use super::{SavedState, ShellError, random_hex};
-use crate::process::group::GroupId;
+use super::{SHELL_OWNED, SavedState, ShellError, random_hex};
 
-/// Variables the shell sets itself: never saved as the session's own.
-const SHELL_OWNED: [&str; 5] = ["_", "SHLVL", "PWD", "OLDPWD", "PS1"];
 /// How often a waiting command checks whether the shell is still there.
 const TICK: Duration = Duration::from_millis(50);
 
 /// A running shell and what it has printed that no command has claimed yet.
 pub struct Shell {
-    child: SessionChild,
+    pub(super) child: SessionChild,
     stdin: ChildStdin,
     chunks: Receiver<Chunk>,
     /// Bytes read after the last command's markers (a background job's output), per stream.
@@ -50,9 +47,9 @@ impl Shell {
         cwd: &Path,
         env: &[(String, String)],
         control: &Path,
-        launcher: &super::host::Launcher,
+        start: &super::host::ProgramStart,
     ) -> Result<Self, ShellError> {
-        let mut child = launcher
+        let mut child = start
             .command(program, &["-s".to_string()])
             .current_dir(cwd)
             .env_clear()
@@ -98,16 +95,6 @@ impl Shell {
             chunks,
             carry: Default::default(),
         })
-    }
-
-    /// The shell's process group.
-    pub fn group(&self) -> &GroupId {
-        self.child.group()
-    }
-
-    /// Whether the shell still runs.
-    pub fn alive(&mut self) -> bool {
-        self.child.alive()
     }
 
     /// Runs `command` (written to `script`, a new file) and collects its output until its markers,
@@ -164,7 +151,7 @@ impl Shell {
             if done.iter().all(|d| *d) {
                 break;
             }
-            if !self.alive() {
+            if !self.child.alive() {
                 self.drain_into(&mut got);
                 reply.header.ended = true;
                 reply.header.exit_code = self.child.exit_code(TICK);
@@ -196,11 +183,6 @@ impl Shell {
             state = saved;
         }
         Ran { reply, state }
-    }
-
-    /// Stops the shell and everything it started in its group.
-    pub fn stop(&mut self) {
-        self.child.stop();
     }
 
     /// What is waiting in the pipes now, without waiting for more.

@@ -226,6 +226,10 @@ fn without_a_template_and_a_terminal_init_asks_for_t_or_y() {
 
 #[test]
 fn the_hello_world_agent_runs_and_creates_a_file() {
+    // New agents are sandboxed: running one needs the kernel's Landlock.
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let sb = sandbox();
     let out = init(&sb, &root(&sb), &["greeter", "-t", "hello-world"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -306,6 +310,10 @@ fn the_hello_world_agent_runs_and_creates_a_file() {
 
 #[test]
 fn the_minimal_agent_created_with_y_runs() {
+    // New agents are sandboxed: running one needs the kernel's Landlock.
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let sb = sandbox();
     let dir = root(&sb).join("mini");
     std::fs::create_dir_all(&dir).unwrap();
@@ -328,6 +336,10 @@ fn the_minimal_agent_created_with_y_runs() {
 
 #[test]
 fn a_name_with_yaml_special_characters_is_quoted() {
+    // New agents are sandboxed: running one needs the kernel's Landlock.
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let sb = sandbox();
     let name = "team: \"alpha\" #1";
     let out = init(&sb, &root(&sb), &[name, "-t", "minimal"]);

@@ -33,6 +33,9 @@ fn run_scripts(sb: &Sandbox, scripts: &[&str], extra: &[&str]) -> (Output, Vec<s
 
 #[test]
 fn workspace_write_keeps_every_write_in_the_workspace() {
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let sb = Sandbox::new(&agent("sandbox: {filesystem: workspace-write}"));
     std::fs::create_dir_all(sb.path("target")).unwrap();
     let outside = sb.path("outside.txt");
@@ -81,6 +84,9 @@ fn workspace_write_keeps_every_write_in_the_workspace() {
 
 #[test]
 fn read_only_cannot_write_the_workspace_and_the_flag_overrides_the_agent() {
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let sb = Sandbox::new(&agent("sandbox: {filesystem: workspace-write}"));
     let (out, results) = run_scripts(
         &sb,
@@ -102,6 +108,9 @@ fn read_only_cannot_write_the_workspace_and_the_flag_overrides_the_agent() {
 
 #[test]
 fn network_off_refuses_a_connection_that_network_on_makes() {
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -133,6 +142,9 @@ fn network_off_refuses_a_connection_that_network_on_makes() {
 
 #[test]
 fn a_hook_runs_in_the_same_sandbox() {
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let yaml = format!(
         "{}lifecycle_hooks:\n  pre_tool_exec:\n    command: [\"sh\", \"-c\", \"touch ../by-hook.txt; touch by-hook.txt\"]\n",
         agent("sandbox: {filesystem: workspace-write}")
@@ -162,6 +174,9 @@ fn session_commands_and_stdio_mcp_servers_run_in_the_agents_sandbox() {
     let Some(python) = testkit::needs::python3() else {
         return;
     };
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
     let notes = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/mcp-notes/notes_server.py");
     let server = |name: &str, file: &str| {

@@ -185,6 +185,9 @@ fn a_chosen_id_a_custom_folder_and_a_timeout() {
 
 #[test]
 fn a_python_repl_on_a_pty_keeps_a_variable_between_calls() {
+    if testkit::needs::python3().is_none() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let started = json_of(&output(sessions(
@@ -384,6 +387,9 @@ fn a_failed_run_and_a_sigkilled_one_leave_no_session_process() {
 
 #[test]
 fn a_session_survives_a_wait_for_an_answer() {
+    if testkit::needs::python3().is_none() {
+        return;
+    }
     let server = ScriptedServer::start([
         call(
             "c1",
@@ -510,6 +516,9 @@ fn a_caller_that_leaves_does_not_block_the_session_and_a_removed_folder_ends_it(
 
 #[test]
 fn a_pty_program_runs_blocks_and_a_silent_one_is_stopped_at_its_timeout() {
+    if testkit::needs::python3().is_none() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     json_of(&output(sessions(
