@@ -91,7 +91,7 @@ impl Engine<'_> {
             "Allow {name} to run? {} (answer yes, no, or always for the rest of the run)",
             self.redact(resolved)
         );
-        let answer = match self.pending_answer(id) {
+        let answer = match self.pending_for(id, false).and_then(|(_, answer)| answer) {
             Some(answer) => answer,
             None if self.setup.interactive && self.human.is_some() => {
                 self.observer.progress(Progress::Question(prompt.clone()));
@@ -135,17 +135,6 @@ impl Engine<'_> {
                 Ok(Permission::Stop(None))
             }
         }
-    }
-
-    /// The answer in `interaction/response.txt` when `interaction/request.json` asks about call `id`.
-    fn pending_answer(&self, id: &str) -> Option<String> {
-        let dir = self.setup.run.interaction();
-        store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
-            .ok()
-            .filter(|r| r.action_id.as_deref() == Some(id))?;
-        std::fs::read_to_string(super::response_path(&self.setup.run))
-            .ok()
-            .map(|text| text.trim().to_string())
     }
 
     fn wait_for_approval(&mut self, id: &str, prompt: String) -> Result<Permission, EngineError> {

@@ -131,16 +131,10 @@ impl Engine<'_> {
         id: &str,
         args: &Value,
     ) -> Result<Option<RunOutcome>, EngineError> {
-        let dir = self.setup.run.interaction();
-        let pending = store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
-            .ok()
-            // A request written before requests named their call is taken as this call's.
-            .filter(|r| r.action_id.as_deref().is_none_or(|a| a == id));
-        let from_file = match &pending {
-            Some(_) => std::fs::read_to_string(super::response_path(&self.setup.run))
-                .ok()
-                .map(|text| text.trim().to_string()),
-            None => None,
+        // A request written before requests named their call is taken as this call's.
+        let (pending, from_file) = match self.pending_for(id, true) {
+            Some((request, answer)) => (Some(request), answer),
+            None => (None, None),
         };
         let question = self.question(args);
         let answer = match from_file {
@@ -167,6 +161,26 @@ impl Engine<'_> {
         self.answered(id, answer)?;
         self.remove_interaction_files()?;
         Ok(None)
+    }
+
+    /// The question in `interaction/request.json` when it asks about call `id` (with `unnamed`, a
+    /// request that names no call counts too), and the answer in `response.txt`, if there is one.
+    pub(super) fn pending_for(
+        &self,
+        id: &str,
+        unnamed: bool,
+    ) -> Option<(InteractionRequest, Option<String>)> {
+        let dir = self.setup.run.interaction();
+        let request = store::atomic::read_json::<InteractionRequest>(&dir.join("request.json"))
+            .ok()
+            .filter(|r| match r.action_id.as_deref() {
+                Some(asked) => asked == id,
+                None => unnamed,
+            })?;
+        let answer = std::fs::read_to_string(super::response_path(&self.setup.run))
+            .ok()
+            .map(|text| text.trim().to_string());
+        Some((request, answer))
     }
 
     /// Removes `interaction/request.json` and `response.txt` (durably: the directory is flushed).

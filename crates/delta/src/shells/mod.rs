@@ -519,6 +519,11 @@ impl ShellSessions {
 /// A connection to the session's host, when it answers.
 fn connect(dir: &Path) -> Option<UnixStream> {
     let record = files::read_host(dir).ok()??;
+    // A host being killed may still accept a connection for a moment, then drop it: a host whose
+    // process is dying is gone already.
+    if !matches!(group::liveness(&record.host), Liveness::Alive(_)) {
+        return None;
+    }
     UnixStream::connect(&record.socket).ok()
 }
 

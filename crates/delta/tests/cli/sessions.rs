@@ -225,8 +225,21 @@ fn a_session_whose_host_was_killed_is_rebuilt_from_its_saved_state() {
         serde_json::from_str(&std::fs::read_to_string(dir.join(".sessions/s/host.json")).unwrap())
             .unwrap();
     for group in [&host["host"]["pgid"], &host["process"]["pgid"]] {
-        let pgid = nix::unistd::Pid::from_raw(group.as_i64().unwrap() as i32);
-        nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        let pgid = group.as_i64().unwrap() as i32;
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        // Killed, not yet gone: the host is asked only once it has died.
+        let start = Instant::now();
+        while !crate::support::group_members(pgid).is_empty() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "group {pgid} lives on"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
     let out = exec(
         dir,
