@@ -11,7 +11,7 @@
 //! - `no_new_privs`, which both require, so a set-uid program cannot shed them.
 //!
 //! The ruleset and the filter are prepared here, in delta; a tool's process applies them between
-//! `clone` and `exec` ([`crate::process::gate`]), so delta itself keeps its reach (the model, the
+//! `clone` and `exec` (the `process-gate` crate), so delta itself keeps its reach (the model, the
 //! store) and no program of the agent's runs a moment unconfined. A mode the kernel cannot enforce
 //! is refused with an error that names it: a sandbox is never silently left out.
 
@@ -283,7 +283,7 @@ const SYSTEM_READABLE: [&str; 9] = [
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
     /// The seccomp program, in the kernel's layout, made once and shared by every spawn.
-    filter: Option<std::sync::Arc<[libc_filter::Instruction]>>,
+    filter: Option<std::sync::Arc<[process_gate::Instruction]>>,
     policy: SandboxPolicy,
 }
 
@@ -294,7 +294,7 @@ impl Confinement {
     }
 
     /// The seccomp program's instructions, for the child to load.
-    pub fn filter(&self) -> Option<std::sync::Arc<[libc_filter::Instruction]>> {
+    pub fn filter(&self) -> Option<std::sync::Arc<[process_gate::Instruction]>> {
         self.filter.clone()
     }
 
@@ -307,29 +307,16 @@ impl Confinement {
 /// `program` in the kernel's layout.
 fn instructions(
     program: &[seccompiler::sock_filter],
-) -> std::sync::Arc<[libc_filter::Instruction]> {
+) -> std::sync::Arc<[process_gate::Instruction]> {
     program
         .iter()
-        .map(|i| libc_filter::Instruction {
+        .map(|i| process_gate::Instruction {
             code: i.code,
             jt: i.jt,
             jf: i.jf,
             k: i.k,
         })
         .collect()
-}
-
-/// A seccomp instruction in the kernel's layout (`struct sock_filter`).
-pub mod libc_filter {
-    /// One BPF instruction.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct Instruction {
-        pub code: u16,
-        pub jt: u8,
-        pub jf: u8,
-        pub k: u32,
-    }
 }
 
 /// Why a sandbox could not be made.

@@ -41,8 +41,10 @@ fn main() {
         let runs: Vec<Duration> = (0..if n >= 100_000 { 3 } else { REPEATS })
             .map(|_| {
                 let start = Instant::now();
-                let compiled =
-                    dygram::compile(dygram::source::SourceFile::new("chain.dy", text.as_str()));
+                let compiled = dygram_core::compile(dygram_syntax::source::SourceFile::new(
+                    "chain.dy",
+                    text.as_str(),
+                ));
                 assert!(!compiled.has_errors());
                 let json = compiled.json(Default::default());
                 let out = serde_json::to_string(&json).unwrap();

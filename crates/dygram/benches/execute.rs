@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use dygram::runtime::executor::{Executor, Options};
-use dygram::runtime::state::{Limits, Status};
-use dygram::source::SourceFile;
+use dygram_runtime::executor::{Executor, Options};
+use dygram_runtime::state::{Limits, Status};
+use dygram_syntax::source::SourceFile;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -35,7 +35,7 @@ fn peak_rss_kib() -> Option<u64> {
 
 fn main() {
     for n in [1_000usize, 10_000] {
-        let compiled = dygram::compile(SourceFile::new("chain.dy", chain(n)));
+        let compiled = dygram_core::compile(SourceFile::new("chain.dy", chain(n)));
         assert!(!compiled.has_errors());
         let json = compiled.json(Default::default());
         let mut best = f64::MAX;

@@ -288,7 +288,12 @@ fn scenario(name: &str, dangling: usize) -> Duration {
     let in_process: Vec<Duration> = (0..EDITS / 3)
         .map(|_| {
             let start = Instant::now();
-            let checked = dygram::lsp::diagnostics::check(&lsp_uri, Some(&path), &text, &|_| None);
+            let checked = dygram::lsp::diagnostics::check(
+                &lsp_uri,
+                Some(&path),
+                &text,
+                &dygram_runtime::files::Disk,
+            );
             assert_eq!(checked.diagnostics.len(), found.len());
             start.elapsed()
         })

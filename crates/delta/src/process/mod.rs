@@ -10,7 +10,6 @@
 //! [`kill_running`]), recorded it (with [`run_recorded`]) and checked for an interrupt: its program
 //! never runs unnoted, and an interrupt that comes while it is being started stops it before it runs.
 
-mod gate;
 pub mod group;
 pub mod record;
 mod watch;
@@ -21,6 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use process_gate as gate;
 use store::StoreError;
 
 use group::GroupId;

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::generate::{formats, render, write_all};
 use super::input::{self, SOURCE_EXTENSIONS};
 use super::{CliError, Exit, Verbosity, color, eprint_line, print_out};
-use dygram::render::Format;
+use dygram_runtime::outputs::Format;
 
 /// Check (and, with -d, generate outputs for) every machine glob patterns match.
 ///

@@ -1,13 +1,13 @@
 //! The LLM flags of the execution commands, and the messages they lead to. Which client answers is
-//! chosen by the LLM layer (`llm::connect`) through dygram's table ([`dygram::connect`]).
+//! chosen by the LLM layer (`llm::connect`) through dygram's table ([`dygram_runtime::connect`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use dygram::connect as source;
-use dygram::session::ClientConfig;
+use dygram_runtime::connect as source;
+use dygram_runtime::session::ClientConfig;
 use llm::{Answers, ConnectError, Connection, LlmClient, PlaybackClient, Provider, SourceKind};
 
 use super::CliError;

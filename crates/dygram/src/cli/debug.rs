@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use dygram::render::syntax_tree::{self, TreeOptions};
+use dygram_core::render::syntax_tree::{self, TreeOptions};
 
 use super::input;
 use super::{CliError, Exit, Verbosity, print_out};
@@ -52,10 +52,11 @@ pub fn run(args: DebugArgs) -> Result<Exit, CliError> {
             serde_json::to_string_pretty(&tree).unwrap_or_default()
         )),
         Some(dir) => {
-            let path = syntax_tree::write(dir, &input.stem(), &tree).map_err(|e| {
-                CliError::with_source("cannot write the syntax tree", e)
-                    .hint("choose another folder with -d, or leave -d out for stdout")
-            })?;
+            let path = dygram_runtime::outputs::write_syntax_tree(dir, &input.stem(), &tree)
+                .map_err(|e| {
+                    CliError::with_source("cannot write the syntax tree", e)
+                        .hint("choose another folder with -d, or leave -d out for stdout")
+                })?;
             print_out(&format!("{}\n", path.display()));
         }
     }

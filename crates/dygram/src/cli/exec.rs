@@ -3,12 +3,12 @@
 use cli_edge::FormatFlag;
 use serde_json::{Value, json};
 
-use dygram::runtime::state::ExecutionState;
-use dygram::session::result::result_json;
-use dygram::session::shared::{SharedError, View};
-use dygram::session::{
+use dygram_runtime::session::result::result_json;
+use dygram_runtime::session::shared::{SharedError, View};
+use dygram_runtime::session::{
     Cleaned, Cleaning, Executions, Metadata, Progress, SessionError, SetAside, Summary,
 };
+use dygram_runtime::state::ExecutionState;
 
 use super::{CliError, Exit, Verbosity, print_out, print_text};
 
@@ -451,8 +451,8 @@ fn show(
     meta: &Metadata,
     format: ShowFormat,
 ) -> Result<String, CliError> {
-    use dygram::render::execution;
-    let drawing = |e: dygram::render::svg::SvgError| {
+    use dygram_runtime::outputs::execution;
+    let drawing = |e: dygram_runtime::outputs::svg::SvgError| {
         let hint = e.hint();
         CliError::new(e.to_string()).maybe_hint(hint)
     };

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use dygram::runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError};
-use dygram::runtime::state::{ExecutionState, PathStatus, Status};
-use dygram::session::result::{
+use dygram_runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError};
+use dygram_runtime::session::result::{
     Written, run_to_end, stream_finished, stream_line, stream_started, write_result,
 };
+use dygram_runtime::state::{ExecutionState, PathStatus, Status};
 
 use super::client::{self, LlmArgs};
 use super::generate::machine_json;
@@ -241,8 +241,8 @@ pub fn text_report(state: &ExecutionState) -> String {
 /// Highlighted diagram of the execution (DOT, or Mermaid).
 pub fn diagram(format: ExecFormat, state: &ExecutionState) -> String {
     match format {
-        ExecFormat::Mermaid => dygram::render::execution::to_mermaid(state),
-        _ => dygram::render::execution::to_dot(state),
+        ExecFormat::Mermaid => dygram_runtime::outputs::execution::to_mermaid(state),
+        _ => dygram_runtime::outputs::execution::to_dot(state),
     }
 }
 

@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use dygram::json::JsonOptions;
-use dygram::render::json::ReadError;
-use dygram::render::{self, Format, FormatError, RenderError, WriteError};
+use dygram_core::json::JsonOptions;
+use dygram_core::render::json::ReadError;
+use dygram_runtime::outputs::{self, Format, FormatError, RenderError, WriteError};
 
 use super::input::{self, Input};
 use super::{CliError, Exit, Verbosity, eprint_line, print_out};
@@ -64,15 +64,17 @@ pub fn machine_json(
     verbosity: Verbosity,
 ) -> Result<Option<serde_json::Value>, CliError> {
     if input.is_json() {
-        return render::json::read(&input.text).map(Some).map_err(|e| {
-            let hint = match e {
-                ReadError::TooDeep { .. } => "flatten the machine: fewer nodes inside nodes",
-                ReadError::NotJson(_) | ReadError::NotMachine => {
-                    "a .json input must be canonical machine JSON (dygram generate -f json)"
-                }
-            };
-            CliError::new(format!("{}: {e}", input.name())).hint(hint)
-        });
+        return dygram_core::render::json::read(&input.text)
+            .map(Some)
+            .map_err(|e| {
+                let hint = match e {
+                    ReadError::TooDeep { .. } => "flatten the machine: fewer nodes inside nodes",
+                    ReadError::NotJson(_) | ReadError::NotMachine => {
+                        "a .json input must be canonical machine JSON (dygram generate -f json)"
+                    }
+                };
+                CliError::new(format!("{}: {e}", input.name())).hint(hint)
+            });
     }
     let project = input::compile(input, no_imports);
     if input::show_diagnostics(&project, verbosity) > 0 {
@@ -83,7 +85,7 @@ pub fn machine_json(
 
 /// One output.
 pub fn render(format: Format, machine: &serde_json::Value) -> Result<String, CliError> {
-    render::render(format, machine).map_err(|e| match e {
+    outputs::render(format, machine).map_err(|e| match e {
         RenderError::Svg(ref svg) => {
             let hint = svg.hint();
             CliError::new(e.to_string()).maybe_hint(hint)
@@ -99,7 +101,7 @@ pub fn write_all(
     source: Option<&Path>,
     outputs: &[(Format, String)],
 ) -> Result<Vec<PathBuf>, CliError> {
-    render::write_all(dir, stem, source, outputs).map_err(|e| {
+    outputs::write_all(dir, stem, source, outputs).map_err(|e| {
         let refused = matches!(e, WriteError::WouldOverwriteInput { .. });
         let error = CliError::new(e.to_string());
         if refused {

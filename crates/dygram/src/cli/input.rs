@@ -3,8 +3,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use dygram::imports::{self, Project};
-use dygram::source::SourceFile;
+use dygram_core::imports::{self, Project};
+use dygram_syntax::source::SourceFile;
 
 use super::{CliError, Verbosity, color, eprint_line};
 
@@ -90,7 +90,7 @@ pub fn read(arg: &Path, json_ok: bool) -> Result<Input, CliError> {
 pub fn compile(input: &Input, no_imports: bool) -> Project {
     let file = SourceFile::new(input.name(), input.text.as_str());
     if no_imports {
-        let compiled = dygram::compile(file);
+        let compiled = dygram_core::compile(file);
         return Project {
             entry: imports::Module {
                 path: input.path.clone().unwrap_or_default(),
@@ -100,7 +100,7 @@ pub fn compile(input: &Input, no_imports: bool) -> Project {
             modules: Vec::new(),
         };
     }
-    imports::load(file, input.path.as_deref())
+    imports::load(file, input.path.as_deref(), &dygram_runtime::files::Disk)
 }
 
 /// Shows every diagnostic of every file (imported files first); warnings unless quiet. Returns the

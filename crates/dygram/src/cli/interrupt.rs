@@ -43,7 +43,10 @@ pub fn stop_on_signals(reporting: Reporting) -> Result<(), CliError> {
                 Reporting::Json => print_out(&format!("{}\n", error.to_json())),
                 Reporting::Stream => print_out(&format!(
                     "{}\n",
-                    dygram::session::result::stream_finished(error.exit().code(), error.to_json())
+                    dygram_runtime::session::result::stream_finished(
+                        error.exit().code(),
+                        error.to_json()
+                    )
                 )),
             }
             std::process::exit(i32::from(Exit::Interrupted as u8));

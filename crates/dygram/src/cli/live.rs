@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cli_edge::Paint;
-use dygram::runtime::executor::ExecutionEvent;
+use dygram_runtime::executor::ExecutionEvent;
 use llm::RetryNotice;
 
 use super::execute::describe;

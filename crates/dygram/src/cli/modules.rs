@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use dygram::imports::Project;
-use dygram::json::JsonOptions;
+use dygram_core::imports::Project;
+use dygram_core::json::JsonOptions;
 
 use super::input;
 use super::{CliError, Exit, Verbosity, print_out};
@@ -103,7 +103,7 @@ pub fn bundle(args: BundleArgs) -> Result<Exit, CliError> {
         return Ok(Exit::Failed);
     }
     let machine = project.entry().json(JsonOptions::default());
-    let text = dygram::render::dsl::to_dsl(&machine);
+    let text = dygram_core::render::dsl::to_dsl(&machine);
     let output = args.output.unwrap_or_else(|| {
         let dir = args.file.parent().unwrap_or(Path::new("."));
         dir.join(format!("{}.bundled.dy", input.stem()))

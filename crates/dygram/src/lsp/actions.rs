@@ -1,4 +1,4 @@
-//! Quick fixes (`textDocument/codeAction`): a diagnostic with a fix ([`crate::diagnostic::Suggestion`],
+//! Quick fixes (`textDocument/codeAction`): a diagnostic with a fix ([`dygram_core::diagnostic::Suggestion`],
 //! a "did you mean" name) becomes a `quickfix` action titled "Change to `X`", preferred, whose edit
 //! replaces the misspelled name.
 //!
@@ -18,8 +18,8 @@ use lsp_types::{
 use serde::{Deserialize, Serialize};
 
 use super::{diagnostics, text};
-use crate::diagnostic::Suggestion;
-use crate::imports;
+use dygram_core::diagnostic::Suggestion;
+use dygram_core::imports;
 
 /// What a diagnostic with a fix carries in its `data`: `{"suggestion": {range, replaces,
 /// replacement}}`.
@@ -68,12 +68,12 @@ impl Data {
 }
 
 /// The quick fixes for `params` in the document `uri` (at `path` on disk, if it is a file there)
-/// whose text is `content` (its imports read through `overlay` first, as for its diagnostics).
+/// whose text is `content` (its imports read through `files`, as for its diagnostics).
 pub fn actions(
     uri: &Uri,
     path: Option<&Path>,
     content: &str,
-    overlay: imports::Overlay<'_>,
+    files: &dyn imports::Files,
     params: &CodeActionParams,
 ) -> Vec<CodeActionOrCommand> {
     if !wants_quick_fixes(params.context.only.as_deref()) {
@@ -87,7 +87,7 @@ pub fn actions(
     if fixes.is_empty() {
         // The editor sent none with its data (some drop `data`): the document's own diagnostics
         // where the actions are asked for, each linked to the editor's copy when it sent one.
-        fixes = diagnostics::check(uri, path, content, overlay)
+        fixes = diagnostics::check(uri, path, content, files)
             .diagnostics
             .into_iter()
             .filter(|d| overlaps(d.range, params.range))
@@ -186,7 +186,8 @@ mod tests {
     #[test]
     fn fixes_come_from_the_data_sent_back_or_from_the_document() {
         let uri: Uri = "untitled:m".parse().unwrap();
-        let published = diagnostics::check(&uri, None, STRICT, &|_| None).diagnostics;
+        let published =
+            diagnostics::check(&uri, None, STRICT, &dygram_core::imports::NoFiles).diagnostics;
         let typo = published
             .iter()
             .find(|d| d.message.starts_with("Reference to undefined state"))
@@ -200,7 +201,7 @@ mod tests {
             &uri,
             None,
             STRICT,
-            &|_| None,
+            &dygram_core::imports::NoFiles,
             &params(&uri, at, vec![typo.clone()]),
         );
         assert_eq!(titles(&with_data), ["Change to `review`"]);
@@ -211,7 +212,7 @@ mod tests {
             &uri,
             None,
             STRICT,
-            &|_| None,
+            &dygram_core::imports::NoFiles,
             &params(&uri, at, vec![bare.clone()]),
         );
         assert_eq!(
@@ -235,7 +236,7 @@ mod tests {
                 &uri,
                 None,
                 STRICT,
-                &|_| None,
+                &dygram_core::imports::NoFiles,
                 &params(&uri, elsewhere, Vec::new())
             )
             .is_empty()
@@ -247,7 +248,7 @@ mod tests {
                 &uri,
                 None,
                 &changed,
-                &|_| None,
+                &dygram_core::imports::NoFiles,
                 &params(&uri, at, vec![typo.clone()])
             )
             .is_empty()
@@ -255,6 +256,6 @@ mod tests {
         // Only refactorings asked for: no quick fix.
         let mut only = params(&uri, at, vec![typo]);
         only.context.only = Some(vec![CodeActionKind::REFACTOR]);
-        assert!(actions(&uri, None, STRICT, &|_| None, &only).is_empty());
+        assert!(actions(&uri, None, STRICT, &dygram_core::imports::NoFiles, &only).is_empty());
     }
 }

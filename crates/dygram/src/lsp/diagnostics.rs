@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use lsp_types::{DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Uri};
 
 use super::{actions, text};
-use crate::diagnostic::{Diagnostic, Severity, Stage};
-use crate::imports;
-use crate::source::SourceFile;
+use dygram_core::diagnostic::{Diagnostic, Severity, Stage};
+use dygram_core::imports;
+use dygram_syntax::source::SourceFile;
 
 /// A document's diagnostics and the files it imports.
 #[derive(Debug, Clone, Default)]
@@ -22,15 +22,10 @@ pub struct Checked {
 }
 
 /// The diagnostics of the document `uri` with `content` (found at `path` on disk, if it is a file
-/// there: its imports are read relative to it, through `overlay` first).
-pub fn check(
-    uri: &Uri,
-    path: Option<&Path>,
-    content: &str,
-    overlay: imports::Overlay<'_>,
-) -> Checked {
+/// there: its imports are read relative to it, through `files`).
+pub fn check(uri: &Uri, path: Option<&Path>, content: &str, files: &dyn imports::Files) -> Checked {
     let name = path.map_or_else(|| uri.as_str().to_string(), |p| p.display().to_string());
-    let project = imports::load_with(SourceFile::new(name, content), path, overlay);
+    let project = imports::load(SourceFile::new(name, content), path, files);
     let lines = text::LineIndex::new(content);
     Checked {
         diagnostics: project

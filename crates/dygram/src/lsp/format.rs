@@ -1,5 +1,5 @@
 //! Formatting a document (`textDocument/formatting`) with the `.dy` printer of
-//! `dygram generate -f dsl` ([`crate::render::dsl::to_dsl`]): the document is compiled, its
+//! `dygram generate -f dsl` ([`dygram_core::render::dsl::to_dsl`]): the document is compiled, its
 //! canonical JSON printed back as source, and that text replaces the document.
 //!
 //! The printer writes the machine, not the text, so a document is formatted only when nothing is
@@ -32,10 +32,10 @@ mod written;
 use lsp_types::{FormattingOptions, TextEdit};
 
 use super::text;
-use crate::diagnostic::Severity;
-use crate::source::SourceFile;
-use crate::syntax::lexer;
-use crate::{Compiled, compile};
+use dygram_core::diagnostic::Severity;
+use dygram_core::{Compiled, compile};
+use dygram_syntax::lexer;
+use dygram_syntax::source::SourceFile;
 
 /// Why a document was left as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,7 +93,7 @@ pub fn formatted(content: &str, options: &FormattingOptions) -> Result<String, R
     let json = original.json(Default::default());
     let printed = compile(SourceFile::new(
         "formatted.dy",
-        crate::render::dsl::to_dsl(&json),
+        dygram_core::render::dsl::to_dsl(&json),
     ));
     if !same_machine(&original, &printed) {
         return Err(if original.has_errors() {
@@ -256,7 +256,7 @@ mod tests {
     fn a_document_becomes_the_printers_text() {
         let edits = format(MESSY, &options(4, true)).unwrap();
         let json = compile(SourceFile::new("m.dy", MESSY)).json(Default::default());
-        let printed = crate::render::dsl::to_dsl(&json);
+        let printed = dygram_core::render::dsl::to_dsl(&json);
         assert_eq!(apply(MESSY, &edits), printed);
         assert_eq!(edits.len(), 1);
         // Formatted already: no edit.

@@ -7,8 +7,8 @@ use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position};
 
 use super::names::{self, Names, Target};
 use super::text;
-use crate::source::Span;
-use crate::syntax::ast;
+use dygram_syntax::ast;
+use dygram_syntax::source::Span;
 
 /// A node with its qualified name (`parent.child`).
 struct Declared<'a> {

@@ -44,7 +44,7 @@ use lsp_types::{
     TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
 };
 
-use crate::imports::canonical;
+use dygram_runtime::files::{Disk, canonical};
 use text::Document;
 
 /// Why the server stopped other than by the editor's `shutdown` and `exit`.
@@ -119,8 +119,8 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
 
 /// `content` parsed as an editor has it, often unfinished: the blocks it leaves open are closed
 /// after its end (so every span is still the text's own), and what they hold stays in the tree.
-pub fn parse_open(content: &str) -> crate::syntax::Parsed {
-    use crate::syntax::lexer::{TokenKind, lex};
+pub fn parse_open(content: &str) -> dygram_syntax::Parsed {
+    use dygram_syntax::lexer::{TokenKind, lex};
     let (tokens, _) = lex(content);
     let open = tokens.iter().fold(0usize, |depth, t| match t.kind {
         TokenKind::LBrace => depth + 1,
@@ -128,13 +128,13 @@ pub fn parse_open(content: &str) -> crate::syntax::Parsed {
         _ => depth,
     });
     if open == 0 {
-        return crate::syntax::parse(content);
+        return dygram_syntax::parse(content);
     }
     let mut closed = String::with_capacity(content.len() + 1 + open);
     closed.push_str(content);
     closed.push('\n');
     closed.extend(std::iter::repeat_n('}', open));
-    crate::syntax::parse(&closed)
+    dygram_syntax::parse(&closed)
 }
 
 /// The answer to a request whose parameters are not what its method takes.
@@ -271,14 +271,16 @@ impl Server {
 
     /// The texts of the open documents other than `except`, by canonical path: what an import
     /// reads instead of the disk.
-    fn open_texts(&self, except: &Uri) -> HashMap<&std::path::Path, &str> {
-        self.paths
+    fn open_texts(&self, except: &Uri) -> OpenFiles<'_> {
+        let open = self
+            .paths
             .iter()
             .filter(|(uri, _)| *uri != except)
             .filter_map(|(uri, path)| {
                 Some((path.as_path(), self.documents.get(uri)?.text.as_str()))
             })
-            .collect()
+            .collect();
+        OpenFiles { open }
     }
 
     /// The diagnostics of the documents in `changed` that are open, and of the open documents
@@ -312,8 +314,7 @@ impl Server {
         let doc = self.documents.get(&uri)?;
         let path = file_path(&uri);
         let open = self.open_texts(&uri);
-        let overlay = |p: &std::path::Path| open.get(p).map(|t| (*t).to_string());
-        let checked = diagnostics::check(&uri, path.as_deref(), &doc.text, &overlay);
+        let checked = diagnostics::check(&uri, path.as_deref(), &doc.text, &open);
         let version = doc.version;
         self.imports.insert(uri.clone(), checked.imports);
         Some(publish(uri, checked.diagnostics, Some(version)))
@@ -376,6 +377,30 @@ fn file_uri(path: &std::path::Path) -> Option<Uri> {
     out.parse().ok()
 }
 
+/// The open documents over the disk: how a document's imports are read, an open one by its
+/// unsaved text.
+struct OpenFiles<'a> {
+    /// Open documents' texts by canonical path.
+    open: HashMap<&'a std::path::Path, &'a str>,
+}
+
+impl dygram_core::imports::Files for OpenFiles<'_> {
+    fn read(&self, path: &std::path::Path) -> std::io::Result<String> {
+        match self.open.get(canonical(path).as_path()) {
+            Some(text) => Ok((*text).to_string()),
+            None => Disk.read(path),
+        }
+    }
+
+    fn is_file(&self, path: &std::path::Path) -> bool {
+        Disk.is_file(path)
+    }
+
+    fn canonical(&self, path: &std::path::Path) -> PathBuf {
+        canonical(path)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,11 +409,11 @@ mod tests {
     fn an_unclosed_block_keeps_what_it_holds() {
         let text = "Process p {\n  Task a;\n  State b {\n";
         let parsed = parse_open(text);
-        let [crate::syntax::ast::Item::Node(p)] = parsed.program.items.as_slice() else {
+        let [dygram_syntax::ast::Item::Node(p)] = parsed.program.items.as_slice() else {
             panic!("{:?}", parsed.program.items)
         };
         assert_eq!(p.items.len(), 2);
-        assert!(crate::syntax::parse(text).program.items.is_empty());
+        assert!(dygram_syntax::parse(text).program.items.is_empty());
     }
 
     #[test]

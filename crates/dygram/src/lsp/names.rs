@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
-use crate::source::Span;
-use crate::syntax::ast::{self, AnnotationArg, Item, LabelItem, Primitive, Value};
+use dygram_syntax::ast::{self, AnnotationArg, Item, LabelItem, Primitive, Value};
+use dygram_syntax::source::Span;
 
 /// What a name refers to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -490,10 +490,9 @@ fn attribute(node: &str, name: &str) -> Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::syntax;
 
     fn names(text: &str) -> Names {
-        index(&syntax::parse(text).program)
+        index(&dygram_syntax::parse(text).program)
     }
 
     /// The texts of the occurrences of `target`, declarations marked with `=`.

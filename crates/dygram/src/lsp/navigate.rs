@@ -14,8 +14,9 @@ use lsp_types::{Location, Position, Range, TextEdit, Uri, WorkspaceEdit};
 use super::names::{self, Imported, Names, Target};
 use super::text::{self, Document};
 use super::{file_path, file_uri};
-use crate::imports::{self, EXTENSIONS, canonical};
-use crate::source::Span;
+use dygram_core::imports::{self, EXTENSIONS};
+use dygram_runtime::files::{Disk, canonical};
+use dygram_syntax::source::Span;
 
 /// Folders never searched for importers.
 const SKIPPED: [&str; 4] = ["target", "node_modules", ".git", ".dygram"];
@@ -346,7 +347,7 @@ fn imported_file(uri: &Uri, written: &str) -> Option<PathBuf> {
         return None;
     }
     let base = file_path(uri)?.parent()?.to_path_buf();
-    imports::find_file(&base, written)
+    imports::find_file(&Disk, &base, written)
 }
 
 /// The machine files under `root` (hidden and build folders skipped), at most [`MAX_FILES`]

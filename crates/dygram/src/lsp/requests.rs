@@ -123,14 +123,7 @@ impl Server {
         let doc = self.documents.get(uri)?;
         let path = file_path(uri);
         let open = self.open_texts(uri);
-        let overlay = |p: &std::path::Path| open.get(p).map(|t| (*t).to_string());
-        Some(actions::actions(
-            uri,
-            path.as_deref(),
-            &doc.text,
-            &overlay,
-            &p,
-        ))
+        Some(actions::actions(uri, path.as_deref(), &doc.text, &open, &p))
     }
 
     /// Tells the editor why formatting left `uri` as it is: shown to the user, or logged when that

@@ -5,7 +5,7 @@
 use lsp_types::{DocumentSymbol, SymbolKind};
 
 use super::text;
-use crate::syntax::ast;
+use dygram_syntax::ast;
 
 /// The nested symbols of `content`.
 pub fn outline(content: &str) -> Vec<DocumentSymbol> {
@@ -104,8 +104,8 @@ fn symbol(
     name: String,
     detail: Option<String>,
     kind: SymbolKind,
-    whole: crate::source::Span,
-    name_span: crate::source::Span,
+    whole: dygram_syntax::source::Span,
+    name_span: dygram_syntax::source::Span,
 ) -> DocumentSymbol {
     let range = lines.range(whole.start as usize, whole.end as usize);
     let selection = lines.range(name_span.start as usize, name_span.end as usize);

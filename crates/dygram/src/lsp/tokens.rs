@@ -16,9 +16,9 @@ use lsp_types::{
 
 use super::complete::{ATTRIBUTE_TYPES, NODE_TYPES};
 use super::text::{LineIndex, utf16_len};
-use crate::source::Span;
-use crate::syntax::ast;
-use crate::syntax::lexer::{Token, TokenKind as T, lex_with_comments};
+use dygram_syntax::ast;
+use dygram_syntax::lexer::{Token, TokenKind as T, lex_with_comments};
+use dygram_syntax::source::Span;
 
 /// The token types, in the legend's order (a token's type is its index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

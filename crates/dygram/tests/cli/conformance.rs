@@ -26,7 +26,7 @@ fn manifest(corpus: &Path) -> Vec<Row> {
         .collect()
 }
 
-fn outcome(project: &dygram::imports::Project) -> &'static str {
+fn outcome(project: &dygram_core::imports::Project) -> &'static str {
     if project.entry().has_syntax_errors() {
         "parse_error"
     } else if project.has_errors() {
@@ -45,8 +45,9 @@ fn outcomes_match_the_reference() {
     for row in &rows {
         let path = corpus.join("examples").join(&row.path);
         let text = std::fs::read_to_string(&path).unwrap();
-        let file = dygram::source::SourceFile::new(&row.path, text.as_str());
-        let project = dygram::imports::load(file.clone(), Some(&path));
+        let file = dygram_syntax::source::SourceFile::new(&row.path, text.as_str());
+        let project =
+            dygram_core::imports::load(file.clone(), Some(&path), &dygram_runtime::files::Disk);
         let compiled = project.entry();
         let ours = outcome(&project);
         if ours == row.outcome {
@@ -102,10 +103,10 @@ fn json_matches_the_reference() {
                 .unwrap(),
         )
         .unwrap();
-        let file = dygram::source::SourceFile::new(&row.path, text.as_str());
-        let parsed = dygram::syntax::parse(&text);
-        let machine = dygram::model::link(&parsed.program);
-        let mut ours = dygram::json::to_json(&machine, &file, Default::default());
+        let file = dygram_syntax::source::SourceFile::new(&row.path, text.as_str());
+        let parsed = dygram_syntax::parse(&text);
+        let machine = dygram_core::model::link(&parsed.program);
+        let mut ours = dygram_core::json::to_json(&machine, &file, Default::default());
         strip_ranges(&mut ours);
         if ours == expected {
             equal += 1;
@@ -161,7 +162,7 @@ fn formatting_keeps_every_corpus_machine_and_comment() {
             Ok(result) => {
                 formatted += 1;
                 let json = |t: &str| {
-                    dygram::compile(dygram::source::SourceFile::new(&row.path, t))
+                    dygram_core::compile(dygram_syntax::source::SourceFile::new(&row.path, t))
                         .json(Default::default())
                 };
                 assert_eq!(json(&result), json(&text), "{}", row.path);

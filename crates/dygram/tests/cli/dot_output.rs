@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use dygram::render::dot::to_dot;
-use dygram::render::mermaid::to_mermaid;
-use dygram::render::svg::{SvgError, to_svg, to_svg_with};
-use dygram::source::SourceFile;
+use dygram_core::render::dot::to_dot;
+use dygram_core::render::mermaid::to_mermaid;
+use dygram_runtime::outputs::svg::{SvgError, to_svg, to_svg_with};
+use dygram_syntax::source::SourceFile;
 
 /// The corpus, or `None` (the test says SKIPPED) without it.
 fn corpus() -> Option<PathBuf> {
@@ -37,7 +37,7 @@ fn ok_programs(corpus: &Path) -> Vec<(String, String)> {
 }
 
 fn machine(name: &str, text: &str) -> serde_json::Value {
-    dygram::compile(SourceFile::new(name, text)).json(dygram::json::JsonOptions {
+    dygram_core::compile(SourceFile::new(name, text)).json(dygram_core::json::JsonOptions {
         source_ranges: true,
     })
 }

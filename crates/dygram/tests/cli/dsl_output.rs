@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use dygram::source::SourceFile;
+use dygram_syntax::source::SourceFile;
 use serde_json::Value as Json;
 
 /// The corpus, or `None` (the test says SKIPPED) without it.
@@ -31,7 +31,7 @@ struct Compiled {
 }
 
 fn compile(name: &str, text: &str) -> Compiled {
-    let compiled = dygram::compile(SourceFile::new(name, text));
+    let compiled = dygram_core::compile(SourceFile::new(name, text));
     let mut json = compiled.json(Default::default());
     strip_ranges(&mut json);
     Compiled {
@@ -84,7 +84,7 @@ struct RoundTrip {
 impl RoundTrip {
     fn of(name: &str, text: &str) -> Self {
         let original = compile(name, text);
-        let dsl = dygram::render::dsl::to_dsl(&original.json);
+        let dsl = dygram_core::render::dsl::to_dsl(&original.json);
         let again = compile(name, &dsl);
         Self {
             original,
@@ -117,7 +117,7 @@ impl RoundTrip {
 
     /// The DSL of the regenerated JSON is the same DSL.
     fn idempotent(&self) -> bool {
-        dygram::render::dsl::to_dsl(&self.again.json) == self.dsl
+        dygram_core::render::dsl::to_dsl(&self.again.json) == self.dsl
     }
 }
 
@@ -205,7 +205,7 @@ fn the_reference_json_reads_back_through_the_dsl() {
             &std::fs::read_to_string(corpus.join("expected").join(format!("{path}.json"))).unwrap(),
         )
         .unwrap();
-        let dsl = dygram::render::dsl::to_dsl(&expected);
+        let dsl = dygram_core::render::dsl::to_dsl(&expected);
         let again = compile(path, &dsl);
         if again.json != expected {
             failures.push(format!(
@@ -570,7 +570,7 @@ fn odd_json_gives_no_panic() {
         json!({"edges": [{"source": 1, "target": "b"}, {"source": "a", "target": "b", "arrowType": "?"}]}),
         json!({"title": 5, "annotations": [{"name": "a", "attributes": {"k": [1]}}]}),
     ] {
-        let _ = dygram::render::dsl::to_dsl(&v);
+        let _ = dygram_core::render::dsl::to_dsl(&v);
     }
-    assert_eq!(dygram::render::dsl::to_dsl(&json!({})), "");
+    assert_eq!(dygram_core::render::dsl::to_dsl(&json!({})), "");
 }

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::support::Dir;
 
-use dygram::runtime::executor::{Executor, Options};
-use dygram::runtime::state::{PathStatus, Status};
-use dygram::source::SourceFile;
+use dygram_runtime::executor::{Executor, Options};
+use dygram_runtime::state::{PathStatus, Status};
+use dygram_syntax::source::SourceFile;
 use llm::{ChatRequest, ChatResponse, LlmClient, LlmError, PlaybackClient, PlaybackMode};
 
 /// The conformance corpus, or `None` (the test says SKIPPED) without it.
@@ -52,7 +52,7 @@ impl LlmClient for Spy {
 
 fn compile(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
-    let compiled = dygram::compile(SourceFile::new(path.display().to_string(), text));
+    let compiled = dygram_core::compile(SourceFile::new(path.display().to_string(), text));
     assert!(!compiled.has_errors(), "{}", path.display());
     compiled.json(Default::default())
 }

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dygram::json::JsonOptions;
-use dygram::source::SourceFile;
+use dygram_core::json::JsonOptions;
+use dygram_syntax::source::SourceFile;
 
 /// The examples of the reference corpus, or `None` (the test says SKIPPED) without it.
 fn examples() -> Option<PathBuf> {
@@ -176,7 +176,7 @@ fn mutate(text: &str, rng: &mut XorShift) -> Variant {
 /// Compiles and renders everything the library offers for the text; whether it had no errors
 /// (so that every output was rendered).
 fn exercise(text: &str) -> bool {
-    let compiled = dygram::compile(SourceFile::new("robust.dy", text));
+    let compiled = dygram_core::compile(SourceFile::new("robust.dy", text));
     for d in &compiled.diagnostics {
         let _ = d.one_line(&compiled.file);
         let _ = d.render(&compiled.file, false);
@@ -189,11 +189,11 @@ fn exercise(text: &str) -> bool {
     });
     let machine = compiled.json(JsonOptions::default());
     let _ = serde_json::to_string_pretty(&machine).unwrap();
-    let _ = dygram::render::dot::to_dot(&machine);
-    let _ = dygram::render::mermaid::to_mermaid(&machine);
+    let _ = dygram_core::render::dot::to_dot(&machine);
+    let _ = dygram_core::render::mermaid::to_mermaid(&machine);
     // The back-compiled text is read again (it need not be free of errors, only of panics).
-    let dsl = dygram::render::dsl::to_dsl(&machine);
-    let again = dygram::compile(SourceFile::new("robust-dsl.dy", dsl));
+    let dsl = dygram_core::render::dsl::to_dsl(&machine);
+    let again = dygram_core::compile(SourceFile::new("robust-dsl.dy", dsl));
     for d in &again.diagnostics {
         let _ = d.render(&again.file, false);
     }

@@ -1,4 +1,4 @@
-//! Unit-level tests of the runtime (`dygram::runtime`): step rules, limits, start nodes, the tools
+//! Unit-level tests of the runtime (`dygram_runtime`): step rules, limits, start nodes, the tools
 //! offered to the model and what they do, the turn API and saved states, barriers, fan-outs,
 //! dynamic tools, templates and model selection.
 //!
@@ -7,9 +7,9 @@
 
 use serde_json::{Value, json};
 
-use dygram::runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError, TurnOutcome};
-use dygram::runtime::state::{ExecutionState, Limits, Path, PathStatus, Status};
-use dygram::source::SourceFile;
+use dygram_runtime::executor::{ExecutionEvent, Executor, Options, RuntimeError, TurnOutcome};
+use dygram_runtime::state::{ExecutionState, Limits, Path, PathStatus, Status};
+use dygram_syntax::source::SourceFile;
 use llm::openai::{OpenAiClient, OpenAiConfig};
 use llm::{ContentBlock, LlmClient};
 use testkit::{Reply, ScriptedServer};
@@ -30,7 +30,7 @@ fn options() -> Options {
 }
 
 fn compile(text: &str) -> Value {
-    let compiled = dygram::compile(SourceFile::new("t.dy", text));
+    let compiled = dygram_core::compile(SourceFile::new("t.dy", text));
     assert!(!compiled.has_errors(), "{:#?}", compiled.diagnostics);
     compiled.json(Default::default())
 }
@@ -2011,7 +2011,7 @@ fn constructed_tool_that_never_ends_returns_an_error_and_the_execution_goes_on()
         META_MACHINE,
         &llm,
         Options {
-            js_limits: dygram::runtime::js::Limits {
+            js_limits: dygram_runtime::js::Limits {
                 time: std::time::Duration::from_millis(200),
                 ..Default::default()
             },

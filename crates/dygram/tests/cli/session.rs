@@ -1,4 +1,4 @@
-//! The library without the binary: `dygram::session::Session` drives a whole turn-by-turn
+//! The library without the binary: `dygram_runtime::session::Session` drives a whole turn-by-turn
 //! execution (open, advance one unit, commit), with answers from the scripted HTTP server of
 //! `testkit` or given by hand, and the files it persists are checked after each call.
 
@@ -7,12 +7,12 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use dygram::runtime::state::Status;
-use dygram::session::{
+use dygram_runtime::session::{
     Advance, CallRequest, ClientConfig, CompiledMachine, Executions, Host, ManualInput, Notice,
     Opening, Report, Session, Unit,
 };
-use dygram::source::SourceFile;
+use dygram_runtime::state::Status;
+use dygram_syntax::source::SourceFile;
 use llm::openai::{OpenAiClient, OpenAiConfig};
 use testkit::{Reply, ScriptedServer, ToolCallSpec};
 
@@ -44,12 +44,12 @@ impl Host for TestHost {
 
     fn compile(&mut self) -> Option<CompiledMachine> {
         self.compiled += 1;
-        let compiled = dygram::compile(SourceFile::new("order.dy", self.text.clone()));
+        let compiled = dygram_core::compile(SourceFile::new("order.dy", self.text.clone()));
         if compiled.has_errors() {
             return None;
         }
         Some(CompiledMachine {
-            machine: compiled.json(dygram::json::JsonOptions {
+            machine: compiled.json(dygram_core::json::JsonOptions {
                 source_ranges: false,
             }),
             files: Vec::new(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use ::store::RunStore;
-use dygram::session::shared::{SharedError, SharedStore};
+use dygram_runtime::session::shared::{SharedError, SharedStore};
 use store_pg::PgStore;
 use testkit::postgres::Postgres;
 

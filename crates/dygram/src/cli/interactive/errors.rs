@@ -1,8 +1,8 @@
 //! The library's errors of a call, with the hints the command line adds.
 
-use dygram::runtime::executor::RuntimeError;
-use dygram::session::shared::SharedError;
-use dygram::session::{CallError, ClientConfig, Metadata, Refusal, SessionError};
+use dygram_runtime::executor::RuntimeError;
+use dygram_runtime::session::shared::SharedError;
+use dygram_runtime::session::{CallError, ClientConfig, Metadata, Refusal, SessionError};
 
 use super::super::client;
 use super::super::{CliError, Exit};

@@ -1,6 +1,6 @@
 //! `dygram execute -i`: one unit of work per call, the execution saved under
 //! `.dygram/executions/<id>/`. Opening, creating, advancing and committing executions are the
-//! library's ([`dygram::session::Session`]); this module turns the arguments into a call, gives
+//! library's ([`dygram_runtime::session::Session`]); this module turns the arguments into a call, gives
 //! the library what only the binary has (compiling with diagnostics, API clients, stderr), and
 //! reports.
 
@@ -12,9 +12,9 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
-use dygram::runtime::executor::Listener;
-use dygram::session::shared::{SharedCall, SharedStore};
-use dygram::session::{
+use dygram_runtime::executor::Listener;
+use dygram_runtime::session::shared::{SharedCall, SharedStore};
+use dygram_runtime::session::{
     Advance, CallRequest, ClientConfig, CompiledMachine, Executions, Host, ManualInput, Notice,
     Opening, Session, SourceFlags, Unit,
 };
@@ -213,7 +213,7 @@ impl Host for CliHost<'_> {
             return None;
         }
         Some(CompiledMachine {
-            machine: project.entry().json(dygram::json::JsonOptions {
+            machine: project.entry().json(dygram_core::json::JsonOptions {
                 source_ranges: false,
             }),
             files: project

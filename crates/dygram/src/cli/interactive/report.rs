@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use dygram::runtime::executor::ExecutionEvent;
-use dygram::runtime::state::{ExecutionState, Status};
-use dygram::session::{Metadata, Report, Session};
+use dygram_runtime::executor::ExecutionEvent;
+use dygram_runtime::session::{Metadata, Report, Session};
+use dygram_runtime::state::{ExecutionState, Status};
 
 use super::super::execute::{ExecFormat, ExecuteArgs, describe, tool_error};
 use super::super::{Exit, eprint_line, print_out, print_text};

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use lsp_types::CompletionItemKind;
 
-use crate::source::Span;
-use crate::syntax::ast;
+use dygram_syntax::ast;
+use dygram_syntax::source::Span;
 
 /// A node, all its declarations merged.
 #[derive(Debug, Default)]

@@ -39,9 +39,9 @@ pub use names::NODE_TYPES;
 pub use types::ATTRIBUTE_TYPES;
 
 use super::text;
-use crate::syntax::lexer::lex;
 use context::Context;
 use doc::Doc;
+use dygram_syntax::lexer::lex;
 
 /// Stands for the word being written while the document is read.
 const PLACEHOLDER: &str = "__dygram_completion__";

@@ -6,7 +6,7 @@ use lsp_types::CompletionItemKind;
 
 use super::Offer;
 use super::doc::{Doc, NodeInfo};
-use crate::syntax::ast;
+use dygram_syntax::ast;
 
 /// Variables every condition and template sees, besides the machine's attributes and the nodes.
 const BUILT_IN_VARIABLES: &[(&str, &str)] = &[

@@ -21,12 +21,12 @@ use std::collections::HashSet;
 
 use serde_json::{Value as Json, json};
 
-use crate::Compiled;
-use crate::model::{Machine, flatten};
-use crate::syntax::ast::{
+use dygram_core::Compiled;
+use dygram_core::model::{Machine, flatten};
+use dygram_syntax::ast::{
     Annotation, AnnotationArg, Attribute, Edge, LabelItem, Primitive, TypeDef, Value,
 };
-use crate::syntax::lexer::{self, TokenKind};
+use dygram_syntax::lexer::{self, TokenKind};
 
 /// Whether `again` (the compiled formatted text) says everything `original` (the compiled
 /// document) says, as written.
@@ -201,8 +201,8 @@ fn atoms(text: &str) -> HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile;
-    use crate::source::SourceFile;
+    use dygram_core::compile;
+    use dygram_syntax::source::SourceFile;
 
     fn same_texts(a: &str, b: &str) -> bool {
         same(

@@ -19,7 +19,8 @@ fn format_request(client: &mut Client, uri: &str) -> (Value, Vec<Value>) {
 
 /// The canonical JSON of `text`.
 fn machine(text: &str) -> Value {
-    dygram::compile(dygram::source::SourceFile::new("m.dy", text)).json(Default::default())
+    dygram_core::compile(dygram_syntax::source::SourceFile::new("m.dy", text))
+        .json(Default::default())
 }
 
 /// The `window/showMessage` (or `window/logMessage`) texts among `notes`.

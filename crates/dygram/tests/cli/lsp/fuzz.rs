@@ -882,7 +882,7 @@ fn programs(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if path
             .extension()
             .and_then(|e| e.to_str())
-            .is_some_and(|e| dygram::imports::EXTENSIONS.contains(&e))
+            .is_some_and(|e| dygram_core::imports::EXTENSIONS.contains(&e))
         {
             out.push(path);
         }

@@ -7,7 +7,7 @@ use super::patterns::{
     qualified_start, starts_line,
 };
 use super::{Context, Later, Place};
-use crate::syntax::lexer::{Token, TokenKind as T};
+use dygram_syntax::lexer::{Token, TokenKind as T};
 
 /// The context after the tokens `prev`, where the word `word` starts at `word_start`.
 pub(super) fn classify(

@@ -8,7 +8,7 @@ mod nesting;
 mod patterns;
 
 use super::annotations::Place;
-use crate::syntax::lexer::{Token, TokenKind as T};
+use dygram_syntax::lexer::{Token, TokenKind as T};
 
 /// What the cursor is in.
 #[derive(Debug, Clone, PartialEq, Eq)]

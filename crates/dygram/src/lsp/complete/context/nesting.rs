@@ -2,7 +2,7 @@
 //! what precedes its `{`), and the brackets of lists, annotation arguments and types.
 
 use super::patterns::{annotations_start, is_arrow_end, is_multiplicity, kind_at, qualified_start};
-use crate::syntax::lexer::{Token, TokenKind as T};
+use dygram_syntax::lexer::{Token, TokenKind as T};
 
 /// What an open `{` holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

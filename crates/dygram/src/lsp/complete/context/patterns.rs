@@ -1,7 +1,7 @@
 //! The shapes of tokens the context is told by, read backwards from a point: arrows and label
 //! starts, a statement's possible end, a dotted name, a parenthesised group, annotations.
 
-use crate::syntax::lexer::{Token, TokenKind as T};
+use dygram_syntax::lexer::{Token, TokenKind as T};
 
 /// The kind of `tokens[i]`, if there is one.
 pub(super) fn kind_at(tokens: &[Token], i: usize) -> Option<T> {

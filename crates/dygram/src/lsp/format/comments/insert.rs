@@ -3,8 +3,8 @@
 
 use super::Lost;
 use super::layout::{Anchor, Key, Layout};
-use crate::Compiled;
-use crate::syntax::lexer::TokenKind;
+use dygram_core::Compiled;
+use dygram_syntax::lexer::TokenKind;
 
 /// An insertion into the printed text: where, in which order (the comment's), what.
 pub(super) type Insert = (usize, usize, String);

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
-use crate::Compiled;
-use crate::json::JsonOptions;
-use crate::source::{SourceFile, Span};
-use crate::syntax::ast::{self, Item};
-use crate::syntax::lexer::{self, Token, TokenKind};
+use dygram_core::Compiled;
+use dygram_core::json::JsonOptions;
+use dygram_syntax::ast::{self, Item};
+use dygram_syntax::lexer::{self, Token, TokenKind};
+use dygram_syntax::source::{SourceFile, Span};
 
 /// What a comment is kept next to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -23,8 +23,8 @@
 mod insert;
 mod layout;
 
-use crate::Compiled;
-use crate::syntax::lexer;
+use dygram_core::Compiled;
+use dygram_syntax::lexer;
 use insert::{Insert, Keeping};
 
 /// A comment that could not be kept: its line (from 1).

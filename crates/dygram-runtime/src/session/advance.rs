@@ -1,0 +1,325 @@
+//! [`Session::advance`]: one unit of work on an opened execution, committed.
+
+use serde_json::Value;
+
+use super::call::{CallError, Host, Notice, Refusal, Session, Unit};
+use super::manual::ManualInput;
+use super::open::{check_answer, now, refused_without_request, rfc3339, turn_node};
+use super::sources::{Sources, recorder};
+use super::{Commit, ExecutionRecorder, HistoryEntry, Metadata};
+use crate::executor::{ExecutionEvent, Executor, NextUnit, Options};
+use crate::state::{ExecutionState, Status};
+use llm::LlmClient;
+use llm::answer::{Given, request_json};
+
+/// A request that waits for a manual answer.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    /// The request (as saved in `pending-request.json`).
+    pub request: Value,
+    /// `pending-request.json` of the execution.
+    pub file: String,
+    /// An answer that would do, for the person answering.
+    pub example: Value,
+}
+
+/// What one unit of work did (committed).
+#[derive(Debug)]
+pub struct Report {
+    /// Whether this call created the execution.
+    pub started: bool,
+    /// The unit performed.
+    pub unit: Unit,
+    /// What happened, in order.
+    pub events: Vec<ExecutionEvent>,
+    /// The execution's status after the unit.
+    pub status: Status,
+    /// Set when the unit ends waiting for a manual answer.
+    pub waiting: Option<Waiting>,
+}
+
+/// The answer sources of a unit of work.
+struct Answers<'a> {
+    /// The client that answers (`None`: manual answers).
+    client: Option<&'a dyn LlmClient>,
+    /// The sources opened for the call.
+    sources: &'a Sources,
+    /// The recorder around the client, when the execution records.
+    recorder: Option<&'a ExecutionRecorder<&'a dyn LlmClient>>,
+}
+
+/// What [`Session::advance`] did.
+#[derive(Debug)]
+pub enum Advance {
+    /// The execution had ended before this call: nothing was done.
+    AlreadyFinished,
+    /// A unit of work, committed.
+    Done(Report),
+}
+
+impl Session {
+    /// Performs one unit of work, commits it, and (when the execution ends, and the call asks for
+    /// it) writes the result file. Nothing is committed when it fails, nor when `input` holds an
+    /// answer the unit does not take (refused).
+    pub fn advance<H: Host>(
+        &mut self,
+        host: &mut H,
+        store: &super::Executions,
+        input: &mut ManualInput,
+    ) -> Result<Advance, CallError<H::Error>> {
+        if self.meta.client_config.kind != llm::SourceKind::Manual && input.given() {
+            return Err(CallError::Refused(Refusal::Source(Box::new(
+                self.meta.client_config.clone(),
+            ))));
+        }
+        let redactor = store.redactor();
+        let queue_dir = store.queue_dir();
+        let sources = Sources::open(
+            &self.meta,
+            &self.id,
+            &*host,
+            &queue_dir,
+            self.request.queue_timeout,
+        )?;
+        let recorder = match sources.client() {
+            Some(inner) => recorder(&self.meta, inner, redactor)?,
+            None => None,
+        };
+        let client: Option<&dyn LlmClient> = match &recorder {
+            Some(r) => Some(r),
+            None => sources.client(),
+        };
+        let live = host.live();
+        let options = Options {
+            model: self.meta.client_config.model.clone(),
+            default_model: host.default_model(&self.meta.client_config),
+            max_tokens: self.meta.client_config.max_tokens.unwrap_or(4096),
+            stream: live.is_some(),
+            ..Options::default()
+        };
+        let Some(state) = self.state.take() else {
+            return Err(CallError::Unsettled(self.id.clone()));
+        };
+        let mut executor = Executor::resume(state, client, options);
+        if let Some(listener) = live {
+            executor.listen(listener);
+        }
+        let answers = Answers {
+            client,
+            sources: &sources,
+            recorder: recorder.as_ref(),
+        };
+        let done = self.unit_of_work(&mut executor, &answers, host, store, input)?;
+        // A failed unit leaves the state unsettled (not committed): the session must be opened
+        // again; a done one goes on from its commit.
+        self.state = Some(executor.into_state());
+        Ok(done)
+    }
+
+    /// The unit of work with the executor set up, then the commit.
+    fn unit_of_work<H: Host>(
+        &mut self,
+        executor: &mut Executor<'_>,
+        answers: &Answers<'_>,
+        host: &mut H,
+        store: &super::Executions,
+        input: &mut ManualInput,
+    ) -> Result<Advance, CallError<H::Error>> {
+        if !self.started && executor.status().is_finished() {
+            if input.given() {
+                return Err(CallError::Refused(Refusal::Ended));
+            }
+            self.write_result(store, executor.state())?;
+            return Ok(Advance::AlreadyFinished);
+        }
+        let unit = self.request.unit;
+        let waiting = match unit {
+            Unit::Turn => self.one_turn(executor, answers.client, store, input)?,
+            Unit::Step => {
+                executor.step().map_err(CallError::Runtime)?;
+                None
+            }
+            Unit::Path => {
+                executor.step_path().map_err(CallError::Runtime)?;
+                None
+            }
+        };
+        let events = executor.take_events();
+        if input.unused() {
+            // Nothing is committed: the unit of work is done again by the next call.
+            if input.arrived_late() {
+                return Err(CallError::Late(Box::new(self.meta.client_config.clone())));
+            }
+            return Err(refused_without_request(&events));
+        }
+        if unit != Unit::Turn {
+            self.meta.turn_count += events
+                .iter()
+                .filter(|e| matches!(e, ExecutionEvent::LlmCall { .. }))
+                .count() as u64;
+        }
+        let status = executor.status();
+        if let Some(p) = answers.sources.playback() {
+            self.meta.client_config.playback_state = Some(p.state());
+        }
+        if let Some(r) = answers.recorder {
+            self.meta.client_config.recording = Some(r.position());
+        }
+        self.commit(
+            host,
+            store,
+            executor,
+            &events,
+            waiting.as_ref().map(|w| &w.request),
+        )?;
+        if status.is_finished() {
+            self.write_result(store, executor.state())?;
+        }
+        let report = Report {
+            started: self.started,
+            unit,
+            events,
+            status,
+            waiting,
+        };
+        // A later unit on the same session goes on from this commit.
+        self.started = false;
+        Ok(Advance::Done(report))
+    }
+
+    /// The commit: this call happened.
+    fn commit<H: Host>(
+        &mut self,
+        host: &mut H,
+        store: &super::Executions,
+        executor: &Executor<'_>,
+        events: &[ExecutionEvent],
+        waiting: Option<&Value>,
+    ) -> Result<(), CallError<H::Error>> {
+        let t = now();
+        let status = executor.status();
+        self.meta.end_unit(rfc3339(t), waiting.cloned(), status);
+        if waiting.is_none() {
+            self.last_call = Some(history_entry(events, executor.state(), &self.meta, t));
+        }
+        let committed = store.commit(
+            &self.id,
+            &Commit {
+                state: executor.state(),
+                machine_hash: &self.hash,
+                metadata: &self.meta,
+                last_call: self.last_call.as_ref(),
+                machine_changed: executor.machine_changed(),
+                now: &self.meta.last_executed_at,
+            },
+        )?;
+        for e in &committed.unrepaired {
+            host.notice(Notice::Unrepaired(e));
+        }
+        Ok(())
+    }
+
+    /// One LLM round trip (or one step without the model). `Some` when the call ends waiting for
+    /// a manual answer.
+    fn one_turn<E>(
+        &mut self,
+        executor: &mut Executor<'_>,
+        client: Option<&dyn LlmClient>,
+        store: &super::Executions,
+        input: &mut ManualInput,
+    ) -> Result<Option<Waiting>, CallError<E>> {
+        let request = match executor.next_unit() {
+            Ok(NextUnit::Request(request)) => request,
+            Ok(NextUnit::Stepped | NextUnit::Idle) => return Ok(None),
+            Err(e) => return Err(CallError::Runtime(e)),
+        };
+        let node = turn_node(executor);
+        if let Some(c) = client {
+            // Nothing is saved on failure: the next call asks again from the saved state.
+            executor
+                .exchange(c)
+                .map_err(|error| CallError::Llm { node, error })?;
+            self.meta.turn_count += 1;
+            return Ok(None);
+        }
+        // Manual mode: the answer given, or the request is saved and shown.
+        let Some(response) = input.answer()? else {
+            let request_id = format!("{}-turn-{}", self.id, self.meta.turn_count + 1);
+            let file = store
+                .dir(&self.id)
+                .map(|d| d.join("pending-request.json").display().to_string())
+                .unwrap_or_default();
+            return Ok(Some(Waiting {
+                request: request_json(&request, &request_id, &node, &rfc3339(now())),
+                file,
+                example: executor.example_answer(),
+            }));
+        };
+        check_answer(executor, &response)?;
+        let given = Given(response.clone());
+        if let Some(rec) = recorder(&self.meta, &given, store.redactor())? {
+            rec.complete(&request).map_err(CallError::Record)?;
+            self.meta.client_config.recording = Some(rec.position());
+        }
+        executor.answer(response);
+        self.meta.turn_count += 1;
+        Ok(None)
+    }
+
+    /// With a result folder, an execution that ended leaves its result file there too (as
+    /// one-shot runs do).
+    fn write_result<E>(
+        &self,
+        store: &super::Executions,
+        state: &ExecutionState,
+    ) -> Result<(), CallError<E>> {
+        let Some((dir, stem)) = &self.request.result else {
+            return Ok(());
+        };
+        super::result::write_result(dir, stem, state, None, store.redactor())
+            .map(|_| ())
+            .map_err(CallError::Result)
+    }
+}
+
+/// The history line of a call that advanced the execution.
+fn history_entry(
+    events: &[ExecutionEvent],
+    state: &ExecutionState,
+    meta: &Metadata,
+    t: jiff::Timestamp,
+) -> HistoryEntry {
+    let node = events
+        .iter()
+        .find_map(|e| match e {
+            ExecutionEvent::LlmCall { node, .. } => Some(node.clone()),
+            ExecutionEvent::Transition { from, .. } => Some(from.clone()),
+            ExecutionEvent::Completed { node, .. } | ExecutionEvent::Failed { node, .. } => {
+                Some(node.clone())
+            }
+            _ => None,
+        })
+        .or_else(|| state.main_path().map(|p| p.current_node.clone()))
+        .unwrap_or_default();
+    let tools: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            ExecutionEvent::ToolCall { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    let output: Option<String> = events.iter().find_map(|e| match e {
+        ExecutionEvent::Output { text, .. } => Some(text.chars().take(100).collect()),
+        _ => None,
+    });
+    HistoryEntry {
+        turn: meta.step_count,
+        timestamp: rfc3339(t),
+        node,
+        tools,
+        output,
+        status: meta.status,
+        text: super::history::text_of(events),
+        calls: super::history::calls_of(events),
+    }
+}
