@@ -18,6 +18,29 @@ fn admin(fleet: &Fleet) -> postgres::Client {
     postgres::Client::connect(&fleet.url, postgres::NoTls).unwrap()
 }
 
+/// Waits (at most 10 s) until `db` is the only client connected to its database.
+fn wait_for_other_connections_to_end(db: &mut postgres::Client) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let others: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if others == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{others} other connections still open after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Runs `delta ARGS` in the fleet's folder `dir`.
 fn delta(fleet: &Fleet, dir: &str, args: &[&str]) -> super::support::Output {
     let mut cmd = fleet.delta(dir);
@@ -392,6 +415,9 @@ fn a_killed_import_leaves_nothing_or_is_finished_by_resume() {
         let _ = child.kill();
         child.wait().unwrap();
         let mut db = admin(&fleet);
+        // A commit the killed import sent may still be landing: the server finishes it before it
+        // notices its client is gone. Read the store once that connection has ended.
+        wait_for_other_connections_to_end(&mut db);
         let stored: i64 = db
             .query_one("SELECT count(*) FROM journal WHERE run = $1", &[&id])
             .unwrap()
