@@ -5,6 +5,7 @@ mod client;
 mod debug;
 mod exec;
 mod execute;
+mod fmt;
 mod generate;
 mod input;
 mod interactive;
@@ -68,6 +69,7 @@ enum Command {
     Debug(debug::DebugArgs),
     /// Manage saved executions: list, status, show, clean, rm.
     Exec(exec::ExecArgs),
+    Fmt(fmt::FmtArgs),
     /// Print the shell completion script for bash, zsh or fish.
     ///
     /// Examples:
@@ -106,6 +108,7 @@ impl Command {
                 execute::ExecFormat::Json | execute::ExecFormat::StreamJson
             ),
             Self::Exec(args) => args.json_output(),
+            Self::Fmt(args) => args.json_output(),
             Self::Generate(_)
             | Self::Debug(_)
             | Self::Bundle(_)
@@ -294,6 +297,7 @@ pub fn main() -> ExitCode {
         Command::Execute(args) => execute::run(args),
         Command::Debug(args) => debug::run(args),
         Command::Exec(args) => exec::run(args),
+        Command::Fmt(args) => fmt::run(args),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));

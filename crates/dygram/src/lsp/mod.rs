@@ -6,24 +6,22 @@
 //! document, and their diagnostics published, with those of the documents importing them. The
 //! message loop (`flow.rs`) skips cancelled and overtaken requests, and reports a handler that
 //! panics to the editor (`window/logMessage`); the server goes on. Navigation (definition,
-//! references, rename) reads the name index ([`names`]) across importers ([`navigate`]).
-//! Requests are answered from the document's text as it is now: the outline, hover, completion and
-//! semantic tokens, all of which read a document with errors as far as it can be read; formatting
-//! uses the `.dy` printer ([`mod@format`]: only when nothing is lost, else the editor is told why)
-//! and quick fixes apply "did you mean" suggestions ([`actions`]). The messages are read and
+//! references, rename) reads the name index ([`dygram_analysis::names`]) across importers
+//! ([`navigate`]). Requests are answered from the document's text as it is now by
+//! [`dygram_analysis`] (on byte offsets; converted here through the document's line index): the
+//! outline, hover, completion and semantic tokens, all of which read a document with errors as far
+//! as it can be read; formatting uses the `.dy` printer ([`dygram_analysis::format`]: only when
+//! nothing is lost, else the editor is told why) and quick fixes apply "did you mean" suggestions
+//! ([`actions`]). The messages are read and
 //! written by [`transport`], which holds the editor's input to limits and answers what is no
 //! message with an error.
 
 pub mod actions;
-pub mod complete;
+mod convert;
 pub mod diagnostics;
 mod flow;
-pub mod format;
-pub mod hover;
-pub mod names;
 pub mod navigate;
 mod requests;
-pub mod symbols;
 pub mod text;
 pub mod tokens;
 pub mod transport;
@@ -115,26 +113,6 @@ pub fn serve(connection: &Connection) -> Result<(), LspError> {
         ..Server::default()
     };
     flow::run(connection, &mut server)
-}
-
-/// `content` parsed as an editor has it, often unfinished: the blocks it leaves open are closed
-/// after its end (so every span is still the text's own), and what they hold stays in the tree.
-pub fn parse_open(content: &str) -> dygram_syntax::Parsed {
-    use dygram_syntax::lexer::{TokenKind, lex};
-    let (tokens, _) = lex(content);
-    let open = tokens.iter().fold(0usize, |depth, t| match t.kind {
-        TokenKind::LBrace => depth + 1,
-        TokenKind::RBrace => depth.saturating_sub(1),
-        _ => depth,
-    });
-    if open == 0 {
-        return dygram_syntax::parse(content);
-    }
-    let mut closed = String::with_capacity(content.len() + 1 + open);
-    closed.push_str(content);
-    closed.push('\n');
-    closed.extend(std::iter::repeat_n('}', open));
-    dygram_syntax::parse(&closed)
 }
 
 /// The answer to a request whose parameters are not what its method takes.
@@ -404,17 +382,6 @@ impl dygram_core::imports::Files for OpenFiles<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_unclosed_block_keeps_what_it_holds() {
-        let text = "Process p {\n  Task a;\n  State b {\n";
-        let parsed = parse_open(text);
-        let [dygram_syntax::ast::Item::Node(p)] = parsed.program.items.as_slice() else {
-            panic!("{:?}", parsed.program.items)
-        };
-        assert_eq!(p.items.len(), 2);
-        assert!(dygram_syntax::parse(text).program.items.is_empty());
-    }
 
     #[test]
     fn file_uris_name_their_files() {

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use lsp_types::{Location, Position, Range, TextEdit, Uri, WorkspaceEdit};
 
-use super::names::{self, Imported, Names, Target};
 use super::text::{self, Document};
 use super::{file_path, file_uri};
+use dygram_analysis::names::{self, Imported, Names, Target};
 use dygram_core::imports::{self, EXTENSIONS};
 use dygram_runtime::files::{Disk, canonical};
 use dygram_syntax::source::Span;
@@ -78,7 +78,7 @@ impl Workspace<'_> {
 
     fn indexed(&self, uri: &Uri) -> Option<Indexed> {
         let text = self.text(uri)?;
-        let names = names::index(&super::parse_open(&text).program);
+        let names = names::index(&dygram_analysis::parse_open(&text).program);
         Some(Indexed {
             uri: uri.clone(),
             text,

@@ -15,9 +15,10 @@ use lsp_types::{
     WorkspaceEdit,
 };
 
+use dygram_analysis::{complete, format, hover, outline};
+
 use super::{
-    Server, actions, complete, file_path, format, hover, invalid_params, navigate, symbols, text,
-    tokens, unknown_request,
+    Server, actions, convert, file_path, invalid_params, navigate, tokens, unknown_request,
 };
 
 impl Server {
@@ -45,15 +46,22 @@ impl Server {
     }
 
     fn outline(&mut self, p: DocumentSymbolParams) -> Option<DocumentSymbolResponse> {
-        let doc = self.documents.get(&p.text_document.uri);
-        let outline = doc.map(|doc| symbols::outline(&doc.text));
-        Some(DocumentSymbolResponse::Nested(outline.unwrap_or_default()))
+        let symbols = self.documents.get(&p.text_document.uri).map(|doc| {
+            let lines = doc.lines();
+            outline::outline(&doc.text)
+                .into_iter()
+                .map(|s| convert::symbol(&lines, s))
+                .collect()
+        });
+        Some(DocumentSymbolResponse::Nested(symbols.unwrap_or_default()))
     }
 
     fn hover(&mut self, p: HoverParams) -> Option<Hover> {
         let at: TextDocumentPositionParams = p.text_document_position_params;
         let doc = self.documents.get(&at.text_document.uri)?;
-        hover::hover(&doc.text, at.position)
+        let lines = doc.lines();
+        let described = hover::hover(&doc.text, lines.offset(at.position))?;
+        Some(convert::hover(&lines, described))
     }
 
     fn definition(&mut self, p: GotoDefinitionParams) -> Option<GotoDefinitionResponse> {
@@ -93,26 +101,38 @@ impl Server {
         let doc = self.documents.get(&at.text_document.uri)?;
         // A position past a line's or the text's end completes where it is clamped to, so the
         // items' edits stay inside the document.
-        let position = text::position(&doc.text, text::offset(&doc.text, at.position));
-        let items = complete::complete(&doc.text, position);
+        let lines = doc.lines();
+        let items = complete::complete(&doc.text, lines.offset(at.position))
+            .into_iter()
+            .map(|item| convert::completion(&lines, item))
+            .collect();
         Some(CompletionResponse::Array(items))
     }
 
     fn tokens(&mut self, p: SemanticTokensParams) -> Option<SemanticTokensResult> {
         let doc = self.documents.get(&p.text_document.uri)?;
-        Some(SemanticTokensResult::Tokens(tokens::tokens(&doc.text)))
+        Some(SemanticTokensResult::Tokens(tokens::tokens(&doc.lines())))
     }
 
     fn format(&mut self, p: DocumentFormattingParams) -> Option<Vec<TextEdit>> {
         let uri = p.text_document.uri;
         let doc = self.documents.get(&uri)?;
-        match format::format(&doc.text, &p.options) {
-            Ok(edits) => {
+        match format::format(&doc.text, convert::indent(&p.options)) {
+            Ok(changes) => {
                 self.refusals.remove(&uri);
-                Some(edits)
+                let lines = doc.lines();
+                Some(
+                    changes
+                        .into_iter()
+                        .map(|c| convert::edit(&lines, c))
+                        .collect(),
+                )
             }
             Err(refusal) => {
-                self.refused(uri, refusal.to_string());
+                self.refused(
+                    uri,
+                    format!("dygram: the document was not formatted: {refusal}"),
+                );
                 None
             }
         }

@@ -1,6 +1,12 @@
-//! An open document's text and the conversions between byte offsets (the compiler's spans) and
-//! LSP positions (lines and UTF-16 code units, the protocol's default).
+//! An open document's text, its line index, and the conversions between byte offsets (the
+//! compiler's and the analysis' spans) and LSP positions (lines and UTF-16 code units, the
+//! protocol's default). Each open document keeps one index ([`dygram_analysis::lines`]), remade
+//! when it changes; requests convert through it.
 
+use std::borrow::Cow;
+
+use dygram_analysis::lines::{self, LineCol};
+use dygram_syntax::source::Span;
 use lsp_types::{Position, Range, TextDocumentContentChangeEvent};
 
 /// The text of an open document.
@@ -10,12 +16,19 @@ pub struct Document {
     pub text: String,
     /// The version the client gave it.
     pub version: i32,
+    /// Where its lines start.
+    lines: lines::LineIndex,
 }
 
 impl Document {
     /// A document opened with `text`.
     pub fn new(text: String, version: i32) -> Self {
-        Self { text, version }
+        let lines = lines::LineIndex::new(&text);
+        Self {
+            text,
+            version,
+            lines,
+        }
     }
 
     /// Applies the client's changes in order: a change with a range replaces that range, one
@@ -24,14 +37,23 @@ impl Document {
         for change in changes {
             match change.range {
                 Some(range) => {
-                    let start = offset(&self.text, range.start);
-                    let end = offset(&self.text, range.end).max(start);
+                    let start = self.lines().offset(range.start);
+                    let end = self.lines().offset(range.end).max(start);
                     self.text.replace_range(start..end, &change.text);
                 }
                 None => self.text = change.text,
             }
+            self.lines = lines::LineIndex::new(&self.text);
         }
         self.version = version;
+    }
+
+    /// Its text with its index, for conversions.
+    pub fn lines(&self) -> LineIndex<'_> {
+        LineIndex {
+            text: &self.text,
+            index: Cow::Borrowed(&self.lines),
+        }
     }
 }
 
@@ -51,68 +73,32 @@ pub fn range(text: &str, start: usize, end: usize) -> Range {
     Range::new(position(text, start), position(text, end))
 }
 
-/// Where each line of a text starts, for many [`position`]s without reading the text from its
-/// start each time. Lines end as the protocol has it: `\n`, `\r\n` or a lone `\r`.
+/// A text and its line index: a document's own, or one made for a text read from disk.
 #[derive(Debug)]
 pub struct LineIndex<'a> {
     text: &'a str,
-    starts: Vec<usize>,
+    index: Cow<'a, lines::LineIndex>,
 }
 
 impl<'a> LineIndex<'a> {
     /// The lines of `text`.
     pub fn new(text: &'a str) -> Self {
-        let bytes = text.as_bytes();
-        let mut starts = vec![0];
-        for (i, &b) in bytes.iter().enumerate() {
-            let ends = b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
-            if ends {
-                starts.push(i + 1);
-            }
+        Self {
+            text,
+            index: Cow::Owned(lines::LineIndex::new(text)),
         }
-        Self { text, starts }
-    }
-
-    /// Where line `line` ends (before its line break).
-    fn line_end(&self, line: usize) -> usize {
-        let start = self.starts.get(line).copied().unwrap_or(self.text.len());
-        self.text[start..]
-            .find(['\r', '\n'])
-            .map_or(self.text.len(), |i| start + i)
     }
 
     /// The byte offset of `position` (as [`offset`] has it).
     pub fn offset(&self, position: Position) -> usize {
-        let line = position.line as usize;
-        let Some(&start) = self.starts.get(line) else {
-            return self.text.len();
-        };
-        let end = self.line_end(line);
-        let mut units = 0u32;
-        for (i, c) in self.text[start..end].char_indices() {
-            if units >= position.character {
-                return start + i;
-            }
-            units += c.len_utf16() as u32;
-        }
-        end
+        self.index
+            .offset(self.text, LineCol::new(position.line, position.character))
     }
 
     /// The position of byte `at` (as [`position`] has it).
     pub fn position(&self, at: usize) -> Position {
-        let mut at = at.min(self.text.len());
-        while !self.text.is_char_boundary(at) {
-            at -= 1;
-        }
-        let line = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
-        let start = self.starts.get(line).copied().unwrap_or(0);
-        // Inside a line break: the end of the line's text.
-        let at = at.min(self.line_end(line));
-        let character: usize = self.text[start..at].chars().map(char::len_utf16).sum();
-        Position::new(
-            u32::try_from(line).unwrap_or(u32::MAX),
-            u32::try_from(character).unwrap_or(u32::MAX),
-        )
+        let at = self.index.line_col(self.text, at);
+        Position::new(at.line, at.character)
     }
 
     /// The text whose lines these are.
@@ -124,11 +110,11 @@ impl<'a> LineIndex<'a> {
     pub fn range(&self, start: usize, end: usize) -> Range {
         Range::new(self.position(start), self.position(end))
     }
-}
 
-/// How many UTF-16 code units `text` takes.
-pub fn utf16_len(text: &str) -> u32 {
-    u32::try_from(text.chars().map(char::len_utf16).sum::<usize>()).unwrap_or(u32::MAX)
+    /// The range of `span`.
+    pub fn span(&self, span: Span) -> Range {
+        self.range(span.start as usize, span.end as usize)
+    }
 }
 
 #[cfg(test)]
@@ -136,29 +122,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn positions_count_utf16_units_and_round_trip() {
-        let text = "ab\nçé𝄞x\n";
-        assert_eq!(position(text, 0), Position::new(0, 0));
-        assert_eq!(position(text, 3), Position::new(1, 0));
-        // ç and é are one unit each, 𝄞 two.
+    fn positions_are_the_analysis_line_columns() {
+        let text = "ab\nçé𝄞x\r\nlast";
         let x = text.find('x').unwrap();
         assert_eq!(position(text, x), Position::new(1, 4));
         assert_eq!(offset(text, Position::new(1, 4)), x);
-        assert_eq!(offset(text, Position::new(1, 99)), text.len() - 1);
         assert_eq!(offset(text, Position::new(9, 0)), text.len());
-    }
-
-    #[test]
-    fn lines_end_at_lf_crlf_or_a_lone_cr() {
-        let text = "a\r\nbc\rd\ne";
-        assert_eq!(position(text, text.find('b').unwrap()), Position::new(1, 0));
-        assert_eq!(position(text, text.find('d').unwrap()), Position::new(2, 0));
-        assert_eq!(position(text, text.find('e').unwrap()), Position::new(3, 0));
-        // Between `\r` and `\n`: the end of the line's text.
-        assert_eq!(position(text, 2), Position::new(0, 1));
-        assert_eq!(offset(text, Position::new(2, 0)), text.find('d').unwrap());
-        assert_eq!(offset(text, Position::new(0, 9)), 1);
-        assert_eq!(offset(text, Position::new(1, 9)), 5);
     }
 
     #[test]
@@ -169,7 +138,6 @@ mod tests {
             assert_eq!(index.position(at), position(text, at), "at {at}");
             assert_eq!(index.range(0, at), range(text, 0, at), "at {at}");
         }
-        assert_eq!(utf16_len("é𝄞x"), 4);
     }
 
     #[test]
@@ -184,6 +152,8 @@ mod tests {
             2,
         );
         assert_eq!(doc.text, "machine \"A\"\nstate start;\n");
+        // The document's index follows its text.
+        assert_eq!(doc.lines().position(doc.text.len()), Position::new(2, 0));
         doc.apply(
             vec![TextDocumentContentChangeEvent {
                 range: None,

@@ -149,16 +149,12 @@ fn comment_marks(text: &str) -> usize {
 fn formatting_keeps_every_corpus_machine_and_comment() {
     let Some(corpus) = corpus() else { return };
     let rows = manifest(&corpus);
-    let options = lsp_types::FormattingOptions {
-        tab_size: 4,
-        insert_spaces: true,
-        ..Default::default()
-    };
+    let indent = dygram_analysis::format::Indent::Spaces(4);
     let mut formatted = 0;
     let mut refused: std::collections::BTreeMap<String, usize> = Default::default();
     for row in &rows {
         let text = std::fs::read_to_string(corpus.join("examples").join(&row.path)).unwrap();
-        match dygram::lsp::format::formatted(&text, &options) {
+        match dygram_analysis::format::formatted(&text, indent) {
             Ok(result) => {
                 formatted += 1;
                 let json = |t: &str| {
@@ -173,7 +169,7 @@ fn formatting_keeps_every_corpus_machine_and_comment() {
                 );
                 // Formatted, it formats to itself.
                 assert_eq!(
-                    dygram::lsp::format::formatted(&result, &options).as_ref(),
+                    dygram_analysis::format::formatted(&result, indent).as_ref(),
                     Ok(&result),
                     "{}",
                     row.path

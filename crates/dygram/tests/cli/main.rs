@@ -17,6 +17,7 @@ mod durability;
 mod execution;
 mod faults;
 mod feedback;
+mod fmt;
 mod json_output;
 mod live;
 mod lsp;

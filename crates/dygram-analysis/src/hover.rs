@@ -3,10 +3,7 @@
 //! attribute (a context's field too), its owner, declared type and value; for an edge's arrow or
 //! label, its kind, ends and label.
 
-use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position};
-
-use super::names::{self, Names, Target};
-use super::text;
+use crate::names::{self, Names, Target};
 use dygram_syntax::ast;
 use dygram_syntax::source::Span;
 
@@ -35,20 +32,27 @@ fn contains(span: Span, at: usize) -> bool {
     (span.start as usize) <= at && at <= (span.end as usize)
 }
 
-/// The hover at `position` of `content`: for a node's name (declared, or used anywhere: edges,
+/// What hovering shows: Markdown about what is under the cursor, and the bytes it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hover {
+    /// The text, in Markdown.
+    pub markdown: String,
+    /// What it describes: the name, arrow or label under the cursor.
+    pub span: Span,
+}
+
+/// The hover at byte `at` of `content`: for a node's name (declared, or used anywhere: edges,
 /// values, templates, conditions), the node; for an attribute's, the attribute; for an edge's
 /// arrow or label, the edge.
-pub fn hover(content: &str, position: Position) -> Option<Hover> {
-    let at = text::offset(content, position);
-    let parsed = super::parse_open(content);
+pub fn hover(content: &str, at: usize) -> Option<Hover> {
+    let parsed = crate::parse_open(content);
     let names = names::index(&parsed.program);
-    let range = |span: Span| Some(text::range(content, span.start as usize, span.end as usize));
     let Some(found) = names.at(at) else {
         let (edge, segment) = edge_at(&parsed.program.items, at)?;
-        return Some(markdown(
-            describe_edge(content, edge, segment),
-            range(segment.span),
-        ));
+        return Some(Hover {
+            markdown: describe_edge(content, edge, segment),
+            span: segment.span,
+        });
     };
     let shown = match &found.target {
         Target::Node(qualified) => {
@@ -63,17 +67,10 @@ pub fn hover(content: &str, position: Position) -> Option<Hover> {
             describe_attribute(content, &parsed.program, &names, node, name)?
         }
     };
-    Some(markdown(shown, range(found.span)))
-}
-
-fn markdown(value: String, range: Option<lsp_types::Range>) -> Hover {
-    Hover {
-        contents: HoverContents::Markup(MarkupContent {
-            kind: MarkupKind::Markdown,
-            value,
-        }),
-        range,
-    }
+    Some(Hover {
+        markdown: shown,
+        span: found.span,
+    })
 }
 
 /// A node no declaration of this file gives: an imported one, or one the machine creates.

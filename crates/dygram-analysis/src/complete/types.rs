@@ -1,7 +1,7 @@
 //! Attribute types (`name<type>`): the types validation checks and the `type` nodes of the
 //! document, offered after `<` or a `,` of type arguments.
 
-use lsp_types::CompletionItemKind;
+use super::CompletionKind;
 
 use super::Offer;
 use super::doc::Doc;
@@ -33,7 +33,7 @@ pub const ATTRIBUTE_TYPES: &[(&str, &str)] = &[
 /// The types validation knows, then the `type` nodes of the document.
 pub(super) fn offer(doc: &Doc<'_>, out: &mut Offer) {
     for (name, detail) in ATTRIBUTE_TYPES {
-        out.push(name, CompletionItemKind::STRUCT, detail, "0");
+        out.push(name, CompletionKind::Struct, detail, "0");
     }
     for node in doc.nodes.values() {
         if node
@@ -43,7 +43,7 @@ pub(super) fn offer(doc: &Doc<'_>, out: &mut Offer) {
         {
             out.push(
                 &node.simple,
-                CompletionItemKind::CLASS,
+                CompletionKind::Class,
                 "a type of this document",
                 "1",
             );
@@ -53,7 +53,7 @@ pub(super) fn offer(doc: &Doc<'_>, out: &mut Offer) {
 
 #[cfg(test)]
 mod tests {
-    use crate::lsp::complete::tests::{SHOP, offers, refuses};
+    use crate::complete::tests::{SHOP, offers, refuses};
 
     #[test]
     fn types_after_lt_and_in_type_arguments() {

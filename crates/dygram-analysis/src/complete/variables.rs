@@ -2,7 +2,7 @@
 //! nodes and the nodes with attributes, the machine's attributes and the built-in variables; after
 //! `name.`, the attributes of the node (or the keys of the object value) `name`.
 
-use lsp_types::CompletionItemKind;
+use super::CompletionKind;
 
 use super::Offer;
 use super::doc::{Doc, NodeInfo};
@@ -30,7 +30,7 @@ pub(super) fn offer(doc: &Doc<'_>, path: &str, out: &mut Offer) {
     for a in fields(doc, within) {
         out.push(
             &a.name.text,
-            CompletionItemKind::FIELD,
+            CompletionKind::Field,
             doc.written(a.span),
             "0",
         );
@@ -46,7 +46,7 @@ fn top_level(doc: &Doc<'_>, out: &mut Offer) {
     for (qualified, node) in nodes {
         let detail = node.describe(qualified);
         if node.is_context_like() {
-            out.push(&node.simple, CompletionItemKind::STRUCT, &detail, "0");
+            out.push(&node.simple, CompletionKind::Struct, &detail, "0");
         } else if !node.attributes.is_empty() {
             out.push(&node.simple, node.item_kind(false), &detail, "1");
         }
@@ -54,13 +54,13 @@ fn top_level(doc: &Doc<'_>, out: &mut Offer) {
     for a in &doc.machine_attributes {
         out.push(
             &a.name.text,
-            CompletionItemKind::FIELD,
+            CompletionKind::Field,
             &format!("machine attribute: {}", doc.written(a.span)),
             "2",
         );
     }
     for (name, detail) in BUILT_IN_VARIABLES {
-        out.push(name, CompletionItemKind::VARIABLE, detail, "3");
+        out.push(name, CompletionKind::Variable, detail, "3");
     }
 }
 
@@ -101,7 +101,7 @@ fn fields<'a>(doc: &Doc<'a>, within: &[&str]) -> Vec<&'a ast::Attribute> {
 
 #[cfg(test)]
 mod tests {
-    use crate::lsp::complete::tests::{SHOP, labels, offers, refuses};
+    use crate::complete::tests::{SHOP, labels, offers, refuses};
 
     #[test]
     fn templates_and_conditions_offer_variables() {

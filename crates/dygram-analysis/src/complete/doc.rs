@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use lsp_types::CompletionItemKind;
+use super::CompletionKind;
 
 use dygram_syntax::ast;
 use dygram_syntax::source::Span;
@@ -37,16 +37,16 @@ impl<'a> NodeInfo<'a> {
     }
 
     /// The item kind for the node, as the outline shows it.
-    pub(super) fn item_kind(&self, has_children: bool) -> CompletionItemKind {
+    pub(super) fn item_kind(&self, has_children: bool) -> CompletionKind {
         if self.is_context_like() {
-            return CompletionItemKind::STRUCT;
+            return CompletionKind::Struct;
         }
         match self.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
-            Some("task") => CompletionItemKind::FUNCTION,
-            Some("state") => CompletionItemKind::ENUM_MEMBER,
-            Some("tool") => CompletionItemKind::METHOD,
-            _ if has_children => CompletionItemKind::MODULE,
-            _ => CompletionItemKind::VARIABLE,
+            Some("task") => CompletionKind::Function,
+            Some("state") => CompletionKind::EnumMember,
+            Some("tool") => CompletionKind::Method,
+            _ if has_children => CompletionKind::Module,
+            _ => CompletionKind::Variable,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Formatting a document (`textDocument/formatting`) with the `.dy` printer of
+//! Formatting a document (`dygram fmt`, and `textDocument/formatting` in an editor) with the `.dy` printer of
 //! `dygram generate -f dsl` ([`dygram_core::render::dsl::to_dsl`]): the document is compiled, its
 //! canonical JSON printed back as source, and that text replaces the document.
 //!
@@ -18,20 +18,18 @@
 //!   into the one before it, has no such place. The result is checked: the same machine again, and
 //!   every comment of the document, as written.
 //!
-//! Of the editor's options only the indentation is used: the printer indents by four spaces, and
-//! each four leading spaces of a line become `tabSize` spaces, or a tab without `insertSpaces`
-//! (the formatted text is checked again; should that check fail, the four spaces stay). The
-//! printer always ends the text with one line break; the other options are not used.
+//! The printer indents by four spaces; with another [`Indent`] each four leading spaces of a line
+//! become that many spaces, or a tab (the formatted text is checked again; should that check fail,
+//! the four spaces stay). The printer always ends the text with one line break.
 //!
-//! The edit is one [`TextEdit`] covering what differs: the text between the longest common start
+//! The change is one [`Change`] covering what differs: the text between the longest common start
 //! and end of the document and the formatted text. A document already formatted gets no edit.
 
 mod comments;
 mod written;
 
-use lsp_types::{FormattingOptions, TextEdit};
+use std::ops::Range;
 
-use super::text;
 use dygram_core::diagnostic::Severity;
 use dygram_core::{Compiled, compile};
 use dygram_syntax::lexer;
@@ -41,48 +39,67 @@ use dygram_syntax::source::SourceFile;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// It could not be read whole.
-    #[error(
-        "dygram: the document was not formatted: it has syntax errors (fix them first; what cannot be read would be lost)"
-    )]
+    #[error("it has syntax errors (fix them first; what cannot be read would be lost)")]
     SyntaxErrors,
     /// It has a comment that has no place in the formatted text.
     #[error(
-        "dygram: the document was not formatted: the comment on line {line} would be lost (comments are kept on their own line before a statement, at the end of a statement's line, or at the start or end of a block; not inside a statement or next to an edge statement that formatting joins to the one before)"
+        "the comment on line {line} would be lost (comments are kept on their own line before a statement, at the end of a statement's line, or at the start or end of a block; not inside a statement or next to an edge statement that formatting joins to the one before)"
     )]
     Comment {
         /// Its line (from 1).
         line: usize,
     },
     /// Its comments could not all be kept as written.
-    #[error(
-        "dygram: the document was not formatted: its comments could not all be kept as they are written"
-    )]
+    #[error("its comments could not all be kept as they are written")]
     Comments,
     /// It imports files, whose nodes the printer would copy in.
-    #[error(
-        "dygram: the document was not formatted: it imports other files, and formatting would copy the imported nodes into it"
-    )]
+    #[error("it imports other files, and formatting would copy the imported nodes into it")]
     Imports,
     /// The printed text is not the same machine, and the document has errors.
     #[error(
-        "dygram: the document was not formatted: it has errors, and the formatted text would not give the same machine and errors (fix them first)"
+        "it has errors, and the formatted text would not give the same machine and errors (fix them first)"
     )]
     Invalid,
     /// The printed text is not the same machine.
     #[error(
-        "dygram: the document was not formatted: the formatted text would not say the same (the formatter writes the machine from its JSON, which does not keep everything written, e.g. an annotation's single value or a union type's literals)"
+        "the formatted text would not say the same (the formatter writes the machine from its JSON, which does not keep everything written, e.g. an annotation's single value or a union type's literals)"
     )]
     NotTheSame,
 }
 
-/// The edits that format `content` (none when it is formatted already), or why it is left as is.
-pub fn format(content: &str, options: &FormattingOptions) -> Result<Vec<TextEdit>, Refusal> {
-    let formatted = formatted(content, options)?;
-    Ok(edit(content, &formatted).into_iter().collect())
+/// How a level of the formatted text is indented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indent {
+    /// This many spaces (0: the printer's four).
+    Spaces(u32),
+    /// One tab.
+    Tab,
+}
+
+impl Default for Indent {
+    fn default() -> Self {
+        Self::Spaces(4)
+    }
+}
+
+/// A change of a text: the bytes `replace` of the text become `text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The bytes replaced.
+    pub replace: Range<usize>,
+    /// What replaces them.
+    pub text: String,
+}
+
+/// The changes that format `content` (none when it is formatted already; else one, covering what
+/// differs), or why it is left as is.
+pub fn format(content: &str, indent: Indent) -> Result<Vec<Change>, Refusal> {
+    let formatted = formatted(content, indent)?;
+    Ok(change(content, &formatted).into_iter().collect())
 }
 
 /// The formatted text of `content`.
-pub fn formatted(content: &str, options: &FormattingOptions) -> Result<String, Refusal> {
+pub fn formatted(content: &str, indent: Indent) -> Result<String, Refusal> {
     let original = compile(SourceFile::new("document.dy", content));
     if original.has_syntax_errors() {
         return Err(Refusal::SyntaxErrors);
@@ -114,7 +131,7 @@ pub fn formatted(content: &str, options: &FormattingOptions) -> Result<String, R
         }
         kept
     };
-    let indented = indent(&with_comments, options);
+    let indented = indented(&with_comments, indent);
     if indented != with_comments
         && same_machine(
             &original,
@@ -160,20 +177,14 @@ fn same_machine(original: &Compiled, again: &Compiled) -> bool {
     said(again) == said(original)
 }
 
-/// `printed` (indented by four spaces a level) indented as `options` say: `tabSize` spaces a
-/// level, or a tab without `insertSpaces`. Lines that start inside a token (a string over several
-/// lines) or a comment are left alone.
-fn indent(printed: &str, options: &FormattingOptions) -> String {
+/// `printed` (indented by four spaces a level) indented by `indent`. Lines that start inside a
+/// token (a string over several lines) or a comment are left alone.
+fn indented(printed: &str, indent: Indent) -> String {
     const PRINTER: usize = 4;
-    let unit = if options.insert_spaces {
-        let size = if options.tab_size == 0 {
-            PRINTER
-        } else {
-            options.tab_size as usize
-        };
-        " ".repeat(size)
-    } else {
-        "\t".to_string()
+    let unit = match indent {
+        Indent::Spaces(0) => " ".repeat(PRINTER),
+        Indent::Spaces(size) => " ".repeat(size as usize),
+        Indent::Tab => "\t".to_string(),
     };
     if unit == " ".repeat(PRINTER) {
         return printed.to_string();
@@ -202,7 +213,7 @@ fn indent(printed: &str, options: &FormattingOptions) -> String {
 
 /// The one edit turning `from` into `to`: what lies between their longest common start and end;
 /// none when they are the same.
-fn edit(from: &str, to: &str) -> Option<TextEdit> {
+pub fn change(from: &str, to: &str) -> Option<Change> {
     if from == to {
         return None;
     }
@@ -218,34 +229,31 @@ fn edit(from: &str, to: &str) -> Option<TextEdit> {
         .take_while(|(a, b)| a == b)
         .map(|(a, _)| a.len_utf8())
         .sum::<usize>();
-    let range = text::range(from, prefix, from.len() - suffix);
-    Some(TextEdit::new(
-        range,
-        to[prefix..to.len() - suffix].to_string(),
-    ))
+    Some(Change {
+        replace: prefix..from.len() - suffix,
+        text: to[prefix..to.len() - suffix].to_string(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn options(tab_size: u32, insert_spaces: bool) -> FormattingOptions {
-        FormattingOptions {
-            tab_size,
-            insert_spaces,
-            ..FormattingOptions::default()
+    fn options(tab_size: u32, insert_spaces: bool) -> Indent {
+        if insert_spaces {
+            Indent::Spaces(tab_size)
+        } else {
+            Indent::Tab
         }
     }
 
-    /// `text` with `edits` applied (ranges of the original text, none overlapping).
-    fn apply(text: &str, edits: &[TextEdit]) -> String {
+    /// `text` with `changes` applied (ranges of the original text, none overlapping).
+    fn apply(text: &str, changes: &[Change]) -> String {
         let mut out = text.to_string();
-        let mut edits = edits.to_vec();
-        edits.sort_by_key(|e| std::cmp::Reverse(e.range.start));
-        for e in edits {
-            let start = text::offset(&out, e.range.start);
-            let end = text::offset(&out, e.range.end);
-            out.replace_range(start..end, &e.new_text);
+        let mut changes = changes.to_vec();
+        changes.sort_by_key(|c| std::cmp::Reverse(c.replace.start));
+        for c in changes {
+            out.replace_range(c.replace, &c.text);
         }
         out
     }
@@ -254,20 +262,20 @@ mod tests {
 
     #[test]
     fn a_document_becomes_the_printers_text() {
-        let edits = format(MESSY, &options(4, true)).unwrap();
+        let edits = format(MESSY, options(4, true)).unwrap();
         let json = compile(SourceFile::new("m.dy", MESSY)).json(Default::default());
         let printed = dygram_core::render::dsl::to_dsl(&json);
         assert_eq!(apply(MESSY, &edits), printed);
         assert_eq!(edits.len(), 1);
         // Formatted already: no edit.
-        assert_eq!(format(&printed, &options(4, true)).unwrap(), []);
+        assert_eq!(format(&printed, options(4, true)).unwrap(), []);
     }
 
     #[test]
     fn indentation_follows_the_options() {
-        let two = formatted(MESSY, &options(2, true)).unwrap();
+        let two = formatted(MESSY, options(2, true)).unwrap();
         assert!(two.contains("\n  prompt: \"check\";\n"), "{two}");
-        let tabs = formatted(MESSY, &options(8, false)).unwrap();
+        let tabs = formatted(MESSY, options(8, false)).unwrap();
         assert!(tabs.contains("\n\tprompt: \"check\";\n"), "{tabs}");
         let json = compile(SourceFile::new("m.dy", MESSY)).json(Default::default());
         for text in [&two, &tabs] {
@@ -281,26 +289,26 @@ mod tests {
     #[test]
     fn documents_that_would_lose_something_are_refused() {
         let o = options(4, true);
-        assert_eq!(format("state a;\na -> ;\n", &o), Err(Refusal::SyntaxErrors));
+        assert_eq!(format("state a;\na -> ;\n", o), Err(Refusal::SyntaxErrors));
         assert_eq!(
-            format("import { A } from \"./lib.dy\"\nA -> b;\n", &o),
+            format("import { A } from \"./lib.dy\"\nA -> b;\n", o),
             Err(Refusal::Imports)
         );
         // The JSON keeps no single annotation value, so neither does the printer.
         assert_eq!(
-            format("machine \"M\" @Version(\"2\")\nstate a;\n", &o),
+            format("machine \"M\" @Version(\"2\")\nstate a;\n", o),
             Err(Refusal::NotTheSame)
         );
         // A comment inside a statement has no place.
         assert_eq!(
-            format("state a;\na -> /* why */ b;\n", &o),
+            format("state a;\na -> /* why */ b;\n", o),
             Err(Refusal::Comment { line: 2 })
         );
         // Nor one before an edge statement the printer joins to the one before.
         assert_eq!(
             format(
                 "state a;\nstate b;\nstate c;\na -> b;\n// then\nb -> c;\n",
-                &o
+                o
             ),
             Err(Refusal::Comment { line: 5 })
         );
@@ -309,13 +317,13 @@ mod tests {
     #[test]
     fn comments_are_kept_next_to_what_they_were_next_to() {
         let document = "// The order flow.\n\nmachine \"Orders\"\n\n// Where it starts.\nState start;\nTask ship { // packing\n  carrier: \"ups\"; // for now\n  /* more later */\n}\nstart -> ship; // the only way\n\n// the end\n";
-        let kept = formatted(document, &options(4, true)).unwrap();
+        let kept = formatted(document, options(4, true)).unwrap();
         assert_eq!(
             kept,
             "// The order flow.\n\nmachine \"Orders\";\n\n// Where it starts.\nstate start;\n\ntask ship { // packing\n    carrier: \"ups\"; // for now\n    /* more later */\n}\n\nstart -> ship; // the only way\n\n// the end\n"
         );
         // A `//` inside a string is no comment.
-        assert!(formatted("state a \"http://x.io\";\n", &options(4, true)).is_ok());
+        assert!(formatted("state a \"http://x.io\";\n", options(4, true)).is_ok());
     }
 
     #[test]
@@ -333,13 +341,13 @@ mod tests {
     }
 
     #[test]
-    fn the_edit_covers_what_differs() {
-        let e = edit("abcXYZdef", "abc12def").unwrap();
+    fn the_change_covers_what_differs() {
+        let e = change("abcXYZdef", "abc12def").unwrap();
         assert_eq!(apply("abcXYZdef", std::slice::from_ref(&e)), "abc12def");
-        assert_eq!(e.new_text, "12");
-        assert_eq!(apply("é\nab", &[edit("é\nab", "é\nb").unwrap()]), "é\nb");
-        assert_eq!(apply("aaa", &[edit("aaa", "aa").unwrap()]), "aa");
-        assert_eq!(apply("aa", &[edit("aa", "aaa").unwrap()]), "aaa");
-        assert_eq!(edit("same", "same"), None);
+        assert_eq!((e.replace, e.text.as_str()), (3..6, "12"));
+        assert_eq!(apply("é\nab", &[change("é\nab", "é\nb").unwrap()]), "é\nb");
+        assert_eq!(apply("aaa", &[change("aaa", "aa").unwrap()]), "aa");
+        assert_eq!(apply("aa", &[change("aa", "aaa").unwrap()]), "aaa");
+        assert_eq!(change("same", "same"), None);
     }
 }

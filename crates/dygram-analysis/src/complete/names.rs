@@ -2,7 +2,7 @@
 //! and what an edge names after an arrow, a multiplicity or a `,` (qualified, `checkout.pay`, and
 //! simple), with a node's attributes after `name.` (attribute ports).
 
-use lsp_types::CompletionItemKind;
+use super::CompletionKind;
 
 use super::Offer;
 use super::doc::Doc;
@@ -59,13 +59,13 @@ pub(super) fn node_types(doc: &Doc<'_>, out: &mut Offer) {
         if out.seen.iter().any(|s| s.eq_ignore_ascii_case(label)) {
             continue;
         }
-        out.push(label, CompletionItemKind::CLASS, detail, "1");
+        out.push(label, CompletionKind::Class, detail, "1");
     }
     for kind in &doc.kinds {
         if !out.seen.iter().any(|s| s.eq_ignore_ascii_case(kind)) {
             out.push(
                 kind,
-                CompletionItemKind::CLASS,
+                CompletionKind::Class,
                 "node type used in this document",
                 "1",
             );
@@ -94,7 +94,7 @@ pub(super) fn node_names(doc: &Doc<'_>, word: &str, out: &mut Offer) {
     for name in doc.edge_names.iter().filter(|n| fits(n)) {
         out.push(
             name,
-            CompletionItemKind::REFERENCE,
+            CompletionKind::Reference,
             "named by an edge, not declared",
             "3",
         );
@@ -109,14 +109,14 @@ fn attribute_ports(doc: &Doc<'_>, node: &str, out: &mut Offer) {
     for info in doc.find(node) {
         for a in &info.attributes {
             let label = format!("{node}.{}", a.name.text);
-            out.push(&label, CompletionItemKind::FIELD, doc.written(a.span), "4");
+            out.push(&label, CompletionKind::Field, doc.written(a.span), "4");
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::lsp::complete::tests::{SHOP, offers, refuses};
+    use crate::complete::tests::{SHOP, offers, refuses};
 
     #[test]
     fn edge_ends_offer_qualified_and_simple_names() {

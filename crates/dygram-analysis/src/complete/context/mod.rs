@@ -184,7 +184,7 @@ fn path_start(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::path_start;
-    use crate::lsp::complete::tests::{SHOP, labels, offers};
+    use crate::complete::tests::{SHOP, labels, offers};
 
     #[test]
     fn words_start_after_any_character() {

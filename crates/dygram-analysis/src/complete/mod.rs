@@ -29,16 +29,12 @@ mod types;
 mod variables;
 
 use std::collections::HashSet;
-
-use lsp_types::{
-    CompletionItem, CompletionItemKind, CompletionTextEdit, Position, Range, TextEdit,
-};
+use std::ops::Range;
 
 pub use annotations::{ANNOTATIONS, Place};
 pub use names::NODE_TYPES;
 pub use types::ATTRIBUTE_TYPES;
 
-use super::text;
 use context::Context;
 use doc::Doc;
 use dygram_syntax::lexer::lex;
@@ -46,22 +42,67 @@ use dygram_syntax::lexer::lex;
 /// Stands for the word being written while the document is read.
 const PLACEHOLDER: &str = "__dygram_completion__";
 
-/// The completions at `position` of `content`.
-pub fn complete(content: &str, position: Position) -> Vec<CompletionItem> {
-    let at = text::offset(content, position);
+/// What an item is, for the editor's icon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionKind {
+    /// A keyword (`machine`, `import`, `when`…).
+    Keyword,
+    /// A node.
+    Class,
+    /// A node type, or a context node.
+    Struct,
+    /// A task node.
+    Function,
+    /// A tool node.
+    Method,
+    /// A state node.
+    EnumMember,
+    /// An attribute.
+    Field,
+    /// A key of an object value, or a data label.
+    Property,
+    /// A variable of a template or condition.
+    Variable,
+    /// An annotation.
+    Module,
+    /// A type.
+    Reference,
+}
+
+/// One thing that may be written at the cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// What is written.
+    pub label: String,
+    /// What it is.
+    pub kind: CompletionKind,
+    /// One line about it.
+    pub detail: String,
+    /// Where it sorts among the others (a group, then the label).
+    pub sort_text: String,
+    /// The bytes it replaces: the word before the cursor (a variable path's last part).
+    pub replace: Range<usize>,
+}
+
+/// The completions at byte `at` of `content` (clamped to the text, moved back to a character
+/// boundary).
+pub fn complete(content: &str, at: usize) -> Vec<Completion> {
+    let mut at = at.min(content.len());
+    while !content.is_char_boundary(at) {
+        at -= 1;
+    }
     let (tokens, _) = lex(content);
     let (context, word_start) = context::context(content, &tokens, at);
     if context == Context::Nothing {
         return Vec::new();
     }
     let rest = with_placeholder(content, &context, word_start, at);
-    let parsed = super::parse_open(&rest);
+    let parsed = crate::parse_open(&rest);
     let doc = Doc::read(&rest, &parsed.program);
-    let line_index = text::LineIndex::new(content);
     let mut out = Offer {
         items: Vec::new(),
         seen: HashSet::new(),
-        range: replaced(&context, &line_index, word_start, at, position),
+        range: replaced(&context, word_start, at),
     };
     offer(&context, &doc, &content[word_start..at], &mut out);
     out.items
@@ -90,18 +131,12 @@ fn with_placeholder(content: &str, context: &Context, word_start: usize, at: usi
 }
 
 /// What an item replaces: the word before the cursor, or only the last part of a variable's path.
-fn replaced(
-    context: &Context,
-    line_index: &text::LineIndex,
-    word_start: usize,
-    at: usize,
-    position: Position,
-) -> Range {
+fn replaced(context: &Context, word_start: usize, at: usize) -> Range<usize> {
     let start = match context {
         Context::Variable(path) => at - path.rsplit('.').next().unwrap_or("").len(),
         _ => word_start,
     };
-    Range::new(line_index.position(start), position)
+    start..at
 }
 
 /// What `context` offers, `word` being written.
@@ -131,33 +166,29 @@ fn offer(context: &Context, doc: &Doc<'_>, word: &str, out: &mut Offer) {
 
 /// The items being gathered, each label once.
 struct Offer {
-    items: Vec<CompletionItem>,
+    items: Vec<Completion>,
     seen: HashSet<String>,
     /// What an item replaces: the word before the cursor.
-    range: Range,
+    range: Range<usize>,
 }
 
 impl Offer {
-    fn push(&mut self, label: &str, kind: CompletionItemKind, detail: &str, sort: &str) {
+    fn push(&mut self, label: &str, kind: CompletionKind, detail: &str, sort: &str) {
         if label.is_empty() || label.contains(PLACEHOLDER) || !self.seen.insert(label.to_string()) {
             return;
         }
-        self.items.push(CompletionItem {
+        self.items.push(Completion {
             label: label.to_string(),
-            kind: Some(kind),
-            detail: Some(detail.to_string()),
-            sort_text: Some(format!("{sort}{label}")),
-            filter_text: Some(label.to_string()),
-            text_edit: Some(CompletionTextEdit::Edit(TextEdit::new(
-                self.range,
-                label.to_string(),
-            ))),
-            ..CompletionItem::default()
+            kind,
+            detail: detail.to_string(),
+            sort_text: format!("{sort}{label}"),
+            replace: self.range.clone(),
         });
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -165,11 +196,7 @@ mod tests {
     pub(super) fn labels(marked: &str) -> Vec<String> {
         let at = marked.find('|').unwrap();
         let text = marked.replacen('|', "", 1);
-        let position = text::position(&text, at);
-        complete(&text, position)
-            .into_iter()
-            .map(|i| i.label)
-            .collect()
+        complete(&text, at).into_iter().map(|i| i.label).collect()
     }
 
     pub(super) fn offers(marked: &str, wanted: &[&str]) {
@@ -205,28 +232,20 @@ mod tests {
                 .filter(|i| prefix.is_char_boundary(*i))
                 .step_by(13)
             {
-                complete(prefix, text::position(prefix, at));
+                complete(prefix, at);
             }
-            complete(prefix, text::position(prefix, prefix.len()));
-            super::super::tokens::tokens(prefix);
+            complete(prefix, prefix.len());
+            crate::highlight::highlight(prefix);
         }
     }
 
     #[test]
     fn items_replace_the_word_being_written() {
         let text = format!("{SHOP}start -> checkout.p");
-        let end = text::position(&text, text.len());
-        let items = complete(&text, end);
+        let items = complete(&text, text.len());
         let pay = items.iter().find(|i| i.label == "checkout.pay").unwrap();
-        let Some(CompletionTextEdit::Edit(edit)) = &pay.text_edit else {
-            panic!("{pay:?}")
-        };
-        assert_eq!(
-            edit.range.start.character,
-            end.character - "checkout.p".len() as u32
-        );
-        assert_eq!(edit.range.end, end);
-        assert_eq!(pay.kind, Some(CompletionItemKind::FUNCTION));
-        assert_eq!(pay.detail.as_deref(), Some("Task checkout.pay — Pay"));
+        assert_eq!(pay.replace, text.len() - "checkout.p".len()..text.len());
+        assert_eq!(pay.kind, CompletionKind::Function);
+        assert_eq!(pay.detail, "Task checkout.pay — Pay");
     }
 }

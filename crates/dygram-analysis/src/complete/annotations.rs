@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use lsp_types::CompletionItemKind;
+use super::CompletionKind;
 
 use super::Offer;
 use super::doc::Doc;
@@ -128,7 +128,7 @@ pub(super) fn offer(doc: &Doc<'_>, place: Place, out: &mut Offer) {
     };
     for (name, places, detail) in ANNOTATIONS {
         if places & bit != 0 {
-            out.push(name, CompletionItemKind::PROPERTY, detail, "0");
+            out.push(name, CompletionKind::Property, detail, "0");
         }
     }
     let known: HashSet<&str> = ANNOTATIONS.iter().map(|(n, _, _)| *n).collect();
@@ -136,7 +136,7 @@ pub(super) fn offer(doc: &Doc<'_>, place: Place, out: &mut Offer) {
         if !known.contains(name.as_str()) {
             out.push(
                 name,
-                CompletionItemKind::PROPERTY,
+                CompletionKind::Property,
                 "annotation used in this document",
                 "1",
             );
@@ -146,7 +146,7 @@ pub(super) fn offer(doc: &Doc<'_>, place: Place, out: &mut Offer) {
 
 #[cfg(test)]
 mod tests {
-    use crate::lsp::complete::tests::{SHOP, offers, refuses};
+    use crate::complete::tests::{SHOP, offers, refuses};
 
     #[test]
     fn annotations_fit_their_place() {

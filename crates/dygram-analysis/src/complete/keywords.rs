@@ -1,7 +1,7 @@
 //! Keywords: `import` and `machine` at the start of a statement where they may go, the words of an
 //! arrow's label (`when`, `unless`, `if` and the data labels), and `as` and `from` in an import.
 
-use lsp_types::CompletionItemKind;
+use super::CompletionKind;
 
 use super::Offer;
 
@@ -32,7 +32,7 @@ pub(super) fn statement(import: bool, machine: bool, out: &mut Offer) {
     if import {
         out.push(
             "import",
-            CompletionItemKind::KEYWORD,
+            CompletionKind::Keyword,
             "import { Name } from \"./file.dy\"",
             "0",
         );
@@ -40,7 +40,7 @@ pub(super) fn statement(import: bool, machine: bool, out: &mut Offer) {
     if machine {
         out.push(
             "machine",
-            CompletionItemKind::KEYWORD,
+            CompletionKind::Keyword,
             "the machine's header: machine \"Title\"",
             "0",
         );
@@ -50,7 +50,7 @@ pub(super) fn statement(import: bool, machine: bool, out: &mut Offer) {
 /// The words of an arrow's label.
 pub(super) fn label(out: &mut Offer) {
     for (label, detail) in LABEL_WORDS {
-        out.push(label, CompletionItemKind::KEYWORD, detail, "0");
+        out.push(label, CompletionKind::Keyword, detail, "0");
     }
 }
 
@@ -58,7 +58,7 @@ pub(super) fn label(out: &mut Offer) {
 pub(super) fn import_as(out: &mut Offer) {
     out.push(
         "as",
-        CompletionItemKind::KEYWORD,
+        CompletionKind::Keyword,
         "an alias for the imported name",
         "0",
     );
@@ -68,7 +68,7 @@ pub(super) fn import_as(out: &mut Offer) {
 pub(super) fn import_from(out: &mut Offer) {
     out.push(
         "from",
-        CompletionItemKind::KEYWORD,
+        CompletionKind::Keyword,
         "the file to import from, in quotes",
         "0",
     );
@@ -76,7 +76,7 @@ pub(super) fn import_from(out: &mut Offer) {
 
 #[cfg(test)]
 mod tests {
-    use crate::lsp::complete::tests::{SHOP, offers, refuses};
+    use crate::complete::tests::{SHOP, offers, refuses};
 
     #[test]
     fn labels_and_imports() {

@@ -215,7 +215,7 @@ fn on_header(before: &[Token]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::lsp::complete::tests::{SHOP, offers, refuses};
+    use crate::complete::tests::{SHOP, offers, refuses};
 
     #[test]
     fn statements_start_with_keywords_types_and_names() {
