@@ -22,7 +22,7 @@ use delta::events::{Event, RunJournal, Upstream};
 use delta::fleet::upstream::StoreUpstream;
 use delta::fleet::{self, Submission};
 use serde_json::{Value, json};
-use store::{Clock, IdSource, LockHolder, RunStore};
+use store::{Clock, IdSource, LockHolder};
 use testkit::postgres::Postgres;
 use testkit::{Reply, ScriptedServer};
 
@@ -70,7 +70,7 @@ fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Pat
         };
         let id = format!("b{round}-{n:03}");
         fleet::submit(
-            &store,
+            &*store,
             &submission,
             Some(&id),
             Clock::System,
@@ -97,7 +97,7 @@ fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Pat
         assert!(child.wait().unwrap().success());
     }
     let took = start.elapsed();
-    let done = fleet::admin::list(&store)
+    let done = fleet::admin::list(&*store)
         .unwrap()
         .iter()
         .filter(|r| r.run_id.starts_with(&format!("b{round}-")) && r.status == "COMPLETED")

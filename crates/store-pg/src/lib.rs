@@ -28,9 +28,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
-use store::runs::{check_record, validate_key};
+use store::runs::{check_record, check_whole, validate_key};
 use store::{
-    Entry, Flush, JournalRead, Lease, LeaseState, LockHolder, RunStore, Seq, StoreError,
+    Entry, Flush, JournalRead, Lease, LeaseState, LockHolder, RunRow, RunStore, Seq, StoreError,
     StoreResult, validate_id,
 };
 
@@ -141,11 +141,6 @@ impl PgStore {
         })
     }
 
-    /// How long a lease of this store holds without renewal.
-    pub fn lease_time(&self) -> Duration {
-        self.lease
-    }
-
     /// The same database, the runs of another namespace.
     pub fn with_namespace(&self, namespace: &str) -> Self {
         Self {
@@ -181,7 +176,7 @@ impl PgStore {
 
     /// Extends `lease` by the store's lease time; fails with [`StoreError::Fenced`] when another
     /// writer took the run over.
-    pub fn renew(&self, lease: &Lease) -> StoreResult<()> {
+    fn renew_lease(&self, lease: &Lease) -> StoreResult<()> {
         self.fenced_execute(
             lease,
             "renew a lease",
@@ -435,147 +430,7 @@ fn fence(tx: &mut Transaction<'_>, namespace: &str, lease: &Lease) -> StoreResul
     Ok(())
 }
 
-/// A run as the queue sees it (for listings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRow {
-    /// Its name.
-    pub run: String,
-    /// Its lease epoch (how many leases were taken).
-    pub epoch: u64,
-    /// Who writes it, if anyone; `live` says whether that lease still holds.
-    pub holder: Option<LockHolder>,
-    /// The holder's lease has not run out.
-    pub live: bool,
-    /// It waits for (or is being worked on by) a worker.
-    pub queued: bool,
-    /// When it was created.
-    pub created: jiff::Timestamp,
-}
-
 impl PgStore {
-    /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
-    pub fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()> {
-        self.own(lease)?;
-        self.fenced_execute(
-            lease,
-            "queue a run",
-            "UPDATE runs SET queued_at = CASE WHEN $3 THEN coalesce(queued_at, now()) END
-             WHERE namespace = $1 AND run = $2",
-            &[&self.namespace, &lease.run(), &queued],
-        )
-    }
-
-    /// Moves a queued run to the back of the queue (its turn comes again after the runs queued
-    /// before now), for a run that cannot be worked on yet: it does not hold up the others.
-    pub fn defer(&self, lease: &mut Lease) -> StoreResult<()> {
-        self.own(lease)?;
-        self.fenced_execute(
-            lease,
-            "defer a run",
-            "UPDATE runs SET queued_at = now()
-             WHERE namespace = $1 AND run = $2 AND queued_at IS NOT NULL",
-            &[&self.namespace, &lease.run()],
-        )
-    }
-
-    /// Creates `run` with its whole journal (`records`, numbered from 1) and its `documents`, in
-    /// one transaction: a process killed on the way leaves nothing. Returns its lease.
-    pub fn create_whole(
-        &self,
-        run: &str,
-        holder: &LockHolder,
-        records: &[&str],
-        documents: &[(&str, &[u8])],
-    ) -> StoreResult<Lease> {
-        for record in records {
-            check_record(run, record)?;
-        }
-        for (key, _) in documents {
-            validate_key(key)?;
-        }
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        insert_run(&mut tx, &self.namespace, run)?;
-        let lease = self.take_locked(&mut tx, run, holder)?;
-        append_in(&mut tx, &self.namespace, run, records)?;
-        for (key, bytes) in documents {
-            tx.execute(
-                "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)",
-                &[&self.namespace, &run, key, bytes],
-            )
-            .map_err(backend("write a document"))?;
-        }
-        tx.commit().map_err(backend("commit"))?;
-        committed(lease)
-    }
-
-    /// Takes the lease of the oldest queued run that no live lease holds (a run whose worker died
-    /// or was cut off is taken over), or `None` when there is none. Workers claiming at the same
-    /// time skip one another's rows instead of waiting.
-    pub fn claim(&self, holder: &LockHolder) -> StoreResult<Option<Lease>> {
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        let row = tx
-            .query_opt(
-                "SELECT run FROM runs
-                 WHERE namespace = $1 AND queued_at IS NOT NULL
-                   AND (holder IS NULL OR lease_until IS NULL OR lease_until <= now())
-                 ORDER BY queued_at, run LIMIT 1 FOR UPDATE SKIP LOCKED",
-                &[&self.namespace],
-            )
-            .map_err(backend("claim a queued run"))?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let run: String = row.get(0);
-        let lease = self.take_locked(&mut tx, &run, holder)?;
-        tx.commit().map_err(backend("commit"))?;
-        committed(lease).map(Some)
-    }
-
-    /// How many runs are queued (waiting for a worker or being worked on).
-    pub fn queued(&self) -> StoreResult<u64> {
-        let mut client = self.client()?;
-        let row = client
-            .query_one(
-                "SELECT count(*) FROM runs WHERE namespace = $1 AND queued_at IS NOT NULL",
-                &[&self.namespace],
-            )
-            .map_err(backend("count queued runs"))?;
-        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
-    }
-
-    /// Every run of the namespace with its lease and queue state, in name order.
-    pub fn rows(&self) -> StoreResult<Vec<RunRow>> {
-        let mut client = self.client()?;
-        let rows = client
-            .query(
-                "SELECT run, epoch, holder, coalesce(lease_until > now(), false),
-                        queued_at IS NOT NULL,
-                        (extract(epoch FROM created_at) * 1000)::bigint
-                 FROM runs WHERE namespace = $1 ORDER BY run",
-                &[&self.namespace],
-            )
-            .map_err(backend("list runs"))?;
-        Ok(rows
-            .iter()
-            .map(|r| RunRow {
-                run: r.get(0),
-                epoch: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
-                holder: r
-                    .get::<_, Option<String>>(2)
-                    .and_then(|h| serde_json::from_str(&h).ok()),
-                live: r.get(3),
-                queued: r.get(4),
-                created: jiff::Timestamp::from_millisecond(r.get(5)).unwrap_or_default(),
-            })
-            .collect())
-    }
-
     /// Refuses a lease this store did not grant (another database, or another namespace).
     fn own(&self, lease: &mut Lease) -> StoreResult<()> {
         let guard = lease.guard_mut::<PgGuard>()?;
@@ -708,6 +563,132 @@ impl RunStore for PgStore {
         )?;
         drop(lease);
         Ok(())
+    }
+
+    fn lease_time(&self) -> Option<Duration> {
+        Some(self.lease)
+    }
+
+    fn renew(&self, lease: &mut Lease) -> StoreResult<()> {
+        self.renew_lease(lease)
+    }
+
+    /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
+    fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()> {
+        self.own(lease)?;
+        self.fenced_execute(
+            lease,
+            "queue a run",
+            "UPDATE runs SET queued_at = CASE WHEN $3 THEN coalesce(queued_at, now()) END
+             WHERE namespace = $1 AND run = $2",
+            &[&self.namespace, &lease.run(), &queued],
+        )
+    }
+
+    /// Moves a queued run to the back of the queue (its turn comes again after the runs queued
+    /// before now), for a run that cannot be worked on yet: it does not hold up the others.
+    fn defer(&self, lease: &mut Lease) -> StoreResult<()> {
+        self.own(lease)?;
+        self.fenced_execute(
+            lease,
+            "defer a run",
+            "UPDATE runs SET queued_at = now()
+             WHERE namespace = $1 AND run = $2 AND queued_at IS NOT NULL",
+            &[&self.namespace, &lease.run()],
+        )
+    }
+
+    /// Creates `run` with its whole journal (`records`, numbered from 1) and its `documents`, in
+    /// one transaction: a process killed on the way leaves nothing. Returns its lease.
+    fn create_whole(
+        &self,
+        run: &str,
+        holder: &LockHolder,
+        records: &[&str],
+        documents: &[(&str, &[u8])],
+    ) -> StoreResult<Lease> {
+        check_whole(run, records, documents)?;
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        insert_run(&mut tx, &self.namespace, run)?;
+        let lease = self.take_locked(&mut tx, run, holder)?;
+        append_in(&mut tx, &self.namespace, run, records)?;
+        for (key, bytes) in documents {
+            tx.execute(
+                "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)",
+                &[&self.namespace, &run, key, bytes],
+            )
+            .map_err(backend("write a document"))?;
+        }
+        tx.commit().map_err(backend("commit"))?;
+        committed(lease)
+    }
+
+    /// Takes the lease of the oldest queued run that no live lease holds (a run whose worker died
+    /// or was cut off is taken over), or `None` when there is none. Workers claiming at the same
+    /// time skip one another's rows instead of waiting.
+    fn claim(&self, holder: &LockHolder) -> StoreResult<Option<Lease>> {
+        let mut client = self.client()?;
+        let mut tx = client
+            .transaction()
+            .map_err(backend("begin a transaction"))?;
+        let row = tx
+            .query_opt(
+                "SELECT run FROM runs
+                 WHERE namespace = $1 AND queued_at IS NOT NULL
+                   AND (holder IS NULL OR lease_until IS NULL OR lease_until <= now())
+                 ORDER BY queued_at, run LIMIT 1 FOR UPDATE SKIP LOCKED",
+                &[&self.namespace],
+            )
+            .map_err(backend("claim a queued run"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let run: String = row.get(0);
+        let lease = self.take_locked(&mut tx, &run, holder)?;
+        tx.commit().map_err(backend("commit"))?;
+        committed(lease).map(Some)
+    }
+
+    /// How many runs are queued (waiting for a worker or being worked on).
+    fn queued(&self) -> StoreResult<u64> {
+        let mut client = self.client()?;
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM runs WHERE namespace = $1 AND queued_at IS NOT NULL",
+                &[&self.namespace],
+            )
+            .map_err(backend("count queued runs"))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+
+    /// Every run of the namespace with its lease and queue state, in name order.
+    fn rows(&self) -> StoreResult<Vec<RunRow>> {
+        let mut client = self.client()?;
+        let rows = client
+            .query(
+                "SELECT run, epoch, holder, coalesce(lease_until > now(), false),
+                        queued_at IS NOT NULL,
+                        (extract(epoch FROM created_at) * 1000)::bigint
+                 FROM runs WHERE namespace = $1 ORDER BY run",
+                &[&self.namespace],
+            )
+            .map_err(backend("list runs"))?;
+        Ok(rows
+            .iter()
+            .map(|r| RunRow {
+                run: r.get(0),
+                epoch: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+                holder: r
+                    .get::<_, Option<String>>(2)
+                    .and_then(|h| serde_json::from_str(&h).ok()),
+                live: r.get(3),
+                queued: r.get(4),
+                created: jiff::Timestamp::from_millisecond(r.get(5)).unwrap_or_default(),
+            })
+            .collect())
     }
 }
 

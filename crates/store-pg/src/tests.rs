@@ -114,7 +114,7 @@ fn a_writer_whose_lease_was_taken_over_is_fenced(store: &PgStore) {
         short
             .put(&mut first, "state.json", b"{}", Flush::Durable)
             .unwrap_err(),
-        short.renew(&first).unwrap_err(),
+        short.renew(&mut first).unwrap_err(),
     ] {
         assert!(
             matches!(
@@ -128,7 +128,7 @@ fn a_writer_whose_lease_was_taken_over_is_fenced(store: &PgStore) {
             "{refused}"
         );
     }
-    store.renew(&second).unwrap();
+    store.renew(&mut second).unwrap();
     assert_eq!(store.append(&mut second, &["3"]).unwrap(), Seq(2));
     // The stale writer giving its lease up does not free its successor's.
     drop(first);

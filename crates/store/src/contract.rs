@@ -34,6 +34,88 @@ pub fn all(store_for: StoreFor<'_>) {
     numbering(&*store_for("numbering"));
     one_writer(&*store_for("one-writer"));
     documents(&*store_for("documents"));
+    queue(&*store_for("queueing"));
+    whole(&*store_for("created-whole"));
+}
+
+/// The queue: runs are claimed oldest first, never by two claimers at once, a deferred run goes
+/// to the back, a run taken out is not claimed, and a held run is skipped until its holder lets
+/// go; the rows say what is queued and held.
+pub fn queue(store: &dyn RunStore) {
+    assert_eq!(store.queued().unwrap(), 0);
+    assert!(store.claim(&holder("w")).unwrap().is_none());
+    for run in ["q1", "q2", "q3"] {
+        let mut lease = store.create(run, &holder("submit")).unwrap();
+        store.set_queued(&mut lease, true).unwrap();
+        // Queueing twice keeps the run's place.
+        store.set_queued(&mut lease, true).unwrap();
+        store.renew(&mut lease).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(store.queued().unwrap(), 3);
+    let mut first = store.claim(&holder("w1")).unwrap().expect("a queued run");
+    assert_eq!(first.run(), "q1");
+    // Held: the next claimer gets the next run.
+    let second = store.claim(&holder("w2")).unwrap().expect("a queued run");
+    assert_eq!(second.run(), "q2");
+    let rows = store.rows().unwrap();
+    let row = |run: &str| rows.iter().find(|r| r.run == run).unwrap().clone();
+    assert!(row("q1").live && row("q1").queued, "{rows:?}");
+    assert!(!row("q3").live && row("q3").queued, "{rows:?}");
+    assert!(row("q1").epoch >= 2, "{rows:?}");
+    // Done with q1: out of the queue.
+    store.set_queued(&mut first, false).unwrap();
+    drop(first);
+    // q2 cannot go on yet: to the back, behind q3.
+    let mut second = second;
+    store.defer(&mut second).unwrap();
+    drop(second);
+    let next = store.claim(&holder("w3")).unwrap().expect("a queued run");
+    assert_eq!(next.run(), "q3");
+    let after = store.claim(&holder("w4")).unwrap().expect("a queued run");
+    assert_eq!(after.run(), "q2");
+    assert!(store.claim(&holder("w5")).unwrap().is_none(), "all held");
+    assert_eq!(store.queued().unwrap(), 2);
+    assert!(
+        !store
+            .rows()
+            .unwrap()
+            .iter()
+            .find(|r| r.run == "q1")
+            .unwrap()
+            .queued
+    );
+}
+
+/// A run created whole has its journal and documents from the start, and cannot be created
+/// twice.
+pub fn whole(store: &dyn RunStore) {
+    let records = [r#"{"n":1}"#, r#"{"n":2}"#];
+    let documents: [(&str, &[u8]); 2] = [("meta.json", b"{}"), ("io/a/1.json", b"[1]")];
+    let lease = store
+        .create_whole("w", &holder("import"), &records, &documents)
+        .unwrap();
+    assert_eq!(lease.run(), "w");
+    drop(lease);
+    assert_eq!(
+        jsons(&store.read_journal("w", Seq(0)).unwrap()),
+        [(1, records[0]), (2, records[1])]
+    );
+    assert_eq!(
+        store.get("w", "io/a/1.json").unwrap().as_deref(),
+        Some(&b"[1]"[..])
+    );
+    assert_eq!(store.keys("w", "").unwrap(), ["io/a/1.json", "meta.json"]);
+    assert!(matches!(
+        store.create_whole("w", &holder("import"), &records, &[]),
+        Err(StoreError::Exists { .. })
+    ));
+    assert!(
+        store
+            .create_whole("bad", &holder("import"), &["not json"], &[])
+            .is_err()
+    );
+    assert!(!store.list().unwrap().contains(&"bad".to_string()));
 }
 
 /// Appends are numbered from 1, a batch at a time, read back whole, after a position or from the

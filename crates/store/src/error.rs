@@ -92,6 +92,15 @@ pub enum StoreError {
         reason: &'static str,
     },
 
+    /// A store URL that names no store.
+    #[error("{url:?} names no store: {reason}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
     /// A run to create exists already.
     #[error("run {run:?} exists already")]
     Exists {

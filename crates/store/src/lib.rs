@@ -35,4 +35,4 @@ pub use files::{FileLayout, FileStore};
 pub use ids::{IdSource, timestamp_id, validate_id};
 pub use journal::{Durability, Journal, JournalContents, TornReason, TornTail};
 pub use lock::{Acquired, LockHolder, LockState, RunLock, hostname};
-pub use runs::{Entry, Flush, JournalRead, Lease, LeaseState, RunStore, Seq};
+pub use runs::{Entry, Flush, JournalRead, Lease, LeaseState, RunRow, RunStore, Seq};

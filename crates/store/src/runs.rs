@@ -16,6 +16,8 @@
 //! [`RunStore`] is object-safe: tools hold a `&dyn RunStore` (or an `Arc`). The files under a folder
 //! are the first implementation ([`crate::files::FileStore`]).
 
+use std::time::Duration;
+
 use crate::error::{StoreError, StoreResult};
 use crate::journal::TornTail;
 use crate::lock::{LockHolder, LockState};
@@ -137,7 +139,7 @@ impl Lease {
 ///
 /// Reads need no lease; every write names the lease it holds. Run names are validated
 /// ([`crate::validate_id`]); document keys are `/`-separated names of the same alphabet.
-pub trait RunStore: Send + Sync {
+pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// The runs there are, in name order.
     fn list(&self) -> StoreResult<Vec<String>>;
 
@@ -175,6 +177,71 @@ pub trait RunStore: Send + Sync {
 
     /// Removes the run and everything in it; the lease ends with it.
     fn remove(&self, lease: Lease) -> StoreResult<()>;
+
+    /// Creates `run` with its whole journal (`records`, numbered from 1) and its `documents` in
+    /// one step: a process killed on the way leaves nothing. Returns its lease.
+    fn create_whole(
+        &self,
+        run: &str,
+        holder: &LockHolder,
+        records: &[&str],
+        documents: &[(&str, &[u8])],
+    ) -> StoreResult<Lease>;
+
+    /// How long a lease holds without [`RunStore::renew`]; `None` for a lease held until its
+    /// holder gives it up or dies (an OS lock).
+    fn lease_time(&self) -> Option<Duration>;
+
+    /// Extends `lease` by the lease time; fails with [`StoreError::Fenced`] when another writer
+    /// took the run over.
+    fn renew(&self, lease: &mut Lease) -> StoreResult<()>;
+
+    /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
+    fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()>;
+
+    /// Moves a queued run to the back of the queue, for a run that cannot be worked on yet: it
+    /// does not hold up the others.
+    fn defer(&self, lease: &mut Lease) -> StoreResult<()>;
+
+    /// Takes the lease of the oldest queued run that nobody holds (a run whose holder died, or
+    /// whose lease ran out, is taken over), or `None` when there is none. Claimers at the same
+    /// time never get the same run.
+    fn claim(&self, holder: &LockHolder) -> StoreResult<Option<Lease>>;
+
+    /// How many runs are queued (waiting for a worker or being worked on).
+    fn queued(&self) -> StoreResult<u64>;
+
+    /// Every run with its lease and queue state, in name order.
+    fn rows(&self) -> StoreResult<Vec<RunRow>>;
+}
+
+/// A run as a listing of the store shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    /// Its name.
+    pub run: String,
+    /// Its lease epoch (how many leases were taken).
+    pub epoch: u64,
+    /// Who writes it, if anyone; `live` says whether that lease still holds.
+    pub holder: Option<LockHolder>,
+    /// The holder's lease holds.
+    pub live: bool,
+    /// It waits for (or is being worked on by) a worker.
+    pub queued: bool,
+    /// When it was created.
+    pub created: jiff::Timestamp,
+}
+
+/// Checks a run to be created whole ([`RunStore::create_whole`]): every record and every
+/// document key.
+pub fn check_whole(run: &str, records: &[&str], documents: &[(&str, &[u8])]) -> StoreResult<()> {
+    for record in records {
+        check_record(run, record)?;
+    }
+    for (key, _) in documents {
+        validate_key(key)?;
+    }
+    Ok(())
 }
 
 /// Checks a journal record: one JSON value on one line.

@@ -272,8 +272,8 @@ fn no_crate_has_a_cycle_between_its_top_level_modules() {
     }
 }
 
-/// The packages `cargo tree` lists for `package`'s normal dependencies.
-fn dependencies(package: &str) -> BTreeSet<String> {
+/// The packages `cargo tree` lists for `package`'s normal dependencies (with `extra` arguments).
+fn dependencies_with(package: &str, extra: &[&str]) -> BTreeSet<String> {
     let out = Command::new(env!("CARGO"))
         .args([
             "tree",
@@ -287,6 +287,7 @@ fn dependencies(package: &str) -> BTreeSet<String> {
             "-p",
             package,
         ])
+        .args(extra)
         .current_dir(crates_dir())
         .output()
         .expect("cargo tree runs");
@@ -299,6 +300,31 @@ fn dependencies(package: &str) -> BTreeSet<String> {
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .collect()
+}
+
+/// The packages `cargo tree` lists for `package`'s normal dependencies.
+fn dependencies(package: &str) -> BTreeSet<String> {
+    dependencies_with(package, &[])
+}
+
+#[test]
+fn without_the_postgres_feature_neither_tool_links_postgresql() {
+    for package in ["delta", "dygram"] {
+        let with = dependencies(package);
+        assert!(
+            with.contains("postgres"),
+            "{package} links PostgreSQL by default"
+        );
+        let without = dependencies_with(package, &["--no-default-features"]);
+        let linked: Vec<&String> = without
+            .iter()
+            .filter(|p| p.starts_with("postgres") || *p == "store-pg" || p.starts_with("tokio"))
+            .collect();
+        assert!(
+            linked.is_empty(),
+            "{package} without postgres still links {linked:?}"
+        );
+    }
 }
 
 #[test]

@@ -15,7 +15,7 @@ use delta::fleet::worker::{self, Crew, WorkerConfig, WorkerEvent};
 use delta::fleet::{self, FleetError, Submission};
 use delta::runner::{Host, Options, Runner};
 use delta::{agent, runs};
-use store::{Clock, IdSource};
+use store::{Clock, IdSource, RunStore};
 
 use super::console::Console;
 use super::report::{self, CliHost, Flags, agent_error, clock_and_ids};
@@ -26,7 +26,8 @@ use super::{CliError, Exit, eprint_line, print_out, print_text};
 /// The store flag every command of this module takes.
 #[derive(Debug, Args)]
 pub struct StoreArg {
-    /// The store: a PostgreSQL URL (postgres://user@host/db). Also DELTA_STORE.
+    /// The store: a PostgreSQL URL (postgres://user@host/db), or a folder every worker reaches
+    /// (file:///shared/delta-store). Also DELTA_STORE.
     #[arg(long, value_name = "URL", env = "DELTA_STORE")]
     pub store: String,
 }
@@ -47,7 +48,7 @@ pub fn fleet_error(e: FleetError) -> CliError {
 }
 
 /// Connects to the store.
-fn open(store: &StoreArg) -> Result<store_pg::PgStore, CliError> {
+fn open(store: &StoreArg) -> Result<Arc<dyn RunStore>, CliError> {
     fleet::open(&store.store).map_err(fleet_error)
 }
 
@@ -110,7 +111,7 @@ pub fn cmd_submit(args: SubmitArgs) -> Result<(), CliError> {
         submitted: delta::events::timestamp(clock.now()),
     };
     let store = open(&args.store)?;
-    let id = fleet::submit(&store, &submission, args.run_id.as_deref(), clock, &ids)
+    let id = fleet::submit(&*store, &submission, args.run_id.as_deref(), clock, &ids)
         .map_err(fleet_error)?;
     eprint_line(&format!("Queued run {id}"));
     print_out(&format!("{id}\n"));
@@ -353,7 +354,7 @@ pub fn continue_in_store(
     let store = fleet::open(&cont.url).map_err(fleet_error)?;
     let settings = Settings {
         dir: absolute(&cont.dir)?,
-        renew: store_pg::DEFAULT_LEASE / 3,
+        renew: fleet::renew_period(&*store),
         shutdown: Arc::new(AtomicBool::new(false)),
     };
     let ask = Ask::Continue {
@@ -405,7 +406,7 @@ pub fn list_in_store(
     format: Format,
 ) -> Result<(), CliError> {
     let store = fleet::open(url).map_err(fleet_error)?;
-    let mut list: Vec<StoreRun> = admin::list(&store).map_err(fleet_error)?;
+    let mut list: Vec<StoreRun> = admin::list(&*store).map_err(fleet_error)?;
     list.sort_by(|a, b| b.created.cmp(&a.created).then(b.run_id.cmp(&a.run_id)));
     if let Some(status) = status {
         list.retain(|r| r.status.eq_ignore_ascii_case(status));
@@ -480,7 +481,7 @@ pub struct ExportArgs {
 pub fn cmd_export(args: ExportArgs) -> Result<(), CliError> {
     let store = open(&args.store)?;
     let mut out = String::new();
-    admin::export(&store, &args.run_id, &mut |line| {
+    admin::export(&*store, &args.run_id, &mut |line| {
         out.push_str(line);
         out.push('\n');
     })
@@ -535,7 +536,7 @@ pub fn cmd_import(args: ImportArgs) -> Result<(), CliError> {
         }
     };
     let store = open(&args.store)?;
-    let records = admin::import(&store, &ws, &run_id, args.resume, clock).map_err(fleet_error)?;
+    let records = admin::import(&*store, &ws, &run_id, args.resume, clock).map_err(fleet_error)?;
     eprint_line(&format!(
         "Imported run {run_id} ({records} journal records)"
     ));
@@ -553,11 +554,11 @@ pub fn store_transcript(
         .prefix("delta-show-")
         .tempdir()
         .map_err(|e| CliError::new(format!("cannot make a scratch folder: {e}")))?;
-    admin::transcript(&store, run_id, scratch.path()).map_err(fleet_error)
+    admin::transcript(&*store, run_id, scratch.path()).map_err(fleet_error)
 }
 
 /// `delta rm --store`: removes a run from the store.
 pub fn remove_from_store(url: &str, run_id: &str, clock: Clock) -> Result<(), CliError> {
     let store = fleet::open(url).map_err(fleet_error)?;
-    admin::remove(&store, run_id, clock).map_err(fleet_error)
+    admin::remove(&*store, run_id, clock).map_err(fleet_error)
 }

@@ -5,7 +5,6 @@ use std::path::Path;
 use serde::Serialize;
 use serde::de::IgnoredAny;
 use store::{Clock, LockHolder, RunStore, Seq, StoreError};
-use store_pg::PgStore;
 
 use super::{
     ERROR, FleetError, METADATA, PLACE, Place, SUBMISSION, Submission, WAITING, Waiting, copy,
@@ -55,7 +54,7 @@ pub struct StoreRun {
 /// A document of a run, or `None` when it is absent; one that cannot be read is noted in `damage`
 /// (the listing goes on without it). A failing store is an error.
 fn document<T: serde::de::DeserializeOwned>(
-    store: &PgStore,
+    store: &dyn RunStore,
     run: &str,
     key: &'static str,
     damage: &mut Vec<String>,
@@ -72,7 +71,7 @@ fn document<T: serde::de::DeserializeOwned>(
 
 /// Every run of the store, by id. A run whose documents cannot be read is listed all the same,
 /// from its journal, with what was damaged.
-pub fn list(store: &PgStore) -> Result<Vec<StoreRun>, FleetError> {
+pub fn list(store: &dyn RunStore) -> Result<Vec<StoreRun>, FleetError> {
     let mut out = Vec::new();
     for row in store.rows()? {
         out.push(list_one(store, &row)?);
@@ -81,7 +80,7 @@ pub fn list(store: &PgStore) -> Result<Vec<StoreRun>, FleetError> {
 }
 
 /// One run of [`list`].
-fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetError> {
+fn list_one(store: &dyn RunStore, row: &store::RunRow) -> Result<StoreRun, FleetError> {
     let mut damage = Vec::new();
     let metadata: Option<RunMetadata> = document(store, &row.run, METADATA, &mut damage)?;
     let submission: Option<Submission> = document(store, &row.run, SUBMISSION, &mut damage)?;
@@ -147,7 +146,11 @@ fn list_one(store: &PgStore, row: &store_pg::RunRow) -> Result<StoreRun, FleetEr
 }
 
 /// The run's journal as JSON lines (each with its line end), as `journal.jsonl` holds it.
-pub fn export(store: &PgStore, run_id: &str, out: &mut dyn FnMut(&str)) -> Result<u64, FleetError> {
+pub fn export(
+    store: &dyn RunStore,
+    run_id: &str,
+    out: &mut dyn FnMut(&str),
+) -> Result<u64, FleetError> {
     workspace::validate_run_id(run_id)?;
     let mut after = Seq(0);
     let mut count = 0;
@@ -176,7 +179,7 @@ pub fn export(store: &PgStore, run_id: &str, out: &mut dyn FnMut(&str)) -> Resul
 /// `upstream.txt` that hands the run over to the store) is finished by `resume`, which accepts a
 /// run the store has already when its journal there is the workspace's, line for line.
 pub fn import(
-    store: &PgStore,
+    store: &dyn RunStore,
     ws: &Path,
     run_id: &str,
     resume: bool,
@@ -265,7 +268,7 @@ fn documents(
 }
 
 /// Whether the store's journal of `run` is `lines`, line for line.
-fn same_journal(store: &PgStore, run: &str, lines: &[&str]) -> Result<bool, FleetError> {
+fn same_journal(store: &dyn RunStore, run: &str, lines: &[&str]) -> Result<bool, FleetError> {
     let mut theirs = Vec::with_capacity(lines.len());
     export(store, run, &mut |line| theirs.push(line.to_string()))?;
     Ok(theirs.len() == lines.len() && theirs.iter().zip(lines).all(|(a, b)| a == b))
@@ -275,7 +278,7 @@ fn same_journal(store: &PgStore, run: &str, lines: &[&str]) -> Result<bool, Flee
 /// under `into` (a scratch folder: `into/.delta/<run>/`), to be read as a local run is (`delta
 /// show --store`). A RUNNING run whose lease holds is marked as held, so that it does not read as
 /// crashed; its status is the store's.
-pub fn snapshot(store: &PgStore, run_id: &str, into: &Path) -> Result<Snapshot, FleetError> {
+pub fn snapshot(store: &dyn RunStore, run_id: &str, into: &Path) -> Result<Snapshot, FleetError> {
     workspace::validate_run_id(run_id)?;
     let lease = store.lease_state(run_id)?;
     let run = workspace::RunDir::create(into, run_id)?;
@@ -319,7 +322,7 @@ pub struct Snapshot {
 /// The transcript of run `run_id` of the store (`delta show --store`), read from a copy made under
 /// `scratch`: as a local run's, but RUNNING while a process holds its lease.
 pub fn transcript(
-    store: &PgStore,
+    store: &dyn RunStore,
     run_id: &str,
     scratch: &Path,
 ) -> Result<crate::transcript::Transcript, FleetError> {
@@ -341,7 +344,7 @@ pub fn transcript(
 
 /// Removes run `run_id` from the store, with its journal and documents. Refused while a process
 /// holds its lease ([`StoreError::Busy`]); a queued run leaves the queue with it.
-pub fn remove(store: &PgStore, run_id: &str, clock: Clock) -> Result<(), FleetError> {
+pub fn remove(store: &dyn RunStore, run_id: &str, clock: Clock) -> Result<(), FleetError> {
     workspace::validate_run_id(run_id)?;
     let lease = store.lease(run_id, &LockHolder::current(clock.now(), Some("delta rm")))?;
     store.remove(lease)?;

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use store::{Clock, Flush, Lease, RunStore, Seq, StoreError};
-use store_pg::PgStore;
 
 use super::{FleetError, METADATA, PLACE, Place, Submission, get_json};
 use crate::metadata::{RunMetadata, RunStatus, TokenTotals, process_name};
@@ -79,7 +78,7 @@ enum Usable {
 /// have tools running there, and its files are the run's): a fresh copy is made only when the
 /// recorded one is out of reach from here.
 pub fn choose(
-    store: &PgStore,
+    store: &dyn RunStore,
     lease: &Lease,
     submission: &Submission,
     dir: &Path,
@@ -153,7 +152,7 @@ fn usable(ws: &Path, reachable: bool, clock: Clock) -> Result<Usable, FleetError
 /// Records `copy` as the run's working copy and rebuilds its `.delta/<run>/` from the store's
 /// journal and metadata. Returns whether the run has begun (its journal has records).
 pub fn materialize(
-    store: &PgStore,
+    store: &dyn RunStore,
     lease: &mut Lease,
     copy: &WorkingCopy,
     submission: &Submission,
@@ -226,7 +225,11 @@ fn begun(run_id: &str, submission: &Submission, clock: Clock) -> RunMetadata {
 
 /// Keeps the run's new `io/` records in the store (each up to [`MAX_IO_DOCUMENT`]), not flushed:
 /// the journal is the record; these are its details.
-pub fn upload_io(store: &PgStore, lease: &mut Lease, run: &RunDir) -> Result<usize, FleetError> {
+pub fn upload_io(
+    store: &dyn RunStore,
+    lease: &mut Lease,
+    run: &RunDir,
+) -> Result<usize, FleetError> {
     let mut files = Vec::new();
     collect(&run.root.join("io"), "io", &mut files);
     // Each record is written once, under a name of its own: what an earlier process sent is

@@ -26,10 +26,11 @@ pub mod work;
 pub mod worker;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use store::{Clock, IdSource, LockHolder, RunStore, StoreError};
-use store_pg::PgStore;
+use store::{Clock, FileLayout, FileStore, IdSource, LockHolder, RunStore, StoreError};
 
 use crate::workspace::{self, InvalidRunId};
 
@@ -62,9 +63,14 @@ pub struct Waiting {
 /// Why a fleet operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// `--store` is not a PostgreSQL URL.
-    #[error("--store takes a PostgreSQL URL (postgres://… or postgresql://…), not '{0}'")]
+    /// `--store` is neither a PostgreSQL URL nor a folder.
+    #[error(
+        "--store takes a PostgreSQL URL (postgres://… or postgresql://…) or a folder (file:///path), not '{0}'"
+    )]
     BadUrl(String),
+    /// A PostgreSQL store asked of a delta built without it.
+    #[error("this delta was built without PostgreSQL support, so it cannot open '{0}'")]
+    NoPostgres(String),
     /// The run id given is not a valid one.
     #[error(transparent)]
     InvalidRunId(#[from] InvalidRunId),
@@ -102,7 +108,10 @@ impl FleetError {
     pub fn hint(&self) -> Option<String> {
         match self {
             Self::BadUrl(_) => Some(
-                "e.g. --store postgres://user@db.example/delta or DELTA_STORE=postgresql://…".into(),
+                "e.g. --store postgres://user@db.example/delta, DELTA_STORE=postgresql://…, or --store file:///shared/delta-store".into(),
+            ),
+            Self::NoPostgres(_) => Some(
+                "build it with the cargo feature `postgres` (on by default), or use a folder: --store file:///path".into(),
             ),
             Self::InvalidRunId(e) => Some(e.hint()),
             Self::Store(StoreError::Busy { .. }) => Some(
@@ -139,19 +148,63 @@ impl FleetError {
     /// A usage error (exit 64).
     pub fn is_usage(&self) -> bool {
         match self {
-            Self::BadUrl(_) | Self::InvalidRunId(_) => true,
+            Self::BadUrl(_) | Self::NoPostgres(_) | Self::InvalidRunId(_) => true,
             Self::Runner(e) => e.is_usage(),
             _ => false,
         }
     }
 }
 
-/// Connects to the store at `url` (`postgres://…`); its migrations are applied on first use.
-pub fn open(url: &str) -> Result<PgStore, FleetError> {
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(FleetError::BadUrl(url.to_string()));
+/// The names of a run's own files in a store on folders.
+const STORE_FILES: FileLayout = FileLayout {
+    journal: "journal.jsonl",
+    lock: ".lease",
+};
+
+/// The store at `url` with its own lease time: `postgres://…` (its migrations are applied on
+/// first use) or `file:///path`, run folders under `path/delta` (on storage every worker reaches;
+/// leases are OS locks, held until their holder lets go or dies).
+pub fn open(url: &str) -> Result<Arc<dyn RunStore>, FleetError> {
+    open_with_lease(url, None)
+}
+
+/// [`open`], PostgreSQL leases lasting `lease` without renewal (a store on folders has no lease
+/// time).
+pub fn open_with_lease(
+    url: &str,
+    lease: Option<Duration>,
+) -> Result<Arc<dyn RunStore>, FleetError> {
+    if let Some(store) = FileStore::from_url(url, NAMESPACE, STORE_FILES) {
+        return Ok(Arc::new(
+            store.map_err(|_| FleetError::BadUrl(url.to_string()))?,
+        ));
     }
-    Ok(PgStore::connect(url, NAMESPACE)?)
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return postgres(url, lease);
+    }
+    Err(FleetError::BadUrl(url.to_string()))
+}
+
+/// How often a lease of `store` is renewed: three times in its lease time (every ten seconds for
+/// a lease without one, which renewal only checks).
+pub fn renew_period(store: &dyn RunStore) -> Duration {
+    store
+        .lease_time()
+        .map_or(Duration::from_secs(10), |time| time / 3)
+}
+
+#[cfg(feature = "postgres")]
+fn postgres(url: &str, lease: Option<Duration>) -> Result<Arc<dyn RunStore>, FleetError> {
+    let store = store_pg::PgStore::connect(url, NAMESPACE)?;
+    Ok(Arc::new(match lease {
+        Some(lease) => store.with_lease(lease),
+        None => store,
+    }))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres(url: &str, _: Option<Duration>) -> Result<Arc<dyn RunStore>, FleetError> {
+    Err(FleetError::NoPostgres(url.to_string()))
 }
 
 /// What `delta submit` queued: everything a worker needs to start the run.
@@ -184,7 +237,7 @@ pub struct Place {
 
 /// Queues a new run for the fleet and returns its id (`run_id`, or a generated one).
 pub fn submit(
-    store: &PgStore,
+    store: &dyn RunStore,
     submission: &Submission,
     run_id: Option<&str>,
     clock: Clock,
@@ -202,7 +255,7 @@ pub fn submit(
 
 /// Reads the JSON document `key` of `run`.
 pub fn get_json<T: serde::de::DeserializeOwned>(
-    store: &PgStore,
+    store: &dyn RunStore,
     run: &str,
     key: &'static str,
 ) -> Result<Option<T>, FleetError> {
@@ -220,7 +273,7 @@ pub fn get_json<T: serde::de::DeserializeOwned>(
 
 /// Writes `value` as the JSON document `key`, durably.
 pub(crate) fn put_json<T: Serialize>(
-    store: &PgStore,
+    store: &dyn RunStore,
     lease: &mut store::Lease,
     key: &'static str,
     value: &T,

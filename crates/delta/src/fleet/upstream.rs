@@ -12,14 +12,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use store::{Flush, Lease, RunStore, Seq, StoreError};
-use store_pg::PgStore;
 
 use crate::events::Upstream;
 
 /// A run's store and the lease this process holds on it.
 #[derive(Debug)]
 pub struct StoreUpstream {
-    store: PgStore,
+    store: Arc<dyn RunStore>,
     lease: Mutex<Option<Lease>>,
     /// Set once the store refused the lease (taken over), or the lease could not be renewed before
     /// it ran out: nothing more is written.
@@ -41,7 +40,7 @@ pub enum Loss {
 
 impl StoreUpstream {
     /// Holds `lease` on `store` for the engine.
-    pub fn new(store: PgStore, lease: Lease) -> Arc<Self> {
+    pub fn new(store: Arc<dyn RunStore>, lease: Lease) -> Arc<Self> {
         Arc::new(Self {
             store,
             lease: Mutex::new(Some(lease)),
@@ -51,8 +50,8 @@ impl StoreUpstream {
     }
 
     /// The store.
-    pub fn store(&self) -> &PgStore {
-        &self.store
+    pub fn store(&self) -> &dyn RunStore {
+        &*self.store
     }
 
     /// The run.
@@ -96,7 +95,7 @@ impl StoreUpstream {
     /// Runs `op` with the lease; a refusal for a lost lease marks it lost.
     pub fn with_lease<T>(
         &self,
-        op: impl FnOnce(&PgStore, &mut Lease) -> Result<T, StoreError>,
+        op: impl FnOnce(&dyn RunStore, &mut Lease) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if self.is_lost() {
             return Err(StoreError::Backend {
@@ -111,7 +110,7 @@ impl StoreUpstream {
                 source: "the run's lease was given up".into(),
             });
         };
-        let result = op(&self.store, lease);
+        let result = op(&*self.store, lease);
         if let Err(StoreError::Fenced { .. } | StoreError::NoRun { .. }) = &result {
             self.lost.store(true, Ordering::SeqCst);
         }
@@ -171,7 +170,8 @@ impl StoreUpstream {
         let upstream = Arc::clone(self);
         let stopped = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let give_up_after = lease_time.saturating_sub(stop_margin(lease_time));
+            // A lease without a time (an OS lock) holds while this process lives.
+            let give_up_after = lease_time.map(|time| time.saturating_sub(stop_margin(time)));
             let tick = Duration::from_millis(50);
             let mut ticked = Instant::now();
             while !stopped.load(Ordering::SeqCst) {
@@ -183,7 +183,10 @@ impl StoreUpstream {
                     interrupt.store(true, Ordering::SeqCst);
                 }
                 let held = Duration::from_millis(held_from.load(Ordering::SeqCst));
-                if !upstream.is_lost() && start.elapsed().saturating_sub(held) >= give_up_after {
+                if !upstream.is_lost()
+                    && give_up_after
+                        .is_some_and(|limit| start.elapsed().saturating_sub(held) >= limit)
+                {
                     upstream.ran_out(paused);
                 }
                 if upstream.is_lost() {

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use store::{Flush, Lease, RunStore, StoreError};
-use store_pg::PgStore;
 
 use super::copy::{Choice, Held};
 use super::upstream::{Loss, StoreUpstream};
@@ -100,12 +99,13 @@ pub enum Worked {
 /// worked on (its agent does not load, its working copy cannot be made) leaves the queue with the
 /// error kept in the store (`error.json`).
 pub fn work(
-    store: &PgStore,
+    shared: &Arc<dyn RunStore>,
     mut lease: Lease,
     ask: Ask,
     settings: &Settings,
     parts: Parts<'_>,
 ) -> Result<Worked, FleetError> {
+    let store: &dyn RunStore = &**shared;
     let clock = parts.options.clock;
     let run_id = lease.run().to_string();
     // Only a run taken from the queue leaves it on an error, or waits in it; a caller's refused
@@ -137,7 +137,7 @@ pub fn work(
     if from_queue {
         stop_waiting(store, &mut lease)?;
     }
-    let upstream = StoreUpstream::new(store.clone(), lease);
+    let upstream = StoreUpstream::new(Arc::clone(shared), lease);
     let Parts {
         mut options,
         observer,
@@ -168,7 +168,7 @@ pub fn work(
 /// How a queued run stands when its journal (in the store) says it has already stopped: ended
 /// (RUN_END), or paused on a question. It is then taken out of the queue, and its metadata brought
 /// in line with the journal; `None` when it has work left.
-fn settled(store: &PgStore, lease: &mut Lease) -> Result<Option<RunStatus>, FleetError> {
+fn settled(store: &dyn RunStore, lease: &mut Lease) -> Result<Option<RunStatus>, FleetError> {
     let run = lease.run().to_string();
     // A run without metadata has not begun (most claims): nothing more to read.
     let Some(document) = store.get(&run, METADATA)? else {
@@ -195,7 +195,7 @@ fn settled(store: &PgStore, lease: &mut Lease) -> Result<Option<RunStatus>, Flee
 }
 
 /// Keeps the run in the queue behind the runs queued now, with why it waits (`waiting.json`).
-fn wait(store: &PgStore, lease: &mut Lease, reason: &str) -> Result<(), FleetError> {
+fn wait(store: &dyn RunStore, lease: &mut Lease, reason: &str) -> Result<(), FleetError> {
     let note = Waiting {
         reason: Some(reason.to_string()),
         since: Some(crate::events::timestamp(jiff::Timestamp::now())),
@@ -206,7 +206,7 @@ fn wait(store: &PgStore, lease: &mut Lease, reason: &str) -> Result<(), FleetErr
 }
 
 /// Clears the reason a run waited for, once it no longer does.
-fn stop_waiting(store: &PgStore, lease: &mut Lease) -> Result<(), FleetError> {
+fn stop_waiting(store: &dyn RunStore, lease: &mut Lease) -> Result<(), FleetError> {
     let waited = get_json::<Waiting>(store, lease.run(), WAITING)
         .ok()
         .flatten()
@@ -220,7 +220,7 @@ fn stop_waiting(store: &PgStore, lease: &mut Lease) -> Result<(), FleetError> {
 /// `delta continue --store`: takes the run's lease (refused while another process holds it) and
 /// works on the run here, as `delta continue` does with a run of a workspace.
 pub fn continue_run(
-    store: &PgStore,
+    store: &Arc<dyn RunStore>,
     run_id: &str,
     ask: Ask,
     settings: &Settings,
@@ -242,7 +242,7 @@ enum Prepared {
 
 /// Reads the submission, rebuilds the working copy and says what the runner is asked.
 fn prepare(
-    store: &PgStore,
+    store: &dyn RunStore,
     lease: &mut Lease,
     ask: Ask,
     dir: &std::path::Path,
@@ -339,7 +339,7 @@ fn conclude(
 
 /// Takes a run that cannot be worked on out of the queue, with the reason for whoever looks
 /// (`error.json`); a busy workspace only delays it. Best effort: the error is reported anyway.
-fn give_up(store: &PgStore, lease: &mut Lease, error: &FleetError) {
+fn give_up(store: &dyn RunStore, lease: &mut Lease, error: &FleetError) {
     if error.is_busy() {
         return;
     }

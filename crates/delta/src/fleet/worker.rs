@@ -4,11 +4,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use store::{Lease, LockHolder, StoreError};
-use store_pg::PgStore;
+use std::sync::Arc;
+
+use store::{Lease, LockHolder, RunStore};
 
 use super::work::{Ask, Parts, Settings, Worked, work};
-use super::{FleetError, NAMESPACE, open};
+use super::{FleetError, open};
 use crate::engine::Observer;
 use crate::metadata::RunStatus;
 use crate::runner::{Host, Options};
@@ -162,8 +163,8 @@ fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally
 }
 
 /// A slot's connection.
-fn connect(config: &WorkerConfig) -> Result<PgStore, StoreError> {
-    PgStore::connect(&config.url, NAMESPACE).map(|store| store.with_lease(config.lease))
+fn connect(config: &WorkerConfig) -> Result<Arc<dyn RunStore>, FleetError> {
+    super::open_with_lease(&config.url, Some(config.lease))
 }
 
 /// What a slot does next.
@@ -178,7 +179,7 @@ struct Slot<'a> {
     n: usize,
     config: &'a WorkerConfig,
     crew: &'a dyn Crew,
-    store: PgStore,
+    store: Arc<dyn RunStore>,
     tally: Tally,
 }
 

@@ -20,12 +20,15 @@ pub(crate) const MARK: &str = "#!/bin/sh\necho \"$1\" >> \"$EFFECTS\"\ncase \"$1
 
 /// A store, a model, an agent whose tool leaves a trace, and the processes started on them.
 pub(crate) struct Fleet {
-    pub(crate) pg: Postgres,
+    /// The database, for a fleet on PostgreSQL (`None`: on a folder).
+    pub(crate) pg: Option<Postgres>,
     pub(crate) url: String,
     pub(crate) server: ScriptedServer,
     pub(crate) sb: Sandbox,
     pub(crate) effects: PathBuf,
     pub(crate) workers: Vec<Child>,
+    /// The store's folder, for a fleet on one.
+    pub(crate) folder: Option<tempfile::TempDir>,
 }
 
 impl Drop for Fleet {
@@ -93,22 +96,43 @@ pub(crate) fn model(
 }
 
 impl Fleet {
+    /// A fleet on PostgreSQL; `None` (with a SKIPPED line) where there is none.
     pub(crate) fn start(slow: Duration) -> Option<Self> {
         let pg = Postgres::start()?;
+        let url = pg.store_url();
+        Some(Self::on(url, Some(pg), slow))
+    }
+
+    /// A fleet whose store is a folder of the sandbox (`file:///…`): no database at all.
+    pub(crate) fn on_folder(slow: Duration) -> Self {
+        let sb_store = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", sb_store.path().display());
+        let mut fleet = Self::on(url, None, slow);
+        fleet.folder = Some(sb_store);
+        fleet
+    }
+
+    fn on(url: String, pg: Option<Postgres>, slow: Duration) -> Self {
         let sb = Sandbox::new(
             "name: fleet-agent\nllm:\n  model: test-model\ntools:\n  - name: mark\n    exec: \"${AGENT_HOME}/mark.sh ${tag}\"\n",
         );
         sb.script("agent/mark.sh", MARK.trim_start_matches("#!/bin/sh\n"));
         let effects = sb.path("effects.log");
         let server = ScriptedServer::responding(model(effects.clone(), slow));
-        Some(Self {
-            url: pg.store_url(),
+        Self {
+            url,
             pg,
             server,
             sb,
             effects,
             workers: Vec::new(),
-        })
+            folder: None,
+        }
+    }
+
+    /// The database (a fleet on PostgreSQL).
+    pub(crate) fn pg(&self) -> &Postgres {
+        self.pg.as_ref().expect("a fleet on PostgreSQL")
     }
 
     /// `delta` in `dir` (relative to the sandbox, created), talking to the model.
@@ -272,6 +296,13 @@ pub(crate) fn assert_consistent(id: &str, events: &[Value], ends: usize) {
 }
 
 #[test]
+fn three_workers_finish_thirty_runs_on_a_folder_store_when_one_is_killed() {
+    // No database: the store is a folder, its leases OS locks that a killed worker lets go of.
+    kill_one_of_three(Fleet::on_folder(Duration::ZERO), 2);
+}
+
+#[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn three_workers_finish_thirty_runs_when_one_is_killed() {
     // Trials: the worker is killed after its first, second or third claim, a random moment later.
     for claims in 1..=3 {
@@ -361,6 +392,7 @@ pub(crate) fn rand_ms(limit: u64) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_paused_worker_is_fenced_and_its_successor_completes_the_run() {
     let Some(mut fleet) = Fleet::start(Duration::from_secs(3)) else {
         return;
@@ -419,6 +451,7 @@ fn a_paused_worker_is_fenced_and_its_successor_completes_the_run() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_run_submitted_here_is_continued_from_elsewhere() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -481,6 +514,7 @@ fn a_run_submitted_here_is_continued_from_elsewhere() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_local_run_is_imported_and_exported_unchanged() {
     let Some(fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -506,6 +540,7 @@ fn a_local_run_is_imported_and_exported_unchanged() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_store_that_is_not_postgresql_is_a_usage_error() {
     let sb = Sandbox::new("name: a\n");
     let out = output({
@@ -519,6 +554,7 @@ fn a_store_that_is_not_postgresql_is_a_usage_error() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_stopping_worker_puts_its_run_back_for_another() {
     let Some(mut fleet) = Fleet::start(Duration::from_secs(5)) else {
         return;
@@ -557,6 +593,7 @@ fn a_stopping_worker_puts_its_run_back_for_another() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_worker_fenced_while_its_tool_runs_stops_the_tool() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -616,6 +653,7 @@ fn a_worker_fenced_while_its_tool_runs_stops_the_tool() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_worker_whose_connection_broke_reconnects() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -639,6 +677,7 @@ fn a_worker_whose_connection_broke_reconnects() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_run_whose_agent_is_gone_leaves_the_queue_with_the_reason() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -684,6 +723,7 @@ fn a_run_whose_agent_is_gone_leaves_the_queue_with_the_reason() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn the_model_named_at_submit_is_the_one_the_worker_asks() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -714,6 +754,7 @@ fn the_model_named_at_submit_is_the_one_the_worker_asks() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_worker_starts_the_agents_mcp_servers_and_leaves_none_running() {
     let Some(python) = testkit::needs::python3() else {
         return;
@@ -749,6 +790,7 @@ fn a_worker_starts_the_agents_mcp_servers_and_leaves_none_running() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_run_waiting_for_approval_is_listed_and_answered_through_the_store() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;

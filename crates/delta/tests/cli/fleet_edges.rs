@@ -72,11 +72,12 @@ fn alive(pid: i32) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_worker_cut_off_from_the_database_stops_its_tool_before_its_lease_can_pass() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
     };
-    if !fleet.pg.can_restart() {
+    if !fleet.pg().can_restart() {
         eprintln!("SKIPPED fleet_edges: needs a database the test can restart (not PG_TEST_URL)");
         return;
     }
@@ -92,7 +93,7 @@ fn a_worker_cut_off_from_the_database_stops_its_tool_before_its_lease_can_pass()
             }
             down.elapsed()
         });
-        fleet.pg.restart(Duration::from_secs(6));
+        fleet.pg().restart(Duration::from_secs(6));
         watcher.join().unwrap()
     });
     assert!(
@@ -130,6 +131,7 @@ fn a_worker_cut_off_from_the_database_stops_its_tool_before_its_lease_can_pass()
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_run_taken_from_a_paused_worker_waits_for_its_workspace() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -181,6 +183,7 @@ fn a_run_taken_from_a_paused_worker_waits_for_its_workspace() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_stopped_run_left_in_the_queue_leaves_it_quietly() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -249,6 +252,7 @@ fn a_stopped_run_left_in_the_queue_leaves_it_quietly() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn the_store_listing_gives_a_failed_runs_error_and_survives_a_damaged_document() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -290,6 +294,7 @@ fn the_store_listing_gives_a_failed_runs_error_and_survives_a_damaged_document()
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn show_and_rm_take_the_store() {
     let Some(mut fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -329,6 +334,7 @@ fn show_and_rm_take_the_store() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn rm_removes_a_local_run_and_refuses_a_live_one() {
     let sb = super::support::Sandbox::new(&super::support::agent_yaml(
         "  - name: slow\n    shell: \"echo $$ > tool.pid; sleep 30\"\n",
@@ -366,6 +372,7 @@ fn rm_removes_a_local_run_and_refuses_a_live_one() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_killed_import_leaves_nothing_or_is_finished_by_resume() {
     let Some(fleet) = Fleet::start(Duration::ZERO) else {
         return;
@@ -480,12 +487,13 @@ struct Chaos {
 /// fresh copy), with its tool's effect exactly once and a whole journal. `DELTA_CHAOS_SEED`
 /// replays a series.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn chaos_every_run_completes_in_its_own_workspace_with_each_effect_once() {
     const RUNS: usize = 24;
     let Some(mut fleet) = Fleet::start(Duration::from_millis(1000)) else {
         return;
     };
-    if !fleet.pg.can_restart() {
+    if !fleet.pg().can_restart() {
         eprintln!("SKIPPED fleet_edges: needs a database the test can restart (not PG_TEST_URL)");
         return;
     }
@@ -525,7 +533,7 @@ fn chaos_every_run_completes_in_its_own_workspace_with_each_effect_once() {
         std::thread::sleep(Duration::from_millis(200 + rng.below(500)));
         if chaos.restarts == 0 && start.elapsed() >= restart_at {
             fleet
-                .pg
+                .pg()
                 .restart(Duration::from_millis(500 + rng.below(1500)));
             chaos.restarts += 1;
             continue;
@@ -586,6 +594,7 @@ fn chaos_every_run_completes_in_its_own_workspace_with_each_effect_once() {
 /// `fdatasync`). The next worker finds the run ended and lets it leave the queue quietly: no model
 /// call, no second end, no error, the tool's effect once.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_worker_killed_after_the_end_leaves_a_run_that_leaves_the_queue_quietly() {
     let Some(strace) = testkit::needs::strace() else {
         return;

@@ -232,6 +232,7 @@ fn the_delta_quick_start_runs_as_written() {
 /// of the example agent, against a throwaway PostgreSQL server (its URL put in the block's
 /// `export DELTA_STORE=` line, the one thing the README asks the reader to choose).
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn the_readme_fleet_example_runs_as_written() {
     let Some(pg) = testkit::postgres::Postgres::start() else {
         return;

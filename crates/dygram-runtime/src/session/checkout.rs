@@ -22,13 +22,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use serde::Deserialize;
 use store::runs::validate_key;
 use store::{Flush, Lease, RunStore};
-use store_pg::PgStore;
 
 use super::Executions;
 use super::shared::{SharedError, store_error};
@@ -45,7 +44,7 @@ type Documents = BTreeMap<String, Vec<u8>>;
 /// A shared execution checked out: its lease held, its documents written into a private folder
 /// (`<tmp>/.dygram/executions/<id>/`, removed when the checkout ends).
 pub struct Checkout {
-    store: PgStore,
+    store: Arc<dyn RunStore>,
     lease: Mutex<Lease>,
     renew_every: Duration,
     id: String,
@@ -66,7 +65,7 @@ impl Checkout {
     /// Writes the documents of the execution `lease` is for into a new private folder; queued
     /// answers stay in `caller`'s `.dygram/interactive-queue`.
     pub(super) fn take(
-        store: PgStore,
+        store: Arc<dyn RunStore>,
         lease: Lease,
         renew_every: Duration,
         caller: &Path,
@@ -112,7 +111,7 @@ impl Checkout {
     /// Reads the documents and writes them into the folder. Before the first commit (no
     /// `state.json`) nothing is written: the call creates the execution.
     fn download(&mut self) -> Result<(), SharedError> {
-        self.downloaded = download(&self.store, &self.id, &self.dir())?;
+        self.downloaded = download(&*self.store, &self.id, &self.dir())?;
         Ok(())
     }
 
@@ -125,8 +124,8 @@ impl Checkout {
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(self.renew_every)
                 {
-                    let lease = self.lease.lock().unwrap_or_else(|p| p.into_inner());
-                    if self.store.renew(&lease).is_err() {
+                    let mut lease = self.lease.lock().unwrap_or_else(|p| p.into_inner());
+                    if self.store.renew(&mut lease).is_err() {
                         return;
                     }
                 }
@@ -165,7 +164,7 @@ impl Checkout {
 /// Reads the documents of execution `id` and writes the committed ones into `dir` (its folder);
 /// returns them as they were in the store. Before the first commit (no `state.json`) nothing is
 /// written.
-fn download(store: &PgStore, id: &str, dir: &Path) -> Result<Documents, SharedError> {
+fn download(store: &dyn RunStore, id: &str, dir: &Path) -> Result<Documents, SharedError> {
     let mut downloaded = Documents::new();
     let keys = store.keys(id, "").map_err(store_error(id))?;
     for key in keys.into_iter().filter(|k| validate_key(k).is_ok()) {
@@ -207,7 +206,7 @@ pub struct View {
 impl View {
     /// Copies execution `id` of `store`; [`SharedError::NotFound`] when the store has no such
     /// execution, or none committed yet.
-    pub(super) fn take(store: &PgStore, id: &str) -> Result<Self, SharedError> {
+    pub(super) fn take(store: &dyn RunStore, id: &str) -> Result<Self, SharedError> {
         let folder = TempFolder::new()?;
         let executions = Executions::under(&folder.0);
         let documents = download(store, id, &executions.root().join(id))?;

@@ -1,8 +1,8 @@
-//! Executions shared through PostgreSQL: callers in different folders, on different machines,
+//! Executions shared through a store: callers in different folders, on different machines,
 //! advance one execution turn by turn (`dygram execute -i --store URL --id ID`).
 //!
-//! The store ([`PgStore`], namespace [`NAMESPACE`]) keeps an execution as a run whose documents
-//! are the files of its folder, each under its path inside the folder (`state.json`,
+//! The store (PostgreSQL, namespace [`NAMESPACE`]; or folders under `path/dygram` for
+//! `file:///path`) keeps an execution as a run whose documents are the files of its folder, each under its path inside the folder (`state.json`,
 //! `metadata.json`, `machine.json`, `history.jsonl`, `pending-request.json`). One call
 //! ([`SharedStore::call`]):
 //!
@@ -20,10 +20,10 @@
 //! how the next call repairs it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use store::{Lease, LockHolder, RunStore, StoreError};
-use store_pg::PgStore;
+use store::{FileLayout, FileStore, Lease, LockHolder, RunStore, StoreError};
 
 use super::call::{CallError, CallRequest, Host, Opening, Session};
 use super::{Advance, ManualInput, StateFile, Summary, check_id};
@@ -32,6 +32,27 @@ pub use super::checkout::{CheckedIn, Checkout, View};
 
 /// The namespace of dygram's executions in the store (delta's runs live beside them in another).
 pub const NAMESPACE: &str = "dygram";
+
+/// How long a PostgreSQL lease holds without renewal, unless the caller says otherwise.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The names of an execution's own files in a store on folders.
+const STORE_FILES: FileLayout = FileLayout {
+    journal: "journal.jsonl",
+    lock: ".lease",
+};
+
+#[cfg(feature = "postgres")]
+fn postgres(url: &str, lease: Duration) -> Result<Arc<dyn RunStore>, SharedError> {
+    let store = store_pg::PgStore::connect(url, NAMESPACE)
+        .map_err(|e| SharedError::Connect(Box::new(e)))?;
+    Ok(Arc::new(store.with_lease(lease)))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres(url: &str, _: Duration) -> Result<Arc<dyn RunStore>, SharedError> {
+    Err(SharedError::NoPostgres(url.to_string()))
+}
 
 /// The command the leases name.
 const COMMAND: &str = "dygram execute -i --store";
@@ -42,6 +63,9 @@ pub enum SharedError {
     /// The store cannot be reached (or its tables cannot be made).
     #[error("cannot use the execution store: {0}")]
     Connect(#[source] Box<StoreError>),
+    /// A PostgreSQL store asked of a dygram built without it.
+    #[error("this dygram was built without PostgreSQL support, so it cannot open '{0}'")]
+    NoPostgres(String),
     /// Another caller holds the execution's lease.
     #[error("execution {id} is in use by another dygram process ({holder})")]
     Busy {
@@ -123,11 +147,11 @@ fn shared<E>(e: SharedError) -> CallError<E> {
     CallError::Shared(Box::new(e))
 }
 
-/// The executions of one PostgreSQL database, for the calls of one caller.
+/// The executions of one shared store (PostgreSQL, or folders every caller reaches), for the
+/// calls of one caller.
 #[derive(Debug, Clone)]
 pub struct SharedStore {
-    store: PgStore,
-    lease: Duration,
+    store: Arc<dyn RunStore>,
     caller: PathBuf,
     redactor: llm::Redactor,
 }
@@ -146,30 +170,35 @@ pub enum SharedCall {
 }
 
 impl SharedStore {
-    /// Connects to the database at `url` (`postgres://…`), creating the store's tables when they
-    /// are missing. `caller` is the caller's folder: the file queue (`--queue`) stays there.
+    /// Opens the store at `url`: a PostgreSQL database (`postgres://…`; its tables are created
+    /// when missing), leases lasting [`DEFAULT_LEASE`] without renewal, or `file:///path`
+    /// (executions under `path/dygram`; leases are OS locks). `caller` is the caller's folder: the
+    /// file queue (`--queue`) stays there.
     pub fn connect(url: &str, caller: &Path) -> Result<Self, SharedError> {
-        let store =
-            PgStore::connect(url, NAMESPACE).map_err(|e| SharedError::Connect(Box::new(e)))?;
+        Self::connect_with_lease(url, caller, DEFAULT_LEASE)
+    }
+
+    /// [`SharedStore::connect`], PostgreSQL leases lasting `lease` without renewal (a call renews
+    /// its lease every third of it).
+    pub fn connect_with_lease(
+        url: &str,
+        caller: &Path,
+        lease: Duration,
+    ) -> Result<Self, SharedError> {
+        let store: Arc<dyn RunStore> = match FileStore::from_url(url, NAMESPACE, STORE_FILES) {
+            Some(files) => Arc::new(files.map_err(|e| SharedError::Connect(Box::new(e)))?),
+            None => postgres(url, lease)?,
+        };
         Ok(Self::new(store, caller))
     }
 
-    /// The executions of `store` (whose namespace is the caller's choice), leases lasting
-    /// [`store_pg::DEFAULT_LEASE`] without renewal.
-    pub fn new(store: PgStore, caller: &Path) -> Self {
+    /// The executions of `store` (whose namespace is the caller's choice).
+    pub fn new(store: Arc<dyn RunStore>, caller: &Path) -> Self {
         Self {
-            store: store.with_lease(store_pg::DEFAULT_LEASE),
-            lease: store_pg::DEFAULT_LEASE,
+            store,
             caller: caller.to_path_buf(),
             redactor: llm::Redactor::default(),
         }
-    }
-
-    /// Leases last `lease` without renewal (a call renews its lease every third of it).
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.store = self.store.with_lease(lease);
-        self.lease = lease;
-        self
     }
 
     /// Scrubs the secrets of `redactor` from every file written (see
@@ -180,18 +209,22 @@ impl SharedStore {
     }
 
     /// The store.
-    pub fn store(&self) -> &PgStore {
-        &self.store
+    pub fn store(&self) -> &dyn RunStore {
+        &*self.store
     }
 
     /// Takes the lease of execution `id` (creating it in the store when it does not exist) and
     /// writes its documents into a private folder.
     pub fn checkout(&self, id: &str) -> Result<Checkout, SharedError> {
         let lease = self.lease_of(id)?;
+        let renew_every = self
+            .store
+            .lease_time()
+            .map_or(Duration::from_secs(10), |time| time / 3);
         Checkout::take(
-            self.store.clone(),
+            Arc::clone(&self.store),
             lease,
-            self.lease / 3,
+            renew_every,
             &self.caller,
             self.redactor.clone(),
         )
@@ -251,7 +284,7 @@ impl SharedStore {
     /// Execution `id` copied for reading, without its lease ([`View`]).
     pub fn view(&self, id: &str) -> Result<View, SharedError> {
         check_id(id).map_err(|_| SharedError::NotFound(id.to_string()))?;
-        View::take(&self.store, id)
+        View::take(&*self.store, id)
     }
 
     /// Removes execution `id` from the store; `false` when there was none. Refused

@@ -56,7 +56,7 @@ pub enum Action {
         // json: one JSON array on stdout.
         #[command(flatten)]
         format: FormatFlag,
-        /// List the executions shared through this PostgreSQL store instead (postgres://…; see
+        /// List the executions shared through this store instead (postgres://… or file:///path; see
         /// `execute --store`).
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
         store: Option<String>,
@@ -67,7 +67,7 @@ pub enum Action {
     Status {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
-        /// An execution shared through this PostgreSQL store instead (postgres://…; see
+        /// An execution shared through this store instead (postgres://… or file:///path; see
         /// `execute --store`); the execution is then named by its id.
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
         store: Option<String>,
@@ -81,7 +81,7 @@ pub enum Action {
     Show {
         /// Execution id (default: the last one, else the one with the latest call).
         id: Option<String>,
-        /// An execution shared through this PostgreSQL store instead (postgres://…; see
+        /// An execution shared through this store instead (postgres://… or file:///path; see
         /// `execute --store`); the execution is then named by its id.
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
         store: Option<String>,
@@ -104,7 +104,7 @@ pub enum Action {
         /// P7D; days are 24 hours, months and years are not accepted).
         #[arg(long, value_name = "DURATION", value_parser = parse_age)]
         older_than: Option<Age>,
-        /// Clean the executions shared through this PostgreSQL store instead (postgres://…).
+        /// Clean the executions shared through this store instead (postgres://… or file:///path).
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
         store: Option<String>,
         #[command(flatten)]
@@ -115,7 +115,7 @@ pub enum Action {
     Rm {
         /// Execution id, or the name of a folder set aside.
         id: String,
-        /// Remove an execution shared through this PostgreSQL store instead (postgres://…).
+        /// Remove an execution shared through this store instead (postgres://… or file:///path).
         #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
         store: Option<String>,
         #[command(flatten)]

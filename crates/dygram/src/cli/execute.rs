@@ -101,11 +101,12 @@ pub struct ExecuteArgs {
     /// Seconds to wait for a queued answer.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub queue_timeout: u64,
-    /// Share the execution through PostgreSQL (with -i and --id): callers in other folders or on
+    /// Share the execution through a store (with -i and --id): callers in other folders or on
     /// other machines advance the same execution, one call at a time. Each call takes the
     /// execution's lease (exit 1 "in use" while another caller holds it), works on a private copy
     /// and saves it back; a call whose lease ran out and was taken over saves nothing (exit 1).
-    /// URL: postgres://… or postgresql://…; see docs/dygram/store.md.
+    /// URL: postgres://… or postgresql://… (PostgreSQL), or file:///path (a folder every caller
+    /// reaches); see docs/dygram/store.md.
     #[arg(long, value_name = "URL", env = "DYGRAM_STORE", hide_env_values = true)]
     pub store: Option<String>,
     #[command(flatten)]

@@ -102,10 +102,50 @@ fn timeless(mut v: Value) -> Value {
     v
 }
 
+/// The same through a folder (`file:///…`), with no database at all: the calls alternate between
+/// two folders and end as in one, and the store's folder holds the execution's files.
+#[test]
+fn an_execution_shared_through_a_folder_store_ends_as_in_one_folder() {
+    let folder = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", folder.path().display());
+    let (a, b, alone) = (Dir::new(), Dir::new(), Dir::new());
+    for d in [&a, &b, &alone] {
+        d.write("review.dy", &review());
+    }
+    let shared = until_complete(|n| {
+        let d = if n % 2 == 0 { &a } else { &b };
+        review_call(d, "shared", Some(&url), n == 0)
+    });
+    let single = until_complete(|n| review_call(&alone, "shared", None, n == 0));
+    assert_eq!(shared, single, "the same reports, call by call");
+    assert!(a.folders().is_empty() && b.folders().is_empty());
+    let kept = folder.path().join("dygram/shared/state.json");
+    assert!(kept.is_file(), "{}", kept.display());
+    let listed = b.run(&["exec", "list", "--json", "--store", &url]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let listed = listed.json_line();
+    assert_eq!(
+        (&listed[0]["id"], &listed[0]["status"]),
+        (&json!("shared"), &json!("complete")),
+        "{listed}"
+    );
+    let relative = a.run(&[
+        "e",
+        "-i",
+        "review.dy",
+        "--id",
+        "x",
+        "--store",
+        "file://relative",
+    ]);
+    assert_eq!(relative.code, 64, "{relative:?}");
+}
+
 /// The acceptance item: a dygram execution advanced alternately by two processes in
 /// different directories through the store completes, every call once, and ends as the same
 /// execution advanced in one folder does.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn an_execution_advanced_alternately_from_two_folders_ends_as_in_one_folder() {
     let Some(pg) = Postgres::start() else { return };
     let url = pg.store_url();
@@ -173,6 +213,7 @@ fn an_execution_advanced_alternately_from_two_folders_ends_as_in_one_folder() {
 /// to the one before) did not happen: the next call redoes it, with the history line of the
 /// cut-short attempt dropped, and the execution ends as an uninterrupted one.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_call_whose_state_never_reached_the_store_is_redone() {
     let Some(pg) = Postgres::start() else { return };
     let url = pg.store_url();
@@ -235,6 +276,7 @@ fn a_call_whose_state_never_reached_the_store_is_redone() {
 /// Manual answers given from the other folder: the request waits in the store
 /// (`pending-request.json`), and is gone from it once answered.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_request_shown_in_one_folder_is_answered_from_another() {
     let Some(pg) = Postgres::start() else { return };
     let url = pg.store_url();
@@ -273,6 +315,7 @@ fn a_request_shown_in_one_folder_is_answered_from_another() {
 /// While another caller holds the execution's lease, a call is refused as busy (exit 1), as it is
 /// when another process holds an execution's lock in the file mode.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_held_execution_is_busy() {
     let Some(pg) = Postgres::start() else { return };
     let store = PgStore::connect(&pg.url, "dygram").unwrap();
@@ -330,14 +373,14 @@ fn file_call(base: &Path, machine: &Path, id: &str) {
 /// A caller whose lease ran out while it worked, and whose execution another caller took over,
 /// is refused when it uploads: nothing of its turn is committed, the store keeps the successor's.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_caller_whose_lease_was_taken_over_saves_nothing() {
     let Some(pg) = Postgres::start() else { return };
     let url = pg.store_url();
     let caller = Dir::with_file("m.dy", WALK);
     let machine = caller.path().join("m.dy");
-    let slow = SharedStore::connect(&url, caller.path())
-        .unwrap()
-        .with_lease(Duration::from_millis(300));
+    let slow =
+        SharedStore::connect_with_lease(&url, caller.path(), Duration::from_millis(300)).unwrap();
     let first = slow.checkout("taken").unwrap();
     file_call(first.base(), &machine, "taken");
     std::thread::sleep(Duration::from_millis(700));
@@ -370,6 +413,7 @@ fn a_caller_whose_lease_was_taken_over_saves_nothing() {
 /// `--store` takes a PostgreSQL URL and needs `--id`; anything else is a usage error that
 /// creates nothing.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn a_store_that_is_not_a_postgresql_url_is_a_usage_error() {
     let mut d = Dir::with_file("m.dy", WALK);
     let out = d.run(&["e", "-i", "m.dy", "--id", "x", "--store", "mysql://db/x"]);
@@ -396,6 +440,7 @@ fn a_store_that_is_not_a_postgresql_url_is_a_usage_error() {
 /// `exec status|show|clean|rm` take the store as `exec list` does: a shared execution is seen from
 /// any folder, never reported "not found" with a hint to look locally, and removed under its lease.
 #[test]
+#[cfg_attr(not(feature = "postgres"), ignore = "needs the postgres feature")]
 fn status_show_clean_and_rm_take_the_store() {
     let Some(pg) = Postgres::start() else { return };
     let url = pg.store_url();

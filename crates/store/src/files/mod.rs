@@ -4,8 +4,12 @@
 //! <root>/<run>/<journal>       the journal, JSON lines (FileLayout::journal, e.g. journal.jsonl)
 //! <root>/<run>/<lock>          the lease: an OS lock held by the writer (FileLayout::lock)
 //! <root>/<run>/.epoch          the run's lease epoch (a decimal number)
+//! <root>/<run>/.created        when the run was created (milliseconds since the epoch)
+//! <root>/<run>/.queued         present while the run is queued for workers: when it joined the
+//!                              queue (milliseconds), the order in which workers claim runs
 //! <root>/<run>/<key>           documents (`io/invocations/3.json` is a file in `io/invocations/`)
 //! <root>/.rm-<run>-<epoch>/    a run being removed (gone with the next `list` after a crash)
+//! <root>/.new-<run>-<pid>-<n>/ a run being created whole, renamed into place when complete
 //! ```
 //!
 //! The lease is a [`RunLock`]: the operating system frees it when its holder dies, so a free lease
@@ -24,7 +28,8 @@ use crate::ids::validate_id;
 use crate::journal::{self, Journal};
 use crate::lock::{LockHolder, RunLock};
 use crate::runs::{
-    Entry, Flush, JournalRead, Lease, LeaseState, RunStore, Seq, check_record, validate_key,
+    Entry, Flush, JournalRead, Lease, LeaseState, RunRow, RunStore, Seq, check_record, check_whole,
+    validate_key,
 };
 
 /// The names of a run's own files, which differ between the tools.
@@ -40,6 +45,15 @@ pub struct FileLayout {
 const EPOCH: &str = ".epoch";
 /// Prefix of a run folder being removed.
 const REMOVING: &str = ".rm-";
+/// Prefix of a run folder being created whole.
+const CREATING: &str = ".new-";
+/// When a run was created.
+const CREATED: &str = ".created";
+/// When a queued run joined the queue.
+const QUEUED: &str = ".queued";
+/// How old a folder left by an interrupted whole creation must be before a listing removes it
+/// (a younger one may be a creation still going on).
+const ABANDONED: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Runs as folders under one root.
 #[derive(Debug, Clone)]
@@ -64,6 +78,19 @@ impl FileStore {
             root: root.into(),
             layout,
         }
+    }
+
+    /// The store a `file:///path` URL names, the runs of `namespace` in `path/<namespace>`;
+    /// `None` for another kind of URL, an error for a `file://` one without an absolute path.
+    pub fn from_url(url: &str, namespace: &str, layout: FileLayout) -> Option<StoreResult<Self>> {
+        let path = url.strip_prefix("file://")?;
+        if !path.starts_with('/') {
+            return Some(Err(StoreError::BadUrl {
+                url: url.to_string(),
+                reason: "a folder store is file:///absolute/path",
+            }));
+        }
+        Some(validate_id(namespace).map(|ns| Self::new(Path::new(path).join(ns), layout)))
     }
 
     /// The root folder.
@@ -144,13 +171,19 @@ impl FileStore {
         key == self.layout.journal || key == self.layout.lock
     }
 
-    /// Finishes removals a crash interrupted.
+    /// Finishes removals a crash interrupted, and clears whole creations it cut short.
     fn finish_removals(&self) {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return;
         };
         for entry in entries.filter_map(Result::ok) {
-            if entry.file_name().to_string_lossy().starts_with(REMOVING) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let abandoned = name.starts_with(CREATING)
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > ABANDONED));
+            if name.starts_with(REMOVING) || abandoned {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
@@ -204,6 +237,87 @@ fn read_epoch(dir: &Path) -> StoreResult<u64> {
     }
 }
 
+/// Milliseconds since the Unix epoch, now.
+fn now_millis() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// A file holding milliseconds since the epoch, if it is there and holds one.
+fn read_millis(path: &Path) -> Option<i64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// When the run in `dir` was created: its `.created`, or (a run made before it was kept) the
+/// folder's modification time.
+fn created_at(dir: &Path) -> jiff::Timestamp {
+    read_millis(&dir.join(CREATED))
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .or_else(|| {
+            let modified = std::fs::metadata(dir).and_then(|m| m.modified()).ok()?;
+            jiff::Timestamp::try_from(modified).ok()
+        })
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}
+
+impl FileStore {
+    /// The queued runs, oldest first (ties by name).
+    fn queue(&self) -> StoreResult<Vec<String>> {
+        let mut queued: Vec<(i64, String)> = self
+            .list()?
+            .into_iter()
+            .filter_map(|run| Some((read_millis(&self.root.join(&run).join(QUEUED))?, run)))
+            .collect();
+        queued.sort();
+        Ok(queued.into_iter().map(|(_, run)| run).collect())
+    }
+
+    /// Builds the run `run` whole in a hidden folder, then renames it into place.
+    fn build_whole(
+        &self,
+        run: &str,
+        records: &[&str],
+        documents: &[(&str, &[u8])],
+    ) -> StoreResult<PathBuf> {
+        let dir = self.run_dir(run)?;
+        create_dir_all_durable(&self.root)?;
+        if dir.exists() {
+            return Err(StoreError::Exists {
+                run: run.to_string(),
+            });
+        }
+        let staging = tempfile::Builder::new()
+            .prefix(&format!("{CREATING}{run}-{}-", std::process::id()))
+            .tempdir_in(&self.root)
+            .map_err(|e| StoreError::io("create a folder in", &self.root, e))?;
+        let path = staging.path();
+        write_atomic(&path.join(CREATED), now_millis().to_string().as_bytes())?;
+        let mut journal = Journal::open(&path.join(self.layout.journal))?;
+        journal.append_raw_lines(records)?;
+        drop(journal);
+        for (key, bytes) in documents {
+            let file = path.join(key);
+            if let Some(parent) = file.parent().filter(|p| *p != path) {
+                create_dir_all_durable(parent)?;
+            }
+            write_atomic(&file, bytes)?;
+        }
+        sync_dir(path)?;
+        let staged = staging.keep();
+        if let Err(e) = std::fs::rename(&staged, &dir) {
+            let _ = std::fs::remove_dir_all(&staged);
+            return Err(if dir.exists() {
+                StoreError::Exists {
+                    run: run.to_string(),
+                }
+            } else {
+                StoreError::io("move into place", dir, e)
+            });
+        }
+        sync_dir(&self.root)?;
+        Ok(dir)
+    }
+}
+
 impl RunStore for FileStore {
     fn list(&self) -> StoreResult<Vec<String>> {
         self.finish_removals();
@@ -235,6 +349,7 @@ impl RunStore for FileStore {
             Err(e) => return Err(StoreError::io("create", dir, e)),
         }
         sync_dir(&self.root)?;
+        write_atomic_lazy(&dir.join(CREATED), now_millis().to_string().as_bytes())?;
         self.take(run, dir, holder)
     }
 
@@ -318,6 +433,104 @@ impl RunStore for FileStore {
         sync_dir(&self.root)?;
         drop(lease);
         std::fs::remove_dir_all(&doomed).map_err(|e| StoreError::io("remove", doomed, e))
+    }
+
+    fn create_whole(
+        &self,
+        run: &str,
+        holder: &LockHolder,
+        records: &[&str],
+        documents: &[(&str, &[u8])],
+    ) -> StoreResult<Lease> {
+        check_whole(run, records, documents)?;
+        for (key, _) in documents {
+            if self.is_reserved(key) {
+                return Err(StoreError::ReservedKey {
+                    run: run.to_string(),
+                    key: (*key).to_string(),
+                });
+            }
+        }
+        let dir = self.build_whole(run, records, documents)?;
+        self.take(run, dir, holder)
+    }
+
+    fn lease_time(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    fn renew(&self, lease: &mut Lease) -> StoreResult<()> {
+        self.guard(lease).map(|_| ())
+    }
+
+    fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()> {
+        let dir = self.guard(lease)?.dir.clone();
+        let path = dir.join(QUEUED);
+        if !queued {
+            return match std::fs::remove_file(&path) {
+                Ok(()) => sync_dir(&dir),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(StoreError::io("remove", path, e)),
+            };
+        }
+        if path.exists() {
+            return Ok(());
+        }
+        write_atomic(&path, now_millis().to_string().as_bytes())
+    }
+
+    fn defer(&self, lease: &mut Lease) -> StoreResult<()> {
+        let path = self.guard(lease)?.dir.join(QUEUED);
+        if !path.exists() {
+            return Ok(());
+        }
+        write_atomic(&path, now_millis().to_string().as_bytes())
+    }
+
+    fn claim(&self, holder: &LockHolder) -> StoreResult<Option<Lease>> {
+        for run in self.queue()? {
+            let dir = self.run_dir(&run)?;
+            let lease = match self.take(&run, dir.clone(), holder) {
+                Ok(lease) => lease,
+                Err(StoreError::Busy { .. } | StoreError::NoRun { .. }) => continue,
+                Err(StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // Another worker may have finished it between the listing and the lock.
+            if dir.join(QUEUED).exists() {
+                return Ok(Some(lease));
+            }
+        }
+        Ok(None)
+    }
+
+    fn queued(&self) -> StoreResult<u64> {
+        Ok(self.queue()?.len() as u64)
+    }
+
+    fn rows(&self) -> StoreResult<Vec<RunRow>> {
+        let mut rows = Vec::new();
+        for run in self.list()? {
+            let dir = self.root.join(&run);
+            let (holder, live) = match RunLock::probe(&dir.join(self.layout.lock))? {
+                crate::lock::LockState::Free => (None, false),
+                crate::lock::LockState::Stale(holder) => (Some(holder), false),
+                crate::lock::LockState::Held(holder) => (holder, true),
+            };
+            rows.push(RunRow {
+                epoch: read_epoch(&dir)?,
+                holder,
+                live,
+                queued: dir.join(QUEUED).exists(),
+                created: created_at(&dir),
+                run,
+            });
+        }
+        Ok(rows)
     }
 }
 

@@ -43,6 +43,9 @@ pub fn shared_error(e: SharedError) -> CliError {
             "the execution's documents in the store need a look (table documents, namespace dygram); another --id starts a new execution",
         ),
         SharedError::NoId => Some("add --id NAME"),
+        SharedError::NoPostgres(_) => Some(
+            "build dygram with the cargo feature `postgres` (on by default), or share through a folder: --store file:///path",
+        ),
         SharedError::NotFound(_) => {
             Some("`dygram exec list --store URL` lists the executions of the store")
         }

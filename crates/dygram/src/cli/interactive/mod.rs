@@ -137,16 +137,19 @@ fn store_url(args: &ExecuteArgs) -> Result<Option<&str>, CliError> {
     Ok(Some(url))
 }
 
-/// A usage error unless `url` is a PostgreSQL URL (the value is not repeated: it may hold a
-/// password).
+/// A usage error unless `url` is a PostgreSQL URL or a folder's (the value is not repeated: it
+/// may hold a password).
 fn check_store_url(url: &str) -> Result<(), CliError> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if url.starts_with("postgres://")
+        || url.starts_with("postgresql://")
+        || url.starts_with("file:///")
+    {
         return Ok(());
     }
     Err(CliError::usage(
-        "--store (or DYGRAM_STORE) takes a PostgreSQL URL starting with postgres:// or postgresql://",
+        "--store (or DYGRAM_STORE) takes a PostgreSQL URL starting with postgres:// or postgresql://, or a folder as file:///path",
     )
-    .hint("e.g. --store postgresql://dygram@db.example.com/dygram; a Unix socket's folder is the host, percent-encoded: postgresql://postgres@%2Fvar%2Frun%2Fpostgresql/postgres"))
+    .hint("e.g. --store postgresql://dygram@db.example.com/dygram; a Unix socket's folder is the host, percent-encoded: postgresql://postgres@%2Fvar%2Frun%2Fpostgresql/postgres; or --store file:///shared/dygram-store on storage every caller reaches"))
 }
 
 /// The shared executions of the store at `url` (for `exec list --store`).
