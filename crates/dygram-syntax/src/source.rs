@@ -55,6 +55,9 @@ pub struct SourceFile {
     name: String,
     text: Arc<str>,
     line_starts: Vec<usize>,
+    /// Where each line starts in UTF-16 code units (empty for an ASCII text, where they are the
+    /// byte offsets): positions are then found without counting from the text's start.
+    line_units: Vec<u32>,
 }
 
 impl SourceFile {
@@ -67,10 +70,24 @@ impl SourceFile {
                 line_starts.push(i + 1);
             }
         }
+        let line_units = if text.is_ascii() {
+            Vec::new()
+        } else {
+            let mut units = Vec::with_capacity(line_starts.len());
+            let mut at = 0u32;
+            let mut previous = 0;
+            for &start in &line_starts {
+                at = at.saturating_add(utf16_len(&text[previous..start]));
+                units.push(at);
+                previous = start;
+            }
+            units
+        };
         Self {
             name: name.into(),
             text,
             line_starts,
+            line_units,
         }
     }
 
@@ -103,7 +120,11 @@ impl SourceFile {
         let line = self.line_of(offset);
         let start = self.line_starts[line];
         let character = utf16_len(self.text.get(start..offset).unwrap_or(""));
-        let utf16_offset = utf16_len(self.text.get(..offset).unwrap_or(""));
+        let line_offset = match self.line_units.get(line) {
+            Some(units) => *units,
+            None => u32::try_from(start).unwrap_or(u32::MAX),
+        };
+        let utf16_offset = line_offset.saturating_add(character);
         Position {
             line: u32::try_from(line).unwrap_or(u32::MAX),
             character,
@@ -154,5 +175,16 @@ mod tests {
         assert_eq!(f.position(11).line, 2);
         assert_eq!(f.line_text(1), "😀c");
         assert_eq!(f.line_of(2), 0);
+    }
+
+    #[test]
+    fn offsets_are_utf16_units_from_the_start_of_the_text() {
+        for text in ["ab\n😀c\r\nd é\n\nfin", "plain\nascii\n", "é", ""] {
+            let f = SourceFile::new("m.dy", text);
+            for (at, _) in text.char_indices().chain([(text.len(), ' ')]) {
+                let counted = text[..at].chars().map(char::len_utf16).sum::<usize>();
+                assert_eq!(f.position(at).offset as usize, counted, "{text:?} at {at}");
+            }
+        }
     }
 }

@@ -17,8 +17,8 @@
 //! A program with a sandbox ([`Confine`]) enters it after the gate, before `exec`: `no_new_privs`, a
 //! Landlock ruleset, a seccomp program, all prepared by the parent (delta's `sandbox` module).
 //!
-//! This crate is the only place in the workspace with `unsafe` code (the lint denies it everywhere
-//! else). The child runs in the parent's memory while
+//! This crate holds the workspace's only `unsafe` blocks (the lint denies them everywhere else;
+//! `dygram-wasm` allows it for the `no_mangle` attributes of its exports, with no block). The child runs in the parent's memory while
 //! the parent's other threads go on, so between `clone` and `exec` it makes only plain system calls on
 //! values prepared beforehand: it allocates nothing, takes no lock and calls no Rust code that could
 //! panic. Signals are blocked while it is created, and their handlers reset before they are

@@ -157,6 +157,11 @@ impl Browser {
         reader.join().unwrap()
     }
 
+    /// The browser program.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
     /// Loads `page` (a file) and returns its DOM and the requests it started.
     pub fn load(&self, page: &Path) -> Loaded {
         let trap = Trap::start();
@@ -208,6 +213,31 @@ pub fn artifacts_dir() -> Option<PathBuf> {
     std::env::var_os("VIEW_ARTIFACTS_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
+}
+
+/// The browser driver of the playground's tests: the `playwright-core` folder in `$PLAYWRIGHT_DIR`
+/// or `target/playwright` of the checkout (`scripts/install-playwright` installs it), with `node` on
+/// `PATH`. Required where the browser tests are ([`BROWSER_REQUIRED`]).
+pub fn playwright() -> Option<PathBuf> {
+    let dir = match std::env::var_os("PLAYWRIGHT_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2);
+            checkout.unwrap_or(Path::new(".")).join("target/playwright")
+        }
+    };
+    let module = dir.join("node_modules/playwright-core");
+    if module.join("package.json").is_file() && crate::needs::runs("node", "--version") {
+        return Some(module);
+    }
+    skip(
+        BROWSER_REQUIRED,
+        &format!(
+            "the browser driver playwright-core in {} and node on PATH (scripts/install-playwright \
+             installs it; PLAYWRIGHT_DIR=PATH names another folder)",
+            dir.display()
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -82,7 +82,7 @@ pub fn live_server() -> Option<LiveServer> {
 }
 
 /// Whether `program arg` runs and succeeds.
-fn runs(program: &str, arg: &str) -> bool {
+pub(crate) fn runs(program: &str, arg: &str) -> bool {
     Command::new(program)
         .arg(arg)
         .stdout(Stdio::null())

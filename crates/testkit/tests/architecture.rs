@@ -1,5 +1,5 @@
 //! The workspace's lines, checked: no crate has a cycle between its top-level modules, and the
-//! language crates (`dygram-syntax`, `dygram-core`, `dygram-analysis`) depend on nothing that does
+//! language crates (`dygram-syntax`, `dygram-core`, `dygram-analysis`, `dygram-wasm`) depend on nothing that does
 //! IO, runs a server, speaks a protocol or parses arguments, so they build for WebAssembly (CI
 //! builds them for `wasm32-unknown-unknown`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -263,6 +263,7 @@ fn no_crate_has_a_cycle_between_its_top_level_modules() {
         "dygram-core",
         "dygram-runtime",
         "dygram-syntax",
+        "dygram-wasm",
         "mcp",
     ] {
         assert!(
@@ -346,7 +347,12 @@ fn the_language_crates_depend_on_nothing_that_does_io() {
         "signal-hook",
         "mimalloc",
     ];
-    for package in ["dygram-syntax", "dygram-core", "dygram-analysis"] {
+    for package in [
+        "dygram-syntax",
+        "dygram-core",
+        "dygram-analysis",
+        "dygram-wasm",
+    ] {
         let found = dependencies(package);
         assert!(found.contains(package), "{package}: {found:?}");
         let bad: Vec<&&str> = forbidden.iter().filter(|f| found.contains(**f)).collect();

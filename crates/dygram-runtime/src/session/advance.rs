@@ -38,6 +38,38 @@ pub struct Report {
     pub waiting: Option<Waiting>,
 }
 
+impl Report {
+    /// The report as `dygram execute -i --format json` prints it (and the playground and other
+    /// programs read it): the execution `id` with its metadata `meta` and state `state` after the
+    /// unit.
+    pub fn to_json(
+        &self,
+        id: &str,
+        meta: &super::Metadata,
+        state: &crate::state::ExecutionState,
+    ) -> serde_json::Value {
+        let events: Vec<serde_json::Value> =
+            self.events.iter().map(ExecutionEvent::to_json).collect();
+        let mut out = serde_json::json!({
+            "id": id,
+            "started": self.started,
+            "unit": self.unit.name(),
+            "status": if self.waiting.is_some() { "waiting" } else { self.status.as_str() },
+            "turns": meta.turn_count,
+            "steps": meta.step_count,
+            "currentNodes": state.current_nodes(),
+            "events": events,
+            "contextState": state.context_state,
+        });
+        if let Some(waiting) = &self.waiting {
+            out["request"] = waiting.request.clone();
+            out["requestFile"] = serde_json::json!(waiting.file);
+            out["example"] = waiting.example.clone();
+        }
+        out
+    }
+}
+
 /// The answer sources of a unit of work.
 struct Answers<'a> {
     /// The client that answers (`None`: manual answers).

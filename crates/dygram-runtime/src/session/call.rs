@@ -89,6 +89,22 @@ pub struct CompiledMachine {
     pub files: Vec<String>,
 }
 
+impl CompiledMachine {
+    /// The machine of a loaded project (its entry, checked: the caller has seen to its errors).
+    pub fn of(project: &dygram_core::imports::Project) -> Self {
+        Self {
+            machine: project.entry().json(dygram_core::json::JsonOptions {
+                source_ranges: false,
+            }),
+            files: project
+                .modules
+                .iter()
+                .map(|m| m.path.display().to_string())
+                .collect(),
+        }
+    }
+}
+
 /// What a call hears of along the way (progress and warnings, in the order they happen).
 #[derive(Debug)]
 pub enum Notice<'a> {

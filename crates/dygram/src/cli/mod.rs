@@ -12,6 +12,7 @@ mod interactive;
 mod interrupt;
 mod live;
 mod modules;
+mod serve;
 mod validate;
 
 use std::process::ExitCode;
@@ -70,6 +71,8 @@ enum Command {
     /// Manage saved executions: list, status, show, clean, rm.
     Exec(exec::ExecArgs),
     Fmt(fmt::FmtArgs),
+    #[command(visible_aliases = ["server", "s"])]
+    Serve(serve::ServeArgs),
     /// Print the shell completion script for bash, zsh or fish.
     ///
     /// Examples:
@@ -109,6 +112,7 @@ impl Command {
             ),
             Self::Exec(args) => args.json_output(),
             Self::Fmt(args) => args.json_output(),
+            Self::Serve(_) => false,
             Self::Generate(_)
             | Self::Debug(_)
             | Self::Bundle(_)
@@ -298,6 +302,7 @@ pub fn main() -> ExitCode {
         Command::Debug(args) => debug::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Fmt(args) => fmt::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));

@@ -24,6 +24,7 @@ mod lsp;
 mod manage;
 mod nesting;
 mod playback;
+mod playground;
 mod readme;
 mod robustness;
 mod runtime;

@@ -215,16 +215,7 @@ impl Host for CliHost<'_> {
         if input::show_diagnostics(&project, self.args.verbosity) > 0 {
             return None;
         }
-        Some(CompiledMachine {
-            machine: project.entry().json(dygram_core::json::JsonOptions {
-                source_ranges: false,
-            }),
-            files: project
-                .modules
-                .iter()
-                .map(|m| m.path.display().to_string())
-                .collect(),
-        })
+        Some(CompiledMachine::of(&project))
     }
 
     fn connect(

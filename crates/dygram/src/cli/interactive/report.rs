@@ -127,23 +127,7 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         saved,
     } = *shown;
     if args.format == ExecFormat::Json {
-        let events: Vec<Value> = r.events.iter().map(ExecutionEvent::to_json).collect();
-        let mut out = json!({
-            "id": id,
-            "started": r.started,
-            "unit": r.unit.name(),
-            "status": if r.waiting.is_some() { "waiting" } else { r.status.as_str() },
-            "turns": meta.turn_count,
-            "steps": meta.step_count,
-            "currentNodes": current_nodes(state),
-            "events": events,
-            "contextState": state.context_state,
-        });
-        if let Some(waiting) = &r.waiting {
-            out["request"] = waiting.request.clone();
-            out["requestFile"] = json!(waiting.file);
-            out["example"] = waiting.example.clone();
-        }
+        let out = r.to_json(id, meta, state);
         print_out(&format!("{out}\n"));
         return;
     }

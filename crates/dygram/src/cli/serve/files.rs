@@ -1,0 +1,141 @@
+//! The machines under the served folder: listed, read and written by paths relative to it, never
+//! outside it.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Extensions of machine files.
+const MACHINES: [&str; 3] = ["dy", "dygram", "mach"];
+/// At most this many files are listed.
+const MOST: usize = 5000;
+/// Folders not looked into.
+const SKIPPED: [&str; 3] = ["target", "node_modules", "generated"];
+
+/// Why a path was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    /// Not a relative path of plain names.
+    #[error("{0:?} is not a path inside the served folder")]
+    Outside(String),
+    /// Not a machine file.
+    #[error("{0:?} is not a machine file (.dy, .dygram or .mach)")]
+    NotMachine(String),
+    /// Not there.
+    #[error("{0:?} does not exist under the served folder")]
+    Missing(String),
+}
+
+/// `relative` under `root`: plain names only (no `..`, no root, no hidden part), and, once links
+/// are followed, still under `root`.
+pub fn inside(root: &Path, relative: &str) -> Result<PathBuf, PathError> {
+    let outside = || PathError::Outside(relative.to_string());
+    let path = Path::new(relative);
+    let plain = path.components().all(|c| match c {
+        Component::Normal(name) => !name.to_string_lossy().starts_with('.'),
+        _ => false,
+    });
+    if relative.is_empty() || !plain {
+        return Err(outside());
+    }
+    let full = root.join(path);
+    let existing = full.canonicalize().or_else(|_| {
+        // A file about to be created: its folder must exist inside.
+        full.parent()
+            .ok_or_else(|| PathError::Missing(relative.to_string()))?
+            .canonicalize()
+            .map_err(|_| PathError::Missing(relative.to_string()))
+    })?;
+    let root = root.canonicalize().map_err(|_| outside())?;
+    if !existing.starts_with(&root) {
+        return Err(outside());
+    }
+    Ok(full)
+}
+
+/// A machine file under `root` ([`inside`], with a machine extension).
+pub fn machine(root: &Path, relative: &str) -> Result<PathBuf, PathError> {
+    let is_machine = Path::new(relative)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| MACHINES.contains(&e));
+    if !is_machine {
+        return Err(PathError::NotMachine(relative.to_string()));
+    }
+    inside(root, relative)
+}
+
+/// The machine files under `root`, relative to it with `/` between names, sorted.
+pub fn list(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || SKIPPED.contains(&name.as_str()) {
+                continue;
+            }
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => folders.push(path),
+                Ok(t) if t.is_file() => {
+                    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+                    if MACHINES.contains(&ext)
+                        && let Ok(rel) = path.strip_prefix(root)
+                    {
+                        let parts: Vec<String> = rel
+                            .components()
+                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                            .collect();
+                        found.push(parts.join("/"));
+                    }
+                }
+                _ => {}
+            }
+            if found.len() >= MOST {
+                break;
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_paths_inside_the_root_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/m.dy"), "a;").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join(".dygram")).unwrap();
+        std::fs::write(dir.path().join(".dygram/x.dy"), "").unwrap();
+        assert!(machine(dir.path(), "sub/m.dy").is_ok());
+        assert!(machine(dir.path(), "sub/new.dy").is_ok());
+        for bad in [
+            "../m.dy",
+            "/etc/m.dy",
+            "sub/../../m.dy",
+            ".dygram/x.dy",
+            "",
+            "nowhere/m.dy",
+        ] {
+            assert!(machine(dir.path(), bad).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            machine(dir.path(), "notes.txt"),
+            Err(PathError::NotMachine(_))
+        ));
+        std::os::unix::fs::symlink("/tmp", dir.path().join("out")).unwrap();
+        assert!(matches!(
+            inside(dir.path(), "out/m.dy"),
+            Err(PathError::Outside(_))
+        ));
+        assert_eq!(list(dir.path()), ["sub/m.dy"]);
+    }
+}
