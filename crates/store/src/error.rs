@@ -1,7 +1,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::lock::LockHolder;
+use crate::holder::LockHolder;
 
 /// Result alias for this crate.
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -23,6 +23,7 @@ pub mod clock;
 pub mod contract;
 mod error;
 pub mod files;
+mod holder;
 pub mod ids;
 pub mod journal;
 pub mod lock;

@@ -13,8 +13,8 @@ use super::{CliError, Exit, eprint_line, print_out};
 ///
 /// A file is rewritten only when nothing is lost: the formatted text must give the same machine,
 /// the same errors and warnings and every comment as written. A file that cannot be formatted so
-/// (syntax errors, imports, a comment inside a statement) is left untouched and named on stderr
-/// with the reason; the exit code is then 1. With --check nothing is written: the files that would
+/// (syntax errors, imports, a comment inside a statement), or cannot be read, is left untouched and
+/// named on stderr with the reason while the others are formatted; the exit code is then 1. With --check nothing is written: the files that would
 /// change are listed on stdout, and the exit code is 1 when there is any. With - the machine is
 /// read from standard input and the formatted text printed.
 ///
@@ -58,6 +58,8 @@ enum Outcome {
     Changed,
     /// Left as it is, and why.
     Refused(Refusal),
+    /// Not read (the others are formatted all the same).
+    Unreadable(String),
 }
 
 pub fn run(args: FmtArgs) -> Result<Exit, CliError> {
@@ -71,7 +73,14 @@ pub fn run(args: FmtArgs) -> Result<Exit, CliError> {
     }
     let mut results = Vec::new();
     for file in &args.files {
-        let read = input::read(file, false)?;
+        let read = match input::read(file, false) {
+            Ok(read) => read,
+            Err(e) if e.exit() == Exit::Usage => return Err(e),
+            Err(e) => {
+                results.push((file.clone(), Outcome::Unreadable(e.to_string())));
+                continue;
+            }
+        };
         let outcome = match format::formatted(&read.text, indent) {
             Err(refusal) => Outcome::Refused(refusal),
             Ok(formatted) if formatted == read.text => Outcome::Unchanged,
@@ -91,7 +100,7 @@ pub fn run(args: FmtArgs) -> Result<Exit, CliError> {
     let changed = results.iter().any(|(_, o)| matches!(o, Outcome::Changed));
     let refused = results
         .iter()
-        .any(|(_, o)| matches!(o, Outcome::Refused(_)));
+        .any(|(_, o)| matches!(o, Outcome::Refused(_) | Outcome::Unreadable(_)));
     Ok(if refused || (args.check && changed) {
         Exit::Failed
     } else {
@@ -142,6 +151,9 @@ fn report(args: &FmtArgs, results: &[(PathBuf, Outcome)]) {
                     Outcome::Refused(why) => {
                         json!({"file": file, "status": "refused", "reason": why.to_string()})
                     }
+                    Outcome::Unreadable(why) => {
+                        json!({"file": file, "status": "unreadable", "reason": why})
+                    }
                 }
             })
             .collect();
@@ -150,6 +162,7 @@ fn report(args: &FmtArgs, results: &[(PathBuf, Outcome)]) {
             "files": files,
             "changed": count(|o| matches!(o, Outcome::Changed)),
             "refused": count(|o| matches!(o, Outcome::Refused(_))),
+            "unreadable": count(|o| matches!(o, Outcome::Unreadable(_))),
         });
         print_out(&format!("{out}\n"));
         return;
@@ -164,6 +177,7 @@ fn report(args: &FmtArgs, results: &[(PathBuf, Outcome)]) {
             Outcome::Refused(why) => {
                 eprint_line(&format!("error: {}: not formatted: {why}", file.display()))
             }
+            Outcome::Unreadable(why) => eprint_line(&format!("error: {why}")),
         }
     }
 }

@@ -63,8 +63,12 @@ fn check_lists_what_would_change_and_writes_nothing() {
 fn a_file_that_would_lose_something_is_left_untouched() {
     let d = Dir::with_file("lost.dy", COMMENT_INSIDE);
     d.write("broken.dy", "state a;\na -> ;\n");
-    let out = d.run(&["fmt", "lost.dy", "broken.dy"]);
+    d.write("fine.dy", MESSY);
+    let out = d.run(&["fmt", "lost.dy", "broken.dy", "missing.dy", "fine.dy"]);
     assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("missing.dy"), "{out:?}");
+    // The others are formatted all the same.
+    assert_eq!(out.stdout, "formatted fine.dy\n", "{out:?}");
     assert!(
         out.stderr
             .contains("broken.dy: not formatted: it has syntax errors"),

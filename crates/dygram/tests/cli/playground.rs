@@ -49,12 +49,13 @@ fn serve(dir: &Path) -> (Running, String) {
     (Running(child), url)
 }
 
-/// What drive.mjs saw at `url` (with `env` added), or `None` after a SKIPPED line.
-fn drive(url: &str, env: &[(&str, &str)]) -> Option<Value> {
+/// What drive.mjs saw at `url` (with `env` added), or `None` after a SKIPPED line; its screenshots
+/// go to `playground/<shots>/` of the view artifacts, when CI collects them.
+fn drive(url: &str, shots: &str, env: &[(&str, &str)]) -> Option<Value> {
     let browser = testkit::browser::browser()?;
     let driver = testkit::browser::playwright()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/playground/drive.mjs");
-    let shots = testkit::browser::artifacts_dir().map(|d| d.join("playground"));
+    let shots = testkit::browser::artifacts_dir().map(|d| d.join("playground").join(shots));
     if let Some(dir) = &shots {
         std::fs::create_dir_all(dir).unwrap();
     }
@@ -84,6 +85,7 @@ fn the_playground_checks_draws_and_steps_an_example_in_a_browser() {
     let (_server, url) = serve(d.path());
     let Some(seen) = drive(
         &format!("{url}/?file=review.dy"),
+        "example",
         &[("PLAYBACK", "recordings/review"), ("STEPS", "2")],
     ) else {
         return;
@@ -157,7 +159,7 @@ fn a_thousand_node_machine_is_checked_as_you_type() {
     }
     d.write("big.dy", &text);
     let (_server, url) = serve(d.path());
-    let Some(seen) = drive(&format!("{url}/?file=big.dy"), &[]) else {
+    let Some(seen) = drive(&format!("{url}/?file=big.dy"), "thousand-nodes", &[]) else {
         return;
     };
     assert_eq!(seen["nodes"], 1000, "{seen}");
@@ -210,6 +212,7 @@ fn the_static_export_draws_an_example_from_a_plain_static_server() {
     wait_for_port(port);
     let Some(seen) = drive(
         &format!("http://127.0.0.1:{port}/?file=trip.dy"),
+        "static-export",
         &[("TYPE_ERROR", "no")],
     ) else {
         return;
