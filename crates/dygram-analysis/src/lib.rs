@@ -18,6 +18,7 @@ pub mod highlight;
 pub mod hover;
 pub mod lines;
 pub mod names;
+pub mod navigate;
 pub mod outline;
 
 /// `content` parsed as an editor has it, often unfinished: the blocks it leaves open are closed

@@ -9,14 +9,15 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use dygram_analysis::navigate::{self, Definition, Indexed, Places, Sources};
 use lsp_types::{Location, Position, Range, TextEdit, Uri, WorkspaceEdit};
 
 use super::text::{self, Document};
 use super::{file_path, file_uri};
-use dygram_analysis::names::{self, Imported, Names, Target};
 use dygram_core::imports::{self, EXTENSIONS};
 use dygram_runtime::files::{Disk, canonical};
-use dygram_syntax::source::Span;
+
+pub use dygram_analysis::navigate::RenameError;
 
 /// Folders never searched for importers.
 const SKIPPED: [&str; 4] = ["target", "node_modules", ".git", ".dygram"];
@@ -36,29 +37,10 @@ pub struct Workspace<'a> {
     pub root: Option<&'a Path>,
 }
 
-/// A file's text and names.
-#[derive(Clone)]
-struct Indexed {
-    uri: Uri,
-    text: String,
-    names: Names,
-}
+/// Documents by URI: the open ones as edited, the others from the disk.
+impl Sources for Workspace<'_> {
+    type Key = Uri;
 
-/// Why a rename is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RenameError {
-    /// The cursor is not on a name.
-    #[error("there is no node or attribute name here to rename")]
-    NoName,
-    /// The new name is not a name.
-    #[error(
-        "`{0}` is not a valid name: use letters, digits and `_`, starting with a letter or `_`"
-    )]
-    Invalid(String),
-}
-
-impl Workspace<'_> {
-    /// The text of `uri`: the open document's, else the file's on disk.
     fn text(&self, uri: &Uri) -> Option<String> {
         if let Some(doc) = self.open.get(uri) {
             return Some(doc.text.clone());
@@ -66,6 +48,19 @@ impl Workspace<'_> {
         std::fs::read_to_string(file_path(uri)?).ok()
     }
 
+    fn imported(&self, from: &Uri, written: &str) -> Option<Uri> {
+        self.uri_for(&imported_file(from, written)?)
+    }
+
+    fn candidates(&self, home: &Uri) -> Vec<Uri> {
+        match file_path(home) {
+            Some(path) => self.candidates_of(&canonical(&path)),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl Workspace<'_> {
     /// The URI of the file at `path`: the one the editor opened it with, if it is open.
     fn uri_for(&self, path: &Path) -> Option<Uri> {
         let wanted = canonical(path);
@@ -73,94 +68,40 @@ impl Workspace<'_> {
             .iter()
             .find(|(_, p)| **p == wanted)
             .map(|(uri, _)| uri.clone())
-            .or_else(|| file_uri(path))
+            .or_else(|| file_uri(&wanted))
     }
 
-    fn indexed(&self, uri: &Uri) -> Option<Indexed> {
-        let text = self.text(uri)?;
-        let names = names::index(&dygram_analysis::parse_open(&text).program);
-        Some(Indexed {
-            uri: uri.clone(),
-            text,
-            names,
-        })
-    }
-
-    /// The occurrence's file and name under `position` of `uri`.
-    fn at(&self, uri: &Uri, position: Position) -> Option<(Indexed, Span, Target)> {
-        let file = self.indexed(uri)?;
-        let at = text::offset(&file.text, position);
-        let found = file.names.at(at)?;
-        let (span, target) = (found.span, found.target.clone());
-        Some((file, span, target))
+    /// The byte offset of `position` in `uri`'s text.
+    fn offset(&self, uri: &Uri, position: Position) -> Option<usize> {
+        let text = Sources::text(self, uri)?;
+        Some(text::offset(&text, position))
     }
 
     /// Where the name under `position` is declared; on an import's path, the imported file.
     pub fn definition(&self, uri: &Uri, position: Position) -> Option<Location> {
-        let file = self.indexed(uri)?;
-        let at = text::offset(&file.text, position);
-        let on_path = file
-            .names
-            .import_paths
-            .iter()
-            .find(|(span, _)| (span.start as usize) <= at && at <= (span.end as usize));
-        if let Some((_, written)) = on_path {
-            let found = imported_file(uri, written)?;
-            return Some(Location::new(self.uri_for(&found)?, Range::default()));
-        }
-        let target = file.names.at(at)?.target.clone();
-        let (home, target) = self.home(file, target)?;
-        let span = home.names.declaration(&target)?;
-        Some(location(&home, span))
-    }
-
-    /// The file that declares `target` (following imports) and the target's name there.
-    fn home(&self, file: Indexed, target: Target) -> Option<(Indexed, Target)> {
-        let mut current = (file, target);
-        // Imports may chain; a cycle is cut by the visited set.
-        let mut visited = HashSet::new();
-        while visited.insert(current.0.uri.as_str().to_string()) {
-            let node = match &current.1 {
-                Target::Node(q) | Target::Attribute { node: q, .. } => q.clone(),
-            };
-            let Some((import, rest)) = current.0.names.import_of(&node) else {
-                return Some(current);
-            };
-            let original = join(&import.original, &rest);
-            let next_target = match &current.1 {
-                Target::Node(_) => Target::Node(original),
-                Target::Attribute { name, .. } => Target::Attribute {
-                    node: original,
-                    name: name.clone(),
-                },
-            };
-            let path = imported_file(&current.0.uri, &import.path)?;
-            let next = self.indexed(&self.uri_for(&path)?)?;
-            current = (next, next_target);
-        }
-        None
+        let at = self.offset(uri, position)?;
+        Some(match navigate::definition(self, uri, at)? {
+            Definition::File(file) => Location::new(file, Range::default()),
+            Definition::Name(home, span) => location(&home, span),
+        })
     }
 
     /// Every place the name under `position` is written, in its home and in the files importing
     /// it (declarations only when `declarations`).
     pub fn references(&self, uri: &Uri, position: Position, declarations: bool) -> Vec<Location> {
-        let Some((file, _, target)) = self.at(uri, position) else {
+        let Some(at) = self.offset(uri, position) else {
             return Vec::new();
         };
-        let Some((home, target)) = self.home(file, target) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (file, spans) in self.spans_everywhere(&home, &target, declarations) {
-            let lines = text::LineIndex::new(&file.text);
-            out.extend(spans.into_iter().map(|span| {
-                Location::new(
-                    file.uri.clone(),
-                    lines.range(span.start as usize, span.end as usize),
-                )
-            }));
-        }
-        out
+        navigate::references(self, uri, at, declarations)
+            .into_iter()
+            .flat_map(|Places { file, spans }| {
+                let lines = text::LineIndex::new(&file.text);
+                spans
+                    .into_iter()
+                    .map(|span| Location::new(file.key.clone(), lines.span(span)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// The edits that rename the name under `position` to `new_name` everywhere it is written.
@@ -171,25 +112,13 @@ impl Workspace<'_> {
         position: Position,
         new_name: &str,
     ) -> Result<WorkspaceEdit, RenameError> {
-        if !is_name(new_name) {
-            return Err(RenameError::Invalid(new_name.to_string()));
-        }
-        let (file, _, target) = self.at(uri, position).ok_or(RenameError::NoName)?;
-        let spans = if alias_of(&file.names, &target).is_some() {
-            // An import's alias is this file's own name: renamed here only.
-            let own = file.names.of(&target).map(|o| o.span).collect();
-            vec![(file, own)]
-        } else {
-            let (home, target) = self.home(file, target).ok_or(RenameError::NoName)?;
-            self.spans_everywhere(&home, &target, true)
-        };
+        let at = self.offset(uri, position).ok_or(RenameError::NoName)?;
         let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
-        for (file, spans) in spans {
-            let edits = changes.entry(file.uri.clone()).or_default();
+        for Places { file, spans } in navigate::rename(self, uri, at, new_name)? {
+            let edits = changes.entry(file.key.clone()).or_default();
             let lines = text::LineIndex::new(&file.text);
             for span in spans {
-                let range = lines.range(span.start as usize, span.end as usize);
-                edits.push(TextEdit::new(range, new_name.to_string()));
+                edits.push(TextEdit::new(lines.span(span), new_name.to_string()));
             }
         }
         Ok(WorkspaceEdit::new(changes))
@@ -197,53 +126,14 @@ impl Workspace<'_> {
 
     /// The range of the name under `position`, if it can be renamed.
     pub fn prepare_rename(&self, uri: &Uri, position: Position) -> Option<Range> {
-        let (file, span, _) = self.at(uri, position)?;
-        Some(text::range(
-            &file.text,
-            span.start as usize,
-            span.end as usize,
-        ))
-    }
-
-    /// The spans naming `target` in `home` and in every file that imports it.
-    fn spans_everywhere(
-        &self,
-        home: &Indexed,
-        target: &Target,
-        declarations: bool,
-    ) -> Vec<(Indexed, Vec<Span>)> {
-        let own: Vec<Span> = home
-            .names
-            .of(target)
-            .filter(|o| declarations || !o.declaration)
-            .map(|o| o.span)
-            .collect();
-        let mut out = vec![(home.clone(), own)];
-        let Some(home_path) = file_path(&home.uri).map(|p| canonical(&p)) else {
-            return out;
-        };
-        for uri in self.candidates(&home_path) {
-            let Some(importer) = self.indexed(&uri) else {
-                continue;
-            };
-            let mut spans = Vec::new();
-            for import in &importer.names.imports {
-                let from = imported_file(&uri, &import.path).map(|p| canonical(&p));
-                if from.as_deref() == Some(home_path.as_path()) {
-                    spans.extend(in_importer(&importer.names, import, target, declarations));
-                }
-            }
-            if !spans.is_empty() {
-                spans.sort_by_key(|s| (s.start, s.end));
-                spans.dedup();
-                out.push((importer, spans));
-            }
-        }
-        out
+        let text = Sources::text(self, uri)?;
+        let lines = text::LineIndex::new(&text);
+        let span = navigate::prepare_rename(&text, lines.offset(position))?;
+        Some(lines.span(span))
     }
 
     /// The machine files that might import `home`: the open ones and those under the root.
-    fn candidates(&self, home: &Path) -> Vec<Uri> {
+    fn candidates_of(&self, home: &Path) -> Vec<Uri> {
         let mut seen: HashSet<PathBuf> = HashSet::new();
         seen.insert(home.to_path_buf());
         let mut out = Vec::new();
@@ -269,73 +159,9 @@ impl Workspace<'_> {
     }
 }
 
-/// The import whose alias is exactly `target`'s node, if any.
-fn alias_of<'n>(names: &'n Names, target: &Target) -> Option<&'n Imported> {
-    let Target::Node(q) = target else { return None };
-    names
-        .imports
-        .iter()
-        .find(|i| i.alias.is_some() && &i.local == q)
-}
-
-/// The spans of an importer that name `target` (a name of the imported file) through `import`.
-fn in_importer(names: &Names, import: &Imported, target: &Target, declarations: bool) -> Vec<Span> {
-    let node = match target {
-        Target::Node(q) | Target::Attribute { node: q, .. } => q.as_str(),
-    };
-    let original: Vec<&str> = import.original.split('.').collect();
-    let wanted: Vec<&str> = node.split('.').collect();
-    let mut out = Vec::new();
-    // The import's own name: `target` is the imported node or one of its parents.
-    if matches!(target, Target::Node(_))
-        && wanted.len() <= original.len()
-        && original[..wanted.len()] == wanted[..]
-        && let Some(span) = import.parts.get(wanted.len() - 1)
-    {
-        out.push(*span);
-    }
-    // Uses in the importer: `target` is the imported node or inside it.
-    let Some(rest) = wanted.get(original.len()..) else {
-        return out;
-    };
-    if wanted[..original.len()] != original[..] {
-        return out;
-    }
-    let local = std::iter::once(import.local.as_str())
-        .chain(rest.iter().copied())
-        .collect::<Vec<_>>()
-        .join(".");
-    let mapped = match target {
-        Target::Node(_) => Target::Node(local),
-        Target::Attribute { name, .. } => Target::Attribute {
-            node: local,
-            name: name.clone(),
-        },
-    };
-    // An aliased import keeps its local name when the imported node is renamed.
-    if import.alias.is_some() && rest.is_empty() && matches!(target, Target::Node(_)) {
-        return out;
-    }
-    out.extend(
-        names
-            .of(&mapped)
-            .filter(|o| declarations || !o.declaration)
-            .map(|o| o.span),
-    );
-    out
-}
-
-fn join(prefix: &str, rest: &str) -> String {
-    if rest.is_empty() {
-        prefix.to_string()
-    } else {
-        format!("{prefix}.{rest}")
-    }
-}
-
-fn location(file: &Indexed, span: Span) -> Location {
+fn location(file: &Indexed<Uri>, span: dygram_syntax::source::Span) -> Location {
     Location::new(
-        file.uri.clone(),
+        file.key.clone(),
         text::range(&file.text, span.start as usize, span.end as usize),
     )
 }
@@ -387,14 +213,4 @@ fn machine_files(root: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// Whether `text` can be a node's or attribute's name.
-fn is_name(text: &str) -> bool {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !matches!(text, "machine" | "import" | "from" | "as")
 }
