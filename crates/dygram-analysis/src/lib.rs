@@ -1,6 +1,7 @@
 //! What an editor asks of a DyGram document, answered on byte offsets and plain types:
 //! completion ([`complete`]), hover ([`hover`]), the outline ([`outline`]), highlighting
-//! ([`highlight`]), every name's declaration and uses ([`names`]) and formatting ([`format`]).
+//! ([`highlight`]), every name's declaration and uses ([`names`]), navigation across files
+//! ([`navigate`]), quick fixes ([`fixes`]) and formatting ([`format`]).
 //!
 //! No protocol: `dygram lsp` converts positions and results at its edge (with [`lines`], one
 //! line index per open document), and the playground calls the same functions compiled to
@@ -13,6 +14,7 @@
 //! ```
 
 pub mod complete;
+pub mod fixes;
 pub mod format;
 pub mod highlight;
 pub mod hover;

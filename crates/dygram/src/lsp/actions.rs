@@ -1,6 +1,6 @@
 //! Quick fixes (`textDocument/codeAction`): a diagnostic with a fix ([`dygram_core::diagnostic::Suggestion`],
-//! a "did you mean" name) becomes a `quickfix` action titled "Change to `X`", preferred, whose edit
-//! replaces the misspelled name.
+//! a "did you mean" name; [`dygram_analysis::fixes`]) becomes a `quickfix` action titled "Change to
+//! `X`", preferred, whose edit replaces the misspelled name.
 //!
 //! The fix travels in the diagnostic's `data` ([`Data`]): the editor sends the diagnostics at the
 //! cursor back with the request, and the actions are made from them. Each fix also carries the text
@@ -18,6 +18,7 @@ use lsp_types::{
 use serde::{Deserialize, Serialize};
 
 use super::{diagnostics, text};
+use dygram_analysis::fixes::{quick_fixes, title};
 use dygram_core::diagnostic::Suggestion;
 use dygram_core::imports;
 
@@ -85,20 +86,32 @@ pub fn actions(
         .filter_map(|d| Some((d.clone(), Data::from_diagnostic(d)?.suggestion)))
         .collect();
     if fixes.is_empty() {
-        // The editor sent none with its data (some drop `data`): the document's own diagnostics
-        // where the actions are asked for, each linked to the editor's copy when it sent one.
-        fixes = diagnostics::check(uri, path, content, files)
-            .diagnostics
+        // The editor sent none with its data (some drop `data`): the fixes of the document's own
+        // diagnostics where the actions are asked for, each linked to the editor's copy of its
+        // diagnostic when it sent one.
+        let checked = diagnostics::check(uri, path, content, files);
+        let lines = text::LineIndex::new(content);
+        let asked = lines.offset(params.range.start)..lines.offset(params.range.end);
+        fixes = quick_fixes(content, &checked.found, asked)
             .into_iter()
-            .filter(|d| overlaps(d.range, params.range))
-            .filter_map(|d| {
-                let fix = Data::from_diagnostic(&d)?.suggestion;
+            .filter_map(|fix| {
+                let d = checked.diagnostics.get(fix.diagnostic)?.clone();
                 let linked = sent
                     .iter()
                     .find(|s| s.range == d.range && s.message == d.message)
                     .cloned()
                     .unwrap_or(d);
-                Some((linked, fix))
+                let replaces = content.get(fix.replace.clone())?.to_string();
+                let range = lines.range(fix.replace.start, fix.replace.end);
+                let replacement = fix.text;
+                Some((
+                    linked,
+                    Fix {
+                        range,
+                        replaces,
+                        replacement,
+                    },
+                ))
             })
             .collect();
     }
@@ -117,7 +130,7 @@ pub fn actions(
         }
         offered.push(key);
         out.push(CodeActionOrCommand::CodeAction(CodeAction {
-            title: format!("Change to `{}`", fix.replacement),
+            title: title(&fix.replacement),
             kind: Some(CodeActionKind::QUICKFIX),
             diagnostics: Some(vec![diagnostic]),
             edit: Some(WorkspaceEdit {
@@ -143,11 +156,6 @@ fn wants_quick_fixes(only: Option<&[CodeActionKind]>) -> bool {
             k.is_empty() || k == CodeActionKind::QUICKFIX.as_str()
         })
     })
-}
-
-/// Whether two ranges share a position (touching counts: a cursor at a name's end is on it).
-fn overlaps(a: Range, b: Range) -> bool {
-    a.start <= b.end && b.start <= a.end
 }
 
 #[cfg(test)]

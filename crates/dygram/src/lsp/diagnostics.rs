@@ -19,6 +19,8 @@ pub struct Checked {
     pub diagnostics: Vec<lsp_types::Diagnostic>,
     /// The canonical paths of every file it imports, directly or not.
     pub imports: Vec<PathBuf>,
+    /// The diagnostics as the compiler gave them, one for each of `diagnostics`.
+    pub found: Vec<Diagnostic>,
 }
 
 /// The diagnostics of the document `uri` with `content` (found at `path` on disk, if it is a file
@@ -36,6 +38,7 @@ pub fn check(uri: &Uri, path: Option<&Path>, content: &str, files: &dyn imports:
             .map(|d| convert(uri, &lines, d))
             .collect(),
         imports: project.modules.iter().map(|m| m.path.clone()).collect(),
+        found: project.entry.compiled.diagnostics.clone(),
     }
 }
 
