@@ -1,5 +1,6 @@
 //! A synchronous client for the Model Context Protocol (MCP): the tools of a server, over stdio (a
-//! child process) or streamable HTTP.
+//! child process) or streamable HTTP; and the server side over stdio ([`server`]), for a program
+//! that offers tools (`dygram mcp`).
 //!
 //! ```no_run
 //! # use std::process::{Command, Stdio};
@@ -36,6 +37,7 @@ mod client;
 mod error;
 mod http;
 mod jsonrpc;
+pub mod server;
 mod stdio;
 mod tools;
 

@@ -11,6 +11,7 @@ mod input;
 mod interactive;
 mod interrupt;
 mod live;
+mod mcp;
 mod modules;
 mod serve;
 mod validate;
@@ -89,6 +90,7 @@ enum Command {
     ///   dygram man -d ~/.local/share/man/man1
     #[command(verbatim_doc_comment)]
     Man(cli_edge::ManArgs),
+    Mcp(mcp::McpArgs),
     /// Run the language server on stdin/stdout, for editors (errors and warnings as you type).
     ///
     /// Editors start it themselves: point an LSP client at the command `dygram lsp` for .dy files
@@ -112,7 +114,7 @@ impl Command {
             ),
             Self::Exec(args) => args.json_output(),
             Self::Fmt(args) => args.json_output(),
-            Self::Serve(_) => false,
+            Self::Serve(_) | Self::Mcp(_) => false,
             Self::Generate(_)
             | Self::Debug(_)
             | Self::Bundle(_)
@@ -303,6 +305,7 @@ pub fn main() -> ExitCode {
         Command::Exec(args) => exec::run(args),
         Command::Fmt(args) => fmt::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));

@@ -22,6 +22,7 @@ mod json_output;
 mod live;
 mod lsp;
 mod manage;
+mod mcp;
 mod nesting;
 mod playback;
 mod playground;

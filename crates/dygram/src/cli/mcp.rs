@@ -1,0 +1,129 @@
+//! `dygram mcp`: dygram as an MCP server on stdio, for agents that speak the Model Context
+//! Protocol: `validate` (the diagnostics of `pv --format json`) and `render` (a machine's outputs).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use dygram_core::imports::{self, Project};
+use dygram_runtime::files::Disk;
+use dygram_runtime::outputs::{self, Format};
+use dygram_syntax::source::SourceFile;
+use mcp::server::{Handler, ServerInfo, ServerTool, ToolOutcome};
+use serde_json::{Map, Value, json};
+
+use super::{CliError, Exit};
+
+/// Serve dygram's tools over MCP on stdin/stdout, for agents and editors that speak it.
+///
+/// Tools: `validate` (a machine's errors and warnings, as `dygram pv --format json` gives them)
+/// and `render` (its canonical JSON, DOT, SVG, Mermaid or .dy source, as `dygram generate`). A
+/// machine is given as `file` (relative to the folder the server runs in; its imports are read) or
+/// as `text`. Point an MCP client at the command `dygram mcp`.
+///
+/// Examples:
+///   dygram mcp                                   # started by the client, which talks on stdio
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct McpArgs {}
+
+pub fn run(_: McpArgs) -> Result<Exit, CliError> {
+    let info = ServerInfo {
+        name: "dygram".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    mcp::server::serve(&mut Tools, &info, stdin.lock(), stdout.lock())
+        .map_err(|e| CliError::new(format!("the MCP connection failed: {e}")))?;
+    Ok(Exit::Ok)
+}
+
+/// dygram's tools.
+struct Tools;
+
+/// The arguments that name a machine.
+fn machine_schema(extra: Value) -> Value {
+    let mut properties = json!({
+        "file": {"type": "string", "description": "A machine file (.dy, .dygram, .mach), relative to the server's folder; its imports are read."},
+        "text": {"type": "string", "description": "The machine's source, instead of a file."},
+    });
+    if let (Value::Object(p), Value::Object(more)) = (&mut properties, extra) {
+        p.extend(more);
+    }
+    json!({"type": "object", "properties": properties})
+}
+
+impl Handler for Tools {
+    fn tools(&self) -> Vec<ServerTool> {
+        vec![
+            ServerTool {
+                name: "validate",
+                description: "Check a DyGram machine: its errors and warnings with file, line, column and hint.",
+                input_schema: machine_schema(json!({})),
+            },
+            ServerTool {
+                name: "render",
+                description: "A DyGram machine as canonical JSON, Graphviz DOT, SVG, Mermaid or .dy source.",
+                input_schema: machine_schema(json!({
+                    "format": {"type": "string", "enum": ["json", "dot", "svg", "mermaid", "dsl"], "description": "The output (default json)."}
+                })),
+            },
+        ]
+    }
+
+    fn call(&mut self, name: &str, arguments: &Map<String, Value>) -> Option<ToolOutcome> {
+        let outcome = match name {
+            "validate" => project(arguments).map(|project| {
+                json!({"valid": !project.has_errors(), "diagnostics": project.diagnostics_json()})
+            }),
+            "render" => project(arguments).and_then(|project| render(&project, arguments)),
+            _ => return None,
+        };
+        Some(match outcome {
+            Ok(value) => ToolOutcome::Done(value),
+            Err(why) => ToolOutcome::Failed(why),
+        })
+    }
+}
+
+/// The machine the arguments name, loaded with its imports.
+fn project(arguments: &Map<String, Value>) -> Result<Project, String> {
+    match (
+        arguments.get("file").and_then(Value::as_str),
+        arguments.get("text").and_then(Value::as_str),
+    ) {
+        (Some(file), None) => {
+            let path = PathBuf::from(file);
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("cannot read {file}: {e}"))?;
+            Ok(imports::load(
+                SourceFile::new(file, text),
+                Some(&path),
+                &Disk,
+            ))
+        }
+        (None, Some(text)) => Ok(imports::load(
+            SourceFile::new("machine.dy", text),
+            Some(Path::new("machine.dy")),
+            &Disk,
+        )),
+        _ => Err("give the machine as `file` or as `text` (one of them)".into()),
+    }
+}
+
+fn render(project: &Project, arguments: &Map<String, Value>) -> Result<Value, String> {
+    let name = arguments
+        .get("format")
+        .and_then(Value::as_str)
+        .unwrap_or("json");
+    let format = Format::parse(name).map_err(|e| format!("{e}; formats: {}", Format::names()))?;
+    if project.has_errors() {
+        return Err(format!(
+            "the machine has errors: {}",
+            serde_json::to_string(&project.diagnostics_json()).unwrap_or_default()
+        ));
+    }
+    let machine = project.entry().json(Default::default());
+    let output = outputs::render(format, &machine).map_err(|e| e.to_string())?;
+    Ok(json!({"format": format.extension(), "output": output}))
+}
