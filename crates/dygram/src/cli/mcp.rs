@@ -1,5 +1,6 @@
 //! `dygram mcp`: dygram as an MCP server on stdio, for agents that speak the Model Context
-//! Protocol: `validate` (the diagnostics of `pv --format json`) and `render` (a machine's outputs).
+//! Protocol: `validate` (the diagnostics of `pv --format json`), `render` (a machine's outputs) and
+//! `execute` (one turn of an execution, as `dygram execute -i` in the server's folder takes it).
 
 use std::path::{Path, PathBuf};
 
@@ -11,14 +12,17 @@ use dygram_syntax::source::SourceFile;
 use mcp::server::{Handler, ServerInfo, ServerTool, ToolOutcome};
 use serde_json::{Map, Value, json};
 
+use super::serve::turn::{self, StepRequest};
 use super::{CliError, Exit};
 
 /// Serve dygram's tools over MCP on stdin/stdout, for agents and editors that speak it.
 ///
-/// Tools: `validate` (a machine's errors and warnings, as `dygram pv --format json` gives them)
-/// and `render` (its canonical JSON, DOT, SVG, Mermaid or .dy source, as `dygram generate`). A
-/// machine is given as `file` (relative to the folder the server runs in; its imports are read) or
-/// as `text`. Point an MCP client at the command `dygram mcp`.
+/// Tools: `validate` (a machine's errors and warnings, as `dygram pv --format json` gives them),
+/// `render` (its canonical JSON, DOT, SVG, Mermaid or .dy source, as `dygram generate`) and
+/// `execute` (one turn of an execution of a machine file, in .dygram/executions/ of the server's
+/// folder, as `dygram execute -i` run there: the same JSON report; `playback` names recordings,
+/// `answer` answers a waiting turn). A machine is given as `file` (relative to the folder the
+/// server runs in; its imports are read) or as `text`. Point an MCP client at `dygram mcp`.
 ///
 /// Examples:
 ///   dygram mcp                                   # started by the client, which talks on stdio
@@ -68,6 +72,20 @@ impl Handler for Tools {
                     "format": {"type": "string", "enum": ["json", "dot", "svg", "mermaid", "dsl"], "description": "The output (default json)."}
                 })),
             },
+            ServerTool {
+                name: "execute",
+                description: "Take one turn of an execution of a DyGram machine file (starting one, or going on with the file's most recent or the one named by id): the report of `dygram execute -i --format json`, where it stands and the turns so far.",
+                input_schema: json!({
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "description": "The machine file, relative to the server's folder."},
+                        "id": {"type": "string", "description": "The execution (default: the file's most recent, or a new one)."},
+                        "playback": {"type": "string", "description": "A folder of recorded answers, relative to the server's folder (for a new execution)."},
+                        "answer": {"type": "string", "description": "The answer to a turn that waits for one."}
+                    }
+                }),
+            },
         ]
     }
 
@@ -77,6 +95,7 @@ impl Handler for Tools {
                 json!({"valid": !project.has_errors(), "diagnostics": project.diagnostics_json()})
             }),
             "render" => project(arguments).and_then(|project| render(&project, arguments)),
+            "execute" => execute(arguments),
             _ => return None,
         };
         Some(match outcome {
@@ -126,4 +145,24 @@ fn render(project: &Project, arguments: &Map<String, Value>) -> Result<Value, St
     let machine = project.entry().json(Default::default());
     let output = outputs::render(format, &machine).map_err(|e| e.to_string())?;
     Ok(json!({"format": format.extension(), "output": output}))
+}
+
+/// One turn of the execution the arguments name, in the server's folder.
+fn execute(arguments: &Map<String, Value>) -> Result<Value, String> {
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let path = text("file").ok_or("give the machine file as `file`")?;
+    let request = StepRequest {
+        path,
+        id: text("id"),
+        playback: text("playback"),
+        answer: text("answer"),
+    };
+    let folder =
+        std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
+    turn::step(&folder, request).map_err(|e| e.to_string())
 }

@@ -44,7 +44,7 @@ fn an_mcp_client_validates_and_renders_machines() {
         .into_iter()
         .map(|t| t.name)
         .collect();
-    assert_eq!(tools, ["validate", "render"]);
+    assert_eq!(tools, ["validate", "render", "execute"]);
 
     let valid = c
         .call_tool("validate", args(json!({"file": "order.dy"})), None)
@@ -95,5 +95,47 @@ fn an_mcp_client_validates_and_renders_machines() {
         assert!(failed.is_error, "{tool} {arguments}: {:?}", failed.raw);
     }
     assert!(c.call_tool("nope", Map::new(), None).is_err());
+    c.close();
+}
+
+#[test]
+fn an_mcp_client_steps_an_execution_that_the_command_line_then_sees() {
+    let d = Dir::new();
+    super::support::copy_dir(
+        &super::support::repo_root().join("examples/dygram"),
+        d.path(),
+    );
+    let mut c = client(&d);
+    let first = c
+        .call_tool(
+            "execute",
+            args(json!({"file": "review.dy", "playback": "recordings/review"})),
+            None,
+        )
+        .unwrap();
+    assert!(!first.is_error, "{:?}", first.raw);
+    let report = &first.raw["structuredContent"]["report"];
+    let id = report["id"].as_str().unwrap().to_string();
+    let second = c
+        .call_tool(
+            "execute",
+            args(json!({"file": "review.dy", "id": id})),
+            None,
+        )
+        .unwrap();
+    let report = second.raw["structuredContent"]["report"].clone();
+    assert_eq!(report["id"], id.as_str(), "{report}");
+    let status = d
+        .run(&["exec", "status", &id, "--format", "json"])
+        .json_line();
+    assert_eq!(status["turns"], report["turns"], "{status}");
+    assert_eq!(status["currentNodes"], report["currentNodes"], "{status}");
+    // Outside the folder, or no file: refused as results.
+    for arguments in [json!({"file": "../x.dy"}), json!({})] {
+        let refused = c
+            .call_tool("execute", args(arguments.clone()), None)
+            .unwrap();
+        assert!(refused.is_error, "{arguments}: {:?}", refused.raw);
+    }
     c.close();
 }

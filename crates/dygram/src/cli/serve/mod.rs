@@ -3,8 +3,8 @@
 //! reads and writes the folder's machine files and takes turns of their executions, in the same
 //! `.dygram/executions/` as `dygram execute -i` run in that folder.
 
-mod files;
-mod turn;
+pub(super) mod files;
+pub(super) mod turn;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
