@@ -196,6 +196,13 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// took the run over.
     fn renew(&self, lease: &mut Lease) -> StoreResult<()>;
 
+    /// How often a holder renews its lease: three times in the lease time (every ten seconds for a
+    /// lease without one, where a renewal only checks that the lease is still held).
+    fn renew_every(&self) -> Duration {
+        self.lease_time()
+            .map_or(Duration::from_secs(10), |time| time / 3)
+    }
+
     /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
     fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()>;
 

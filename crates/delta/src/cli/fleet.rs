@@ -354,7 +354,7 @@ pub fn continue_in_store(
     let store = fleet::open(&cont.url).map_err(fleet_error)?;
     let settings = Settings {
         dir: absolute(&cont.dir)?,
-        renew: fleet::renew_period(&*store),
+        renew: store.renew_every(),
         shutdown: Arc::new(AtomicBool::new(false)),
     };
     let ask = Ask::Continue {

@@ -185,14 +185,6 @@ pub fn open_with_lease(
     Err(FleetError::BadUrl(url.to_string()))
 }
 
-/// How often a lease of `store` is renewed: three times in its lease time (every ten seconds for
-/// a lease without one, which renewal only checks).
-pub fn renew_period(store: &dyn RunStore) -> Duration {
-    store
-        .lease_time()
-        .map_or(Duration::from_secs(10), |time| time / 3)
-}
-
 #[cfg(feature = "postgres")]
 fn postgres(url: &str, lease: Option<Duration>) -> Result<Arc<dyn RunStore>, FleetError> {
     let store = store_pg::PgStore::connect(url, NAMESPACE)?;

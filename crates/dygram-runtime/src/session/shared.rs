@@ -217,10 +217,7 @@ impl SharedStore {
     /// writes its documents into a private folder.
     pub fn checkout(&self, id: &str) -> Result<Checkout, SharedError> {
         let lease = self.lease_of(id)?;
-        let renew_every = self
-            .store
-            .lease_time()
-            .map_or(Duration::from_secs(10), |time| time / 3);
+        let renew_every = self.store.renew_every();
         Checkout::take(
             Arc::clone(&self.store),
             lease,

@@ -45,6 +45,38 @@ pub fn run(_: McpArgs) -> Result<Exit, CliError> {
 /// dygram's tools.
 struct Tools;
 
+/// Why a tool call failed: told to the caller as a result with `isError`.
+#[derive(Debug, thiserror::Error)]
+enum ToolError {
+    /// Neither `file` nor `text`, or both.
+    #[error("give the machine as `file` or as `text` (one of them)")]
+    NoMachine,
+    /// `execute` without its file.
+    #[error("give the machine file as `file`")]
+    NoFile,
+    /// The machine file could not be read.
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    /// An unknown output format.
+    #[error("{0}; formats: {names}", names = Format::names())]
+    Format(#[from] outputs::FormatError),
+    /// The machine has errors: its diagnostics, as `validate` gives them.
+    #[error("the machine has errors: {0}")]
+    Invalid(Value),
+    /// The output could not be made (Graphviz missing, for SVG).
+    #[error(transparent)]
+    Render(#[from] outputs::RenderError),
+    /// The turn was not taken.
+    #[error(transparent)]
+    Turn(#[from] turn::TurnError),
+    /// The server's folder is unknown.
+    #[error("cannot read the current folder: {0}")]
+    Folder(std::io::Error),
+}
+
 /// The arguments that name a machine.
 fn machine_schema(extra: Value) -> Value {
     let mut properties = json!({
@@ -100,21 +132,23 @@ impl Handler for Tools {
         };
         Some(match outcome {
             Ok(value) => ToolOutcome::Done(value),
-            Err(why) => ToolOutcome::Failed(why),
+            Err(why) => ToolOutcome::Failed(why.to_string()),
         })
     }
 }
 
 /// The machine the arguments name, loaded with its imports.
-fn project(arguments: &Map<String, Value>) -> Result<Project, String> {
+fn project(arguments: &Map<String, Value>) -> Result<Project, ToolError> {
     match (
         arguments.get("file").and_then(Value::as_str),
         arguments.get("text").and_then(Value::as_str),
     ) {
         (Some(file), None) => {
             let path = PathBuf::from(file);
-            let text =
-                std::fs::read_to_string(&path).map_err(|e| format!("cannot read {file}: {e}"))?;
+            let text = std::fs::read_to_string(&path).map_err(|source| ToolError::Read {
+                file: file.to_string(),
+                source,
+            })?;
             Ok(imports::load(
                 SourceFile::new(file, text),
                 Some(&path),
@@ -126,43 +160,39 @@ fn project(arguments: &Map<String, Value>) -> Result<Project, String> {
             Some(Path::new("machine.dy")),
             &Disk,
         )),
-        _ => Err("give the machine as `file` or as `text` (one of them)".into()),
+        _ => Err(ToolError::NoMachine),
     }
 }
 
-fn render(project: &Project, arguments: &Map<String, Value>) -> Result<Value, String> {
+fn render(project: &Project, arguments: &Map<String, Value>) -> Result<Value, ToolError> {
     let name = arguments
         .get("format")
         .and_then(Value::as_str)
         .unwrap_or("json");
-    let format = Format::parse(name).map_err(|e| format!("{e}; formats: {}", Format::names()))?;
+    let format = Format::parse(name)?;
     if project.has_errors() {
-        return Err(format!(
-            "the machine has errors: {}",
-            serde_json::to_string(&project.diagnostics_json()).unwrap_or_default()
-        ));
+        return Err(ToolError::Invalid(json!(project.diagnostics_json())));
     }
     let machine = project.entry().json(Default::default());
-    let output = outputs::render(format, &machine).map_err(|e| e.to_string())?;
+    let output = outputs::render(format, &machine)?;
     Ok(json!({"format": format.extension(), "output": output}))
 }
 
 /// One turn of the execution the arguments name, in the server's folder.
-fn execute(arguments: &Map<String, Value>) -> Result<Value, String> {
+fn execute(arguments: &Map<String, Value>) -> Result<Value, ToolError> {
     let text = |key: &str| {
         arguments
             .get(key)
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    let path = text("file").ok_or("give the machine file as `file`")?;
+    let path = text("file").ok_or(ToolError::NoFile)?;
     let request = StepRequest {
         path,
         id: text("id"),
         playback: text("playback"),
         answer: text("answer"),
     };
-    let folder =
-        std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
-    turn::step(&folder, request).map_err(|e| e.to_string())
+    let folder = std::env::current_dir().map_err(ToolError::Folder)?;
+    Ok(turn::step(&folder, request)?)
 }

@@ -14,17 +14,10 @@ use lsp_types::{Location, Position, Range, TextEdit, Uri, WorkspaceEdit};
 
 use super::text::{self, Document};
 use super::{file_path, file_uri};
-use dygram_core::imports::{self, EXTENSIONS};
+use dygram_core::imports;
 use dygram_runtime::files::{Disk, canonical};
 
 pub use dygram_analysis::navigate::RenameError;
-
-/// Folders never searched for importers.
-const SKIPPED: [&str; 4] = ["target", "node_modules", ".git", ".dygram"];
-/// At most this many files are read when looking for importers.
-const MAX_FILES: usize = 5_000;
-/// At most this many folder entries are looked at (a workspace that is a whole home folder).
-const MAX_ENTRIES: usize = 100_000;
 
 /// The documents the editor has open and the folder it works in.
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +140,7 @@ impl Workspace<'_> {
             .map(Path::to_path_buf)
             .or_else(|| home.parent().map(Path::to_path_buf));
         if let Some(root) = root {
-            for path in machine_files(&root) {
+            for path in dygram_runtime::files::machine_files(&root) {
                 if seen.insert(canonical(&path))
                     && let Some(uri) = file_uri(&path)
                 {
@@ -174,43 +167,4 @@ fn imported_file(uri: &Uri, written: &str) -> Option<PathBuf> {
     }
     let base = file_path(uri)?.parent()?.to_path_buf();
     imports::find_file(&Disk, &base, written)
-}
-
-/// The machine files under `root` (hidden and build folders skipped), at most [`MAX_FILES`]
-/// among the first [`MAX_ENTRIES`] entries.
-fn machine_files(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut folders = vec![root.to_path_buf()];
-    let mut looked = 0;
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            looked += 1;
-            if looked > MAX_ENTRIES {
-                return out;
-            }
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                if !name.starts_with('.') && !SKIPPED.contains(&name.as_str()) {
-                    folders.push(path);
-                }
-            } else if path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| EXTENSIONS.contains(&e))
-            {
-                out.push(path);
-                if out.len() >= MAX_FILES {
-                    return out;
-                }
-            }
-        }
-    }
-    out
 }

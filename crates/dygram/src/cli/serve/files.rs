@@ -5,10 +5,6 @@ use std::path::{Component, Path, PathBuf};
 
 /// Extensions of machine files.
 const MACHINES: [&str; 3] = ["dy", "dygram", "mach"];
-/// At most this many files are listed.
-const MOST: usize = 5000;
-/// Folders not looked into.
-const SKIPPED: [&str; 3] = ["target", "node_modules", "generated"];
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
@@ -65,39 +61,18 @@ pub fn machine(root: &Path, relative: &str) -> Result<PathBuf, PathError> {
 
 /// The machine files under `root`, relative to it with `/` between names, sorted.
 pub fn list(root: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut folders = vec![root.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            continue;
-        };
-        for entry in entries.filter_map(Result::ok) {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || SKIPPED.contains(&name.as_str()) {
-                continue;
-            }
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => folders.push(path),
-                Ok(t) if t.is_file() => {
-                    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-                    if MACHINES.contains(&ext)
-                        && let Ok(rel) = path.strip_prefix(root)
-                    {
-                        let parts: Vec<String> = rel
-                            .components()
-                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                            .collect();
-                        found.push(parts.join("/"));
-                    }
-                }
-                _ => {}
-            }
-            if found.len() >= MOST {
-                break;
-            }
-        }
-    }
+    let mut found: Vec<String> = dygram_runtime::files::machine_files(root)
+        .iter()
+        .filter_map(|path| {
+            let parts: Vec<String> = path
+                .strip_prefix(root)
+                .ok()?
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            Some(parts.join("/"))
+        })
+        .collect();
     found.sort();
     found
 }

@@ -100,7 +100,6 @@ pub fn step(root: &Path, request: StepRequest) -> Result<Value, TurnError> {
         None => ManualInput::none(),
     };
     let mut host = PageHost {
-        root: root.to_path_buf(),
         file,
         text,
         errors: Vec::new(),
@@ -159,7 +158,6 @@ fn call_error<E: std::fmt::Display>(e: CallError<E>) -> TurnError {
 /// or from the page (no API key is read for the page: a machine that needs a model uses
 /// recordings or waits for a manual answer).
 struct PageHost {
-    root: PathBuf,
     file: PathBuf,
     text: String,
     errors: Vec<String>,
@@ -194,7 +192,6 @@ impl Host for PageHost {
         (queue_dir, queue_timeout): (&Path, Duration),
         id: &str,
     ) -> Result<Option<llm::Connection>, TurnError> {
-        let _ = &self.root;
         dygram_runtime::connect::for_execution(config, queue_dir, queue_timeout, id, None)
             .map_err(|e| TurnError::Call(e.to_string()))
     }
