@@ -1,6 +1,6 @@
 //! A synchronous client for the Model Context Protocol (MCP): the tools of a server, over stdio (a
-//! child process) or streamable HTTP; and the server side over stdio ([`server`]), for a program
-//! that offers tools (`dygram mcp`).
+//! child process) or streamable HTTP; and the server side over stdio and streamable HTTP
+//! ([`server`]), for a program that offers tools (`dygram mcp`, `delta mcp`).
 //!
 //! ```no_run
 //! # use std::process::{Command, Stdio};

@@ -233,6 +233,8 @@ pub struct McpServers {
     pub everything: PathBuf,
     /// The Python of the virtual environment that holds the official `mcp` SDK.
     pub python: PathBuf,
+    /// The MCP Inspector's command (`@modelcontextprotocol/inspector`; `--cli` for its CLI).
+    pub inspector: PathBuf,
 }
 
 /// The MCP servers in `$MCP_SERVERS_DIR`, or in `target/mcp-servers` of the checkout, with `node` on
@@ -250,8 +252,13 @@ pub fn mcp_servers() -> Option<McpServers> {
     let servers = McpServers {
         everything: dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
         python: dir.join("venv/bin/python"),
+        inspector: dir.join("node_modules/.bin/mcp-inspector"),
     };
-    if servers.everything.is_file() && servers.python.is_file() && runs("node", "--version") {
+    if servers.everything.is_file()
+        && servers.python.is_file()
+        && servers.inspector.is_file()
+        && runs("node", "--version")
+    {
         return Some(servers);
     }
     skip(

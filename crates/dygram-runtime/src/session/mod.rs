@@ -55,7 +55,7 @@ pub use commit::{Commit, Committed, Found, Opened, Restart};
 pub use create::NewId;
 pub use history::ToolCallRecord;
 pub use manual::{GRACE, ManualInput, Unread};
-pub use progress::Progress;
+pub use progress::{Progress, status_json, summary_json};
 pub use record::{ExecutionRecorder, RecordPosition};
 pub use select::OfMachine;
 

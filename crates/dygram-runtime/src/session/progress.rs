@@ -3,8 +3,9 @@
 //! Other executions, and those that have ended, have no known total.
 
 use serde::Serialize;
+use serde_json::{Value, json};
 
-use super::{Executions, Metadata};
+use super::{Executions, Metadata, SetAside, Summary};
 
 /// Turns so far, of a known total.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,5 +39,49 @@ impl Executions {
             turns: meta.turn_count,
             total: meta.turn_count + left,
         })
+    }
+}
+
+/// Where an execution stands: the object `dygram exec status --format json` prints, and `exec
+/// list` one of per execution. `progress` where the total is known ([`Executions::progress`]).
+pub fn status_json(
+    id: &str,
+    m: &Metadata,
+    nodes: &[String],
+    set_aside: Option<SetAside>,
+    progress: Option<Progress>,
+) -> Value {
+    json!({
+        "setAside": set_aside,
+        "id": id,
+        "machine": m.machine_file.clone().unwrap_or_else(|| "(stdin)".into()),
+        "status": m.status,
+        "currentNodes": nodes,
+        "turns": m.turn_count,
+        "steps": m.step_count,
+        "startedAt": m.started_at,
+        "lastExecutedAt": m.last_executed_at,
+        "mode": m.mode,
+        "client": m.client_config,
+        "waitingForAnswer": m.pending_request.is_some(),
+        "progress": progress,
+    })
+}
+
+/// [`status_json`] of one listed execution (`status` null where its metadata is unreadable).
+pub fn summary_json(s: &Summary, progress: Option<Progress>) -> Value {
+    match &s.metadata {
+        Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside, progress),
+        None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
+    }
+}
+
+impl Executions {
+    /// [`status_json`] of execution `id` (read from its files).
+    pub fn status_json(&self, id: &str) -> Result<Value, super::SessionError> {
+        let m = self.metadata(id)?;
+        let nodes = self.current_nodes(id);
+        let progress = self.progress(&m);
+        Ok(status_json(id, &m, &nodes, None, progress))
     }
 }

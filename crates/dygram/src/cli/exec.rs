@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use dygram_runtime::session::result::result_json;
 use dygram_runtime::session::shared::{SharedError, View};
 use dygram_runtime::session::{
-    Cleaned, Cleaning, Executions, Metadata, Progress, SessionError, SetAside, Summary,
+    Cleaned, Cleaning, Executions, Metadata, Progress, SessionError, Summary, summary_json,
 };
 use dygram_runtime::state::ExecutionState;
 
@@ -186,30 +186,6 @@ fn ago(rfc3339: &str) -> String {
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
 }
 
-fn status_json(
-    id: &str,
-    m: &Metadata,
-    nodes: &[String],
-    set_aside: Option<SetAside>,
-    progress: Option<Progress>,
-) -> Value {
-    json!({
-        "setAside": set_aside,
-        "id": id,
-        "machine": m.machine_file.clone().unwrap_or_else(|| "(stdin)".into()),
-        "status": m.status,
-        "currentNodes": nodes,
-        "turns": m.turn_count,
-        "steps": m.step_count,
-        "startedAt": m.started_at,
-        "lastExecutedAt": m.last_executed_at,
-        "mode": m.mode,
-        "client": m.client_config,
-        "waitingForAnswer": m.pending_request.is_some(),
-        "progress": progress,
-    })
-}
-
 /// Where `exec status|show` read an execution: this folder's executions, or a copy of one
 /// shared through a store.
 enum Source {
@@ -270,15 +246,13 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
         } => {
             let (source, id) = source(store.as_deref(), id.as_deref())?;
             let executions = source.executions();
-            let m = executions.metadata(&id).map_err(error)?;
-            let nodes = executions.current_nodes(&id);
-            let progress = executions.progress(&m);
             if format.is_json() {
-                print_out(&format!(
-                    "{}\n",
-                    status_json(&id, &m, &nodes, None, progress)
-                ));
+                let status = executions.status_json(&id).map_err(error)?;
+                print_out(&format!("{status}\n"));
             } else {
+                let m = executions.metadata(&id).map_err(error)?;
+                let nodes = executions.current_nodes(&id);
+                let progress = executions.progress(&m);
                 print_text(&status_text(&id, &m, &nodes, progress));
             }
             Ok(Exit::Ok)
@@ -355,10 +329,7 @@ fn list(all: &[Summary], json: bool, progress: impl Fn(&Metadata) -> Option<Prog
     if json {
         let rows: Vec<Value> = all
             .iter()
-            .map(|s| match &s.metadata {
-                Some(m) => status_json(&s.id, m, &s.current_nodes, s.set_aside, progress(m)),
-                None => json!({"id": s.id, "setAside": s.set_aside, "status": null}),
-            })
+            .map(|s| summary_json(s, s.metadata.as_ref().and_then(&progress)))
             .collect();
         return format!("{}\n", Value::Array(rows));
     }

@@ -1,49 +1,86 @@
-//! `dygram mcp`: dygram as an MCP server on stdio, for agents that speak the Model Context
-//! Protocol: `validate` (the diagnostics of `pv --format json`), `render` (a machine's outputs) and
-//! `execute` (one turn of an execution, as `dygram execute -i` in the server's folder takes it).
+//! `dygram mcp`: dygram as an MCP server (stdio or streamable HTTP), for agents that speak the
+//! Model Context Protocol: `validate` (the diagnostics of `pv --format json`), `render` (a
+//! machine's outputs), `execute` and `answer` (one turn of an execution, as `dygram execute -i` in
+//! the server's folder takes it), and `status`, `list`, `show` (as `dygram exec`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use dygram_core::imports::{self, Project};
 use dygram_runtime::files::Disk;
 use dygram_runtime::outputs::{self, Format};
 use dygram_syntax::source::SourceFile;
-use mcp::server::{Handler, ServerInfo, ServerTool, ToolOutcome};
+use mcp::server::{Call, Handler, HttpOptions, ServerInfo, ServerTool, ToolOutcome};
 use serde_json::{Map, Value, json};
 
+use dygram_runtime::session::result::result_json;
+use dygram_runtime::session::{Executions, SessionError, summary_json};
+
+use super::serve::files;
 use super::serve::turn::{self, StepRequest};
 use super::{CliError, Exit};
 
-/// Serve dygram's tools over MCP on stdin/stdout, for agents and editors that speak it.
+/// Serve dygram's tools over MCP, for agents and editors that speak the Model Context Protocol.
+///
+/// On stdin/stdout by default (the client starts `dygram mcp`); with --http ADDR on streamable HTTP
+/// at http://ADDR/mcp (for clients that connect to a URL; loopback only unless you say otherwise).
 ///
 /// Tools: `validate` (a machine's errors and warnings, as `dygram pv --format json` gives them),
-/// `render` (its canonical JSON, DOT, SVG, Mermaid or .dy source, as `dygram generate`) and
+/// `render` (its canonical JSON, DOT, SVG, Mermaid or .dy source, as `dygram generate`),
 /// `execute` (one turn of an execution of a machine file, in .dygram/executions/ of the server's
-/// folder, as `dygram execute -i` run there: the same JSON report; `playback` names recordings,
-/// `answer` answers a waiting turn). A machine is given as `file` (relative to the folder the
-/// server runs in; its imports are read) or as `text`. Point an MCP client at `dygram mcp`.
+/// folder, as `dygram execute -i` run there: the same JSON report; `playback` names recordings),
+/// `answer` (the answer to a turn that waits for one, and the turn it lets go on), and `status`,
+/// `list`, `show` (as `dygram exec status|list|show --format json`). A machine is given as `file`
+/// (relative to the folder the server runs in; its imports are read) or as `text`. The server's
+/// executions are the command line's: `dygram exec list` in that folder shows them.
 ///
 /// Examples:
 ///   dygram mcp                                   # started by the client, which talks on stdio
+///   dygram mcp --http 127.0.0.1:8808             # a client connects to http://127.0.0.1:8808/mcp
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// Serve streamable HTTP on ADDR (host:port) at the path /mcp instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+}
 
-pub fn run(_: McpArgs) -> Result<Exit, CliError> {
+pub fn run(args: McpArgs) -> Result<Exit, CliError> {
     let info = ServerInfo {
         name: "dygram".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    mcp::server::serve(&mut Tools, &info, stdin.lock(), stdout.lock())
-        .map_err(|e| CliError::new(format!("the MCP connection failed: {e}")))?;
+    let root = std::env::current_dir()
+        .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
+    let tools = Tools { root };
+    match args.http {
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind(&addr).map_err(|e| {
+                CliError::new(format!("cannot listen on {addr}: {e}")).hint(
+                    "give a free host:port (port 0 picks one; the endpoint is printed on stderr)",
+                )
+            })?;
+            if let Ok(local) = listener.local_addr() {
+                super::eprint_line(&format!("MCP endpoint: http://{local}/mcp"));
+            }
+            let options = HttpOptions {
+                path: "/mcp".into(),
+            };
+            // A turn survives being stopped at any point: a signal ends the server as it comes.
+            let never = std::sync::atomic::AtomicBool::new(false);
+            mcp::server::serve_http(&tools, &info, listener, &options, &never)
+                .map_err(|e| CliError::new(format!("the MCP endpoint failed: {e}")))?;
+        }
+        None => mcp::server::serve(&tools, &info, std::io::stdin().lock(), std::io::stdout())
+            .map_err(|e| CliError::new(format!("the MCP connection failed: {e}")))?,
+    }
     Ok(Exit::Ok)
 }
 
-/// dygram's tools.
-struct Tools;
+/// dygram's tools, on the files of one folder.
+struct Tools {
+    root: PathBuf,
+}
 
 /// Why a tool call failed: told to the caller as a result with `isError`.
 #[derive(Debug, thiserror::Error)]
@@ -51,9 +88,12 @@ enum ToolError {
     /// Neither `file` nor `text`, or both.
     #[error("give the machine as `file` or as `text` (one of them)")]
     NoMachine,
-    /// `execute` without its file.
-    #[error("give the machine file as `file`")]
-    NoFile,
+    /// A required argument is missing.
+    #[error("give `{0}`")]
+    Missing(&'static str),
+    /// A path outside the server's folder.
+    #[error(transparent)]
+    Path(#[from] files::PathError),
     /// The machine file could not be read.
     #[error("cannot read {file}: {source}")]
     Read {
@@ -72,9 +112,9 @@ enum ToolError {
     /// The turn was not taken.
     #[error(transparent)]
     Turn(#[from] turn::TurnError),
-    /// The server's folder is unknown.
-    #[error("cannot read the current folder: {0}")]
-    Folder(std::io::Error),
+    /// The execution could not be read.
+    #[error("{0}")]
+    Execution(#[from] SessionError),
 }
 
 /// The arguments that name a machine.
@@ -87,6 +127,16 @@ fn machine_schema(extra: Value) -> Value {
         p.extend(more);
     }
     json!({"type": "object", "properties": properties})
+}
+
+/// The arguments that name an execution (default: the most recent).
+fn execution_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "The execution (default: the most recent one)."}
+        }
+    })
 }
 
 impl Handler for Tools {
@@ -106,28 +156,63 @@ impl Handler for Tools {
             },
             ServerTool {
                 name: "execute",
-                description: "Take one turn of an execution of a DyGram machine file (starting one, or going on with the file's most recent or the one named by id): the report of `dygram execute -i --format json`, where it stands and the turns so far.",
+                description: "Take one turn of an execution of a DyGram machine file (starting one, or going on with the file's most recent or the one named by id): the report of `dygram execute -i --format json`, where it stands and the turns so far. Call it again until the status is completed; a report whose status is waiting needs the answer tool.",
                 input_schema: json!({
                     "type": "object",
                     "required": ["file"],
                     "properties": {
                         "file": {"type": "string", "description": "The machine file, relative to the server's folder."},
                         "id": {"type": "string", "description": "The execution (default: the file's most recent, or a new one)."},
-                        "playback": {"type": "string", "description": "A folder of recorded answers, relative to the server's folder (for a new execution)."},
-                        "answer": {"type": "string", "description": "The answer to a turn that waits for one."}
+                        "playback": {"type": "string", "description": "A folder of recorded answers, relative to the server's folder (for a new execution)."}
                     }
                 }),
+            },
+            ServerTool {
+                name: "answer",
+                description: "Answer the question of an execution that waits for one (its report said waiting), and take the turn the answer lets go on: the same report as execute.",
+                input_schema: json!({
+                    "type": "object",
+                    "required": ["file", "text"],
+                    "properties": {
+                        "file": {"type": "string", "description": "The machine file, relative to the server's folder."},
+                        "id": {"type": "string", "description": "The execution (default: the file's most recent)."},
+                        "text": {"type": "string", "description": "The answer."}
+                    }
+                }),
+            },
+            ServerTool {
+                name: "status",
+                description: "Where an execution stands (as `dygram exec status --format json`): status, current nodes, turns, whether it waits for an answer.",
+                input_schema: execution_schema(),
+            },
+            ServerTool {
+                name: "list",
+                description: "The executions of the server's folder (as `dygram exec list --format json`).",
+                input_schema: json!({"type": "object", "properties": {}}),
+            },
+            ServerTool {
+                name: "show",
+                description: "An execution's snapshot without advancing it (as `dygram exec show --format json`): its context, paths and result so far.",
+                input_schema: execution_schema(),
             },
         ]
     }
 
-    fn call(&mut self, name: &str, arguments: &Map<String, Value>) -> Option<ToolOutcome> {
+    fn call(&self, name: &str, arguments: &Map<String, Value>, _: &Call) -> Option<ToolOutcome> {
         let outcome = match name {
-            "validate" => project(arguments).map(|project| {
+            "validate" => self.project(arguments).map(|project| {
                 json!({"valid": !project.has_errors(), "diagnostics": project.diagnostics_json()})
             }),
-            "render" => project(arguments).and_then(|project| render(&project, arguments)),
-            "execute" => execute(arguments),
+            "render" => self
+                .project(arguments)
+                .and_then(|project| render(&project, arguments)),
+            "execute" => self.step(arguments, None),
+            "answer" => text(arguments, "text")
+                .ok_or(ToolError::Missing("text"))
+                .and_then(|answer| self.step(arguments, Some(answer))),
+            "status" => self.status(arguments),
+            "list" => Ok(self.list()),
+            "show" => self.show(arguments),
             _ => return None,
         };
         Some(match outcome {
@@ -137,30 +222,82 @@ impl Handler for Tools {
     }
 }
 
-/// The machine the arguments name, loaded with its imports.
-fn project(arguments: &Map<String, Value>) -> Result<Project, ToolError> {
-    match (
-        arguments.get("file").and_then(Value::as_str),
-        arguments.get("text").and_then(Value::as_str),
-    ) {
-        (Some(file), None) => {
-            let path = PathBuf::from(file);
-            let text = std::fs::read_to_string(&path).map_err(|source| ToolError::Read {
-                file: file.to_string(),
-                source,
-            })?;
-            Ok(imports::load(
-                SourceFile::new(file, text),
-                Some(&path),
+/// A string argument.
+fn text(arguments: &Map<String, Value>, key: &str) -> Option<String> {
+    arguments
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+impl Tools {
+    /// The machine the arguments name, loaded with its imports.
+    fn project(&self, arguments: &Map<String, Value>) -> Result<Project, ToolError> {
+        match (text(arguments, "file"), text(arguments, "text")) {
+            (Some(file), None) => {
+                let path = files::inside(&self.root, &file)?;
+                let source = std::fs::read_to_string(&path).map_err(|source| ToolError::Read {
+                    file: file.clone(),
+                    source,
+                })?;
+                Ok(imports::load(
+                    SourceFile::new(file, source),
+                    Some(&path),
+                    &Disk,
+                ))
+            }
+            (None, Some(source)) => Ok(imports::load(
+                SourceFile::new("machine.dy", source),
+                Some(&self.root.join("machine.dy")),
                 &Disk,
-            ))
+            )),
+            _ => Err(ToolError::NoMachine),
         }
-        (None, Some(text)) => Ok(imports::load(
-            SourceFile::new("machine.dy", text),
-            Some(Path::new("machine.dy")),
-            &Disk,
-        )),
-        _ => Err(ToolError::NoMachine),
+    }
+
+    /// One turn of the execution the arguments name, in the server's folder.
+    fn step(
+        &self,
+        arguments: &Map<String, Value>,
+        answer: Option<String>,
+    ) -> Result<Value, ToolError> {
+        let request = StepRequest {
+            path: text(arguments, "file").ok_or(ToolError::Missing("file"))?,
+            id: text(arguments, "id"),
+            playback: text(arguments, "playback"),
+            answer,
+        };
+        Ok(turn::step(&self.root, request)?)
+    }
+
+    fn executions(&self) -> Executions {
+        Executions::under(&self.root)
+    }
+
+    fn status(&self, arguments: &Map<String, Value>) -> Result<Value, ToolError> {
+        let executions = self.executions();
+        let id = executions.resolve(text(arguments, "id").as_deref())?;
+        Ok(executions.status_json(&id)?)
+    }
+
+    fn list(&self) -> Value {
+        let executions = self.executions();
+        let rows: Vec<Value> = executions
+            .list()
+            .iter()
+            .map(|s| summary_json(s, s.metadata.as_ref().and_then(|m| executions.progress(m))))
+            .collect();
+        json!({"executions": rows})
+    }
+
+    fn show(&self, arguments: &Map<String, Value>) -> Result<Value, ToolError> {
+        let executions = self.executions();
+        let id = executions.resolve(text(arguments, "id").as_deref())?;
+        let (state, meta) = executions.view(&id)?;
+        let mut shown = result_json(&state);
+        shown["id"] = json!(id);
+        shown["turns"] = json!(meta.turn_count);
+        Ok(shown)
     }
 }
 
@@ -176,23 +313,4 @@ fn render(project: &Project, arguments: &Map<String, Value>) -> Result<Value, To
     let machine = project.entry().json(Default::default());
     let output = outputs::render(format, &machine)?;
     Ok(json!({"format": format.extension(), "output": output}))
-}
-
-/// One turn of the execution the arguments name, in the server's folder.
-fn execute(arguments: &Map<String, Value>) -> Result<Value, ToolError> {
-    let text = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let path = text("file").ok_or(ToolError::NoFile)?;
-    let request = StepRequest {
-        path,
-        id: text("id"),
-        playback: text("playback"),
-        answer: text("answer"),
-    };
-    let folder = std::env::current_dir().map_err(ToolError::Folder)?;
-    Ok(turn::step(&folder, request)?)
 }

@@ -23,6 +23,7 @@ mod live;
 mod lsp;
 mod manage;
 mod mcp;
+mod mcp_clients;
 mod nesting;
 mod playback;
 mod playground;

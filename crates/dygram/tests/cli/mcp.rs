@@ -1,5 +1,6 @@
-//! `dygram mcp`: dygram's tools over MCP on stdio, driven by the workspace's MCP client (the one
-//! delta uses for its agents' servers) against the real binary.
+//! `dygram mcp`: dygram's tools over MCP on stdio and streamable HTTP, driven by the workspace's MCP
+//! client (the one delta uses for its agents' servers) against the real binary. The official
+//! clients (the Python SDK, the Inspector's CLI) drive it in `mcp_clients.rs`.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -28,6 +29,25 @@ fn client(d: &Dir) -> mcp::Client {
     mcp::Client::stdio(child, options).unwrap()
 }
 
+/// `dygram mcp --http` on a free port in `d`: the process and the endpoint's URL.
+pub fn http_server(d: &Dir) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut server = Command::new(bin())
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .current_dir(d.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().strip_prefix("MCP endpoint: ").unwrap();
+    (server, url.to_string())
+}
+
 fn args(value: Value) -> Map<String, Value> {
     value.as_object().unwrap().clone()
 }
@@ -44,7 +64,12 @@ fn an_mcp_client_validates_and_renders_machines() {
         .into_iter()
         .map(|t| t.name)
         .collect();
-    assert_eq!(tools, ["validate", "render", "execute"]);
+    assert_eq!(
+        tools,
+        [
+            "validate", "render", "execute", "answer", "status", "list", "show"
+        ]
+    );
 
     let valid = c
         .call_tool("validate", args(json!({"file": "order.dy"})), None)
@@ -138,4 +163,89 @@ fn an_mcp_client_steps_an_execution_that_the_command_line_then_sees() {
         assert!(refused.is_error, "{arguments}: {:?}", refused.raw);
     }
     c.close();
+}
+
+/// A call that must succeed: its structured content.
+fn done(c: &mut mcp::Client, tool: &str, arguments: Value) -> Value {
+    let result = c.call_tool(tool, args(arguments.clone()), None).unwrap();
+    assert!(!result.is_error, "{tool} {arguments}: {:?}", result.raw);
+    result.raw["structuredContent"].clone()
+}
+
+#[test]
+fn an_mcp_client_answers_a_waiting_turn_and_reads_status_list_and_show_as_exec_prints_them() {
+    let d = Dir::new();
+    super::support::copy_dir(
+        &super::support::repo_root().join("examples/dygram"),
+        d.path(),
+    );
+    let mut c = client(&d);
+    // No recordings and no key: the turn that needs a model waits for an answer.
+    let mut report = done(&mut c, "execute", json!({"file": "review.dy"}))["report"].clone();
+    let id = report["id"].as_str().unwrap().to_string();
+    for _ in 0..3 {
+        if report["status"] == "waiting" {
+            break;
+        }
+        report = done(&mut c, "execute", json!({"file": "review.dy", "id": id}))["report"].clone();
+    }
+    assert_eq!(report["status"], "waiting", "{report}");
+    let status = done(&mut c, "status", json!({"id": id}));
+    assert_eq!(status["waitingForAnswer"], true, "{status}");
+    let answered = done(
+        &mut c,
+        "answer",
+        json!({"file": "review.dy", "id": id, "text": "Lisbon is bright. Its hills are steep. Its food is good."}),
+    )["report"]
+        .clone();
+    assert_ne!(answered["status"], "waiting", "{answered}");
+    assert_eq!(answered["turns"], 1, "{answered}");
+
+    // The same objects as the command line's.
+    let status = done(&mut c, "status", json!({}));
+    assert_eq!(
+        status,
+        d.run(&["exec", "status", &id, "--format", "json"])
+            .json_line()
+    );
+    let listed = done(&mut c, "list", json!({}));
+    assert_eq!(
+        listed["executions"],
+        d.run(&["exec", "list", "--format", "json"]).json_line()
+    );
+    let shown = done(&mut c, "show", json!({"id": id}));
+    assert_eq!(
+        shown,
+        d.run(&["exec", "show", &id, "--format", "json"]).json()
+    );
+    for (tool, arguments) in [
+        ("status", json!({"id": "nope"})),
+        ("show", json!({"id": "../x"})),
+        ("answer", json!({"file": "review.dy"})),
+        ("validate", json!({"file": "/etc/passwd"})),
+    ] {
+        let failed = c.call_tool(tool, args(arguments.clone()), None).unwrap();
+        assert!(failed.is_error, "{tool} {arguments}: {:?}", failed.raw);
+    }
+    c.close();
+}
+
+#[test]
+fn the_same_tools_are_served_on_streamable_http() {
+    let d = Dir::with_file("order.dy", ORDER);
+    let (mut server, url) = http_server(&d);
+    let options = mcp::Options {
+        timeout: Duration::from_secs(30),
+        client: mcp::ClientInfo {
+            name: "test".into(),
+            version: "1".into(),
+        },
+    };
+    let mut c = mcp::Client::http(&url, &[], options).unwrap();
+    assert_eq!(c.list_tools().unwrap().len(), 7);
+    let valid = done(&mut c, "validate", json!({"file": "order.dy"}));
+    assert_eq!(valid, d.run(&["pv", "order.dy", "--format", "json"]).json());
+    c.close();
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

@@ -7,6 +7,7 @@
 mod everything;
 mod python_sdk;
 mod scripted;
+mod server_http;
 mod support;
 
 /// Every `.rs` file in this folder must be declared above, or its tests would silently never run.

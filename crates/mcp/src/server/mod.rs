@@ -1,0 +1,297 @@
+//! The server side of MCP, for a program that offers tools ([`Handler`]): on stdio
+//! ([`serve`], newline-delimited JSON-RPC) and on streamable HTTP ([`serve_http`], one endpoint
+//! taking POSTed messages). Both answer `initialize`, `ping`, `tools/list` and `tools/call`; any
+//! other request is answered "method not found", and a message that is no JSON "parse error".
+//!
+//! Tool calls run on threads of their own, so a long call does not hold the others up: while one
+//! runs, the client may ping, list, call again, or cancel it (`notifications/cancelled` raises the
+//! call's [`Call::cancelled`] flag; a cancelled call's answer is not sent). A call whose request
+//! carries `_meta.progressToken` may report progress ([`Call::progress`]).
+
+mod http;
+mod stdio;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Map, Value, json};
+
+pub use http::{HttpOptions, serve_http};
+pub use stdio::serve;
+
+use crate::client::PROTOCOL_VERSION;
+use crate::jsonrpc::METHOD_NOT_FOUND;
+
+/// JSON-RPC: the message is not JSON.
+pub(crate) const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: the message is no request.
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: the parameters are not what the method takes.
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+
+/// The protocol versions this server speaks; a client asking for another is offered the newest.
+const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// A tool a server offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTool {
+    /// Its name.
+    pub name: &'static str,
+    /// What it does, for the model or the person choosing.
+    pub description: &'static str,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+}
+
+/// What a tool call gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// A result: an object, sent as structured content and as its JSON text.
+    Done(Value),
+    /// The call failed: the reason, sent as a result with `isError` (the caller's model reads it).
+    Failed(String),
+}
+
+/// The tools of a server. Calls may run at the same time, each on its own thread.
+pub trait Handler: Sync {
+    /// The tools offered.
+    fn tools(&self) -> Vec<ServerTool>;
+    /// Calls tool `name` with `arguments`; `None` for a tool it does not have.
+    fn call(&self, name: &str, arguments: &Map<String, Value>, call: &Call) -> Option<ToolOutcome>;
+}
+
+/// Who the server says it is.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// Sends a message to the client (a notification that belongs to a call).
+pub(crate) type Notify<'a> = &'a (dyn Fn(&Value) + Sync);
+
+/// One tool call as it runs: whether the client cancelled it, and its progress reports.
+pub struct Call<'a> {
+    cancelled: Arc<AtomicBool>,
+    progress_token: Option<Value>,
+    notify: Notify<'a>,
+}
+
+impl Call<'_> {
+    /// The flag the client's cancellation raises (also raised when the client goes away).
+    pub fn cancelled(&self) -> &Arc<AtomicBool> {
+        &self.cancelled
+    }
+
+    /// Whether the client asked for progress reports.
+    pub fn wants_progress(&self) -> bool {
+        self.progress_token.is_some()
+    }
+
+    /// Reports progress (`progress` grows from one report to the next; `total` where known), if the
+    /// client asked for it.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        let mut params = json!({"progressToken": token, "progress": progress, "message": message});
+        if let (Some(total), Value::Object(p)) = (total, &mut params) {
+            p.insert("total".into(), json!(total));
+        }
+        (self.notify)(
+            &json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+        );
+    }
+}
+
+/// A message the server received.
+pub(crate) enum Received {
+    /// A request: answered.
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    /// A notification or a response to nothing we asked: taken without an answer.
+    Other,
+    /// Not a JSON-RPC message: the error to answer.
+    Invalid(Value),
+}
+
+impl Received {
+    pub(crate) fn parse(text: &str) -> Self {
+        match serde_json::from_str::<Value>(text.trim()) {
+            Ok(message) => Self::classify(message),
+            Err(e) => Self::Invalid(error(Value::Null, PARSE_ERROR, &format!("not JSON: {e}"))),
+        }
+    }
+
+    fn classify(message: Value) -> Self {
+        if !message.is_object() {
+            return Self::Invalid(error(
+                Value::Null,
+                INVALID_REQUEST,
+                "a message is one JSON-RPC object (batches are not taken)",
+            ));
+        }
+        let id = message.get("id").filter(|id| !id.is_null()).cloned();
+        match (id, message.get("method").and_then(Value::as_str)) {
+            (Some(id), Some(method)) => Self::Request {
+                id,
+                method: method.to_string(),
+                params: message.get("params").cloned().unwrap_or(Value::Null),
+            },
+            _ => Self::Other,
+        }
+    }
+}
+
+/// What both transports share: the handler, and the calls in flight (for cancellation).
+pub(crate) struct Core<'h> {
+    handler: &'h dyn Handler,
+    info: &'h ServerInfo,
+    in_flight: Mutex<HashMap<String, Arc<AtomicBool>>>,
+}
+
+impl<'h> Core<'h> {
+    pub(crate) fn new(handler: &'h dyn Handler, info: &'h ServerInfo) -> Self {
+        Self {
+            handler,
+            info,
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes a notification: `notifications/cancelled` raises the named call's flag.
+    pub(crate) fn notified(&self, text: &str) {
+        let Ok(message) = serde_json::from_str::<Value>(text.trim()) else {
+            return;
+        };
+        if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+            return;
+        }
+        if let Some(id) = message.pointer("/params/requestId") {
+            let calls = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(flag) = calls.get(&id.to_string()) {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The cancellation flag of call `id` (made at the first ask): a transport registers a call
+    /// before handing it to a thread, so that a cancellation read right after it finds it.
+    pub(crate) fn register(&self, id: &Value) -> Arc<AtomicBool> {
+        let mut calls = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(calls.entry(id.to_string()).or_default())
+    }
+
+    /// Raises the flag of every call in flight (the client went away).
+    pub(crate) fn cancel_all(&self) {
+        let calls = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for flag in calls.values() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The answer to a request (`None`: a call the client cancelled, which gets none).
+    pub(crate) fn answer(
+        &self,
+        id: Value,
+        method: &str,
+        params: &Value,
+        notify: Notify<'_>,
+    ) -> Option<Value> {
+        Some(match method {
+            "initialize" => {
+                let asked = params.get("protocolVersion").and_then(Value::as_str);
+                let version = asked
+                    .filter(|v| VERSIONS.contains(v))
+                    .unwrap_or(PROTOCOL_VERSION);
+                result(
+                    id,
+                    json!({
+                        "protocolVersion": version,
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": self.info.name, "version": self.info.version},
+                    }),
+                )
+            }
+            "ping" => result(id, json!({})),
+            "tools/list" => {
+                let tools: Vec<Value> = self
+                    .handler
+                    .tools()
+                    .into_iter()
+                    .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema}))
+                    .collect();
+                result(id, json!({"tools": tools}))
+            }
+            "tools/call" => return self.call(id, params, notify),
+            other => error(id, METHOD_NOT_FOUND, &format!("method not found: {other}")),
+        })
+    }
+
+    fn call(&self, id: Value, params: &Value, notify: Notify<'_>) -> Option<Value> {
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Some(error(
+                id,
+                INVALID_PARAMS,
+                "tools/call needs the tool's name",
+            ));
+        };
+        let empty = Map::new();
+        let arguments = params
+            .get("arguments")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let key = id.to_string();
+        let call = Call {
+            cancelled: self.register(&id),
+            progress_token: params.pointer("/_meta/progressToken").cloned(),
+            notify,
+        };
+        let outcome = self.handler.call(name, arguments, &call);
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        if call.cancelled.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(match outcome {
+            Some(ToolOutcome::Done(value)) => result(
+                id,
+                json!({
+                    "content": [{"type": "text", "text": value.to_string()}],
+                    "structuredContent": value,
+                    "isError": false,
+                }),
+            ),
+            Some(ToolOutcome::Failed(why)) => result(
+                id,
+                json!({"content": [{"type": "text", "text": why}], "isError": true}),
+            ),
+            None => error(id, INVALID_PARAMS, &format!("no tool named {name:?}")),
+        })
+    }
+}
+
+pub(crate) fn error(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn result(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
