@@ -2,8 +2,8 @@
 
     official_client.py stdio|http TARGET SCRIPT
 
-TARGET is the server's command line as a JSON array (stdio; run in the current folder) or its URL
-(http). SCRIPT is a JSON list of steps; each step calls one tool, over one session:
+TARGET is the server's command line as a JSON array (stdio; run in the current folder with this
+process's environment) or its URL (http). SCRIPT is a JSON list of steps; each step calls one tool, over one session:
 
     {"tool": NAME, "arguments": {...}, "until": {"path": "a/b", "in": [..]}, "carry": {"arg": "a/b"},
      "progress": true}
@@ -18,6 +18,7 @@ exit 1 and its text on stderr.
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -67,7 +68,9 @@ async def main():
     mode, target, script = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     if mode == "stdio":
         command = json.loads(target)
-        params = StdioServerParameters(command=command[0], args=command[1:])
+        params = StdioServerParameters(
+            command=command[0], args=command[1:], env=dict(os.environ)
+        )
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 out = await run_script(session, script)

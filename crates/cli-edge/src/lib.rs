@@ -18,6 +18,7 @@
 pub mod color;
 pub mod format;
 pub mod generated;
+pub mod paths;
 
 use std::error::Error as StdError;
 use std::io::Write;

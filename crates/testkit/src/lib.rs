@@ -9,6 +9,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod browser;
+pub mod mcp_clients;
 pub mod needs;
 pub mod postgres;
 mod server;

@@ -72,7 +72,8 @@ fn one_line(text: &str, limit: usize) -> String {
     }
 }
 
-fn to_json(s: &RunSummary) -> Value {
+/// A run as `--format json` gives it (and `delta mcp`'s `list_runs`).
+pub fn to_json(s: &RunSummary) -> Value {
     let m = &s.metadata;
     let (answer, question, error) = outcome(s);
     json!({

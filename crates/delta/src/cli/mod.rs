@@ -8,6 +8,7 @@ mod continue_cmd;
 mod fleet;
 mod init;
 mod list_runs;
+mod mcp;
 mod report;
 mod result;
 mod rm;
@@ -71,6 +72,7 @@ enum Command {
     Worker(fleet::WorkerArgs),
     Export(fleet::ExportArgs),
     Import(fleet::ImportArgs),
+    Mcp(mcp::McpArgs),
     /// Print a shell completion script: bash, zsh or fish.
     ///
     /// Examples:
@@ -334,6 +336,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => fleet::cmd_worker(args).map(ExitCode::from),
         Command::Export(args) => fleet::cmd_export(args).map(done),
         Command::Import(args) => fleet::cmd_import(args).map(done),
+        Command::Mcp(args) => mcp::cmd_mcp(args).map(ExitCode::from),
         Command::Completions(args) => {
             let script = cli_edge::generated::completions_output(Cli::command(), &args)?;
             print_out(&String::from_utf8_lossy(&script));

@@ -421,6 +421,20 @@ fn banner(l: &Launching<'_>) {
     }
 }
 
+/// Hands the facts a run's result object tells beside its outcome (agent, model, workspace, the
+/// answer file) to `render`.
+pub fn with_result_context<T>(f: &Finished, render: impl FnOnce(&ResultContext<'_>) -> T) -> T {
+    let ws = f.workspace.display().to_string();
+    let response_file = response_path(&f.run).display().to_string();
+    render(&ResultContext {
+        agent_name: &f.agent.name,
+        model: f.agent.llm.model.as_deref(),
+        workspace: &ws,
+        response_file: &response_file,
+        priced: f.priced,
+    })
+}
+
 /// Prints what a stopped run means and how to go on (stderr), then the result (stdout).
 fn finish(f: &Finished, format: RunFormat, quiet: bool) -> Exit {
     let outcome = &f.outcome;
@@ -428,15 +442,7 @@ fn finish(f: &Finished, format: RunFormat, quiet: bool) -> Exit {
     if !quiet {
         tell_how_it_ended(f, &ws);
     }
-    let response_file = response_path(&f.run).display().to_string();
-    let ctx = ResultContext {
-        agent_name: &f.agent.name,
-        model: f.agent.llm.model.as_deref(),
-        workspace: &ws,
-        response_file: &response_file,
-        priced: f.priced,
-    };
-    let rendered = result::render(format, outcome, &ctx);
+    let rendered = with_result_context(f, |ctx| result::render(format, outcome, ctx));
     match format {
         RunFormat::Text => print_text(&rendered),
         _ => print_out(&rendered),

@@ -29,6 +29,7 @@ mod live;
 mod llm_errors;
 mod lost_journal;
 mod mcp;
+mod mcp_server;
 mod playback;
 mod readme;
 mod reserved_ids;

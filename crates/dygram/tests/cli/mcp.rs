@@ -29,25 +29,6 @@ fn client(d: &Dir) -> mcp::Client {
     mcp::Client::stdio(child, options).unwrap()
 }
 
-/// `dygram mcp --http` on a free port in `d`: the process and the endpoint's URL.
-pub fn http_server(d: &Dir) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut server = Command::new(bin())
-        .args(["mcp", "--http", "127.0.0.1:0"])
-        .current_dir(d.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().strip_prefix("MCP endpoint: ").unwrap();
-    (server, url.to_string())
-}
-
 fn args(value: Value) -> Map<String, Value> {
     value.as_object().unwrap().clone()
 }
@@ -233,7 +214,11 @@ fn an_mcp_client_answers_a_waiting_turn_and_reads_status_list_and_show_as_exec_p
 #[test]
 fn the_same_tools_are_served_on_streamable_http() {
     let d = Dir::with_file("order.dy", ORDER);
-    let (mut server, url) = http_server(&d);
+    let mut command = Command::new(bin());
+    command
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .current_dir(d.path());
+    let (mut server, url) = testkit::mcp_clients::http_endpoint(command);
     let options = mcp::Options {
         timeout: Duration::from_secs(30),
         client: mcp::ClientInfo {

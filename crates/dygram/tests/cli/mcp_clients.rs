@@ -2,10 +2,11 @@
 //! and the MCP Inspector's CLI, through the example machine to its end. Both come from
 //! `scripts/install-mcp-servers`; without them these tests say SKIPPED.
 
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
+
+use testkit::mcp_clients::http_endpoint;
 
 use super::support::{Dir, bin, copy_dir, repo_root};
 
@@ -26,20 +27,11 @@ fn review_script() -> Value {
     ])
 }
 
-/// Runs the official Python client on `target` with `script` in folder `d`: what it printed.
-fn python_client(python: &Path, d: &Dir, mode: &str, target: &str, script: &Value) -> Value {
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/mcp-clients/official_client.py"))
-        .args([mode, target, &script.to_string()])
-        .current_dir(d.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+/// `dygram mcp` (and `extra`) in folder `d`.
+fn server(d: &Dir, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg("mcp").args(extra).current_dir(d.path());
+    cmd
 }
 
 /// What the client saw matches the command line: the execution ended, `exec show` prints the
@@ -87,8 +79,9 @@ fn the_python_sdk_drives_an_execution_to_its_end_over_stdio_and_http() {
         return;
     };
     let d = examples();
-    let command = json!([bin(), "mcp"]).to_string();
-    let seen = python_client(&servers.python, &d, "stdio", &command, &review_script());
+    let seen = servers
+        .python_stdio(&server(&d, &[]), &review_script())
+        .json();
     assert_eq!(
         seen["tools"],
         json!([
@@ -98,29 +91,11 @@ fn the_python_sdk_drives_an_execution_to_its_end_over_stdio_and_http() {
     assert_matches_the_command_line(&d, &seen);
 
     let d = examples();
-    let (mut server, url) = super::mcp::http_server(&d);
-    let seen = python_client(&servers.python, &d, "http", &url, &review_script());
-    server.kill().unwrap();
-    server.wait().unwrap();
+    let (mut endpoint, url) = http_endpoint(server(&d, &["--http", "127.0.0.1:0"]));
+    let seen = servers.python_http(&url, &review_script()).json();
+    endpoint.kill().unwrap();
+    endpoint.wait().unwrap();
     assert_matches_the_command_line(&d, &seen);
-}
-
-/// One call of the Inspector's CLI on `dygram mcp` in `d`: its exit status, stdout and stderr.
-fn inspector(inspector: &Path, d: &Dir, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(inspector)
-        .arg("--cli")
-        .arg(bin())
-        .arg("mcp")
-        .args(["--cwd", &d.path().display().to_string()])
-        .args(args)
-        .current_dir(d.path())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -129,13 +104,12 @@ fn the_inspector_lists_the_tools_without_schema_problems_and_drives_an_execution
         return;
     };
     let d = examples();
-    let (ok, out, err) = inspector(
-        &servers.inspector,
-        &d,
-        &["--method", "tools/list", "--strict", "--format", "json"],
-    );
-    assert!(ok, "the strict schema check failed: {err}");
-    let listed: Value = serde_json::from_str(&out).unwrap();
+    let listed = servers
+        .inspect(
+            &server(&d, &[]),
+            &["--method", "tools/list", "--strict", "--format", "json"],
+        )
+        .json();
     assert_eq!(
         listed["result"]["tools"].as_array().unwrap().len(),
         7,
@@ -146,24 +120,8 @@ fn the_inspector_lists_the_tools_without_schema_problems_and_drives_an_execution
     let mut arguments = json!({"file": "review.dy", "playback": "recordings/review"});
     let mut report = Value::Null;
     for _ in 0..20 {
-        let (ok, out, err) = inspector(
-            &servers.inspector,
-            &d,
-            &[
-                "--method",
-                "tools/call",
-                "--tool-name",
-                "execute",
-                "--tool-args-json",
-                &arguments.to_string(),
-                "--format",
-                "json",
-                "-q",
-            ],
-        );
-        assert!(ok, "{err}");
-        let answer: Value = serde_json::from_str(&out).unwrap();
-        report = answer["result"]["structuredContent"]["report"].clone();
+        let content = servers.inspect_call(&server(&d, &[]), "execute", &arguments);
+        report = content["report"].clone();
         if report["status"] == "complete" {
             break;
         }

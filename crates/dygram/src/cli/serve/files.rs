@@ -1,7 +1,7 @@
 //! The machines under the served folder: listed, read and written by paths relative to it, never
 //! outside it.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Extensions of machine files.
 const MACHINES: [&str; 3] = ["dy", "dygram", "mach"];
@@ -20,31 +20,14 @@ pub enum PathError {
     Missing(String),
 }
 
-/// `relative` under `root`: plain names only (no `..`, no root, no hidden part), and, once links
-/// are followed, still under `root`.
+/// `relative` under `root` ([`cli_edge::paths::inside`]), whose folder exists.
 pub fn inside(root: &Path, relative: &str) -> Result<PathBuf, PathError> {
-    let outside = || PathError::Outside(relative.to_string());
-    let path = Path::new(relative);
-    let plain = path.components().all(|c| match c {
-        Component::Normal(name) => !name.to_string_lossy().starts_with('.'),
-        _ => false,
-    });
-    if relative.is_empty() || !plain {
-        return Err(outside());
+    let full = cli_edge::paths::inside(root, relative)
+        .map_err(|_| PathError::Outside(relative.to_string()))?;
+    match full.parent() {
+        Some(folder) if folder.is_dir() => Ok(full),
+        _ => Err(PathError::Missing(relative.to_string())),
     }
-    let full = root.join(path);
-    let existing = full.canonicalize().or_else(|_| {
-        // A file about to be created: its folder must exist inside.
-        full.parent()
-            .ok_or_else(|| PathError::Missing(relative.to_string()))?
-            .canonicalize()
-            .map_err(|_| PathError::Missing(relative.to_string()))
-    })?;
-    let root = root.canonicalize().map_err(|_| outside())?;
-    if !existing.starts_with(&root) {
-        return Err(outside());
-    }
-    Ok(full)
 }
 
 /// A machine file under `root` ([`inside`], with a machine extension).
