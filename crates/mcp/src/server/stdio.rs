@@ -56,7 +56,6 @@ pub fn serve(
             },
             &send,
         );
-        core.cancel_all();
         result
     })
 }
