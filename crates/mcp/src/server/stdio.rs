@@ -34,7 +34,7 @@ pub fn serve(
         }
     };
     std::thread::scope(|scope| {
-        let result = read_messages(
+        read_messages(
             &mut input,
             |text| match Received::parse(text) {
                 Received::Request { id, method, params } if method == "tools/call" => {
@@ -55,8 +55,7 @@ pub fn serve(
                 Received::Invalid(answer) => send(&answer),
             },
             &send,
-        );
-        result
+        )
     })
 }
 
