@@ -99,6 +99,7 @@ fn expand_tools(
             shell: t.shell.clone(),
             command: t.command.clone(),
             stdin: t.stdin.clone(),
+            agent: t.agent.clone(),
             parameters: t.parameters.as_ref().map(|ps| {
                 ps.iter()
                     .map(|p| tools::DeclaredParam {

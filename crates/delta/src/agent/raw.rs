@@ -56,6 +56,8 @@ pub struct RawTool {
     pub stdin: Option<String>,
     pub parameters: Option<Vec<RawParam>>,
     pub timeout_seconds: Option<f64>,
+    /// `agent: ./path`: the tool runs that delta agent on the task the model gives.
+    pub agent: Option<String>,
 }
 
 /// One entry of a tool's `parameters:`.

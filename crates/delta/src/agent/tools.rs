@@ -28,6 +28,8 @@ pub enum Syntax {
     Shell,
     /// `command:` + `parameters:`.
     Legacy,
+    /// `agent:`: another delta agent, run on the task the model gives.
+    Agent,
 }
 
 impl Syntax {
@@ -37,6 +39,7 @@ impl Syntax {
             Self::Exec => "exec",
             Self::Shell => "shell",
             Self::Legacy => "command",
+            Self::Agent => "agent",
         }
     }
 }
@@ -224,6 +227,8 @@ pub struct ToolSource {
     pub command: Option<Vec<String>>,
     /// `stdin:`.
     pub stdin: Option<String>,
+    /// `agent:` (a folder, relative to the agent's).
+    pub agent: Option<String>,
     /// `parameters:`.
     pub parameters: Option<Vec<DeclaredParam>>,
     /// Timeout.
@@ -266,10 +271,14 @@ pub fn expand(source: &ToolSource) -> Result<Tool, ToolError> {
         source.exec.is_some(),
         source.shell.is_some(),
         source.command.is_some(),
+        source.agent.is_some(),
     ];
     if modes.iter().filter(|m| **m).count() != 1 {
-        return Err(ToolError::new("must have exactly one of: exec:, shell:, or command: field")
-            .hint("exec: runs a program directly, shell: runs a sh script, command: is the older list form"));
+        return Err(ToolError::new("must have exactly one of: exec:, shell:, command: or agent: field")
+            .hint("exec: runs a program directly, shell: runs a sh script, command: is the older list form, agent: runs another delta agent"));
+    }
+    if let Some(path) = &source.agent {
+        return agent_tool(source, path);
     }
     let mut tool = if let Some(template) = &source.exec {
         expand_exec(template)?
@@ -304,6 +313,37 @@ pub fn expand(source: &ToolSource) -> Result<Tool, ToolError> {
         ));
     }
     Ok(tool)
+}
+
+/// An `agent:` tool: one parameter, `task`, given to the agent in folder `path` as its message.
+fn agent_tool(source: &ToolSource, path: &str) -> Result<Tool, ToolError> {
+    if path.trim().is_empty() {
+        return Err(ToolError::new("agent: names no folder")
+            .hint("give the agent's folder, relative to this agent's: agent: ./researcher"));
+    }
+    if source.stdin.is_some() || source.parameters.is_some() {
+        return Err(
+            ToolError::new("an agent: tool takes no stdin: or parameters:")
+                .hint("the model gives it one string, `task`, which becomes the agent's message"),
+        );
+    }
+    Ok(Tool {
+        name: source.name.clone(),
+        description: source.description.clone().filter(|d| !d.trim().is_empty()),
+        params: vec![Param {
+            name: "task".into(),
+            kind: ParamType::String,
+            description: Some(
+                "What the agent should do: its task, with what it needs to know.".into(),
+            ),
+            inject: Inject::Argument,
+        }],
+        argv: Vec::new(),
+        stdin: None,
+        syntax: Syntax::Agent,
+        template: Some(path.trim().to_string()),
+        timeout: source.timeout,
+    })
 }
 
 fn is_name_char(c: char) -> bool {
@@ -786,9 +826,13 @@ impl Tool {
 
     /// The description the model sees.
     pub fn llm_description(&self) -> String {
-        match &self.description {
-            Some(d) => d.trim().to_string(),
-            None => format!("Executes: {}", self.display_command()),
+        match (&self.description, self.syntax) {
+            (Some(d), _) => d.trim().to_string(),
+            (None, Syntax::Agent) => format!(
+                "Runs the agent {} on a task and gives its final answer.",
+                self.template.as_deref().unwrap_or_default()
+            ),
+            (None, _) => format!("Executes: {}", self.display_command()),
         }
     }
 
@@ -873,6 +917,7 @@ impl Tool {
     /// The command as written for humans.
     pub fn display_command(&self) -> String {
         match (&self.template, self.syntax) {
+            (Some(t), Syntax::Agent) => format!("agent {t}"),
             (Some(t), _) => t.clone(),
             _ => self.display_argv().join(" "),
         }
@@ -1155,7 +1200,7 @@ mod tests {
         let err = expand(&src("t")).unwrap_err();
         assert_eq!(
             err.message,
-            "must have exactly one of: exec:, shell:, or command: field"
+            "must have exactly one of: exec:, shell:, command: or agent: field"
         );
         let err = expand(&ToolSource {
             exec: Some("a".into()),

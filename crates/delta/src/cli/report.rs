@@ -201,6 +201,7 @@ pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<Atomic
         process_ends: true,
         upstream: None,
         stream_text: false,
+        depth: 0,
     }
 }
 
@@ -308,6 +309,10 @@ impl Host for CliHost<'_> {
                 }
             }
         }
+    }
+
+    fn records_or_replays(&self) -> bool {
+        !matches!(self.flags.mode, LlmMode::Live)
     }
 
     fn connect(

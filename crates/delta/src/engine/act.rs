@@ -66,6 +66,10 @@ impl Engine<'_> {
                 let tool = self.setup.agent.tools[index].clone();
                 self.run_shell_tool(id, name, &tool, &args)
             }
+            Some(Handler::Agent(index)) => {
+                let tool = self.setup.agent.tools[index].clone();
+                self.run_agent_tool(id, name, &tool, &args)
+            }
         }
     }
 
@@ -439,7 +443,7 @@ fn sandbox_note(
 }
 
 /// A name safe as a folder name for an id the model chose.
-fn safe_dir_name(id: &str) -> String {
+pub(super) fn safe_dir_name(id: &str) -> String {
     let cleaned: String = id
         .chars()
         .map(|c| {

@@ -106,6 +106,16 @@ impl Engine<'_> {
         })
     }
 
+    /// The question of the child run of call `id`, asked as this run's.
+    pub(super) fn child_question(&self, id: &str, prompt: &str) -> InteractionRequest {
+        let question = AskHumanArgs {
+            prompt: Some(self.redact(prompt)),
+            input_type: InputType::Text,
+            sensitive: false,
+        };
+        self.new_request(id, &question)
+    }
+
     fn new_request(&self, id: &str, question: &AskHumanArgs) -> InteractionRequest {
         let now = self.setup.clock.now();
         InteractionRequest {

@@ -5,6 +5,7 @@
 //! effect and after it, so a run stopped at any point can be resumed from the journal alone.
 
 mod act;
+mod agents;
 mod approvals;
 mod compact;
 
@@ -46,6 +47,7 @@ use crate::process;
 use crate::process::record::{Leftover, Recorder};
 use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
+pub use agents::{AGENTS_DIR, ChildCall, ChildStop, SubAgents, child_workspace};
 pub use human::{HumanInput, InputType, InteractionRequest};
 use io_writer::IoWriter;
 pub use progress::{Observer, Progress, Silent};
@@ -143,6 +145,8 @@ pub struct Engine<'a> {
     log: Option<std::fs::File>,
     observer: RedactingObserver<'a>,
     human: Option<&'a mut dyn HumanInput>,
+    /// Runs the children of agent tools (none: such a call fails with a reason).
+    children: Option<&'a mut dyn SubAgents>,
     tool_env: Vec<(String, String)>,
     started: Instant,
     io: IoWriter,
@@ -264,6 +268,7 @@ impl<'a> Engine<'a> {
             log,
             observer,
             human,
+            children: None,
             tool_env,
             started: Instant::now(),
             io: IoWriter::start(),
@@ -416,6 +421,11 @@ impl<'a> Engine<'a> {
             metadata: self.metadata.clone(),
             duration: self.started.elapsed(),
         }
+    }
+
+    /// Lets the run's agent tools run their children through `children` (the runner's).
+    pub fn with_sub_agents(&mut self, children: &'a mut dyn SubAgents) {
+        self.children = Some(children);
     }
 
     /// Runs the loop until the run completes, fails, waits for a human, or is interrupted.

@@ -26,6 +26,8 @@ pub enum Handler {
     Mcp(usize),
     /// The built-in question to the human.
     AskHuman,
+    /// The agent's tool at this index of `Agent::tools`, of kind `agent:`: a child run.
+    Agent(usize),
 }
 
 /// The built-in shell-session tools.
@@ -62,7 +64,14 @@ impl ToolRegistry {
             .tools
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.name.clone(), Handler::Shell(i)))
+            .map(|(i, t)| {
+                let handler = if t.syntax == crate::agent::tools::Syntax::Agent {
+                    Handler::Agent(i)
+                } else {
+                    Handler::Shell(i)
+                };
+                (t.name.clone(), handler)
+            })
             .collect();
         let sessions = if agent.sessions {
             session_definitions()

@@ -172,7 +172,7 @@ impl Engine<'_> {
     /// Gives every call of the last model answer a result, in order: a call that started but never
     /// finished (the run was interrupted or crashed) gets a result saying so; a pending `ask_human`
     /// takes its answer from `interaction/response.txt` (or the terminal with `-i`), or the run keeps
-    /// waiting; a call that never started runs now.
+    /// waiting; an agent tool's child run is driven on; a call that never started runs now.
     pub(super) fn settle(&mut self) -> Result<Option<RunOutcome>, EngineError> {
         let open = open_calls(&self.typed);
         if open.is_empty() {
@@ -188,6 +188,8 @@ impl Engine<'_> {
                 // anything else was cut short.
                 let stop = match self.tools.get(name) {
                     Some(Handler::AskHuman) => self.answer_pending(&call.id, &args)?,
+                    // A child run goes on from where it stopped.
+                    Some(Handler::Agent(_)) => self.resume_agent_tool(&call.id, name, &args)?,
                     Some(Handler::Shell(_)) | None => {
                         self.settle_interrupted(&call.id, name)?;
                         None

@@ -136,6 +136,13 @@ impl Runner<'_> {
             recovered: recovered.as_deref(),
         }));
         conn.bind_run(&session.run).map_err(RunnerError::Bind)?;
+        // Agent tools run their children through a runner of their own (the same host).
+        let mut options = self.options;
+        let mut children = agent
+            .tools
+            .iter()
+            .any(|t| t.syntax == crate::agent::tools::Syntax::Agent)
+            .then(|| super::children::ChildRuns::new(self.host, &mut options, &agent));
         // Replayed answers cost nothing: a playback run has no cost.
         let priced = conn.playback.is_none();
         // The secrets the MCP servers' env and headers bring in are scrubbed like the API key.
@@ -145,24 +152,31 @@ impl Runner<'_> {
             env,
             client: conn.client,
             max_iterations,
-            interactive: self.options.interactive,
-            clock: self.options.clock,
-            ids: self.options.ids,
+            interactive: options.interactive,
+            clock: options.clock,
+            ids: options.ids,
             redactor: conn.redactor.clone(),
-            interrupt: Arc::clone(&self.options.interrupt),
+            interrupt: Arc::clone(&options.interrupt),
             recovered,
             resuming,
-            upstream: self.options.upstream.clone(),
-            stream_text: self.options.stream_text,
+            upstream: options.upstream.clone(),
+            stream_text: options.stream_text,
         };
-        let human = if self.options.interactive {
+        let human = if options.interactive {
             self.human
         } else {
             None
         };
-        let mut engine = Engine::new(setup, session.metadata, self.observer, human)?;
+        let observer: &mut dyn crate::engine::Observer = self.observer;
+        // Reborrowed for the engine, which lives shorter than the runner's borrows (`children`).
+        let human: Option<&mut dyn crate::engine::HumanInput> =
+            human.map(|h| -> &mut dyn crate::engine::HumanInput { h });
+        let mut engine = Engine::new(setup, session.metadata, observer, human)?;
+        if let Some(children) = children.as_mut() {
+            engine.with_sub_agents(children);
+        }
         let outcome = engine.run(message.as_deref())?;
-        if self.options.process_ends {
+        if options.process_ends {
             // `run` has flushed every record and the process ends soon after this, so the engine's
             // memory is left to the operating system: freeing a long run's events one by one costs
             // about 1 ms per 10 000 events (resume benchmark).

@@ -10,6 +10,7 @@
 //! [`Host::connect`] once the agent and its environment are known, so the caller chooses the answer
 //! source (live, record, playback) and how retries are shown.
 
+mod children;
 mod compact;
 mod launch;
 mod plan;
@@ -131,6 +132,9 @@ pub struct Options {
     /// The store holding the run of record, when the workspace's files are a working copy of a run
     /// kept in a shared store ([`crate::fleet`]): its journal lines and metadata go there first.
     pub upstream: Option<Arc<dyn crate::events::Upstream>>,
+    /// How many agent tools deep this runner runs (0: a run of its own; a child's runner is one
+    /// deeper, up to [`children::MAX_DEPTH`]).
+    pub depth: u32,
 }
 
 impl Options {
@@ -267,6 +271,12 @@ pub trait Host {
         env: &Env,
         ids: IdSource,
     ) -> Result<Connection, ConnectError>;
+
+    /// Whether the answers are recorded or replayed (a run's recordings are one folder: a child
+    /// run of an agent tool cannot share it yet).
+    fn records_or_replays(&self) -> bool {
+        false
+    }
 }
 
 /// A run that stopped (completed, failed, waiting or interrupted).

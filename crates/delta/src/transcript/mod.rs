@@ -209,6 +209,9 @@ pub struct ToolEntry {
     pub output: String,
     /// The folder with its full output (`stdout.log`, `stderr.log`), where one was written.
     pub record: Option<PathBuf>,
+    /// The child run of an agent tool's call (in `agents/<call>/` of the run's folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_run: Option<Box<Transcript>>,
 }
 
 impl ToolEntry {
@@ -231,6 +234,7 @@ impl ToolEntry {
             duration_ms: None,
             output: String::new(),
             record: None,
+            sub_run: None,
         }
     }
 
@@ -269,7 +273,12 @@ impl Transcript {
         }
         builder.add_failed_requests();
         let model = builder.model.clone();
-        let entries = builder.finish();
+        let mut entries = builder.finish();
+        for entry in &mut entries {
+            if let Entry::Tool(tool) = entry {
+                tool.sub_run = sub_run(run, &tool.action_id);
+            }
+        }
         let final_answer = (status == RunStatus::Completed)
             .then(|| final_answer(&entries))
             .flatten();
@@ -318,6 +327,16 @@ fn pending_question(run: &RunDir) -> Option<String> {
     store::atomic::read_json::<InteractionRequest>(&run.interaction().join("request.json"))
         .ok()
         .map(|r| r.prompt)
+}
+
+/// The transcript of the child run of call `action_id` of `run` (an agent tool's), if it has one.
+fn sub_run(run: &RunDir, action_id: &str) -> Option<Box<Transcript>> {
+    let workspace = crate::engine::child_workspace(&run.root, action_id);
+    if !workspace.is_dir() {
+        return None;
+    }
+    let child = find_run(&workspace, None)?;
+    Transcript::load(&child).ok().map(Box::new)
 }
 
 /// Where a run ended up, in a line: the final answer of a COMPLETED run, the question a

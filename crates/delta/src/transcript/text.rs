@@ -136,6 +136,16 @@ fn tool_text(tool: &ToolEntry) -> String {
     {
         let _ = writeln!(out, "  full output: {}", record.display());
     }
+    if let Some(child) = &tool.sub_run {
+        let _ = writeln!(
+            out,
+            "  sub-agent run {} ({}), in {}:",
+            child.run_id,
+            child.status,
+            child.run_dir.display()
+        );
+        out.push_str(&indented(&render(child), "  ┊ "));
+    }
     out
 }
 

@@ -81,6 +81,7 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
         last_workspace_record: Some(sb.path("home/.delta/LAST_WORKSPACE")),
         process_ends: false,
         upstream: None,
+        depth: 0,
     }
 }
 

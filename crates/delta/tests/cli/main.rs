@@ -43,6 +43,7 @@ mod secrets;
 mod sessions;
 mod show;
 mod signals;
+mod sub_agents;
 mod tool_expand;
 mod tool_processes;
 mod tools;

@@ -223,7 +223,7 @@ fn an_invalid_module_is_reported_with_its_location() {
     assert_eq!(out.code, 1);
     let stderr = sb.scrub(&out.stderr);
     assert!(
-        stderr.contains("[SANDBOX]/agent/modules/bad.yaml:2:5: tools[0]: tool 'both': must have exactly one of: exec:, shell:, or command: field"),
+        stderr.contains("[SANDBOX]/agent/modules/bad.yaml:2:5: tools[0]: tool 'both': must have exactly one of: exec:, shell:, command: or agent: field"),
         "{stderr}"
     );
     assert!(

@@ -1,0 +1,162 @@
+//! The children of agent tools ([`SubAgents`]): each an ordinary run of the child agent in its
+//! workspace under the parent's run folder, driven by a runner made for it: the parent's host (its
+//! answer source and notices), environment, approvals and interrupt, the parent's sandbox over the
+//! child's own, no terminal (a question makes the parent wait).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use store::{Clock, IdSource};
+
+use super::{Approvals, Continue, Host, NewRun, Options, Request, Runner, WorkspaceRef};
+use crate::agent::{self, Agent};
+use crate::engine::{ChildCall, ChildStop, Observer, SubAgents};
+use crate::env::Env;
+use crate::metadata::RunStatus;
+use crate::transcript::{self, Outcome};
+
+/// How deep agents may call agents.
+pub const MAX_DEPTH: u32 = 4;
+
+/// What a child run takes from its parent's runner.
+pub(super) struct ChildRuns<'h> {
+    host: &'h mut dyn Host,
+    model: Option<String>,
+    sandbox: Option<crate::sandbox::FsMode>,
+    network: Option<bool>,
+    approvals: Approvals,
+    env: Env,
+    cwd: PathBuf,
+    clock: Clock,
+    ids: IdSource,
+    interrupt: Arc<AtomicBool>,
+    depth: u32,
+}
+
+impl<'h> ChildRuns<'h> {
+    /// The children of a run of `agent` (its sandbox applied) by a runner with `options`.
+    pub(super) fn new(host: &'h mut dyn Host, options: &mut Options, agent: &Agent) -> Self {
+        let confined = agent.sandbox.as_ref().filter(|p| p.confines());
+        Self {
+            host,
+            model: options.model.clone(),
+            sandbox: confined.map(|p| p.filesystem),
+            network: confined.map(|p| p.network),
+            approvals: options.approvals.clone(),
+            env: options.env.clone(),
+            cwd: options.cwd.clone(),
+            clock: options.clock,
+            ids: IdSource::seeded(options.ids.next_u64()),
+            interrupt: Arc::clone(&options.interrupt),
+            depth: options.depth + 1,
+        }
+    }
+
+    fn options(&mut self) -> Options {
+        Options {
+            max_iterations: None,
+            model: self.model.clone(),
+            sandbox: self.sandbox,
+            network: self.network,
+            approvals: self.approvals.clone(),
+            stream_text: false,
+            interactive: false,
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            clock: self.clock,
+            ids: IdSource::seeded(self.ids.next_u64()),
+            interrupt: Arc::clone(&self.interrupt),
+            last_workspace_record: None,
+            process_ends: false,
+            upstream: None,
+            depth: self.depth,
+        }
+    }
+}
+
+impl SubAgents for ChildRuns<'_> {
+    fn drive(&mut self, call: ChildCall<'_>, observer: &mut dyn Observer) -> ChildStop {
+        if self.depth > MAX_DEPTH {
+            return ChildStop::Failed(format!(
+                "agents call agents at most {MAX_DEPTH} deep (an agent that calls itself?)"
+            ));
+        }
+        if self.host.records_or_replays() {
+            return ChildStop::Failed(
+                "agent tools do not run under --record or --playback yet (a child run would \
+                 share its parent's recordings)"
+                    .into(),
+            );
+        }
+        let request = match request(&call) {
+            Ok(request) => request,
+            Err(stop) => return stop,
+        };
+        let runner = Runner {
+            options: self.options(),
+            observer,
+            human: None,
+            host: &mut *self.host,
+        };
+        match runner.run(request) {
+            Ok(finished) => stop_of(&finished.run, finished.outcome.status),
+            Err(e) => ChildStop::Failed(e.message()),
+        }
+    }
+}
+
+/// What to ask of the child of `call`: to start, to go on, or nothing (where it stands already
+/// answers: it ended, or waits with no answer given).
+fn request(call: &ChildCall<'_>) -> Result<Request, ChildStop> {
+    let latest = match crate::runs::list(&call.workspace) {
+        Ok(runs) => runs.into_iter().next(),
+        Err(_) => None,
+    };
+    let Some(latest) = latest else {
+        let agent = agent::load(&call.agent)
+            .map_err(|e| ChildStop::Failed(format!("cannot load the agent: {e}")))?;
+        return Ok(Request::Run(Box::new(NewRun {
+            agent,
+            workspace: call.workspace.clone(),
+            workspace_name: None,
+            next_workspace: false,
+            auto_resume: false,
+            message: call.task.to_string(),
+            run_id: None,
+        })));
+    };
+    let go_on = |message: Option<String>| {
+        Request::Continue(Continue {
+            workspace: WorkspaceRef::Dir(call.workspace.clone()),
+            run_id: Some(latest.run.run_id.clone()),
+            message,
+            with_file: None,
+            fork_at: None,
+        })
+    };
+    match latest.status {
+        RunStatus::Completed | RunStatus::Failed => Err(stop_of(&latest.run, latest.status)),
+        RunStatus::WaitingForInput => match &call.answer {
+            Some(answer) => Ok(go_on(Some(answer.clone()))),
+            None => Err(stop_of(&latest.run, latest.status)),
+        },
+        RunStatus::Running | RunStatus::Interrupted => Ok(go_on(None)),
+    }
+}
+
+/// What a child run that stopped with `status` tells its parent.
+fn stop_of(run: &crate::workspace::RunDir, status: RunStatus) -> ChildStop {
+    let outcome = transcript::outcome(run, status);
+    match (status, outcome) {
+        (RunStatus::Completed, Some(Outcome::Answer(answer))) => ChildStop::Completed(answer),
+        (RunStatus::Completed, _) => {
+            ChildStop::Completed("(the agent completed without a final answer)".into())
+        }
+        (RunStatus::WaitingForInput, Some(Outcome::Question(q))) => ChildStop::Waiting(q),
+        (RunStatus::WaitingForInput, _) => ChildStop::Waiting("(no question)".into()),
+        (RunStatus::Failed, Some(Outcome::Error(e))) => ChildStop::Failed(e),
+        (RunStatus::Failed, _) => ChildStop::Failed("the run failed".into()),
+        (RunStatus::Interrupted | RunStatus::Running, _) => ChildStop::Interrupted,
+    }
+}

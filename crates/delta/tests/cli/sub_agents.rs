@@ -1,0 +1,165 @@
+//! Agent tools: a parent agent calls a child agent (`agent: ./researcher`) whose run is journaled
+//! under the parent's run folder, shown nested by `delta show`, resumed with its parent after a
+//! kill (its tool run once), and whose question makes the parent wait.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use testkit::{Reply, ScriptedServer};
+
+use crate::support::{Sandbox, output, read_jsonl};
+
+/// A parent with the agent tool `research`, and its child `researcher` with the shell tool `note`,
+/// which appends a line to `ran.log` in the sandbox (then sleeps when asked to).
+fn family() -> Sandbox {
+    let sb = Sandbox::new(
+        "name: parent\nllm:\n  model: test-model\ntools:\n  - name: research\n    description: Ask the researcher.\n    agent: ./researcher\n",
+    );
+    let log = sb.path("ran.log");
+    sb.file(
+        "agent/researcher/agent.yaml",
+        &format!(
+            "name: researcher\nllm:\n  model: test-model\nmax_iterations: 5\ntools:\n  - name: note\n    shell: \"echo ran >> {} && sleep ${{seconds}}\"\n",
+            log.display()
+        ),
+    );
+    sb.file("agent/researcher/system_prompt.md", "You research.");
+    sb
+}
+
+fn script(seconds: u64) -> Vec<Reply> {
+    vec![
+        Reply::tool_call("p1", "research", json!({"task": "find the answer"})),
+        Reply::tool_call("n1", "note", json!({"seconds": seconds.to_string()})),
+        Reply::text("The answer is 42."),
+        Reply::text("The researcher says 42."),
+    ]
+}
+
+fn runs_of_note(sb: &Sandbox) -> usize {
+    std::fs::read_to_string(sb.path("ran.log"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// The child's workspace of call `p1`.
+fn child_ws(sb: &Sandbox) -> std::path::PathBuf {
+    sb.run_dir().join("agents/p1")
+}
+
+#[test]
+fn a_child_agent_answers_its_parent_and_is_shown_nested() {
+    let server = ScriptedServer::start(script(0));
+    let sb = family();
+    let out = sb.run(Some(&server), "research it", &["--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["result"], "The researcher says 42.");
+    assert_eq!(runs_of_note(&sb), 1);
+
+    // The child's answer is the call's result; the child is an ordinary run under the parent's.
+    let results = sb.events("ACTION_RESULT");
+    assert!(
+        results[0]["payload"]["observation_content"]
+            .as_str()
+            .unwrap()
+            .contains("The answer is 42."),
+        "{results:?}"
+    );
+    let latest = std::fs::read_to_string(child_ws(&sb).join(".delta/LATEST")).unwrap();
+    let child_journal = read_jsonl(
+        &child_ws(&sb)
+            .join(".delta")
+            .join(latest.trim())
+            .join("journal.jsonl"),
+    );
+    assert!(child_journal.iter().any(|e| e["type"] == "ACTION_RESULT"));
+    // The second request of the script was the child's: its own system prompt and task.
+    let child_request = server.requests()[1].json();
+    assert!(
+        child_request.to_string().contains("find the answer"),
+        "{child_request}"
+    );
+
+    let mut show = sb.delta(None);
+    show.args(["show", "-w", "ws"]);
+    let text = output(show).stdout;
+    assert!(text.contains("sub-agent run"), "{text}");
+    assert!(
+        text.contains("tool note"),
+        "the child's call, nested: {text}"
+    );
+    let mut show = sb.delta(None);
+    show.args(["show", "-w", "ws", "--format", "json"]);
+    let shown: Value = serde_json::from_str(&output(show).stdout).unwrap();
+    let call = shown["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "tool")
+        .unwrap();
+    assert_eq!(call["sub_run"]["status"], "COMPLETED", "{call}");
+    assert_eq!(call["sub_run"]["final_answer"], "The answer is 42.");
+}
+
+#[test]
+fn a_kill_during_the_childs_tool_is_recovered_by_continue_with_the_tool_run_once() {
+    let server = ScriptedServer::start(script(30));
+    let sb = family();
+    let mut cmd = sb.delta(Some(&server));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "research it"]);
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while runs_of_note(&sb) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the child's tool never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let mut cont = sb.delta(Some(&server));
+    cont.args(["continue", "-w", "ws", "--format", "json"]);
+    let out = output(cont);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "COMPLETED", "{result}");
+    assert_eq!(result["result"], "The researcher says 42.");
+    assert_eq!(runs_of_note(&sb), 1, "the child's tool ran once");
+    crate::support::assert_no_process_under(sb.root.path());
+    // The child's interrupted call was settled, not run again.
+    let mut show = sb.delta(None);
+    show.args(["show", "-w", "ws", "--format", "json"]);
+    let shown: Value = serde_json::from_str(&output(show).stdout).unwrap();
+    let text = shown.to_string();
+    assert!(text.contains("INTERRUPTED"), "{text}");
+}
+
+#[test]
+fn a_childs_question_makes_the_parent_wait_and_the_answer_reaches_the_child() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("p1", "research", json!({"task": "ask them"})),
+        Reply::tool_call("q1", "ask_human", json!({"prompt": "Which colour?"})),
+        Reply::text("They like blue."),
+        Reply::text("Blue, says the researcher."),
+    ]);
+    let sb = family();
+    let out = sb.run(Some(&server), "research it", &["--format", "json"]);
+    assert_eq!(out.code, 101, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "WAITING_FOR_INPUT");
+    assert_eq!(result["interaction"]["prompt"], "Which colour?");
+
+    let mut cont = sb.delta(Some(&server));
+    cont.args(["continue", "-w", "ws", "-m", "Blue", "--format", "json"]);
+    let out = output(cont);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["result"], "Blue, says the researcher.");
+    // The child's model saw the answer as its question's result.
+    let third = server.requests()[2].json().to_string();
+    assert!(third.contains("Blue"), "{third}");
+    assert!(!sb.run_dir().join("interaction/response.txt").exists());
+}
