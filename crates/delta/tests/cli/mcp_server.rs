@@ -26,8 +26,14 @@ fn question_then_answer() -> Vec<Reply> {
 
 /// `delta mcp` in the sandbox, reached by the workspace's client.
 fn client(sb: &Sandbox, server: &ScriptedServer) -> mcp::Client {
+    client_with(sb, server, &[])
+}
+
+/// `delta mcp EXTRA…` in the sandbox, reached by the workspace's client.
+fn client_with(sb: &Sandbox, server: &ScriptedServer, extra: &[&str]) -> mcp::Client {
     let mut cmd = sb.delta(Some(server));
     cmd.arg("mcp")
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -258,4 +264,58 @@ fn the_inspector_checks_the_tool_schemas_and_drives_a_run_through_its_question()
     let finished = call("continue", json!({"workspace": "ws", "message": "Blue"}));
     assert_eq!(finished["status"], "COMPLETED", "{finished}");
     assert_eq!(finished["result"], "Your favourite colour is blue.");
+}
+
+#[test]
+fn with_a_store_run_queues_workers_run_and_continue_answers_here() {
+    let server = ScriptedServer::start(question_then_answer());
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let url = format!("file://{}", sb.path("store").display());
+    std::fs::create_dir_all(sb.path("store")).unwrap();
+    let mut c = client_with(&sb, &server, &["--store", &url]);
+    let queued = done(
+        &mut c,
+        "run",
+        json!({"agent": "agent", "message": "ask me"}),
+    );
+    assert_eq!(queued["status"], "QUEUED", "{queued}");
+    let run_id = queued["run_id"].as_str().unwrap().to_string();
+
+    // A worker of the store runs it until it asks.
+    let mut worker = sb.delta(Some(&server));
+    worker.args(["worker", "--store", &url, "--exit-when-done"]);
+    let out = output(worker);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let listed = done(&mut c, "list_runs", json!({}));
+    assert_eq!(listed["runs"][0]["run_id"], run_id.as_str(), "{listed}");
+    assert_eq!(listed["runs"][0]["status"], "WAITING_FOR_INPUT", "{listed}");
+
+    // The answer is given here; the run completes in a working copy and the store keeps it.
+    let finished = done(
+        &mut c,
+        "continue",
+        json!({"run_id": run_id, "message": "Blue"}),
+    );
+    assert_eq!(finished["status"], "COMPLETED", "{finished}");
+    let shown = done(&mut c, "show", json!({"run_id": run_id}));
+    assert_eq!(shown["status"], "COMPLETED", "{shown}");
+    // The same transcript as show --store (each read from its own scratch copy: records aside).
+    let without_records = |mut v: Value| {
+        for entry in v["entries"].as_array_mut().unwrap() {
+            entry.as_object_mut().unwrap().remove("record");
+        }
+        v
+    };
+    assert_eq!(
+        without_records(shown),
+        without_records(cli_json(
+            &sb,
+            &["show", "--store", &url, "--run-id", &run_id]
+        ))
+    );
+    for (tool, arguments) in [("show", json!({})), ("continue", json!({}))] {
+        let failed = c.call_tool(tool, args(arguments.clone()), None).unwrap();
+        assert!(failed.is_error, "{tool}: {:?}", failed.raw);
+    }
+    c.close();
 }

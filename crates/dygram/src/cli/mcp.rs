@@ -14,6 +14,7 @@ use mcp::server::{Call, Handler, HttpOptions, ServerInfo, ServerTool, ToolOutcom
 use serde_json::{Map, Value, json};
 
 use dygram_runtime::session::result::result_json;
+use dygram_runtime::session::shared::{SharedError, SharedStore};
 use dygram_runtime::session::{Executions, SessionError, summary_json};
 
 use super::serve::files;
@@ -43,6 +44,12 @@ pub struct McpArgs {
     /// Serve streamable HTTP on ADDR (host:port) at the path /mcp instead of stdio.
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+
+    /// The executions are shared through this store (a PostgreSQL URL, or file:///path; also
+    /// DYGRAM_STORE), named by id: execute and answer need `id`, status, list and show read the
+    /// store's.
+    #[arg(long, value_name = "URL", env = "DYGRAM_STORE")]
+    store: Option<String>,
 }
 
 pub fn run(args: McpArgs) -> Result<Exit, CliError> {
@@ -52,7 +59,11 @@ pub fn run(args: McpArgs) -> Result<Exit, CliError> {
     };
     let root = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
-    let tools = Tools { root };
+    let shared = match &args.store {
+        Some(url) => Some(super::interactive::shared_store(url)?),
+        None => None,
+    };
+    let tools = Tools { root, shared };
     match args.http {
         Some(addr) => {
             let listener = std::net::TcpListener::bind(&addr).map_err(|e| {
@@ -77,9 +88,11 @@ pub fn run(args: McpArgs) -> Result<Exit, CliError> {
     Ok(Exit::Ok)
 }
 
-/// dygram's tools, on the files of one folder.
+/// dygram's tools, on the files of one folder (and its executions, or a store's).
 struct Tools {
     root: PathBuf,
+    /// `--store`: the executions are the store's, named by id.
+    shared: Option<SharedStore>,
 }
 
 /// Why a tool call failed: told to the caller as a result with `isError`.
@@ -115,6 +128,9 @@ enum ToolError {
     /// The execution could not be read.
     #[error("{0}")]
     Execution(#[from] SessionError),
+    /// The store could not be used.
+    #[error("{0}")]
+    Shared(#[from] SharedError),
 }
 
 /// The arguments that name a machine.
@@ -211,7 +227,7 @@ impl Handler for Tools {
                 .ok_or(ToolError::Missing("text"))
                 .and_then(|answer| self.step(arguments, Some(answer))),
             "status" => self.status(arguments),
-            "list" => Ok(self.list()),
+            "list" => self.list(),
             "show" => self.show(arguments),
             _ => return None,
         };
@@ -267,38 +283,72 @@ impl Tools {
             playback: text(arguments, "playback"),
             answer,
         };
-        Ok(turn::step(&self.root, request)?)
+        Ok(turn::step(&self.root, request, self.shared.as_ref())?)
     }
 
     fn executions(&self) -> Executions {
         Executions::under(&self.root)
     }
 
-    fn status(&self, arguments: &Map<String, Value>) -> Result<Value, ToolError> {
-        let executions = self.executions();
-        let id = executions.resolve(text(arguments, "id").as_deref())?;
-        Ok(executions.status_json(&id)?)
+    /// Hands `read` the executions that hold the execution the arguments name (this folder's, or
+    /// a copy of the store's), with its id.
+    fn with_execution<T>(
+        &self,
+        arguments: &Map<String, Value>,
+        read: impl FnOnce(&Executions, &str) -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
+        let id = text(arguments, "id");
+        match &self.shared {
+            Some(shared) => {
+                let id = id.ok_or(ToolError::Missing("id"))?;
+                let view = shared.view(&id)?;
+                read(view.executions(), &id)
+            }
+            None => {
+                let executions = self.executions();
+                let id = executions.resolve(id.as_deref())?;
+                read(&executions, &id)
+            }
+        }
     }
 
-    fn list(&self) -> Value {
-        let executions = self.executions();
-        let rows: Vec<Value> = executions
-            .list()
-            .iter()
-            .map(|s| summary_json(s, s.metadata.as_ref().and_then(|m| executions.progress(m))))
-            .collect();
-        json!({"executions": rows})
+    fn status(&self, arguments: &Map<String, Value>) -> Result<Value, ToolError> {
+        self.with_execution(arguments, |executions, id| Ok(executions.status_json(id)?))
+    }
+
+    fn list(&self) -> Result<Value, ToolError> {
+        let rows: Vec<Value> = match &self.shared {
+            Some(shared) => shared
+                .list()?
+                .iter()
+                .map(|s| summary_json(s, None))
+                .collect(),
+            None => {
+                let executions = self.executions();
+                executions
+                    .list()
+                    .iter()
+                    .map(|s| {
+                        summary_json(s, s.metadata.as_ref().and_then(|m| executions.progress(m)))
+                    })
+                    .collect()
+            }
+        };
+        Ok(json!({"executions": rows}))
     }
 
     fn show(&self, arguments: &Map<String, Value>) -> Result<Value, ToolError> {
-        let executions = self.executions();
-        let id = executions.resolve(text(arguments, "id").as_deref())?;
-        let (state, meta) = executions.view(&id)?;
-        let mut shown = result_json(&state);
-        shown["id"] = json!(id);
-        shown["turns"] = json!(meta.turn_count);
-        Ok(shown)
+        self.with_execution(arguments, show)
     }
+}
+
+/// An execution's snapshot, as `exec show --format json` prints it.
+fn show(executions: &Executions, id: &str) -> Result<Value, ToolError> {
+    let (state, meta) = executions.view(id)?;
+    let mut shown = result_json(&state);
+    shown["id"] = json!(id);
+    shown["turns"] = json!(meta.turn_count);
+    Ok(shown)
 }
 
 fn render(project: &Project, arguments: &Map<String, Value>) -> Result<Value, ToolError> {

@@ -11,8 +11,14 @@ use super::answers::ORDER;
 use super::support::{Dir, bin};
 
 fn client(d: &Dir) -> mcp::Client {
+    client_with(d, &[])
+}
+
+/// `dygram mcp EXTRA…` in `d`, reached by the workspace's client.
+fn client_with(d: &Dir, extra: &[&str]) -> mcp::Client {
     let child = Command::new(bin())
         .arg("mcp")
+        .args(extra)
         .current_dir(d.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -233,4 +239,79 @@ fn the_same_tools_are_served_on_streamable_http() {
     c.close();
     server.kill().unwrap();
     server.wait().unwrap();
+}
+
+#[test]
+fn with_a_store_the_tools_step_and_read_the_stores_executions() {
+    let d = Dir::new();
+    super::support::copy_dir(
+        &super::support::repo_root().join("examples/dygram"),
+        d.path(),
+    );
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().display());
+    let mut c = client_with(&d, &["--store", &url]);
+    // In a store an execution is named by its id.
+    let refused = c
+        .call_tool(
+            "execute",
+            args(json!({"file": "review.dy", "playback": "recordings/review"})),
+            None,
+        )
+        .unwrap();
+    assert!(refused.is_error, "{:?}", refused.raw);
+    let first = done(
+        &mut c,
+        "execute",
+        json!({"file": "review.dy", "id": "shared-review", "playback": "recordings/review"}),
+    );
+    assert_eq!(first["report"]["id"], "shared-review", "{first}");
+    let second = done(
+        &mut c,
+        "execute",
+        json!({"file": "review.dy", "id": "shared-review"}),
+    );
+    assert_eq!(second["report"]["turns"], 1, "{second}");
+    assert!(!d.path().join(".dygram/executions/shared-review").exists());
+
+    let status = done(&mut c, "status", json!({"id": "shared-review"}));
+    assert_eq!(
+        status,
+        d.run(&[
+            "exec",
+            "status",
+            "shared-review",
+            "--store",
+            &url,
+            "--format",
+            "json"
+        ])
+        .json_line()
+    );
+    let listed = done(&mut c, "list", json!({}));
+    assert_eq!(
+        listed["executions"],
+        d.run(&["exec", "list", "--store", &url, "--format", "json"])
+            .json_line()
+    );
+    let shown = done(&mut c, "show", json!({"id": "shared-review"}));
+    assert_eq!(
+        shown,
+        d.run(&[
+            "exec",
+            "show",
+            "shared-review",
+            "--store",
+            &url,
+            "--format",
+            "json"
+        ])
+        .json()
+    );
+    let missing = c.call_tool("status", Map::new(), None).unwrap();
+    assert!(missing.is_error, "{:?}", missing.raw);
+    c.close();
+
+    let bad = d.run(&["mcp", "--store", "mysql://x"]);
+    assert_eq!(bad.code, 64, "{}", bad.stderr);
 }

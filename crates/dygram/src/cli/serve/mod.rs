@@ -256,7 +256,7 @@ fn step(root: &Path, body: &str) -> Reply {
         Ok(request) => request,
         Err(e) => return json_response(400, &json!({"message": format!("not a step: {e}")})),
     };
-    match turn::step(root, request) {
+    match turn::step(root, request, None) {
         Ok(answer) => json_response(200, &answer),
         Err(e) => json_response(e.status(), &json!({"message": e.to_string()})),
     }

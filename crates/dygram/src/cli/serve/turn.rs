@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dygram_runtime::outputs::execution::Trace;
+use dygram_runtime::session::shared::{SharedCall, SharedStore};
 use dygram_runtime::session::{
     Advance, CallError, CallRequest, ClientConfig, CompiledMachine, Executions, Host, ManualInput,
     Notice, Opening, Session, SourceFlags, Unit,
@@ -65,9 +66,14 @@ impl TurnError {
     }
 }
 
-/// Takes one turn of `request` in the executions of `root`: the report (the object `execute -i
-/// --format json` prints), the execution's trace and its history.
-pub fn step(root: &Path, request: StepRequest) -> Result<Value, TurnError> {
+/// Takes one turn of `request` in the executions of `root` (or, with `shared`, in that store, the
+/// execution named by its id): the report (the object `execute -i --format json` prints), the
+/// execution's trace and its history.
+pub fn step(
+    root: &Path,
+    request: StepRequest,
+    shared: Option<&SharedStore>,
+) -> Result<Value, TurnError> {
     let file = files::machine(root, &request.path)?;
     let text = std::fs::read_to_string(&file).map_err(|source| TurnError::Read {
         path: file.clone(),
@@ -94,7 +100,6 @@ pub fn step(root: &Path, request: StepRequest) -> Result<Value, TurnError> {
         machine_file: Some(request.path.clone()),
         result: None,
     };
-    let store = Executions::under(root).with_redactor(dygram_runtime::connect::redactor());
     let mut manual = match request.answer {
         Some(answer) => ManualInput::start(Cursor::new(answer.into_bytes())),
         None => ManualInput::none(),
@@ -104,14 +109,41 @@ pub fn step(root: &Path, request: StepRequest) -> Result<Value, TurnError> {
         text,
         errors: Vec::new(),
     };
-    let opening = Session::open(call, &store, &mut host, &mut manual).map_err(call_error)?;
-    let mut session = match opening {
-        Opening::Ready(session) => session,
-        Opening::Invalid => return Err(TurnError::Invalid(host.errors.join("; "))),
+    let (session, advance, history) = match shared {
+        Some(shared) => {
+            let Some(id) = call.id.clone() else {
+                return Err(TurnError::Call(
+                    "an execution in a store is named by its id: give it".into(),
+                ));
+            };
+            match shared
+                .call(call, &mut host, &mut manual)
+                .map_err(call_error)?
+            {
+                SharedCall::Invalid => return Err(TurnError::Invalid(host.errors.join("; "))),
+                SharedCall::Done { session, advance } => {
+                    let history = shared
+                        .view(&id)
+                        .ok()
+                        .and_then(|view| view.executions().history(&id).ok());
+                    (session, *advance, history.unwrap_or_default())
+                }
+            }
+        }
+        None => {
+            let store = Executions::under(root).with_redactor(dygram_runtime::connect::redactor());
+            let mut session =
+                match Session::open(call, &store, &mut host, &mut manual).map_err(call_error)? {
+                    Opening::Ready(session) => session,
+                    Opening::Invalid => return Err(TurnError::Invalid(host.errors.join("; "))),
+                };
+            let advance = session
+                .advance(&mut host, &store, &mut manual)
+                .map_err(call_error)?;
+            let history = store.history(session.id()).unwrap_or_default();
+            (session, advance, history)
+        }
     };
-    let advance = session
-        .advance(&mut host, &store, &mut manual)
-        .map_err(call_error)?;
     let id = session.id().to_string();
     let meta = session.metadata().clone();
     let Some(state) = session.state() else {
@@ -130,9 +162,7 @@ pub fn step(root: &Path, request: StepRequest) -> Result<Value, TurnError> {
         }),
     };
     let trace = Trace::of(state);
-    let history: Vec<Value> = store
-        .history(&id)
-        .unwrap_or_default()
+    let history: Vec<Value> = history
         .iter()
         .map(|h| {
             let summary = match (&h.output, h.tools.is_empty()) {

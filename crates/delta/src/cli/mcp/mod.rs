@@ -15,11 +15,13 @@ use delta::agent;
 use delta::connect::LlmMode;
 use delta::engine::{Observer, Progress};
 use delta::run_result::json_result;
-use delta::runner::{Continue, NewRun, Request, Runner, WorkspaceRef};
+use delta::runner::{Continue, Finished, NewRun, Request, Runner, WorkspaceRef};
 use delta::transcript::{self, Transcript};
 use delta::workspace;
 use mcp::server::{Call, Handler, HttpOptions, ServerInfo, ServerTool, ToolOutcome};
 use serde_json::{Map, Value, json};
+
+mod in_store;
 
 use super::report::{self, CliHost, Flags};
 use super::result::RunFormat;
@@ -49,6 +51,12 @@ pub struct McpArgs {
     /// Serve streamable HTTP on ADDR (host:port) at the path /mcp instead of stdio.
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+
+    /// The runs are kept in this store (a PostgreSQL URL, or file:///path; also DELTA_STORE):
+    /// `run` queues a run for the store's workers, `continue` works on one here (a working copy
+    /// under .delta-copies), `list_runs` and `show` read the store's (by run_id).
+    #[arg(long, value_name = "URL", env = "DELTA_STORE")]
+    store: Option<String>,
 }
 
 pub fn cmd_mcp(args: McpArgs) -> Result<Exit, CliError> {
@@ -58,8 +66,13 @@ pub fn cmd_mcp(args: McpArgs) -> Result<Exit, CliError> {
     };
     let root = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
+    let store = match &args.store {
+        Some(url) => Some(in_store::InStore::open(url, &root)?),
+        None => None,
+    };
     let tools = Tools {
         root,
+        store,
         running: Mutex::new(Vec::new()),
     };
     let interrupt = super::terminal::install_signal_handlers()?;
@@ -97,9 +110,11 @@ fn serve(
         .map_err(|e| CliError::new(format!("the MCP endpoint failed: {e}")))
 }
 
-/// delta's tools, on the agents and workspaces of one folder.
+/// delta's tools, on the agents and workspaces of one folder (or the runs of a store).
 struct Tools {
     root: PathBuf,
+    /// `--store`: the runs are the store's.
+    store: Option<in_store::InStore>,
     /// The interrupt flags of the runs in progress (raised together by a signal).
     running: Mutex<Vec<Arc<AtomicBool>>>,
 }
@@ -192,11 +207,15 @@ impl Handler for Tools {
     }
 
     fn call(&self, name: &str, arguments: &Map<String, Value>, call: &Call) -> Option<ToolOutcome> {
-        let outcome = match name {
-            "run" => self.start(arguments, call),
-            "continue" => self.go_on(arguments, call),
-            "list_runs" => self.list_runs(arguments),
-            "show" => self.show(arguments),
+        let outcome = match (name, &self.store) {
+            ("run", Some(store)) => store.submit(self, arguments),
+            ("continue", Some(store)) => store.go_on(self, arguments, call),
+            ("list_runs", Some(store)) => store.list(),
+            ("show", Some(store)) => store.show(arguments),
+            ("run", None) => self.start(arguments, call),
+            ("continue", None) => self.go_on(arguments, call),
+            ("list_runs", None) => self.list_runs(arguments),
+            ("show", None) => self.show(arguments),
             _ => return None,
         };
         Some(match outcome {
@@ -292,6 +311,21 @@ impl Tools {
         arguments: &Map<String, Value>,
         call: &Call,
     ) -> Result<Value, ToolError> {
+        self.drive_with(arguments, call, |runner| {
+            runner
+                .run(request)
+                .map_err(|e| report::runner_error(e).into())
+        })
+    }
+
+    /// Hands `go` a runner set up for this call (its answer source, budget, progress and
+    /// cancellation), and reports the run it stopped: the result object of `--format json`.
+    fn drive_with(
+        &self,
+        arguments: &Map<String, Value>,
+        call: &Call,
+        go: impl FnOnce(Runner<'_>) -> Result<Finished, ToolError>,
+    ) -> Result<Value, ToolError> {
         let mode = match text(arguments, "playback") {
             Some(dir) => LlmMode::Playback(self.inside(&dir)?),
             None => LlmMode::Live,
@@ -331,12 +365,12 @@ impl Tools {
             human: None,
             host: &mut host,
         };
-        let finished = runner.run(request);
+        let finished = go(runner);
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|flag| !Arc::ptr_eq(flag, &interrupt));
-        let finished = finished.map_err(report::runner_error)?;
+        let finished = finished?;
         let mut result =
             report::with_result_context(&finished, |ctx| json_result(&finished.outcome, ctx));
         let workspace = finished.workspace.display().to_string();
