@@ -187,6 +187,7 @@ pub fn drive(
 pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<AtomicBool>) -> Options {
     Options {
         max_iterations: flags.max_iterations,
+        pause_after: None,
         model: flags.model.clone(),
         sandbox: flags.sandbox,
         network: flags.network,

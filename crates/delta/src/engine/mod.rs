@@ -106,6 +106,9 @@ pub struct EngineSetup {
     pub client: Arc<dyn LlmClient>,
     /// Iteration budget for this process.
     pub max_iterations: u32,
+    /// Stop after this many iterations of this process, the run left INTERRUPTED to be resumed
+    /// (one model turn per call, for a program that steps a run): nothing is journaled for it.
+    pub pause_after: Option<u32>,
     /// Answer `ask_human` on the terminal.
     pub interactive: bool,
     /// Clock.
@@ -496,6 +499,10 @@ impl<'a> Engine<'a> {
                 Step::Continue => {}
                 Step::Stop(outcome) => return Ok(*outcome),
             }
+            // The budget wins over a pause that falls on its last iteration.
+            if self.setup.pause_after == Some(iteration) && iteration < max {
+                return self.pause_turns(iteration);
+            }
         }
         let message = format!("Maximum iterations ({max}) reached");
         self.observer.progress(Progress::Note(format!(
@@ -559,6 +566,15 @@ impl<'a> Engine<'a> {
         let mut outcome = self.outcome(RunStatus::Failed);
         outcome.error = Some(error);
         Ok(outcome)
+    }
+
+    /// Stops after `iterations` iterations, as [`EngineSetup::pause_after`] asks: the run is
+    /// INTERRUPTED (resumable), its journal untouched, so the model's context is what it was.
+    fn pause_turns(&mut self, iterations: u32) -> Result<RunOutcome, EngineError> {
+        self.report_io_failures(true)?;
+        self.log(&format!("Paused after {iterations} iteration(s), as asked"));
+        self.set_status(RunStatus::Interrupted, false)?;
+        Ok(self.outcome(RunStatus::Interrupted))
     }
 
     fn interrupt_run(&mut self) -> Result<RunOutcome, EngineError> {

@@ -56,6 +56,7 @@ impl<'h> ChildRuns<'h> {
     fn options(&mut self) -> Options {
         Options {
             max_iterations: None,
+            pause_after: None,
             model: self.model.clone(),
             sandbox: self.sandbox,
             network: self.network,

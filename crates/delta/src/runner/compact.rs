@@ -55,6 +55,7 @@ impl Runner<'_> {
         conn.bind_run(&opened.run).map_err(RunnerError::Bind)?;
         let setup = EngineSetup {
             max_iterations: self.options.max_iterations.unwrap_or(agent.max_iterations),
+            pause_after: None,
             agent,
             run: opened.run.clone(),
             env,

@@ -119,7 +119,17 @@ impl Runner<'_> {
         if let Some(record) = &self.options.last_workspace_record {
             runs::remember_workspace(record, &workspace);
         }
-        let max_iterations = self.options.max_iterations.unwrap_or(agent.max_iterations);
+        // A run stepped a few iterations per call is bounded by the agent's budget over the whole
+        // run; otherwise the budget is this process's.
+        let max_iterations = match (self.options.max_iterations, self.options.pause_after) {
+            (Some(max), _) => max,
+            (None, Some(_)) => u32::try_from(
+                u64::from(agent.max_iterations)
+                    .saturating_sub(session.metadata.iterations_completed),
+            )
+            .unwrap_or(0),
+            (None, None) => agent.max_iterations,
+        };
         // A run whose process died still says RUNNING on disk; it is resumed as INTERRUPTED.
         let status = match recovered {
             Some(_) => RunStatus::Interrupted,
@@ -152,6 +162,7 @@ impl Runner<'_> {
             env,
             client: conn.client,
             max_iterations,
+            pause_after: options.pause_after,
             interactive: options.interactive,
             clock: options.clock,
             ids: options.ids,

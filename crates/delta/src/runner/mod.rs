@@ -101,6 +101,10 @@ pub struct Approvals {
 pub struct Options {
     /// Iteration budget (default: the agent's).
     pub max_iterations: Option<u32>,
+    /// Stop after this many iterations of this call, the run left INTERRUPTED to be resumed by
+    /// the next (a program that steps a run one model turn per call). The agent's
+    /// `max_iterations` then counts over the whole run, not per call.
+    pub pause_after: Option<u32>,
     /// The model to ask instead of the agent's `llm.model` (`--model`, `DELTA_MODEL`).
     pub model: Option<String>,
     /// The sandbox's filesystem mode instead of the agent's (`--sandbox`).

@@ -67,6 +67,7 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
     ]);
     Options {
         max_iterations: None,
+        pause_after: None,
         model: None,
         stream_text: false,
         sandbox: None,
@@ -287,4 +288,81 @@ fn a_run_id_that_is_not_a_safe_name_never_reaches_the_filesystem() {
     assert!(!sb.ws().exists(), "nothing was created");
     assert!(!sb.path("escape").exists());
     assert!(bodies(&server).is_empty());
+}
+
+/// A runner that pauses after one iteration: how the run stopped (its locks let go).
+fn one_turn(sb: &Sandbox, server: &ScriptedServer, request: Request) -> delta::engine::RunOutcome {
+    let mut host = Recorder::default();
+    let mut steps = Steps::default();
+    let mut options = options(sb, server);
+    options.pause_after = Some(1);
+    let runner = Runner {
+        options,
+        observer: &mut steps,
+        human: None,
+        host: &mut host,
+    };
+    runner.run(request).unwrap().outcome
+}
+
+fn go_on(sb: &Sandbox) -> Request {
+    Request::Continue(Continue {
+        workspace: WorkspaceRef::Dir(sb.ws()),
+        run_id: None,
+        message: None,
+        with_file: None,
+        fork_at: None,
+    })
+}
+
+#[test]
+fn a_run_is_stepped_one_model_turn_per_call_and_its_budget_counts_over_the_calls() {
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", json!({"message": "one"})),
+        Reply::tool_call("c2", "echo", json!({"message": "two"})),
+        Reply::text("Done in three turns."),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let first = one_turn(&sb, &server, new_run(&sb, "Echo twice"));
+    assert_eq!(first.status, RunStatus::Interrupted);
+    assert_eq!(bodies(&server).len(), 1, "one model turn");
+    assert_eq!(sb.events("ACTION_RESULT").len(), 1);
+    // A pause is no interruption the model hears about: nothing is journaled for it.
+    let kinds: Vec<String> = sb
+        .journal()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds.last().unwrap(), "ACTION_RESULT", "{kinds:?}");
+    assert_eq!(sb.metadata()["status"], "INTERRUPTED");
+
+    let second = one_turn(&sb, &server, go_on(&sb));
+    assert_eq!(second.status, RunStatus::Interrupted);
+    assert_eq!(bodies(&server).len(), 2);
+    let third = one_turn(&sb, &server, go_on(&sb));
+    assert_eq!(third.status, RunStatus::Completed);
+    assert_eq!(
+        third.final_response.as_deref(),
+        Some("Done in three turns.")
+    );
+    assert_eq!(sb.metadata()["iterations_completed"], 3);
+    assert_well_formed(&server);
+
+    // The agent's budget counts over the calls: with max_iterations 2 the second call ends it.
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "echo", json!({"message": "one"})),
+        Reply::tool_call("c2", "echo", json!({"message": "two"})),
+        Reply::tool_call("c3", "echo", json!({"message": "three"})),
+    ]);
+    let sb = Sandbox::new(&format!(
+        "max_iterations: 2\n{}",
+        agent_yaml(ECHO_AND_WRITE)
+    ));
+    assert_eq!(
+        one_turn(&sb, &server, new_run(&sb, "Echo")).status,
+        RunStatus::Interrupted
+    );
+    let last = one_turn(&sb, &server, go_on(&sb));
+    assert_eq!(last.status, RunStatus::Completed, "the budget wins");
+    assert_eq!(bodies(&server).len(), 2);
 }
