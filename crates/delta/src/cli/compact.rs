@@ -75,6 +75,7 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
         observer: &mut console,
         human: None,
         host: &mut host,
+        tools: None,
     };
     let done = runner
         .compact(CompactRun {

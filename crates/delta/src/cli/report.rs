@@ -176,6 +176,7 @@ pub fn drive(
         observer,
         human: Some(&mut human as &mut dyn HumanInput),
         host: &mut host,
+        tools: None,
     };
     let finished = go(runner)?;
     let code = finish(&finished, flags.format, flags.quiet);

@@ -66,6 +66,7 @@ impl Engine<'_> {
                 let tool = self.setup.agent.tools[index].clone();
                 self.run_shell_tool(id, name, &tool, &args)
             }
+            Some(Handler::Host) => self.run_host_tool(id, name, &args),
             Some(Handler::Agent(index)) => {
                 let tool = self.setup.agent.tools[index].clone();
                 self.run_agent_tool(id, name, &tool, &args)

@@ -65,6 +65,7 @@ impl Engine<'_> {
         let Some(servers) = &self.mcp else { return };
         let (tools, refused) = servers.tools();
         self.tools = ToolRegistry::with_mcp(&self.setup.agent, tools);
+        self.offer_host_tools();
         for warning in crate::mcp_servers::left_out(&refused, self.tools.skipped_mcp()) {
             self.log(&warning);
             self.observer.progress(Progress::Note(warning));

@@ -11,6 +11,7 @@ mod compact;
 
 pub use compact::{CompactNow, Compacted};
 mod hook;
+mod host_tools;
 mod human;
 pub mod io_writer;
 mod mcp;
@@ -48,6 +49,7 @@ use crate::process::record::{Leftover, Recorder};
 use crate::redaction::{RedactingObserver, scrub_event};
 use crate::workspace::RunDir;
 pub use agents::{AGENTS_DIR, ChildCall, ChildStop, SubAgents, child_workspace};
+pub use host_tools::{HostResult, HostTools};
 pub use human::{HumanInput, InputType, InteractionRequest};
 use io_writer::IoWriter;
 pub use progress::{Observer, Progress, Silent};
@@ -150,6 +152,8 @@ pub struct Engine<'a> {
     human: Option<&'a mut dyn HumanInput>,
     /// Runs the children of agent tools (none: such a call fails with a reason).
     children: Option<&'a mut dyn SubAgents>,
+    /// The tools the program running the engine offers (none: the agent's only).
+    host_tools: Option<&'a mut dyn HostTools>,
     tool_env: Vec<(String, String)>,
     started: Instant,
     io: IoWriter,
@@ -272,6 +276,7 @@ impl<'a> Engine<'a> {
             observer,
             human,
             children: None,
+            host_tools: None,
             tool_env,
             started: Instant::now(),
             io: IoWriter::start(),
@@ -429,6 +434,27 @@ impl<'a> Engine<'a> {
     /// Lets the run's agent tools run their children through `children` (the runner's).
     pub fn with_sub_agents(&mut self, children: &'a mut dyn SubAgents) {
         self.children = Some(children);
+    }
+
+    /// Offers the tools of `host` to the model, after the agent's own (a name the agent has
+    /// already is not offered twice: the agent's wins, and the note says so).
+    pub fn with_host_tools(&mut self, host: &'a mut dyn HostTools) {
+        self.host_tools = Some(host);
+        self.offer_host_tools();
+    }
+
+    /// Adds the host's tools to the registry (again after the MCP servers' tools are offered).
+    pub(super) fn offer_host_tools(&mut self) {
+        let Some(host) = self.host_tools.as_deref() else {
+            return;
+        };
+        for name in self.tools.add_host(host.definitions()) {
+            let note = format!(
+                "The program's tool {name} was not offered: the agent has a tool of that name"
+            );
+            self.log(&note);
+            self.observer.progress(Progress::Note(note));
+        }
     }
 
     /// Runs the loop until the run completes, fails, waits for a human, or is interrupted.

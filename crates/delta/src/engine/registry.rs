@@ -28,6 +28,8 @@ pub enum Handler {
     AskHuman,
     /// The agent's tool at this index of `Agent::tools`, of kind `agent:`: a child run.
     Agent(usize),
+    /// A tool of the program running the engine ([`super::HostTools`]).
+    Host,
 }
 
 /// The built-in shell-session tools.
@@ -142,6 +144,24 @@ impl ToolRegistry {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, handler)| *handler)
+    }
+
+    /// Offers the host's tools (before `ask_human`); the names already taken are left out and
+    /// returned.
+    pub fn add_host(&mut self, definitions: Vec<ToolDefinition>) -> Vec<String> {
+        let mut taken = Vec::new();
+        for definition in definitions {
+            if definition.name == ASK_HUMAN
+                || self.entries.iter().any(|(n, _)| *n == definition.name)
+            {
+                taken.push(definition.name);
+                continue;
+            }
+            self.entries.push((definition.name.clone(), Handler::Host));
+            let at = self.definitions.len().saturating_sub(1);
+            self.definitions.insert(at, definition);
+        }
+        taken
     }
 
     /// The MCP tools left out because another tool (or an earlier MCP tool) has their name.

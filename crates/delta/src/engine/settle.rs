@@ -190,6 +190,8 @@ impl Engine<'_> {
                     Some(Handler::AskHuman) => self.answer_pending(&call.id, &args)?,
                     // A child run goes on from where it stopped.
                     Some(Handler::Agent(_)) => self.resume_agent_tool(&call.id, name, &args)?,
+                    // Its effect lives in the host, which has not seen a result: made again.
+                    Some(Handler::Host) => self.resume_host_tool(&call.id, name, &args)?,
                     Some(Handler::Shell(_)) | None => {
                         self.settle_interrupted(&call.id, name)?;
                         None

@@ -157,6 +157,7 @@ pub fn work(
         observer,
         human,
         host,
+        tools: None,
     };
     let result = runner.run(request);
     drop(renewer);

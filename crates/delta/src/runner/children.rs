@@ -99,6 +99,7 @@ impl SubAgents for ChildRuns<'_> {
             observer,
             human: None,
             host: &mut *self.host,
+            tools: None,
         };
         match runner.run(request) {
             Ok(finished) => stop_of(&finished.run, finished.outcome.status),

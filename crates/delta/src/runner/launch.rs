@@ -186,6 +186,9 @@ impl Runner<'_> {
         if let Some(children) = children.as_mut() {
             engine.with_sub_agents(children);
         }
+        if let Some(tools) = self.tools {
+            engine.with_host_tools(tools);
+        }
         let outcome = engine.run(message.as_deref())?;
         if options.process_ends {
             // `run` has flushed every record and the process ends soon after this, so the engine's

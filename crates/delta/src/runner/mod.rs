@@ -485,6 +485,8 @@ pub struct Runner<'a> {
     pub human: Option<&'a mut dyn HumanInput>,
     /// Notices and the connection.
     pub host: &'a mut dyn Host,
+    /// Tools this program offers the agent beside its own (see [`crate::engine::HostTools`]).
+    pub tools: Option<&'a mut dyn crate::engine::HostTools>,
 }
 
 impl Runner<'_> {

@@ -60,9 +60,14 @@ fn clock() -> Clock {
 
 /// A process environment of exactly what a run needs: the server, its key, and `PATH` for the tools.
 fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
+    options_for(&server.openai_base(), sb.root.path())
+}
+
+/// The options of a runner whose model is the server at `base`, working from `root`.
+fn options_for(base: &str, root: &Path) -> Options {
     let env = Env::from_pairs([
         ("DELTA_API_KEY".to_string(), KEY.to_string()),
-        ("DELTA_BASE_URL".to_string(), server.openai_base()),
+        ("DELTA_BASE_URL".to_string(), base.to_string()),
         ("PATH".to_string(), std::env::var("PATH").unwrap()),
     ]);
     Options {
@@ -75,11 +80,11 @@ fn options(sb: &Sandbox, server: &ScriptedServer) -> Options {
         approvals: Default::default(),
         interactive: false,
         env,
-        cwd: sb.root.path().to_path_buf(),
+        cwd: root.to_path_buf(),
         clock: clock(),
         ids: IdSource::seeded(7),
         interrupt: Arc::new(AtomicBool::new(false)),
-        last_workspace_record: Some(sb.path("home/.delta/LAST_WORKSPACE")),
+        last_workspace_record: Some(root.join("home/.delta/LAST_WORKSPACE")),
         process_ends: false,
         upstream: None,
         depth: 0,
@@ -98,6 +103,7 @@ fn run(
         observer: &mut steps,
         human: None,
         host: &mut host,
+        tools: None,
     };
     let result = runner.run(request);
     (result, host, steps)
@@ -301,6 +307,7 @@ fn one_turn(sb: &Sandbox, server: &ScriptedServer, request: Request) -> delta::e
         observer: &mut steps,
         human: None,
         host: &mut host,
+        tools: None,
     };
     runner.run(request).unwrap().outcome
 }
@@ -365,4 +372,142 @@ fn a_run_is_stepped_one_model_turn_per_call_and_its_budget_counts_over_the_calls
     let last = one_turn(&sb, &server, go_on(&sb));
     assert_eq!(last.status, RunStatus::Completed, "the budget wins");
     assert_eq!(bodies(&server).len(), 2);
+}
+
+/// A program's tool: `transition_to_done`, whose calls it keeps (and, with `crash`, dies in).
+struct Machine {
+    calls: Vec<serde_json::Value>,
+    crash: bool,
+}
+
+impl delta::engine::HostTools for Machine {
+    fn definitions(&self) -> Vec<llm::ToolDefinition> {
+        vec![llm::ToolDefinition {
+            name: "transition_to_done".into(),
+            description: "Move the machine to done.".into(),
+            parameters: json!({"type": "object", "properties": {"reason": {"type": "string"}}}),
+        }]
+    }
+
+    fn call(
+        &mut self,
+        _name: &str,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> delta::engine::HostResult {
+        if self.crash {
+            // The process dies with the call journaled as asked and not answered.
+            std::process::abort();
+        }
+        self.calls.push(serde_json::Value::Object(args.clone()));
+        delta::engine::HostResult {
+            content: "moved to done".into(),
+            ok: true,
+        }
+    }
+}
+
+fn with_machine(
+    sb: &Sandbox,
+    server: &ScriptedServer,
+    machine: &mut Machine,
+    request: Request,
+) -> delta::engine::RunOutcome {
+    let mut host = Recorder::default();
+    let mut steps = Steps::default();
+    let runner = Runner {
+        options: options(sb, server),
+        observer: &mut steps,
+        human: None,
+        host: &mut host,
+        tools: Some(machine),
+    };
+    runner.run(request).unwrap().outcome
+}
+
+const CRASH_VAR: &str = "DELTA_TEST_HOST_TOOL_CRASH_IN";
+
+#[test]
+fn a_programs_tools_are_offered_journaled_and_made_again_after_a_crash() {
+    let script = || {
+        [
+            Reply::tool_calls([
+                ToolCallSpec::new("c1", "echo", json!({"message": "first"})),
+                ToolCallSpec::new("c2", "transition_to_done", json!({"reason": "finished"})),
+            ]),
+            Reply::text("Moved on."),
+        ]
+    };
+    // The crashing half runs in a process of its own (this test, started again): it dies in the
+    // program's tool, after the call was journaled as asked.
+    if let (Ok(root), Ok(base)) = (std::env::var(CRASH_VAR), std::env::var("DELTA_BASE_URL")) {
+        let root = std::path::PathBuf::from(root);
+        let mut options = Options {
+            cwd: root.clone(),
+            last_workspace_record: None,
+            ..options_for(&base, &root)
+        };
+        options.pause_after = None;
+        let mut host = Recorder::default();
+        let mut steps = Steps::default();
+        let mut machine = Machine {
+            calls: Vec::new(),
+            crash: true,
+        };
+        let runner = Runner {
+            options,
+            observer: &mut steps,
+            human: None,
+            host: &mut host,
+            tools: Some(&mut machine),
+        };
+        let request = Request::Run(Box::new(NewRun {
+            agent: delta::agent::load(&root.join("agent")).unwrap(),
+            workspace: root.join("ws"),
+            workspace_name: None,
+            next_workspace: false,
+            auto_resume: true,
+            message: "Move on".into(),
+            run_id: None,
+        }));
+        let _ = runner.run(request);
+        unreachable!("the program's tool ends this process");
+    }
+    let server = ScriptedServer::start(script());
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let crashed = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "library::a_programs_tools_are_offered_journaled_and_made_again_after_a_crash",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CRASH_VAR, sb.root.path())
+        .env("DELTA_BASE_URL", server.openai_base())
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success(), "the first process died");
+    assert_eq!(sb.events("ACTION_REQUEST").len(), 2);
+    assert_eq!(sb.events("ACTION_RESULT").len(), 1, "the echo's only");
+
+    // Resumed: the echo is not run again, the program's call is made again, once.
+    let mut machine = Machine {
+        calls: Vec::new(),
+        crash: false,
+    };
+    let outcome = with_machine(&sb, &server, &mut machine, go_on(&sb));
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(machine.calls, [json!({"reason": "finished"})]);
+    let offered: Vec<String> = bodies(&server)[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        offered.contains(&"transition_to_done".to_string()),
+        "{offered:?}"
+    );
+    let result = &sb.events("ACTION_RESULT")[1]["payload"];
+    assert_eq!(result["observation_content"], "moved to done");
+    assert_eq!(result["status"], "SUCCESS");
+    assert_well_formed(&server);
 }

@@ -364,6 +364,7 @@ impl Tools {
             observer: &mut observer,
             human: None,
             host: &mut host,
+            tools: None,
         };
         let finished = go(runner);
         self.running
