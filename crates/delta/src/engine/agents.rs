@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::act::{Begin, Requested};
 use super::{Engine, EngineError, Observer, RunOutcome};
 use crate::agent::Tool;
+use crate::events::Event;
 use crate::process;
 
 /// What a child run is asked.
@@ -24,8 +25,10 @@ pub struct ChildCall<'a> {
     pub workspace: PathBuf,
     /// Its task (for a child not started yet).
     pub task: &'a str,
-    /// The answer to the child's question, for a child that waits for one.
-    pub answer: Option<String>,
+    /// The answer to the child's question, for a child that waits for one: the id of the
+    /// question it answers (the child's `interaction/request.json`), and the text. An answer to
+    /// another question than the one the child waits on is not given.
+    pub answer: Option<(String, String)>,
 }
 
 /// Where a child run stopped.
@@ -35,8 +38,13 @@ pub enum ChildStop {
     Completed(String),
     /// It failed, or could not run: why.
     Failed(String),
-    /// It waits for the answer to this question.
-    Waiting(String),
+    /// It waits for the answer to a question.
+    Waiting {
+        /// The question.
+        prompt: String,
+        /// The id of the child's request (its `interaction/request.json`).
+        request_id: String,
+    },
     /// It was interrupted (this run's interrupt): it goes on with this run.
     Interrupted,
 }
@@ -90,7 +98,9 @@ impl Engine<'_> {
         let empty = Map::new();
         let args = args.as_object().unwrap_or(&empty);
         let task = task_of(args).unwrap_or_default();
-        let answer = self.pending_for(id, false).and_then(|(_, answer)| answer);
+        let answer = self
+            .pending_for(id, false)
+            .and_then(|(request, answer)| Some((request.request_id, answer?)));
         let stop = self.drive_child(id, &tool, &task, answer.clone());
         if answer.is_some() && stop != ChildStop::Interrupted {
             // The child has journaled the answer as its own: it answers nothing more.
@@ -113,8 +123,9 @@ impl Engine<'_> {
         id: &str,
         tool: &Tool,
         task: &str,
-        answer: Option<String>,
+        answer: Option<(String, String)>,
     ) -> ChildStop {
+        let workspace = self.child_workspace_of(id);
         let Some(children) = self.children.as_deref_mut() else {
             return ChildStop::Failed(
                 "agent tools run only where delta's runner runs the loop".into(),
@@ -126,7 +137,7 @@ impl Engine<'_> {
                 .agent
                 .dir
                 .join(tool.template.as_deref().unwrap_or_default()),
-            workspace: child_workspace(&self.setup.run.root, id),
+            workspace,
             task,
             answer,
         };
@@ -155,8 +166,8 @@ impl Engine<'_> {
                 };
                 self.finish_call(call, &out, tool.timeout, None)
             }
-            ChildStop::Waiting(prompt) => {
-                let request = self.child_question(call.id, &prompt);
+            ChildStop::Waiting { prompt, request_id } => {
+                let request = self.child_question(call.id, &prompt, request_id);
                 Ok(Some(self.pause(request)?))
             }
             ChildStop::Interrupted => Ok(Some(self.interrupt_run()?)),
@@ -172,9 +183,26 @@ fn task_of(args: &Map<String, Value>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The workspace of the child of call `id` of the run whose folder is `run_root`.
-pub fn child_workspace(run_root: &std::path::Path, id: &str) -> PathBuf {
+impl Engine<'_> {
+    /// The workspace of the child of call `id`: named after the call and the journal line of its
+    /// `ACTION_REQUEST`, which is unique in the run (call ids repeat where a provider leaves them
+    /// out) and the same when the call is settled by a later process.
+    fn child_workspace_of(&self, id: &str) -> PathBuf {
+        let seq = self
+            .typed
+            .iter()
+            .zip(&self.seqs)
+            .rev()
+            .find(|(e, _)| matches!(e, Event::ActionRequest { action_id, .. } if action_id == id))
+            .map_or(0, |(_, seq)| *seq);
+        child_workspace(&self.setup.run.root, id, seq)
+    }
+}
+
+/// The workspace of the child of call `id`, asked for on journal line `seq`, of the run whose
+/// folder is `run_root`.
+pub fn child_workspace(run_root: &std::path::Path, id: &str, seq: u64) -> PathBuf {
     run_root
         .join(AGENTS_DIR)
-        .join(super::act::safe_dir_name(id))
+        .join(format!("{}-{seq}", super::act::safe_dir_name(id)))
 }

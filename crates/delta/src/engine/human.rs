@@ -107,13 +107,22 @@ impl Engine<'_> {
     }
 
     /// The question of the child run of call `id`, asked as this run's.
-    pub(super) fn child_question(&self, id: &str, prompt: &str) -> InteractionRequest {
+    /// It keeps the child's request id, so that its answer goes to that question only.
+    pub(super) fn child_question(
+        &self,
+        id: &str,
+        prompt: &str,
+        request_id: String,
+    ) -> InteractionRequest {
         let question = AskHumanArgs {
             prompt: Some(self.redact(prompt)),
             input_type: InputType::Text,
             sensitive: false,
         };
-        self.new_request(id, &question)
+        InteractionRequest {
+            request_id,
+            ..self.new_request(id, &question)
+        }
     }
 
     fn new_request(&self, id: &str, question: &AskHumanArgs) -> InteractionRequest {

@@ -11,7 +11,7 @@ use store::{Clock, IdSource};
 
 use super::{Approvals, Continue, Host, NewRun, Options, Request, Runner, WorkspaceRef};
 use crate::agent::{self, Agent};
-use crate::engine::{ChildCall, ChildStop, Observer, SubAgents};
+use crate::engine::{ChildCall, ChildStop, InteractionRequest, Observer, SubAgents};
 use crate::env::Env;
 use crate::metadata::RunStatus;
 use crate::transcript::{self, Outcome};
@@ -23,8 +23,10 @@ pub const MAX_DEPTH: u32 = 4;
 pub(super) struct ChildRuns<'h> {
     host: &'h mut dyn Host,
     model: Option<String>,
-    sandbox: Option<crate::sandbox::FsMode>,
-    network: Option<bool>,
+    /// The parent's sandbox: a child is confined at least as much.
+    parent_sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The parent is a run kept in a store (its children would not be).
+    in_store: bool,
     approvals: Approvals,
     env: Env,
     cwd: PathBuf,
@@ -35,16 +37,21 @@ pub(super) struct ChildRuns<'h> {
 }
 
 impl<'h> ChildRuns<'h> {
-    /// The children of a run of `agent` (its sandbox applied) by a runner with `options`.
-    pub(super) fn new(host: &'h mut dyn Host, options: &mut Options, agent: &Agent) -> Self {
-        let confined = agent.sandbox.as_ref().filter(|p| p.confines());
+    /// The children of a run of `agent` (its sandbox applied) by a runner with `options`, whose
+    /// environment with its `.env` files is `env`.
+    pub(super) fn new(
+        host: &'h mut dyn Host,
+        options: &mut Options,
+        agent: &Agent,
+        env: &Env,
+    ) -> Self {
         Self {
             host,
             model: options.model.clone(),
-            sandbox: confined.map(|p| p.filesystem),
-            network: confined.map(|p| p.network),
+            parent_sandbox: agent.sandbox.clone(),
+            in_store: options.upstream.is_some(),
             approvals: options.approvals.clone(),
-            env: options.env.clone(),
+            env: env.clone(),
             cwd: options.cwd.clone(),
             clock: options.clock,
             ids: IdSource::seeded(options.ids.next_u64()),
@@ -53,13 +60,24 @@ impl<'h> ChildRuns<'h> {
         }
     }
 
-    fn options(&mut self) -> Options {
+    /// The options of a child runner for the agent in `agent_dir`: the stricter of its sandbox
+    /// and the parent's, setting by setting.
+    fn options(&mut self, agent_dir: &std::path::Path) -> Options {
+        let child = agent::load(agent_dir).ok().and_then(|a| a.sandbox);
+        let (sandbox, network) = match (&self.parent_sandbox, child) {
+            (Some(parent), Some(child)) => (
+                Some(stricter(parent.filesystem, child.filesystem)),
+                Some(parent.network && child.network),
+            ),
+            (Some(parent), None) => (Some(parent.filesystem), Some(parent.network)),
+            (None, _) => (None, None),
+        };
         Options {
             max_iterations: None,
             pause_after: None,
             model: self.model.clone(),
-            sandbox: self.sandbox,
-            network: self.network,
+            sandbox,
+            network,
             approvals: self.approvals.clone(),
             stream_text: false,
             interactive: false,
@@ -83,6 +101,13 @@ impl SubAgents for ChildRuns<'_> {
                 "agents call agents at most {MAX_DEPTH} deep (an agent that calls itself?)"
             ));
         }
+        if self.in_store {
+            return ChildStop::Failed(
+                "agent tools do not run in runs kept in a store yet (the child's record would stay \
+                 in this working copy)"
+                    .into(),
+            );
+        }
         if self.host.records_or_replays() {
             return ChildStop::Failed(
                 "agent tools do not run under --record or --playback yet (a child run would \
@@ -95,7 +120,7 @@ impl SubAgents for ChildRuns<'_> {
             Err(stop) => return stop,
         };
         let runner = Runner {
-            options: self.options(),
+            options: self.options(&call.agent),
             observer,
             human: None,
             host: &mut *self.host,
@@ -111,9 +136,15 @@ impl SubAgents for ChildRuns<'_> {
 /// What to ask of the child of `call`: to start, to go on, or nothing (where it stands already
 /// answers: it ended, or waits with no answer given).
 fn request(call: &ChildCall<'_>) -> Result<Request, ChildStop> {
-    let latest = match crate::runs::list(&call.workspace) {
-        Ok(runs) => runs.into_iter().next(),
-        Err(_) => None,
+    // Only a child that has no folder yet is started: a folder that cannot be read is no reason
+    // to run its tools again.
+    let latest = if call.workspace.join(".delta").is_dir() {
+        crate::runs::list(&call.workspace)
+            .map_err(|e| ChildStop::Failed(format!("cannot read the agent's run: {e}")))?
+            .into_iter()
+            .next()
+    } else {
+        None
     };
     let Some(latest) = latest else {
         let agent = agent::load(&call.agent)
@@ -139,12 +170,34 @@ fn request(call: &ChildCall<'_>) -> Result<Request, ChildStop> {
     };
     match latest.status {
         RunStatus::Completed | RunStatus::Failed => Err(stop_of(&latest.run, latest.status)),
+        // The answer goes to the question it answers, once: a child that has taken it and asks
+        // again waits for the next answer.
         RunStatus::WaitingForInput => match &call.answer {
-            Some(answer) => Ok(go_on(Some(answer.clone()))),
-            None => Err(stop_of(&latest.run, latest.status)),
+            Some((asked, answer)) if Some(asked) == waiting_on(&latest.run).as_ref() => {
+                Ok(go_on(Some(answer.clone())))
+            }
+            _ => Err(stop_of(&latest.run, latest.status)),
         },
         RunStatus::Running | RunStatus::Interrupted => Ok(go_on(None)),
     }
+}
+
+/// The stricter of two filesystem modes (read-only, then workspace-write, then off).
+fn stricter(a: crate::sandbox::FsMode, b: crate::sandbox::FsMode) -> crate::sandbox::FsMode {
+    use crate::sandbox::FsMode::{Off, ReadOnly, WorkspaceWrite};
+    match (a, b) {
+        (ReadOnly, _) | (_, ReadOnly) => ReadOnly,
+        (WorkspaceWrite, _) | (_, WorkspaceWrite) => WorkspaceWrite,
+        (Off, Off) => Off,
+    }
+}
+
+/// The id of the question child run `run` waits on.
+fn waiting_on(run: &crate::workspace::RunDir) -> Option<String> {
+    let request = run.interaction().join("request.json");
+    store::atomic::read_json::<InteractionRequest>(&request)
+        .ok()
+        .map(|r| r.request_id)
 }
 
 /// What a child run that stopped with `status` tells its parent.
@@ -155,8 +208,13 @@ fn stop_of(run: &crate::workspace::RunDir, status: RunStatus) -> ChildStop {
         (RunStatus::Completed, _) => {
             ChildStop::Completed("(the agent completed without a final answer)".into())
         }
-        (RunStatus::WaitingForInput, Some(Outcome::Question(q))) => ChildStop::Waiting(q),
-        (RunStatus::WaitingForInput, _) => ChildStop::Waiting("(no question)".into()),
+        (RunStatus::WaitingForInput, outcome) => ChildStop::Waiting {
+            prompt: match outcome {
+                Some(Outcome::Question(q)) => q,
+                _ => "(no question)".into(),
+            },
+            request_id: waiting_on(run).unwrap_or_default(),
+        },
         (RunStatus::Failed, Some(Outcome::Error(e))) => ChildStop::Failed(e),
         (RunStatus::Failed, _) => ChildStop::Failed("the run failed".into()),
         (RunStatus::Interrupted | RunStatus::Running, _) => ChildStop::Interrupted,

@@ -152,7 +152,7 @@ impl Runner<'_> {
             .tools
             .iter()
             .any(|t| t.syntax == crate::agent::tools::Syntax::Agent)
-            .then(|| super::children::ChildRuns::new(self.host, &mut options, &agent));
+            .then(|| super::children::ChildRuns::new(self.host, &mut options, &agent, &env));
         // Replayed answers cost nothing: a playback run has no cost.
         let priced = conn.playback.is_none();
         // The secrets the MCP servers' env and headers bring in are scrubbed like the API key.
@@ -162,7 +162,7 @@ impl Runner<'_> {
             env,
             client: conn.client,
             max_iterations,
-            pause_after: options.pause_after,
+            pause_after: options.pause_after.filter(|n| *n > 0),
             interactive: options.interactive,
             clock: options.clock,
             ids: options.ids,

@@ -209,9 +209,12 @@ pub struct ToolEntry {
     pub output: String,
     /// The folder with its full output (`stdout.log`, `stderr.log`), where one was written.
     pub record: Option<PathBuf>,
-    /// The child run of an agent tool's call (in `agents/<call>/` of the run's folder).
+    /// The child run of an agent tool's call (in `agents/<call>-<line>/` of the run's folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_run: Option<Box<Transcript>>,
+    /// The journal line of the call's `ACTION_REQUEST` (which names its child's folder).
+    #[serde(skip)]
+    pub request_seq: u64,
 }
 
 impl ToolEntry {
@@ -235,6 +238,7 @@ impl ToolEntry {
             output: String::new(),
             record: None,
             sub_run: None,
+            request_seq: 0,
         }
     }
 
@@ -276,7 +280,7 @@ impl Transcript {
         let mut entries = builder.finish();
         for entry in &mut entries {
             if let Entry::Tool(tool) = entry {
-                tool.sub_run = sub_run(run, &tool.action_id);
+                tool.sub_run = sub_run(run, tool);
             }
         }
         let final_answer = (status == RunStatus::Completed)
@@ -329,10 +333,12 @@ fn pending_question(run: &RunDir) -> Option<String> {
         .map(|r| r.prompt)
 }
 
-/// The transcript of the child run of call `action_id` of `run` (an agent tool's), if it has one.
-fn sub_run(run: &RunDir, action_id: &str) -> Option<Box<Transcript>> {
-    let workspace = crate::engine::child_workspace(&run.root, action_id);
-    if !workspace.is_dir() {
+/// The transcript of the child run of call `tool` of `run` (an agent tool's), if it has one.
+/// A folder that is a link is not followed (a child's transcript is never read from elsewhere).
+fn sub_run(run: &RunDir, tool: &ToolEntry) -> Option<Box<Transcript>> {
+    let workspace = crate::engine::child_workspace(&run.root, &tool.action_id, tool.request_seq);
+    let meta = std::fs::symlink_metadata(&workspace).ok()?;
+    if !meta.is_dir() || !run.root.join(crate::engine::AGENTS_DIR).is_dir() {
         return None;
     }
     let child = find_run(&workspace, None)?;
@@ -440,13 +446,10 @@ impl<'r> Builder<'r> {
                 tool_name,
                 tool_args,
                 resolved_command,
-            } => Entry::Tool(ToolEntry::requested(
-                time,
-                action_id,
-                tool_name,
-                tool_args,
-                resolved_command,
-            )),
+            } => Entry::Tool(ToolEntry {
+                request_seq: line.seq,
+                ..ToolEntry::requested(time, action_id, tool_name, tool_args, resolved_command)
+            }),
             Event::ActionResult {
                 action_id,
                 status,

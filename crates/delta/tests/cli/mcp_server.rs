@@ -273,6 +273,14 @@ fn with_a_store_run_queues_workers_run_and_continue_answers_here() {
     let url = format!("file://{}", sb.path("store").display());
     std::fs::create_dir_all(sb.path("store")).unwrap();
     let mut c = client_with(&sb, &server, &["--store", &url]);
+    // The tools say what they take in a store: runs are named by run_id.
+    let show = c
+        .list_tools()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "show")
+        .unwrap();
+    assert_eq!(show.input_schema["required"], json!(["run_id"]));
     let queued = done(
         &mut c,
         "run",

@@ -42,9 +42,22 @@ fn runs_of_note(sb: &Sandbox) -> usize {
         .unwrap_or(0)
 }
 
-/// The child's workspace of call `p1`.
+/// The child's workspace of call `p1` (named after the call and its journal line).
 fn child_ws(sb: &Sandbox) -> std::path::PathBuf {
-    sb.run_dir().join("agents/p1")
+    let found: Vec<_> = std::fs::read_dir(sb.run_dir().join("agents"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("p1-"),
+        "{found:?}"
+    );
+    found[0].clone()
 }
 
 #[test]
@@ -162,4 +175,30 @@ fn a_childs_question_makes_the_parent_wait_and_the_answer_reaches_the_child() {
     let third = server.requests()[2].json().to_string();
     assert!(third.contains("Blue"), "{third}");
     assert!(!sb.run_dir().join("interaction/response.txt").exists());
+}
+
+#[test]
+fn a_call_id_used_again_in_a_later_turn_gets_a_child_of_its_own() {
+    // Some providers number their calls afresh in every answer.
+    let server = ScriptedServer::start([
+        Reply::tool_call("call_0", "research", json!({"task": "first question"})),
+        Reply::text("First answer."),
+        Reply::tool_call("call_0", "research", json!({"task": "second question"})),
+        Reply::text("Second answer."),
+        Reply::text("Both done."),
+    ]);
+    let sb = family();
+    let out = sb.run(Some(&server), "research twice", &["--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = sb.events("ACTION_RESULT");
+    let contents: Vec<&str> = results
+        .iter()
+        .map(|r| r["payload"]["observation_content"].as_str().unwrap())
+        .collect();
+    assert!(contents[0].contains("First answer."), "{contents:?}");
+    assert!(contents[1].contains("Second answer."), "{contents:?}");
+    let children = std::fs::read_dir(sb.run_dir().join("agents"))
+        .unwrap()
+        .count();
+    assert_eq!(children, 2);
 }

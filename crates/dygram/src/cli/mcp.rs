@@ -60,7 +60,11 @@ pub fn run(args: McpArgs) -> Result<Exit, CliError> {
     let root = std::env::current_dir()
         .map_err(|e| CliError::new(format!("cannot read the current folder: {e}")))?;
     let shared = match &args.store {
-        Some(url) => Some(super::interactive::shared_store(url)?),
+        // What is written to the store is scrubbed of secrets, as the command line's calls are.
+        Some(url) => Some(
+            super::interactive::shared_store(url)?
+                .with_redactor(dygram_runtime::connect::redactor()),
+        ),
         None => None,
     };
     let tools = Tools { root, shared };

@@ -55,7 +55,7 @@ pub fn serve_http(
                 scope.spawn(move || endpoint.take(request));
             }
         }
-        endpoint.core.cancel_all();
+        endpoint.core.cancel_all("");
         Ok(())
     })
 }
@@ -178,6 +178,8 @@ impl Endpoint<'_> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id);
+            // The client is done with the session: its calls still running are cancelled.
+            self.core.cancel_all(&scope(&id));
         }
         Plain::status(200)
     }
@@ -192,20 +194,24 @@ impl Endpoint<'_> {
         if !initialize && let Err(refusal) = self.session(&request) {
             return respond(request, refusal);
         }
+        let client = scope(&header(&request, SESSION_HEADER).unwrap_or_default());
         let (id, method, params) = match received {
             Received::Invalid(_) => return,
             Received::Other => {
-                self.core.notified(body);
+                self.core.notified(&client, body);
                 return respond(request, Plain::status(202));
             }
             Received::Request { id, method, params } => (id, method, params),
         };
         let streams = header(&request, "Accept").is_some_and(|a| a.contains("text/event-stream"));
         if method == "tools/call" && streams && params.pointer("/_meta/progressToken").is_some() {
-            return self.stream_call(request, id, &params);
+            return self.stream_call(request, &client, id, &params);
+        }
+        if method == "tools/call" {
+            self.core.register(&client, &id);
         }
         let nothing = |_: &Value| {};
-        let answer = match self.core.answer(id, &method, &params, &nothing) {
+        let answer = match self.core.answer(&client, id, &method, &params, &nothing) {
             Some(answer) => answer,
             None => return respond(request, Plain::status(202)),
         };
@@ -222,8 +228,8 @@ impl Endpoint<'_> {
     }
 
     /// A tool call answered with an event stream: its progress, then its result.
-    fn stream_call(&self, request: Request, id: Value, params: &Value) {
-        self.core.register(&id);
+    fn stream_call(&self, request: Request, client: &str, id: Value, params: &Value) {
+        let cancelled = self.core.register(client, &id);
         let session = header(&request, SESSION_HEADER).unwrap_or_default();
         let mut writer = request.into_writer();
         let head = format!(
@@ -235,21 +241,32 @@ impl Endpoint<'_> {
             .and_then(|()| writer.flush())
             .is_err()
         {
+            self.core.forget(client, &id);
             return;
         }
         let writer = Mutex::new(writer);
         let send = |message: &Value| {
             let event = format!("event: message\ndata: {message}\n\n");
             let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
-            // A client that went away has its call cancelled by its DELETE or by the server's end.
-            let _ = write!(w, "{:x}\r\n{event}\r\n", event.len()).and_then(|()| w.flush());
+            if write!(w, "{:x}\r\n{event}\r\n", event.len())
+                .and_then(|()| w.flush())
+                .is_err()
+            {
+                // The client went away: nobody waits for this call any more.
+                cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
         };
-        if let Some(answer) = self.core.answer(id, "tools/call", params, &send) {
+        if let Some(answer) = self.core.answer(client, id, "tools/call", params, &send) {
             send(&answer);
         }
         let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
         let _ = w.write_all(b"0\r\n\r\n").and_then(|()| w.flush());
     }
+}
+
+/// The scope of the calls of session `id` (a cancellation reaches only its own session's calls).
+fn scope(id: &str) -> String {
+    format!("{id}/")
 }
 
 fn read_body(request: &mut Request) -> Result<String, Plain> {

@@ -97,6 +97,9 @@ impl Call<'_> {
         let Some(token) = &self.progress_token else {
             return;
         };
+        if self.cancelled.load(Ordering::SeqCst) {
+            return;
+        }
         let mut params = json!({"progressToken": token, "progress": progress, "message": message});
         if let (Some(total), Value::Object(p)) = (total, &mut params) {
             p.insert("total".into(), json!(total));
@@ -165,8 +168,9 @@ impl<'h> Core<'h> {
         }
     }
 
-    /// Takes a notification: `notifications/cancelled` raises the named call's flag.
-    pub(crate) fn notified(&self, text: &str) {
+    /// Takes a notification of the client `scope` names (the empty scope on stdio, a session on
+    /// HTTP): `notifications/cancelled` raises the named call's flag.
+    pub(crate) fn notified(&self, scope: &str, text: &str) {
         let Ok(message) = serde_json::from_str::<Value>(text.trim()) else {
             return;
         };
@@ -178,7 +182,7 @@ impl<'h> Core<'h> {
                 .in_flight
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if let Some(flag) = calls.get(&id.to_string()) {
+            if let Some(flag) = calls.get(&key(scope, id)) {
                 flag.store(true, Ordering::SeqCst);
             }
         }
@@ -186,21 +190,30 @@ impl<'h> Core<'h> {
 
     /// The cancellation flag of call `id` (made at the first ask): a transport registers a call
     /// before handing it to a thread, so that a cancellation read right after it finds it.
-    pub(crate) fn register(&self, id: &Value) -> Arc<AtomicBool> {
+    pub(crate) fn register(&self, scope: &str, id: &Value) -> Arc<AtomicBool> {
         let mut calls = self
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(calls.entry(id.to_string()).or_default())
+        Arc::clone(calls.entry(key(scope, id)).or_default())
     }
 
-    /// Raises the flag of every call in flight (the client went away).
-    pub(crate) fn cancel_all(&self) {
+    /// Forgets call `id` of `scope` (answered, or never to be).
+    pub(crate) fn forget(&self, scope: &str, id: &Value) {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key(scope, id));
+    }
+
+    /// Raises the flag of every call in flight of `scope` (its client went away); the empty scope
+    /// is every call.
+    pub(crate) fn cancel_all(&self, scope: &str) {
         let calls = self
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for flag in calls.values() {
+        for (_, flag) in calls.iter().filter(|(k, _)| k.starts_with(scope)) {
             flag.store(true, Ordering::SeqCst);
         }
     }
@@ -208,6 +221,7 @@ impl<'h> Core<'h> {
     /// The answer to a request (`None`: a call the client cancelled, which gets none).
     pub(crate) fn answer(
         &self,
+        scope: &str,
         id: Value,
         method: &str,
         params: &Value,
@@ -238,13 +252,14 @@ impl<'h> Core<'h> {
                     .collect();
                 result(id, json!({"tools": tools}))
             }
-            "tools/call" => return self.call(id, params, notify),
+            "tools/call" => return self.call(scope, id, params, notify),
             other => error(id, METHOD_NOT_FOUND, &format!("method not found: {other}")),
         })
     }
 
-    fn call(&self, id: Value, params: &Value, notify: Notify<'_>) -> Option<Value> {
+    fn call(&self, scope: &str, id: Value, params: &Value, notify: Notify<'_>) -> Option<Value> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
+            self.forget(scope, &id);
             return Some(error(
                 id,
                 INVALID_PARAMS,
@@ -252,21 +267,25 @@ impl<'h> Core<'h> {
             ));
         };
         let empty = Map::new();
-        let arguments = params
-            .get("arguments")
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        let key = id.to_string();
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(arguments)) => arguments,
+            Some(_) => {
+                self.forget(scope, &id);
+                return Some(error(
+                    id,
+                    INVALID_PARAMS,
+                    "a tool's arguments are an object",
+                ));
+            }
+        };
         let call = Call {
-            cancelled: self.register(&id),
+            cancelled: self.register(scope, &id),
             progress_token: params.pointer("/_meta/progressToken").cloned(),
             notify,
         };
         let outcome = self.handler.call(name, arguments, &call);
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key);
+        self.forget(scope, &id);
         if call.cancelled.load(Ordering::SeqCst) {
             return None;
         }
@@ -286,6 +305,11 @@ impl<'h> Core<'h> {
             None => error(id, INVALID_PARAMS, &format!("no tool named {name:?}")),
         })
     }
+}
+
+/// The key of call `id` of the client `scope` names.
+fn key(scope: &str, id: &Value) -> String {
+    format!("{scope}{id}")
 }
 
 pub(crate) fn error(id: Value, code: i64, message: &str) -> Value {

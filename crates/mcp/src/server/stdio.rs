@@ -30,7 +30,7 @@ pub fn serve(
             .is_err()
         {
             // Nobody reads the answers any more.
-            core.cancel_all();
+            core.cancel_all("");
         }
     };
     std::thread::scope(|scope| {
@@ -38,20 +38,20 @@ pub fn serve(
             &mut input,
             |text| match Received::parse(text) {
                 Received::Request { id, method, params } if method == "tools/call" => {
-                    core.register(&id);
+                    core.register("", &id);
                     let (core, send) = (&core, &send);
                     scope.spawn(move || {
-                        if let Some(answer) = core.answer(id, &method, &params, send) {
+                        if let Some(answer) = core.answer("", id, &method, &params, send) {
                             send(&answer);
                         }
                     });
                 }
                 Received::Request { id, method, params } => {
-                    if let Some(answer) = core.answer(id, &method, &params, &send) {
+                    if let Some(answer) = core.answer("", id, &method, &params, &send) {
                         send(&answer);
                     }
                 }
-                Received::Other => core.notified(text),
+                Received::Other => core.notified("", text),
                 Received::Invalid(answer) => send(&answer),
             },
             &send,

@@ -226,3 +226,30 @@ fn a_call_that_asks_for_progress_streams_it_and_a_cancellation_stops_it() {
         );
     });
 }
+
+#[test]
+fn ending_a_session_cancels_its_calls_and_no_other_sessions() {
+    with_server(|url| {
+        let session = |_: ()| session_of(&raw(url, "POST", &[], INITIALIZE).1);
+        let (mine, theirs) = (session(()), session(()));
+        let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait"}}"#;
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| raw(url, "POST", &[("Mcp-Session-Id", &mine)], call));
+            // The other session's cancellation of "its" call 7 reaches nothing of mine.
+            std::thread::sleep(Duration::from_millis(200));
+            let cancel =
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;
+            assert_eq!(
+                raw(url, "POST", &[("Mcp-Session-Id", &theirs)], cancel).0,
+                202
+            );
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(!waiting.is_finished(), "another session cancelled my call");
+            assert_eq!(raw(url, "DELETE", &[("Mcp-Session-Id", &mine)], "").0, 200);
+            let (status, _, _) = waiting.join().unwrap();
+            assert_eq!(status, 202, "a cancelled call gets no answer");
+        });
+        assert!(started.elapsed() < Duration::from_secs(8));
+    });
+}

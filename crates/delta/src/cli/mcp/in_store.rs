@@ -15,8 +15,52 @@ use store::RunStore;
 
 use super::super::fleet::{default_copies, fleet_error, store_transcript};
 use super::super::report;
-use super::{Call, ToolError, Tools, text};
+use super::{Call, ToolError, Tools, schema, text};
 use crate::cli::CliError;
+use mcp::server::ServerTool;
+
+/// The tools as they take their arguments with a store: runs are named by `run_id`.
+pub(super) fn tools() -> Vec<ServerTool> {
+    let run_id = json!({"type": "string", "description": "The run, as the store names it."});
+    vec![
+        ServerTool {
+            name: "run",
+            description: "Queue a run of a delta agent in the store, for its workers (as `delta submit`): its run_id and status QUEUED; follow it with list_runs and show.",
+            input_schema: schema(
+                &["agent", "message"],
+                json!({
+                    "agent": {"type": "string", "description": "The agent folder (agent.yaml, system_prompt.md), relative to the server's folder."},
+                    "message": {"type": "string", "description": "The task."},
+                    "workspace": {"type": "string", "description": "Where the run works, relative to the server's folder (default: a working copy the worker makes)."},
+                    "run_id": {"type": "string", "description": "An id for the new run (default: a generated one)."},
+                    "max_iterations": {"type": "integer", "minimum": 1, "description": "The iteration budget (default: the agent's)."}
+                }),
+            ),
+        },
+        ServerTool {
+            name: "continue",
+            description: "Go on with a run of the store here, in a working copy (as `delta continue --store`): resume it, answer its question (message = the answer), extend or retry it. The result of `delta run --format json`.",
+            input_schema: schema(
+                &["run_id"],
+                json!({
+                    "run_id": run_id,
+                    "message": {"type": "string", "description": "The answer, new instructions, or guidance for a retry."},
+                    "max_iterations": {"type": "integer", "minimum": 1, "description": "The iteration budget of this call."}
+                }),
+            ),
+        },
+        ServerTool {
+            name: "list_runs",
+            description: "The runs of the store, newest first (as `delta list-runs --store URL --format json`).",
+            input_schema: json!({"type": "object", "properties": {}}),
+        },
+        ServerTool {
+            name: "show",
+            description: "A run's transcript, from the store (as `delta show --store URL --format json`).",
+            input_schema: schema(&["run_id"], json!({"run_id": run_id})),
+        },
+    ]
+}
 
 /// An open store.
 pub(super) struct InStore {
@@ -60,7 +104,8 @@ impl InStore {
             max_iterations: arguments
                 .get("max_iterations")
                 .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok()),
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0),
             submitted: delta::events::timestamp(clock.now()),
         };
         let run_id = text(arguments, "run_id");

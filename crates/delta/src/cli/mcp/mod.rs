@@ -151,12 +151,15 @@ fn text(arguments: &Map<String, Value>, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn schema(required: &[&str], properties: Value) -> Value {
+pub(super) fn schema(required: &[&str], properties: Value) -> Value {
     json!({"type": "object", "required": required, "properties": properties})
 }
 
 impl Handler for Tools {
     fn tools(&self) -> Vec<ServerTool> {
+        if self.store.is_some() {
+            return in_store::tools();
+        }
         let workspace = json!({"type": "string", "description": "The workspace folder, relative to the server's folder."});
         let run_id =
             json!({"type": "string", "description": "The run (default: the workspace's latest)."});
