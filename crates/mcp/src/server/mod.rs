@@ -29,6 +29,10 @@ pub(crate) const PARSE_ERROR: i64 = -32700;
 pub(crate) const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC: the parameters are not what the method takes.
 pub(crate) const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: the server failed (a tool that panicked).
+const INTERNAL_ERROR: i64 = -32603;
+/// Tool calls running at once, at most; more are refused with an error until some end.
+const MAX_CALLS: usize = 64;
 
 /// The protocol versions this server speaks; a client asking for another is offered the newest.
 const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -279,13 +283,36 @@ impl<'h> Core<'h> {
                 ));
             }
         };
+        let running = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        if running > MAX_CALLS {
+            self.forget(scope, &id);
+            return Some(error(
+                id,
+                INTERNAL_ERROR,
+                &format!("{MAX_CALLS} tool calls are running already: try again once some end"),
+            ));
+        }
         let call = Call {
             cancelled: self.register(scope, &id),
             progress_token: params.pointer("/_meta/progressToken").cloned(),
             notify,
         };
-        let outcome = self.handler.call(name, arguments, &call);
+        // A tool that panics is a bug of the server's: the client gets an error, not silence.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.handler.call(name, arguments, &call)
+        }));
         self.forget(scope, &id);
+        let Ok(outcome) = outcome else {
+            return Some(error(
+                id,
+                INTERNAL_ERROR,
+                &format!("the tool {name} failed unexpectedly (a bug of the server)"),
+            ));
+        };
         if call.cancelled.load(Ordering::SeqCst) {
             return None;
         }

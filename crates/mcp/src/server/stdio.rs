@@ -133,6 +133,8 @@ mod tests {
                 }
                 ("echo", Some(_)) => Some(ToolOutcome::Failed("asked to fail".into())),
                 ("echo", None) => Some(ToolOutcome::Done(Value::Object(arguments.clone()))),
+                #[allow(clippy::panic)]
+                ("panic", _) => panic!("a bug"),
                 _ => None,
             }
         }
@@ -180,10 +182,21 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
             r#"[{"jsonrpc":"2.0","id":8,"method":"ping"}]"#,
             r#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}"#,
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"panic"}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#,
         ];
         let input = lines.join("\n") + "\n";
         let answers = session(input.as_bytes());
-        assert_eq!(answers.len(), 10, "{answers:?}");
+        assert_eq!(answers.len(), 12, "{answers:?}");
+        assert_eq!(
+            by_id(&answers, 10)["error"]["code"],
+            -32603,
+            "a panic is an error"
+        );
+        assert_eq!(
+            by_id(&answers, 11)["error"]["code"],
+            super::super::INVALID_PARAMS
+        );
         assert_eq!(
             by_id(&answers, 1)["result"]["protocolVersion"],
             "2025-03-26"

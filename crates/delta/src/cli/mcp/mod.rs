@@ -74,6 +74,7 @@ pub fn cmd_mcp(args: McpArgs) -> Result<Exit, CliError> {
         root,
         store,
         running: Mutex::new(Vec::new()),
+        stopping: AtomicBool::new(false),
     };
     let interrupt = super::terminal::install_signal_handlers()?;
     let stop = AtomicBool::new(false);
@@ -117,6 +118,8 @@ struct Tools {
     store: Option<in_store::InStore>,
     /// The interrupt flags of the runs in progress (raised together by a signal).
     running: Mutex<Vec<Arc<AtomicBool>>>,
+    /// A signal asked the server to stop: no run starts any more.
+    stopping: AtomicBool,
 }
 
 /// Why a tool call failed: told to the caller as a result with `isError`.
@@ -234,6 +237,7 @@ impl Tools {
     fn stop_runs_on(&self, interrupt: &AtomicBool, stop: &AtomicBool) {
         while !stop.load(Ordering::SeqCst) {
             if interrupt.load(Ordering::SeqCst) {
+                self.stopping.store(true, Ordering::SeqCst);
                 for flag in self
                     .running
                     .lock()
@@ -362,6 +366,10 @@ impl Tools {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Arc::clone(&interrupt));
+        // Registered first, looked at after: a stop either sees this run or this run sees it.
+        if self.stopping.load(Ordering::SeqCst) {
+            interrupt.store(true, Ordering::SeqCst);
+        }
         let runner = Runner {
             options,
             observer: &mut observer,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use dygram_runtime::outputs::execution::Trace;
 use dygram_runtime::session::shared::{SharedCall, SharedStore};
 use dygram_runtime::session::{
-    Advance, CallError, CallRequest, ClientConfig, CompiledMachine, Executions, Host, ManualInput,
-    Notice, Opening, Session, SourceFlags, Unit,
+    Advance, CallError, CallRequest, ClientConfig, CompiledMachine, Executions, HistoryEntry, Host,
+    ManualInput, Notice, Opening, Session, SourceFlags, Unit,
 };
 use serde_json::{Value, json};
 
@@ -109,17 +109,27 @@ pub fn step(
         text,
         errors: Vec::new(),
     };
-    let (session, advance, history) = match shared {
+    let (session, advance, history) = take_turn(root, call, shared, &mut host, &mut manual)?;
+    turn_json(&session, &advance, &history)
+}
+
+/// One turn of the call, in the folder's executions or the store's: the execution as the turn
+/// left it, what the turn did, and the execution's history.
+fn take_turn(
+    root: &Path,
+    call: CallRequest,
+    shared: Option<&SharedStore>,
+    host: &mut PageHost,
+    manual: &mut ManualInput,
+) -> Result<(Box<Session>, Advance, Vec<HistoryEntry>), TurnError> {
+    Ok(match shared {
         Some(shared) => {
             let Some(id) = call.id.clone() else {
                 return Err(TurnError::Call(
                     "an execution in a store is named by its id: give it".into(),
                 ));
             };
-            match shared
-                .call(call, &mut host, &mut manual)
-                .map_err(call_error)?
-            {
+            match shared.call(call, host, manual).map_err(call_error)? {
                 SharedCall::Invalid => return Err(TurnError::Invalid(host.errors.join("; "))),
                 SharedCall::Done { session, advance } => {
                     let history = shared
@@ -132,24 +142,29 @@ pub fn step(
         }
         None => {
             let store = Executions::under(root).with_redactor(dygram_runtime::connect::redactor());
-            let mut session =
-                match Session::open(call, &store, &mut host, &mut manual).map_err(call_error)? {
-                    Opening::Ready(session) => session,
-                    Opening::Invalid => return Err(TurnError::Invalid(host.errors.join("; "))),
-                };
-            let advance = session
-                .advance(&mut host, &store, &mut manual)
-                .map_err(call_error)?;
+            let mut session = match Session::open(call, &store, host, manual).map_err(call_error)? {
+                Opening::Ready(session) => session,
+                Opening::Invalid => return Err(TurnError::Invalid(host.errors.join("; "))),
+            };
+            let advance = session.advance(host, &store, manual).map_err(call_error)?;
             let history = store.history(session.id()).unwrap_or_default();
             (session, advance, history)
         }
-    };
+    })
+}
+
+/// The report of the turn, the execution's trace and its history, as the page and MCP read them.
+fn turn_json(
+    session: &Session,
+    advance: &Advance,
+    history: &[HistoryEntry],
+) -> Result<Value, TurnError> {
     let id = session.id().to_string();
     let meta = session.metadata().clone();
     let Some(state) = session.state() else {
         return Err(TurnError::Call(format!("execution {id} has no state")));
     };
-    let report = match &advance {
+    let report = match advance {
         Advance::Done(report) => report.to_json(&id, &meta, state),
         Advance::AlreadyFinished => json!({
             "id": id,
