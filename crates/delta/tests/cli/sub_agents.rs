@@ -202,3 +202,92 @@ fn a_call_id_used_again_in_a_later_turn_gets_a_child_of_its_own() {
         .count();
     assert_eq!(children, 2);
 }
+
+/// The model of both agents, answering by what it is asked (so that a request asked again after a
+/// kill gets the same answer): the parent calls the researcher, the researcher calls `note` (which
+/// sleeps `seconds`), then each answers.
+fn family_model(seconds: &'static str) -> ScriptedServer {
+    ScriptedServer::responding(move |body| {
+        let text = body.to_string();
+        let child = text.contains("You research.");
+        let has_result = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        match (child, has_result) {
+            (false, false) => Reply::tool_call("p1", "research", json!({"task": "find it"})),
+            (true, false) => Reply::tool_call("n1", "note", json!({"seconds": seconds})),
+            (true, true) => Reply::text("The answer is 42."),
+            (false, true) => Reply::text("The researcher says 42."),
+        }
+    })
+}
+
+#[test]
+fn sigkill_at_random_moments_of_parent_and_child_then_continue_runs_the_childs_tool_once() {
+    let seed = std::env::var("DELTA_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    let trials: u64 = std::env::var("DELTA_CRASH_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let started = Instant::now();
+    let server = family_model("0.3");
+    let mut state = seed;
+    for n in 0..trials {
+        // xorshift: a kill from 0 to 600 ms into the run (the child's tool runs about 300 ms).
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let delay = Duration::from_millis(state % 600);
+        let context = format!("trial {n}, kill after {delay:?} (DELTA_CRASH_SEED={seed})");
+        let sb = family();
+        let mut cmd = sb.delta(Some(&server));
+        cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "research it"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().unwrap();
+        // The next calls finish what the killed one left: continue, or run again if it died before
+        // its run existed; a run that ended before the kill is left as it is.
+        for _ in 0..3 {
+            let latest = sb.ws().join(".delta/LATEST").exists();
+            if latest && sb.list_runs("ws")[0]["status"] == "COMPLETED" {
+                break;
+            }
+            let mut next = sb.delta(Some(&server));
+            if latest {
+                next.args(["continue", "-w", "ws"]);
+            } else {
+                next.args(["run", "--agent", "agent", "-w", "ws", "-m", "research it"]);
+            }
+            output(next);
+        }
+        let run = &sb.list_runs("ws")[0];
+        assert_eq!(run["status"], "COMPLETED", "{context}: {run}");
+        assert_eq!(run["final_answer"], "The researcher says 42.", "{context}");
+        let children = std::fs::read_dir(sb.run_dir().join("agents"))
+            .unwrap()
+            .count();
+        assert_eq!(children, 1, "{context}: one child");
+        assert!(
+            runs_of_note(&sb) == 1,
+            "{context}: the child's tool ran {} times",
+            runs_of_note(&sb)
+        );
+        crate::support::assert_no_process_under(sb.root.path());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{trials} trials took {:?} (series {seed})",
+        started.elapsed()
+    );
+}
