@@ -32,19 +32,15 @@ pub struct ChildCall<'a> {
 }
 
 /// Where a child run stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ChildStop {
     /// It completed with this final answer.
     Completed(String),
     /// It failed, or could not run: why.
     Failed(String),
-    /// It waits for the answer to a question.
-    Waiting {
-        /// The question.
-        prompt: String,
-        /// The id of the child's request (its `interaction/request.json`).
-        request_id: String,
-    },
+    /// It waits for the answer to its question (its `interaction/request.json`: the prompt, how
+    /// to answer, whether the answer is secret, and the request's id).
+    Waiting(Box<super::InteractionRequest>),
     /// It was interrupted (this run's interrupt): it goes on with this run.
     Interrupted,
 }
@@ -166,8 +162,8 @@ impl Engine<'_> {
                 };
                 self.finish_call(call, &out, tool.timeout, None)
             }
-            ChildStop::Waiting { prompt, request_id } => {
-                let request = self.child_question(call.id, &prompt, request_id);
+            ChildStop::Waiting(asked) => {
+                let request = self.child_question(call.id, *asked);
                 Ok(Some(self.pause(request)?))
             }
             ChildStop::Interrupted => Ok(Some(self.interrupt_run()?)),

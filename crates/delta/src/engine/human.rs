@@ -106,22 +106,14 @@ impl Engine<'_> {
         })
     }
 
-    /// The question of the child run of call `id`, asked as this run's.
-    /// It keeps the child's request id, so that its answer goes to that question only.
-    pub(super) fn child_question(
-        &self,
-        id: &str,
-        prompt: &str,
-        request_id: String,
-    ) -> InteractionRequest {
-        let question = AskHumanArgs {
-            prompt: Some(self.redact(prompt)),
-            input_type: InputType::Text,
-            sensitive: false,
-        };
+    /// The question of the child run of call `id`, asked as this run's: the child's request
+    /// (its id, so that the answer goes to that question only; how to answer; whether the answer
+    /// is secret), its prompt redacted, naming call `id`.
+    pub(super) fn child_question(&self, id: &str, asked: InteractionRequest) -> InteractionRequest {
         InteractionRequest {
-            request_id,
-            ..self.new_request(id, &question)
+            prompt: self.redact(&asked.prompt),
+            action_id: Some(id.to_string()),
+            ..asked
         }
     }
 

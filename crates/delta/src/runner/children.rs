@@ -192,12 +192,14 @@ fn stricter(a: crate::sandbox::FsMode, b: crate::sandbox::FsMode) -> crate::sand
     }
 }
 
+/// The question child run `run` waits on.
+fn read_request(run: &crate::workspace::RunDir) -> Option<InteractionRequest> {
+    store::atomic::read_json::<InteractionRequest>(&run.interaction().join("request.json")).ok()
+}
+
 /// The id of the question child run `run` waits on.
 fn waiting_on(run: &crate::workspace::RunDir) -> Option<String> {
-    let request = run.interaction().join("request.json");
-    store::atomic::read_json::<InteractionRequest>(&request)
-        .ok()
-        .map(|r| r.request_id)
+    read_request(run).map(|r| r.request_id)
 }
 
 /// What a child run that stopped with `status` tells its parent.
@@ -208,13 +210,23 @@ fn stop_of(run: &crate::workspace::RunDir, status: RunStatus) -> ChildStop {
         (RunStatus::Completed, _) => {
             ChildStop::Completed("(the agent completed without a final answer)".into())
         }
-        (RunStatus::WaitingForInput, outcome) => ChildStop::Waiting {
-            prompt: match outcome {
-                Some(Outcome::Question(q)) => q,
-                _ => "(no question)".into(),
-            },
-            request_id: waiting_on(run).unwrap_or_default(),
-        },
+        (RunStatus::WaitingForInput, outcome) => {
+            let mut asked = read_request(run).unwrap_or(InteractionRequest {
+                request_id: String::new(),
+                timestamp: String::new(),
+                prompt: String::new(),
+                input_type: crate::engine::InputType::Text,
+                sensitive: false,
+                action_id: None,
+            });
+            if let Some(Outcome::Question(q)) = outcome {
+                asked.prompt = q;
+            }
+            if asked.prompt.is_empty() {
+                asked.prompt = "(no question)".into();
+            }
+            ChildStop::Waiting(Box::new(asked))
+        }
         (RunStatus::Failed, Some(Outcome::Error(e))) => ChildStop::Failed(e),
         (RunStatus::Failed, _) => ChildStop::Failed("the run failed".into()),
         (RunStatus::Interrupted | RunStatus::Running, _) => ChildStop::Interrupted,

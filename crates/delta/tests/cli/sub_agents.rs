@@ -154,7 +154,11 @@ fn a_kill_during_the_childs_tool_is_recovered_by_continue_with_the_tool_run_once
 fn a_childs_question_makes_the_parent_wait_and_the_answer_reaches_the_child() {
     let server = ScriptedServer::start([
         Reply::tool_call("p1", "research", json!({"task": "ask them"})),
-        Reply::tool_call("q1", "ask_human", json!({"prompt": "Which colour?"})),
+        Reply::tool_call(
+            "q1",
+            "ask_human",
+            json!({"prompt": "Which colour?", "sensitive": true}),
+        ),
         Reply::text("They like blue."),
         Reply::text("Blue, says the researcher."),
     ]);
@@ -164,6 +168,9 @@ fn a_childs_question_makes_the_parent_wait_and_the_answer_reaches_the_child() {
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(result["status"], "WAITING_FOR_INPUT");
     assert_eq!(result["interaction"]["prompt"], "Which colour?");
+    // The parent asks the child's question as the child asked it: its answer is secret too.
+    let asked = crate::support::read_json(&sb.run_dir().join("interaction/request.json"));
+    assert_eq!(asked["sensitive"], true, "{asked}");
 
     let mut cont = sb.delta(Some(&server));
     cont.args(["continue", "-w", "ws", "-m", "Blue", "--format", "json"]);

@@ -59,6 +59,26 @@ pub fn serve(
     })
 }
 
+/// Skips the rest of an oversized line, a buffer at a time (nothing of it is kept).
+fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let buf = input.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => {
+                input.consume(at + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                input.consume(n);
+            }
+        }
+    }
+}
+
 /// Reads lines until the input ends, handing each non-empty one to `take`.
 fn read_messages(
     input: &mut impl BufRead,
@@ -74,9 +94,7 @@ fn read_messages(
             return Ok(());
         }
         if line.len() > LINE_LIMIT && line.last() != Some(&b'\n') {
-            // Skip the rest of an oversized line.
-            let mut rest = Vec::new();
-            input.read_until(b'\n', &mut rest)?;
+            skip_line(input)?;
             send(&error(Value::Null, PARSE_ERROR, "the message is too large"));
             continue;
         }
