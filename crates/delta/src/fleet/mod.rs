@@ -145,6 +145,17 @@ impl FleetError {
         }
     }
 
+    /// The store could not be reached for a moment (a database restarting, say): the work is
+    /// worth another try, not given up on.
+    pub fn is_transient(&self) -> bool {
+        let unreachable = |e: &StoreError| matches!(e, StoreError::Backend { .. });
+        match self {
+            Self::Store(e) => unreachable(e),
+            Self::Runner(e) => e.store_error().is_some_and(unreachable),
+            _ => false,
+        }
+    }
+
     /// A usage error (exit 64).
     pub fn is_usage(&self) -> bool {
         match self {

@@ -329,8 +329,14 @@ fn conclude(
             }
             if from_queue {
                 let _ = upstream.with_lease(|store, lease| {
-                    give_up(store, lease, &e);
-                    Ok(())
+                    if e.is_transient() {
+                        // The store was out of reach for a moment: the run goes back in the queue
+                        // for the next claim (this worker's, or another's).
+                        store.set_queued(lease, true)
+                    } else {
+                        give_up(store, lease, &e);
+                        Ok(())
+                    }
                 });
             }
             Err(e)

@@ -453,6 +453,18 @@ impl RunnerError {
         }
     }
 
+    /// The store error beneath, where the runner stopped on one.
+    pub fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            Self::Store(e) | Self::Engine(EngineError::Store(e)) => Some(e),
+            Self::Open { source, .. } => match &**source {
+                OpenError::Store(e) => Some(e),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Another process holds the run or its workspace.
     pub fn is_busy(&self) -> bool {
         match self.open_error() {
