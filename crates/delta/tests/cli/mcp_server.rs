@@ -162,7 +162,24 @@ fn a_cancelled_call_interrupts_its_run_and_continue_resumes_it() {
         agent_yaml("  - name: slow\n    exec: \"echo quick\"\n"),
     )
     .unwrap();
-    let resumed = done(&mut c, "continue", json!({"workspace": "ws"}));
+    // The cancelled call lets go of the run's locks once it has journaled the interruption: until
+    // then a continue is answered busy, as the command line's is.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let resumed = loop {
+        let result = c
+            .call_tool("continue", args(json!({"workspace": "ws"})), None)
+            .unwrap();
+        if !result.is_error {
+            break result.raw["structuredContent"].clone();
+        }
+        let text = result.text();
+        assert!(text.contains("currently executing"), "{text}");
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled run kept its locks: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(resumed["status"], "COMPLETED", "{resumed}");
     assert_eq!(resumed["result"], "done after all");
     c.close();
