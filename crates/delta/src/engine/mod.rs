@@ -133,6 +133,10 @@ pub struct EngineSetup {
     pub stream_text: bool,
 }
 
+/// The key of `metadata.json`'s extra fields that says the run was paused between turns as asked
+/// ([`EngineSetup::pause_after`]), not stopped: its shell sessions are kept for the next process.
+pub const PAUSED: &str = "paused_between_turns";
+
 /// A run in progress.
 pub struct Engine<'a> {
     setup: EngineSetup,
@@ -461,9 +465,11 @@ impl<'a> Engine<'a> {
     pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(initial_message);
         self.io.flush();
-        // A run that waits for an answer goes on later with its sessions; any other stop ends
-        // their processes.
-        if !matches!(&result, Ok(o) if o.status == RunStatus::WaitingForInput) {
+        // A run that waits for an answer, or paused between turns as asked, goes on later with
+        // its sessions; any other stop ends their processes.
+        let goes_on = matches!(&result, Ok(o) if o.status == RunStatus::WaitingForInput)
+            || self.metadata.extra.contains_key(PAUSED);
+        if !goes_on {
             self.stop_sessions();
         }
         self.stop_mcp();
@@ -599,6 +605,8 @@ impl<'a> Engine<'a> {
     fn pause_turns(&mut self, iterations: u32) -> Result<RunOutcome, EngineError> {
         self.report_io_failures(true)?;
         self.log(&format!("Paused after {iterations} iteration(s), as asked"));
+        // Saved with the status: the next process keeps the run's sessions.
+        self.metadata.extra.insert(PAUSED.into(), json!(true));
         self.set_status(RunStatus::Interrupted, false)?;
         Ok(self.outcome(RunStatus::Interrupted))
     }

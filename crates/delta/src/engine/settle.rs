@@ -28,7 +28,12 @@ impl Engine<'_> {
         );
         // Sessions stay alive while a run waits for an answer; whatever else the previous process
         // left running (it crashed, or was killed) is stopped.
-        if self.metadata.status != RunStatus::WaitingForInput {
+        // A run paused between turns as asked keeps them too (unless its process died since: then
+        // the run's status says RUNNING, not the pause's INTERRUPTED).
+        let paused = self.metadata.extra.remove(super::PAUSED).is_some()
+            && self.metadata.status == RunStatus::Interrupted
+            && self.setup.recovered.is_none();
+        if self.metadata.status != RunStatus::WaitingForInput && !paused {
             self.stop_sessions();
         }
         self.metadata.status = RunStatus::Running;

@@ -511,3 +511,56 @@ fn a_programs_tools_are_offered_journaled_and_made_again_after_a_crash() {
     assert_eq!(result["status"], "SUCCESS");
     assert_well_formed(&server);
 }
+
+#[test]
+fn a_run_stepped_one_turn_per_call_keeps_its_shell_sessions_between_the_calls() {
+    // Sessions are hosted by a delta binary (DELTA_SESSION_HOST, read from the process's
+    // environment): the scenario runs in this test started again with it set.
+    if std::env::var_os("DELTA_SESSION_HOST").is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "library::a_run_stepped_one_turn_per_call_keeps_its_shell_sessions_between_the_calls",
+                "--exact",
+                "--nocapture",
+            ])
+            .env("DELTA_SESSION_HOST", env!("CARGO_BIN_EXE_delta"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "{text}");
+        return;
+    }
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "session_start", json!({"id": "work"})),
+        Reply::tool_call(
+            "c2",
+            "session_exec",
+            json!({"id": "work", "command": "export X=kept"}),
+        ),
+        Reply::tool_call(
+            "c3",
+            "session_exec",
+            json!({"id": "work", "command": "echo \"X=$X\""}),
+        ),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(&format!("sessions: true\n{}", agent_yaml(ECHO_AND_WRITE)));
+    let mut status = one_turn(&sb, &server, new_run(&sb, "Use a session")).status;
+    for _ in 0..3 {
+        assert_eq!(status, RunStatus::Interrupted);
+        status = one_turn(&sb, &server, go_on(&sb)).status;
+    }
+    assert_eq!(status, RunStatus::Completed);
+    let results = sb.events("ACTION_RESULT");
+    let last = results[2]["payload"]["observation_content"]
+        .as_str()
+        .unwrap();
+    assert!(
+        last.contains("X=kept"),
+        "the shell lived through the pauses: {last}"
+    );
+    // Once the run has ended, its sessions are stopped.
+    assert!(sb.metadata()["paused_between_turns"].is_null());
+}
