@@ -60,10 +60,9 @@ impl<'h> ChildRuns<'h> {
         }
     }
 
-    /// The options of a child runner for the agent in `agent_dir`: the stricter of its sandbox
+    /// The options of a child runner for an agent whose sandbox is `child`: the stricter of it
     /// and the parent's, setting by setting.
-    fn options(&mut self, agent_dir: &std::path::Path) -> Options {
-        let child = agent::load(agent_dir).ok().and_then(|a| a.sandbox);
+    fn options(&mut self, child: Option<crate::sandbox::SandboxPolicy>) -> Options {
         let (sandbox, network) = match (&self.parent_sandbox, child) {
             (Some(parent), Some(child)) => (
                 Some(stricter(parent.filesystem, child.filesystem)),
@@ -119,8 +118,14 @@ impl SubAgents for ChildRuns<'_> {
             Ok(request) => request,
             Err(stop) => return stop,
         };
+        // A new child's agent is loaded already; one picked up again is loaded by its runner, and
+        // here for its sandbox.
+        let child_sandbox = match &request {
+            Request::Run(new) => new.agent.sandbox.clone(),
+            Request::Continue(_) => agent::load(&call.agent).ok().and_then(|a| a.sandbox),
+        };
         let runner = Runner {
-            options: self.options(&call.agent),
+            options: self.options(child_sandbox),
             observer,
             human: None,
             host: &mut *self.host,

@@ -237,19 +237,7 @@ fn trial(seed: u64, n: usize, rng: &mut Rng, tally: &mut Tally) {
 
 #[test]
 fn sigkill_at_random_moments_then_continue_leaves_no_process_and_a_consistent_journal() {
-    let seed = std::env::var("DELTA_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    let trials: usize = std::env::var("DELTA_CRASH_TRIALS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+    let (seed, trials) = crate::support::crash_series(50);
     let mut rng = Rng(seed);
     let mut tally = Tally::default();
     let start = Instant::now();

@@ -231,19 +231,7 @@ fn family_model(seconds: &'static str) -> ScriptedServer {
 
 #[test]
 fn sigkill_at_random_moments_of_parent_and_child_then_continue_runs_the_childs_tool_once() {
-    let seed = std::env::var("DELTA_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    let trials: u64 = std::env::var("DELTA_CRASH_TRIALS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
+    let (seed, trials) = crate::support::crash_series(8);
     let started = Instant::now();
     let server = family_model("0.3");
     let mut state = seed;

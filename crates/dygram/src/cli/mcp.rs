@@ -10,7 +10,7 @@ use dygram_core::imports::{self, Project};
 use dygram_runtime::files::Disk;
 use dygram_runtime::outputs::{self, Format};
 use dygram_syntax::source::SourceFile;
-use mcp::server::{Call, Handler, HttpOptions, ServerInfo, ServerTool, ToolOutcome};
+use mcp::server::{Call, Handler, Listen, ServerInfo, ServerTool, ToolOutcome};
 use serde_json::{Map, Value, json};
 
 use dygram_runtime::session::result::result_json;
@@ -68,27 +68,13 @@ pub fn run(args: McpArgs) -> Result<Exit, CliError> {
         None => None,
     };
     let tools = Tools { root, shared };
-    match args.http {
-        Some(addr) => {
-            let listener = std::net::TcpListener::bind(&addr).map_err(|e| {
-                CliError::new(format!("cannot listen on {addr}: {e}")).hint(
-                    "give a free host:port (port 0 picks one; the endpoint is printed on stderr)",
-                )
-            })?;
-            if let Ok(local) = listener.local_addr() {
-                super::eprint_line(&format!("MCP endpoint: http://{local}/mcp"));
-            }
-            let options = HttpOptions {
-                path: "/mcp".into(),
-            };
-            // A turn survives being stopped at any point: a signal ends the server as it comes.
-            let never = std::sync::atomic::AtomicBool::new(false);
-            mcp::server::serve_http(&tools, &info, listener, &options, &never)
-                .map_err(|e| CliError::new(format!("the MCP endpoint failed: {e}")))?;
-        }
-        None => mcp::server::serve(&tools, &info, std::io::stdin().lock(), std::io::stdout())
-            .map_err(|e| CliError::new(format!("the MCP connection failed: {e}")))?,
-    }
+    // A turn survives being stopped at any point: a signal ends the server as it comes.
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let listen = args.http.as_deref().map_or(Listen::Stdio, Listen::Http);
+    mcp::server::run(&tools, &info, listen, &never, |url| {
+        super::eprint_line(&format!("MCP endpoint: {url}"));
+    })
+    .map_err(|e| CliError::new(e.to_string()).maybe_hint(e.hint().map(str::to_string)))?;
     Ok(Exit::Ok)
 }
 

@@ -20,6 +20,72 @@ use serde_json::{Map, Value, json};
 pub use http::{HttpOptions, serve_http};
 pub use stdio::serve;
 
+/// Where a server listens.
+#[derive(Debug, Clone, Copy)]
+pub enum Listen<'a> {
+    /// The process's stdin and stdout (the client started it).
+    Stdio,
+    /// Streamable HTTP on this `host:port`, at the path `/mcp`.
+    Http(&'a str),
+}
+
+/// Why a server stopped on an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be listened on.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The connection failed.
+    #[error("the MCP connection failed: {0}")]
+    Connection(std::io::Error),
+}
+
+impl ServeError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Self::Listen { .. } => {
+                Some("give a free host:port (port 0 picks one; the endpoint is printed on stderr)")
+            }
+            Self::Connection(_) => None,
+        }
+    }
+}
+
+/// Serves `handler` where `listen` says until the input ends (stdio) or `stop` is raised (HTTP);
+/// `listening` is told the endpoint's URL once HTTP listens.
+pub fn run(
+    handler: &dyn Handler,
+    info: &ServerInfo,
+    listen: Listen<'_>,
+    stop: &std::sync::atomic::AtomicBool,
+    listening: impl FnOnce(&str),
+) -> Result<(), ServeError> {
+    let addr = match listen {
+        Listen::Stdio => {
+            return serve(handler, info, std::io::stdin().lock(), std::io::stdout())
+                .map_err(ServeError::Connection);
+        }
+        Listen::Http(addr) => addr,
+    };
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| ServeError::Listen {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let options = HttpOptions {
+        path: "/mcp".into(),
+    };
+    if let Ok(local) = listener.local_addr() {
+        listening(&format!("http://{local}{}", options.path));
+    }
+    serve_http(handler, info, listener, &options, stop).map_err(ServeError::Connection)
+}
+
 use crate::client::PROTOCOL_VERSION;
 use crate::jsonrpc::METHOD_NOT_FOUND;
 

@@ -18,7 +18,7 @@ use delta::run_result::json_result;
 use delta::runner::{Continue, Finished, NewRun, Request, Runner, WorkspaceRef};
 use delta::transcript::{self, Transcript};
 use delta::workspace;
-use mcp::server::{Call, Handler, HttpOptions, ServerInfo, ServerTool, ToolOutcome};
+use mcp::server::{Call, Handler, Listen, ServerInfo, ServerTool, ToolOutcome};
 use serde_json::{Map, Value, json};
 
 mod in_store;
@@ -93,22 +93,11 @@ fn serve(
     http: Option<&str>,
     stop: &AtomicBool,
 ) -> Result<(), CliError> {
-    let Some(addr) = http else {
-        return mcp::server::serve(tools, info, std::io::stdin().lock(), std::io::stdout())
-            .map_err(|e| CliError::new(format!("the MCP connection failed: {e}")));
-    };
-    let listener = std::net::TcpListener::bind(addr).map_err(|e| {
-        CliError::new(format!("cannot listen on {addr}: {e}"))
-            .hint("give a free host:port (port 0 picks one; the endpoint is printed on stderr)")
-    })?;
-    if let Ok(local) = listener.local_addr() {
-        eprint_line(&format!("MCP endpoint: http://{local}/mcp"));
-    }
-    let options = HttpOptions {
-        path: "/mcp".into(),
-    };
-    mcp::server::serve_http(tools, info, listener, &options, stop)
-        .map_err(|e| CliError::new(format!("the MCP endpoint failed: {e}")))
+    let listen = http.map_or(Listen::Stdio, Listen::Http);
+    mcp::server::run(tools, info, listen, stop, |url| {
+        eprint_line(&format!("MCP endpoint: {url}"));
+    })
+    .map_err(|e| CliError::new(e.to_string()).maybe_hint(e.hint().map(str::to_string)))
 }
 
 /// delta's tools, on the agents and workspaces of one folder (or the runs of a store).
