@@ -808,14 +808,18 @@ fn first_named<'j>(entries: &'j [Json], name: &str) -> Option<&'j Json> {
         .find(|a| a.get("name").and_then(Json::as_str) == Some(name))
 }
 
+/// The annotation of a task node that runs a delta agent: `@Agent("path/to/agent")`.
+pub const AGENT_ANNOTATION: &str = "Agent";
+
 /// An annotation: `{name}`, plus `attributes` for a parameter list; on edges also `value` (a
 /// string argument) or `qualifiedValue` (a dotted name). Single values of node annotations are
-/// not kept.
+/// not kept, but for `@Agent("path")`, whose path is what the node runs.
 pub fn annotation(a: &Annotation, edge: bool) -> Json {
     let mut out = Map::new();
     out.insert("name".into(), Json::String(a.name.text.clone()));
+    let keeps_value = edge || a.name.text == AGENT_ANNOTATION;
     match &a.arg {
-        Some(AnnotationArg::Value(Primitive::Str(s))) if edge && !s.value.is_empty() => {
+        Some(AnnotationArg::Value(Primitive::Str(s))) if keeps_value && !s.value.is_empty() => {
             out.insert(
                 "value".into(),
                 Json::String(strip_double_quotes(&s.value).to_string()),

@@ -486,6 +486,7 @@ impl<'m> Validator<'m> {
                     n.name_span,
                 );
             }
+            self.agent_annotation(n);
             if ["errorCount", "errors", "activeState"].contains(&n.name.as_str()) {
                 self.warn(
                     format!(
@@ -495,6 +496,53 @@ impl<'m> Validator<'m> {
                     n.name_span,
                 );
             }
+        }
+    }
+
+    /// `@Agent("path")`: on a task with a prompt (the agent's task), naming the agent's folder.
+    fn agent_annotation(&mut self, n: &Node) {
+        let Some(a) = n
+            .annotations
+            .iter()
+            .find(|a| a.name.text == crate::json::AGENT_ANNOTATION)
+        else {
+            return;
+        };
+        let span = Some(a.span);
+        let path = match &a.arg {
+            Some(dygram_syntax::ast::AnnotationArg::Value(dygram_syntax::ast::Primitive::Str(
+                s,
+            ))) => crate::values::strip_double_quotes(&s.value)
+                .trim()
+                .to_string(),
+            _ => String::new(),
+        };
+        if path.is_empty() {
+            self.error(
+                format!(
+                    "@Agent on '{}' needs the agent's folder as a string, relative to this file: @Agent(\"agents/reviewer\")",
+                    n.name
+                ),
+                span,
+            );
+        }
+        if !n.is("task") {
+            self.error(
+                format!(
+                    "@Agent can only be used on task nodes, but '{}' is of type '{}'.",
+                    n.name,
+                    n.kind_lower().unwrap_or_else(|| "untyped".into())
+                ),
+                span,
+            );
+        } else if n.attribute("prompt").is_none() {
+            self.error(
+                format!(
+                    "Task '{}' runs an agent (@Agent) but has no prompt: its prompt is the agent's task.",
+                    n.name
+                ),
+                span,
+            );
         }
     }
 

@@ -8,6 +8,7 @@
 //! this crate adds everything that does IO. It never prints: the `dygram` binary owns the
 //! terminal.
 
+pub mod agents;
 pub mod connect;
 pub mod executor;
 pub mod files;

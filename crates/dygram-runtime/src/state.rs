@@ -95,6 +95,30 @@ pub struct Path {
     /// Conversations of this path compacted to fit the model's context window, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compactions: Vec<Compaction>,
+    /// The agent run of the agent node (`@Agent`) the path is at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentLink>,
+}
+
+/// A path at an agent node (`@Agent`): the run that works there, and how far the execution has
+/// taken in what it journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentLink {
+    /// The node.
+    pub node: String,
+    /// The agent's folder, as the annotation names it.
+    pub agent: String,
+    /// The run's id (`<node>-<visit>`), in the node's workspace
+    /// (`.dygram/executions/<id>/agents/<node>/`).
+    pub run_id: String,
+    /// The last line of the run's journal whose machine-tool result the execution applied.
+    pub applied_seq: u64,
+    /// The run's model turns so far.
+    pub iterations: u64,
+    /// The run's pending question: the execution waits for its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
 }
 
 /// A conversation compacted to fit the model's context window: its oldest answers (with their
@@ -172,6 +196,7 @@ impl Path {
             map_context: None,
             pending: None,
             compactions: Vec::new(),
+            agent: None,
         }
     }
 }

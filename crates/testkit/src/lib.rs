@@ -16,6 +16,23 @@ mod server;
 
 pub use server::{Protocol, ReceivedRequest, Reply, ScriptedServer, ToolCallSpec};
 
+/// The seed and the number of trials of a randomised fault test: `<PREFIX>_CRASH_SEED` and
+/// `<PREFIX>_CRASH_TRIALS` from the environment (to replay a series, or run more), else a fresh
+/// seed (odd) and `default` trials.
+pub fn crash_series(prefix: &str, default: usize) -> (u64, usize) {
+    let var = |name: &str| std::env::var(format!("{prefix}_CRASH_{name}")).ok();
+    let seed = var("SEED").and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1
+    });
+    let trials = var("TRIALS")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    (seed, trials)
+}
+
 /// Fails if a `.rs` file in an integration-test folder is not declared as a module in its `main.rs`,
 /// so no test file is silently left out of the test binary.
 pub fn assert_no_forgotten_test_files(test_dir: &std::path::Path) {

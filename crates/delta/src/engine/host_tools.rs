@@ -19,6 +19,30 @@ pub struct HostResult {
     pub content: String,
     /// Whether the call did what it was asked (a refusal is a failed result the model reads).
     pub ok: bool,
+    /// The call hands the work back to the program (a state machine's transition taken): once
+    /// its result is journaled the run ends COMPLETED, reason `handoff`, the result's content
+    /// its final answer. Only a successful call ends the run.
+    pub ends_run: bool,
+}
+
+impl HostResult {
+    /// A successful result the model reads.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            ok: true,
+            ends_run: false,
+        }
+    }
+
+    /// A refusal the model reads (a failed result).
+    pub fn refused(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            ok: false,
+            ends_run: false,
+        }
+    }
 }
 
 /// The tools a program offers the agents it runs.
@@ -70,13 +94,10 @@ impl Engine<'_> {
         let started = std::time::Instant::now();
         let result = match self.host_tools.as_deref_mut() {
             Some(host) => host.call(call.name, call.args),
-            None => HostResult {
-                content: format!(
-                    "Error: {} is a tool of the program that ran this run before; this one does not offer it",
-                    call.name
-                ),
-                ok: false,
-            },
+            None => HostResult::refused(format!(
+                "Error: {} is a tool of the program that ran this run before; this one does not offer it",
+                call.name
+            )),
         };
         let content = self.redact(&result.content);
         let record = crate::process::Outcome {
@@ -102,13 +123,20 @@ impl Engine<'_> {
             } else {
                 ActionStatus::Failed
             },
-            observation_content: content,
+            observation_content: content.clone(),
             execution_ref: call.exec_ref,
         })?;
         self.run_hook(
             crate::agent::HookName::PostToolExec,
             &json!({"tool_name": call.name, "exit_code": record.exit_code}),
         )?;
+        if result.ok && result.ends_run {
+            let note = format!("{} handed the work back to the program", call.name);
+            self.log(&note);
+            return self
+                .complete(content, Some(super::EndReason::Handoff))
+                .map(Some);
+        }
         Ok(None)
     }
 }

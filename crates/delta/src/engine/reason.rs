@@ -10,6 +10,9 @@ pub enum EndReason {
     },
     /// The model's last answer had no tool calls and no text.
     EmptyAnswer,
+    /// A tool of the program running the engine handed the work back to it (a state machine's
+    /// transition taken by an agent node): the tool's result is the final answer.
+    Handoff,
 }
 
 impl EndReason {
@@ -18,6 +21,7 @@ impl EndReason {
         match self {
             Self::MaxIterations { .. } => "max_iterations",
             Self::EmptyAnswer => "empty_answer",
+            Self::Handoff => "handoff",
         }
     }
 
@@ -28,6 +32,7 @@ impl EndReason {
                 format!("stopped at its iteration limit ({limit}) before a final answer")
             }
             Self::EmptyAnswer => "the model's final answer was empty".into(),
+            Self::Handoff => "a tool of the program running it handed the work back".into(),
         }
     }
 }

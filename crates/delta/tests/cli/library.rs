@@ -399,10 +399,7 @@ impl delta::engine::HostTools for Machine {
             std::process::abort();
         }
         self.calls.push(serde_json::Value::Object(args.clone()));
-        delta::engine::HostResult {
-            content: "moved to done".into(),
-            ok: true,
-        }
+        delta::engine::HostResult::ok("moved to done")
     }
 }
 
@@ -422,6 +419,60 @@ fn with_machine(
         tools: Some(machine),
     };
     runner.run(request).unwrap().outcome
+}
+
+/// A program's tool that hands the work back (a state machine's transition).
+struct HandBack;
+
+impl delta::engine::HostTools for HandBack {
+    fn definitions(&self) -> Vec<llm::ToolDefinition> {
+        vec![llm::ToolDefinition {
+            name: "transition_to_done".into(),
+            description: "Move on.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }]
+    }
+
+    fn call(
+        &mut self,
+        _name: &str,
+        _args: &serde_json::Map<String, serde_json::Value>,
+    ) -> delta::engine::HostResult {
+        delta::engine::HostResult {
+            ends_run: true,
+            ..delta::engine::HostResult::ok("moved to done")
+        }
+    }
+}
+
+#[test]
+fn a_programs_tool_that_hands_the_work_back_ends_the_run_completed() {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ToolCallSpec::new("c1", "transition_to_done", json!({})),
+            ToolCallSpec::new("c2", "echo", json!({"message": "never"})),
+        ]),
+        Reply::text("never asked"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(ECHO_AND_WRITE));
+    let mut host = Recorder::default();
+    let mut steps = Steps::default();
+    let mut tools = HandBack;
+    let runner = Runner {
+        options: options(&sb, &server),
+        observer: &mut steps,
+        human: None,
+        host: &mut host,
+        tools: Some(&mut tools),
+    };
+    let outcome = runner.run(new_run(&sb, "Move on")).unwrap().outcome;
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.reason, Some(delta::engine::EndReason::Handoff));
+    assert_eq!(outcome.final_response.as_deref(), Some("moved to done"));
+    assert_eq!(bodies(&server).len(), 1, "the model is not asked again");
+    // The call after the hand-back never ran.
+    assert_eq!(sb.events("ACTION_RESULT").len(), 1);
+    assert_eq!(sb.metadata()["status"], "COMPLETED");
 }
 
 const CRASH_VAR: &str = "DELTA_TEST_HOST_TOOL_CRASH_IN";

@@ -502,18 +502,5 @@ pub fn interrupt(child: &mut std::process::Child) -> (Option<i32>, std::time::Du
 /// The series of a randomised crash test: its seed (`DELTA_CRASH_SEED` replays one; otherwise from
 /// the clock) and its number of trials (`DELTA_CRASH_TRIALS`, else `default`).
 pub fn crash_series(default: usize) -> (u64, usize) {
-    let seed = std::env::var("DELTA_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    let trials = std::env::var("DELTA_CRASH_TRIALS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    (seed, trials)
+    testkit::crash_series("DELTA", default)
 }

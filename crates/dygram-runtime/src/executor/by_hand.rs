@@ -216,15 +216,7 @@ impl Executor<'_> {
     /// Whether `answer`, applied to a copy of the execution, moves the conversation's path on:
     /// it leaves its node, or completes there, and does not fail.
     fn moves_on(&self, turn: &TurnState, answer: &Answer) -> bool {
-        let mut copy = Executor {
-            state: self.state.clone(),
-            machine: self.machine.clone(),
-            client: None,
-            options: self.options.clone(),
-            events: EventLog::default(),
-            machine_changed: false,
-            stream_refused: false,
-        };
+        let mut copy = self.scratch();
         let Some(open) = copy.state.turn_state.take() else {
             return false;
         };

@@ -113,6 +113,21 @@ pub enum ExecutionEvent {
         /// And after.
         tokens_after: u32,
     },
+    /// An agent node's run (`@Agent`) took a turn, or said where it stands.
+    AgentTurn {
+        /// Path.
+        path: String,
+        /// Node.
+        node: String,
+        /// The run's id.
+        run: String,
+        /// The run's folder (`delta show` reads it).
+        run_dir: String,
+        /// The run's model turns so far.
+        iterations: u64,
+        /// `paused` (more turns to come), `waiting`, `completed` or `failed`.
+        status: String,
+    },
     /// A path waits (barrier, or conditions that may change).
     Waiting {
         /// Path.
@@ -164,7 +179,7 @@ impl<'c> EventLog<'c> {
 impl ExecutionEvent {
     /// The event as one JSON object, `type` first: `transition`, `model_request`, `model_text`
     /// (`model_text_delta` for a piece of it, never kept), `tool_started`, `tool_finished`,
-    /// `spawned`, `completed`, `failed`, `waiting` or `compaction` (the lines of `--format
+    /// `spawned`, `completed`, `failed`, `waiting`, `compaction` or `agent_turn` (the lines of `--format
     /// stream-json`, and the `events` of `execute -i --format json`; see
     /// docs/dygram/stream-json.md). The names are the ones delta's stream uses where the two
     /// tools report the same thing.
@@ -216,6 +231,15 @@ impl ExecutionEvent {
             Self::Failed { path, node, error } => {
                 json!({"type": "failed", "path": path, "node": node, "error": error})
             }
+            Self::AgentTurn {
+                path,
+                node,
+                run,
+                run_dir,
+                iterations,
+                status,
+            } => json!({"type": "agent_turn", "path": path, "node": node, "run": run,
+                "runDir": run_dir, "iterations": iterations, "status": status}),
             Self::Waiting { path, node, reason } => {
                 json!({"type": "waiting", "path": path, "node": node, "reason": reason})
             }

@@ -24,6 +24,7 @@ use dygram_core::condition;
 
 mod by_hand;
 mod conversation;
+mod delegate;
 mod events;
 mod planning;
 mod tool_calls;
@@ -45,6 +46,23 @@ pub enum RuntimeError {
     NoClient {
         /// The node.
         node: String,
+    },
+    /// A node runs an agent (`@Agent`) and nothing runs agents here.
+    #[error(
+        "node '{node}' runs an agent (@Agent), and this program does not run agents (dygram execute -i does)"
+    )]
+    NoAgents {
+        /// The node.
+        node: String,
+    },
+    /// The agent of an agent node could not take its turn.
+    #[error("agent at node '{node}': {source}")]
+    Agent {
+        /// The node.
+        node: String,
+        /// Why.
+        #[source]
+        source: crate::agents::AgentError,
     },
     /// The model could not be asked.
     #[error("LLM request at node '{node}' failed: {source}")]
@@ -115,6 +133,8 @@ pub enum TurnOutcome {
 pub enum NextUnit {
     /// A request for the model is waiting (the conversation is open).
     Request(ChatRequest),
+    /// An agent node's run took one turn (or said it waits for an answer).
+    AgentTurn,
     /// One step without the model was performed.
     Stepped,
     /// Nothing left to do.
@@ -143,6 +163,8 @@ enum Action {
     },
     Wait(String),
     Fail(String),
+    /// The node runs an agent (`@Agent`).
+    Delegate,
 }
 
 /// An execution in memory.
@@ -155,6 +177,10 @@ pub struct Executor<'c> {
     machine_changed: bool,
     /// The server refused a streamed request: ask whole from now on.
     stream_refused: bool,
+    /// Runs the agents of agent nodes.
+    agents: Option<&'c dyn crate::agents::AgentDriver>,
+    /// The answer to an agent's pending question, for its next turn.
+    agent_answer: Option<String>,
 }
 
 impl<'c> Executor<'c> {
@@ -204,6 +230,8 @@ impl<'c> Executor<'c> {
             events: EventLog::default(),
             machine_changed: false,
             stream_refused: false,
+            agents: None,
+            agent_answer: None,
         })
     }
 
@@ -222,6 +250,23 @@ impl<'c> Executor<'c> {
             events: EventLog::default(),
             machine_changed: false,
             stream_refused: false,
+            agents: None,
+            agent_answer: None,
+        }
+    }
+
+    /// A copy of the execution that asks no model and runs no agent, to try something on.
+    fn scratch(&self) -> Executor<'static> {
+        Executor {
+            state: self.state.clone(),
+            machine: self.machine.clone(),
+            client: None,
+            options: self.options.clone(),
+            events: EventLog::default(),
+            machine_changed: false,
+            stream_refused: false,
+            agents: None,
+            agent_answer: None,
         }
     }
 
@@ -265,7 +310,7 @@ impl<'c> Executor<'c> {
     /// Runs steps until no path is active (or `max_steps` calls). Returns the final status.
     pub fn run(&mut self, max_steps: usize) -> Result<Status, RuntimeError> {
         for _ in 0..max_steps {
-            if !self.step()? {
+            if !self.step()? || self.awaits_agent_answer() {
                 break;
             }
         }
@@ -318,6 +363,7 @@ impl<'c> Executor<'c> {
     fn step_turn_inner(&mut self) -> Result<TurnOutcome, RuntimeError> {
         match self.next_unit()? {
             NextUnit::Request(_) => self.round_trip(),
+            NextUnit::AgentTurn => Ok(TurnOutcome::TurnContinues),
             NextUnit::Stepped => Ok(TurnOutcome::Stepped),
             NextUnit::Idle => Ok(TurnOutcome::Idle),
         }
@@ -341,7 +387,15 @@ impl<'c> Executor<'c> {
                 continue;
             };
             let node = path.current_node.clone();
+            if self.in_agent_visit(&id) {
+                self.delegate(&id)?;
+                return Ok(NextUnit::AgentTurn);
+            }
             let plan = self.plan(&id);
+            if matches!(plan.action, Action::Delegate) {
+                self.delegate(&id)?;
+                return Ok(NextUnit::AgentTurn);
+            }
             if let Action::Agent {
                 transitions,
                 spawns,
@@ -367,7 +421,10 @@ impl<'c> Executor<'c> {
     /// and every report agree that the execution ended with an error.
     pub fn abort(&mut self, error: &RuntimeError) {
         let node = match error {
-            RuntimeError::NoClient { node } | RuntimeError::Llm { node, .. } => Some(node.as_str()),
+            RuntimeError::NoClient { node }
+            | RuntimeError::Llm { node, .. }
+            | RuntimeError::NoAgents { node }
+            | RuntimeError::Agent { node, .. } => Some(node.as_str()),
             RuntimeError::NoStartNodes => None,
         };
         let id = self
@@ -429,6 +486,11 @@ impl<'c> Executor<'c> {
                 .path(&id)
                 .is_none_or(|p| p.status != PathStatus::Active)
             {
+                continue;
+            }
+            // An agent node's visit goes on (its agent's question waits for an answer).
+            if self.in_agent_visit(&id) {
+                self.finish_visit(&id)?;
                 continue;
             }
             // A transition held at a barrier that has opened since.
@@ -494,6 +556,11 @@ impl<'c> Executor<'c> {
                 Action::Complete => self.complete(&id),
                 Action::Wait(_) => {}
                 Action::Fail(error) => self.fail(&id, error),
+                Action::Delegate => {
+                    // Entered above: the visit is named here, and driven to its end.
+                    self.name_visit(&id, &node);
+                    self.finish_visit(&id)?;
+                }
                 Action::Agent {
                     transitions,
                     spawns,

@@ -104,6 +104,12 @@ impl Executor<'_> {
             Err(err) => return fail(err.to_string()),
         };
         let ty = node.effective_type();
+        if ty == Some("task") && delegate::agent_of(node).is_some() {
+            return Plan {
+                spawns: Vec::new(),
+                action: Action::Delegate,
+            };
+        }
         let agent_task = ty == Some("task") && node.attribute("prompt").is_some();
         let needs_agent = ty != Some("state") && (agent_task || out.non_auto.len() > 1);
         if needs_agent {

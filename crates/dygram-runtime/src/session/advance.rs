@@ -2,11 +2,12 @@
 
 use serde_json::Value;
 
-use super::call::{CallError, Host, Notice, Refusal, Session, Unit};
+use super::call::{AgentPlace, CallError, Host, Notice, Refusal, Session, Unit};
 use super::manual::ManualInput;
 use super::open::{check_answer, now, refused_without_request, rfc3339, turn_node};
 use super::sources::{Sources, recorder};
 use super::{Commit, ExecutionRecorder, HistoryEntry, Metadata};
+use crate::agents::AgentDriver;
 use crate::executor::{ExecutionEvent, Executor, NextUnit, Options};
 use crate::state::{ExecutionState, Status};
 use llm::LlmClient;
@@ -21,6 +22,17 @@ pub struct Waiting {
     pub file: String,
     /// An answer that would do, for the person answering.
     pub example: Value,
+}
+
+impl Waiting {
+    /// The question of an agent node's run (`@Agent`), when that is what waits: its answer is
+    /// plain text, not a model's answer.
+    pub fn question(&self) -> Option<&str> {
+        if self.request.get("type").and_then(Value::as_str) != Some(AGENT_QUESTION) {
+            return None;
+        }
+        self.request.get("question").and_then(Value::as_str)
+    }
 }
 
 /// What one unit of work did (committed).
@@ -99,7 +111,12 @@ impl Session {
         store: &super::Executions,
         input: &mut ManualInput,
     ) -> Result<Advance, CallError<H::Error>> {
-        if self.meta.client_config.kind != llm::SourceKind::Manual && input.given() {
+        let agent_asks = self.state.as_ref().is_some_and(|s| {
+            s.paths
+                .iter()
+                .any(|p| p.agent.as_ref().is_some_and(|a| a.question.is_some()))
+        });
+        if self.meta.client_config.kind != llm::SourceKind::Manual && !agent_asks && input.given() {
             return Err(CallError::Refused(Refusal::Source(Box::new(
                 self.meta.client_config.clone(),
             ))));
@@ -129,10 +146,14 @@ impl Session {
             stream: live.is_some(),
             ..Options::default()
         };
+        let driver = agent_driver(host, store, &self.id, &self.meta.client_config)?;
         let Some(state) = self.state.take() else {
             return Err(CallError::Unsettled(self.id.clone()));
         };
         let mut executor = Executor::resume(state, client, options);
+        if let Some(driver) = driver.as_deref() {
+            executor.with_agents(driver);
+        }
         if let Some(listener) = live {
             executor.listen(listener);
         }
@@ -165,6 +186,11 @@ impl Session {
             return Ok(Advance::AlreadyFinished);
         }
         let unit = self.request.unit;
+        if executor.agent_question().is_some()
+            && let Some(answer) = input.text()?
+        {
+            executor.answer_agent(answer);
+        }
         let waiting = match unit {
             Unit::Turn => self.one_turn(executor, answers.client, store, input)?,
             Unit::Step => {
@@ -175,7 +201,8 @@ impl Session {
                 executor.step_path().map_err(CallError::Runtime)?;
                 None
             }
-        };
+        }
+        .or_else(|| agent_waiting(executor));
         let events = executor.take_events();
         if input.unused() {
             // Nothing is committed: the unit of work is done again by the next call.
@@ -231,7 +258,8 @@ impl Session {
         let t = now();
         let status = executor.status();
         self.meta.end_unit(rfc3339(t), waiting.cloned(), status);
-        if waiting.is_none() {
+        // A manual request is not a call that happened; an agent's turn that ended on a question is.
+        if waiting.is_none_or(|w| w.get("type").is_some_and(|t| t == AGENT_QUESTION)) {
             self.last_call = Some(history_entry(events, executor.state(), &self.meta, t));
         }
         let committed = store.commit(
@@ -262,6 +290,10 @@ impl Session {
     ) -> Result<Option<Waiting>, CallError<E>> {
         let request = match executor.next_unit() {
             Ok(NextUnit::Request(request)) => request,
+            Ok(NextUnit::AgentTurn) => {
+                self.meta.turn_count += 1;
+                return Ok(None);
+            }
             Ok(NextUnit::Stepped | NextUnit::Idle) => return Ok(None),
             Err(e) => return Err(CallError::Runtime(e)),
         };
@@ -324,7 +356,9 @@ fn history_entry(
     let node = events
         .iter()
         .find_map(|e| match e {
-            ExecutionEvent::LlmCall { node, .. } => Some(node.clone()),
+            ExecutionEvent::LlmCall { node, .. } | ExecutionEvent::AgentTurn { node, .. } => {
+                Some(node.clone())
+            }
             ExecutionEvent::Transition { from, .. } => Some(from.clone()),
             ExecutionEvent::Completed { node, .. } | ExecutionEvent::Failed { node, .. } => {
                 Some(node.clone())
@@ -353,5 +387,66 @@ fn history_entry(
         status: meta.status,
         text: super::history::text_of(events),
         calls: super::history::calls_of(events),
+    }
+}
+
+/// `type` of the pending request of an execution whose agent node's run asks a question.
+pub const AGENT_QUESTION: &str = "agent_question";
+
+/// The agent question the execution waits on after a unit, as a waiting request.
+fn agent_waiting(executor: &Executor<'_>) -> Option<Waiting> {
+    let (path, node, question) = executor.agent_question()?;
+    let run = executor
+        .state()
+        .path(path)
+        .and_then(|p| p.agent.as_ref())
+        .map(|a| a.run_id.clone())
+        .unwrap_or_default();
+    Some(Waiting {
+        request: serde_json::json!({"type": AGENT_QUESTION, "path": path, "node": node,
+            "run": run, "question": question}),
+        file: String::new(),
+        example: Value::String("the answer, as plain text".into()),
+    })
+}
+
+/// What runs the agents of agent nodes in this call: the host's, in the execution's folder; an
+/// execution worked on in a private copy (shared through a store) refuses them, since their runs
+/// would live in the copy only.
+fn agent_driver<H: Host>(
+    host: &H,
+    store: &super::Executions,
+    id: &str,
+    config: &super::ClientConfig,
+) -> Result<Option<Box<dyn AgentDriver>>, CallError<H::Error>> {
+    if store.is_private_copy() {
+        return Ok(Some(Box::new(NotInCopies)));
+    }
+    let agents =
+        |dir: &Option<String>| dir.as_ref().map(|d| std::path::Path::new(d).join("agents"));
+    let place = AgentPlace {
+        execution_dir: store.dir(id)?,
+        recordings: agents(&config.recordings_dir),
+        playback: match config.kind {
+            llm::SourceKind::Playback => agents(&config.playback_dir),
+            _ => None,
+        },
+    };
+    Ok(host.agents(&place))
+}
+
+/// Refuses agent nodes in an execution shared through a store.
+struct NotInCopies;
+
+impl AgentDriver for NotInCopies {
+    fn turn(
+        &self,
+        _call: &crate::agents::AgentCall<'_>,
+        _tools: &mut dyn crate::agents::MachineTools,
+    ) -> Result<crate::agents::AgentTurn, crate::agents::AgentError> {
+        Err(crate::agents::AgentError::new(
+            "agent nodes (@Agent) do not run in executions shared through --store yet: their runs would live in this call's private copy",
+        )
+        .hint("run the execution in a folder (without --store)"))
     }
 }

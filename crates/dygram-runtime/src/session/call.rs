@@ -163,6 +163,17 @@ pub enum Notice<'a> {
     Unrepaired(&'a SessionError),
 }
 
+/// Where the agent runs of an execution live.
+#[derive(Debug, Clone)]
+pub struct AgentPlace {
+    /// The execution's folder (each agent node's workspace is `agents/<node>/` in it).
+    pub execution_dir: PathBuf,
+    /// Where the agents' model answers are recorded (`<recordings>/agents`), when they are.
+    pub recordings: Option<PathBuf>,
+    /// Where they are replayed from (`<playback>/agents`), when they are.
+    pub playback: Option<PathBuf>,
+}
+
 /// What the caller provides: compiling, API clients, and where notices go.
 pub trait Host {
     /// The caller's errors (opening recordings).
@@ -185,6 +196,12 @@ pub trait Host {
     fn default_model(&self, config: &ClientConfig) -> String;
     /// Hears of progress and warnings.
     fn notice(&mut self, notice: Notice<'_>);
+    /// Runs the agents of agent nodes (`@Agent`) of the execution at `place`; `None` (the
+    /// default): such a node stops the call with an error that says so.
+    fn agents(&self, place: &AgentPlace) -> Option<Box<dyn crate::agents::AgentDriver>> {
+        let _ = place;
+        None
+    }
     /// A listener of the unit's events as they happen; with one, the model's answers are asked
     /// for as a stream, so that their text reaches it as it arrives
     /// ([`crate::executor::ExecutionEvent::TextDelta`]). None by default.

@@ -74,7 +74,8 @@ impl Checkout {
         let folder = TempFolder::new()?;
         let executions = Executions::under(&folder.0)
             .with_redactor(redactor)
-            .with_queue_dir(caller.join(super::QUEUE_DIR));
+            .with_queue_dir(caller.join(super::QUEUE_DIR))
+            .private_copy();
         let mut checkout = Self {
             store,
             id: lease.run().to_string(),

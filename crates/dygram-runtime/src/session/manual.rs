@@ -182,17 +182,29 @@ impl ManualInput {
     /// The answer given, parsed; `None` when none was given (see [`ManualInput::given`]). Once
     /// taken, the input counts as used.
     pub fn answer<E>(&mut self) -> Result<Option<ChatResponse>, CallError<E>> {
+        let Some(text) = self.given_text()? else {
+            return Ok(None);
+        };
+        let answer = parse_answer(&text).map_err(CallError::BadAnswer)?;
+        self.used = true;
+        Ok(Some(answer))
+    }
+
+    /// The input given, read to its end (not yet counted as used).
+    fn given_text<E>(&mut self) -> Result<Option<String>, CallError<E>> {
         let given = self.given();
         if let Some(e) = &self.error {
             return Err(CallError::InputUnreadable(e.clone()));
         }
-        if !given {
-            return Ok(None);
-        }
-        let text = String::from_utf8_lossy(&self.bytes).into_owned();
-        let answer = parse_answer(&text).map_err(CallError::BadAnswer)?;
-        self.used = true;
-        Ok(Some(answer))
+        Ok(given.then(|| String::from_utf8_lossy(&self.bytes).into_owned()))
+    }
+
+    /// The input given, as text (trimmed), for a question that takes plain text; `None` when
+    /// none was given. Once taken, the input counts as used.
+    pub fn text<E>(&mut self) -> Result<Option<String>, CallError<E>> {
+        let text = self.given_text()?;
+        self.used |= text.is_some();
+        Ok(text.map(|t| t.trim().to_string()))
     }
 
     /// Whether input was given that this call did not use, looked at just before the commit. This

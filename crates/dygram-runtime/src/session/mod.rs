@@ -44,11 +44,11 @@ mod select;
 pub mod shared;
 mod sources;
 
-pub use advance::{Advance, Report, Waiting};
+pub use advance::{AGENT_QUESTION, Advance, Report, Waiting};
 pub use aside::SetAside;
 pub use call::{
-    CallError, CallRequest, CompiledMachine, Host, Notice, Opening, Refusal, Session, SourceFlags,
-    Unit,
+    AgentPlace, CallError, CallRequest, CompiledMachine, Host, Notice, Opening, Refusal, Session,
+    SourceFlags, Unit,
 };
 pub use clean::{Cleaned, Cleaning};
 pub use commit::{Commit, Committed, Found, Opened, Restart};
@@ -444,6 +444,8 @@ pub struct Executions {
     redactor: llm::Redactor,
     /// The file queue's folder, when it is not `.dygram/interactive-queue` beside `root`.
     queue: Option<PathBuf>,
+    /// A private copy of executions kept elsewhere (a store's): what lives only here is lost.
+    private_copy: bool,
 }
 
 impl Executions {
@@ -453,6 +455,7 @@ impl Executions {
             root: base.join(".dygram").join("executions"),
             redactor: llm::Redactor::default(),
             queue: None,
+            private_copy: false,
         }
     }
 
@@ -461,6 +464,17 @@ impl Executions {
     pub fn with_queue_dir(mut self, dir: PathBuf) -> Self {
         self.queue = Some(dir);
         self
+    }
+
+    /// Marks the folder as a private copy of executions kept in a store.
+    pub fn private_copy(mut self) -> Self {
+        self.private_copy = true;
+        self
+    }
+
+    /// Whether the folder is a private copy of executions kept in a store.
+    pub fn is_private_copy(&self) -> bool {
+        self.private_copy
     }
 
     /// The folder of the file queue (`--queue`).
@@ -664,6 +678,37 @@ impl Executions {
         store::atomic::read_json::<StateFile>(&dir.join("state.json"))
             .map(current_nodes_of)
             .unwrap_or_default()
+    }
+
+    /// The runs of the agent nodes (`@Agent`) the execution's paths are at: path, node, run id,
+    /// model turns so far, the pending question (or null) and the run's folder (which `delta
+    /// show` reads).
+    pub fn agents(&self, id: &str) -> Vec<Value> {
+        let Ok(dir) = self.dir(id) else {
+            return Vec::new();
+        };
+        let Ok(state) = store::atomic::read_json::<StateFile>(&dir.join("state.json")) else {
+            return Vec::new();
+        };
+        state
+            .execution_state
+            .runtime
+            .paths
+            .iter()
+            .filter_map(|p| {
+                let a = p.agent.as_ref()?;
+                let run_dir = dir
+                    .join("agents")
+                    .join(&a.node)
+                    .join(".delta")
+                    .join(&a.run_id);
+                Some(
+                    serde_json::json!({"path": p.id, "node": a.node, "agent": a.agent,
+                    "run": a.run_id, "iterations": a.iterations, "question": a.question,
+                    "runDir": run_dir.display().to_string()}),
+                )
+            })
+            .collect()
     }
 
     /// Deletes an execution, or a folder set aside (`ID.corrupted-…`), and `last` when it pointed

@@ -82,6 +82,8 @@ impl Executions {
         let m = self.metadata(id)?;
         let nodes = self.current_nodes(id);
         let progress = self.progress(&m);
-        Ok(status_json(id, &m, &nodes, None, progress))
+        let mut status = status_json(id, &m, &nodes, None, progress);
+        status["agents"] = Value::Array(self.agents(id));
+        Ok(status)
     }
 }

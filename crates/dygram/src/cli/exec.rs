@@ -253,7 +253,9 @@ pub fn run(args: ExecArgs) -> Result<Exit, CliError> {
                 let m = executions.metadata(&id).map_err(error)?;
                 let nodes = executions.current_nodes(&id);
                 let progress = executions.progress(&m);
-                print_text(&status_text(&id, &m, &nodes, progress));
+                let mut text = status_text(&id, &m, &nodes, progress);
+                text.push_str(&agents_text(&executions.agents(&id)));
+                print_text(&text);
             }
             Ok(Exit::Ok)
         }
@@ -397,7 +399,13 @@ fn status_text(id: &str, m: &Metadata, nodes: &[String], progress: Option<Progre
         m.machine_file.as_deref().unwrap_or("(stdin)")
     ));
     s.push_str(&format!("  Status: {}\n", m.status));
-    if m.pending_request.is_some() {
+    let question = m
+        .pending_request
+        .as_ref()
+        .is_some_and(|r| r["type"] == dygram_runtime::session::AGENT_QUESTION);
+    if question {
+        s.push_str("  Waiting for: the answer to an agent's question, on stdin\n");
+    } else if m.pending_request.is_some() {
         s.push_str("  Waiting for: an LLM response on stdin (manual mode)\n");
     }
     // For a finished execution: where its paths ended.
@@ -411,6 +419,26 @@ fn status_text(id: &str, m: &Metadata, nodes: &[String], progress: Option<Progre
         ago(&m.last_executed_at)
     ));
     s.push_str(&format!("  Mode: {}\n", m.mode_text()));
+    s
+}
+
+/// The lines of `exec status` for the runs of agent nodes ([`Executions::agents`]).
+fn agents_text(agents: &[Value]) -> String {
+    let mut s = String::new();
+    for a in agents {
+        let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+        s.push_str(&format!(
+            "  Agent at {}: run {}, {} turn(s){}\n    {}\n",
+            text("node"),
+            text("run"),
+            a["iterations"],
+            match a["question"].as_str() {
+                Some(q) => format!(", asks: {q}"),
+                None => String::new(),
+            },
+            text("runDir")
+        ));
+    }
     s
 }
 

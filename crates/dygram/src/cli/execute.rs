@@ -49,6 +49,10 @@ pub enum ExecFormat {
 /// --store URL --id ID the execution lives in PostgreSQL instead, shared by every caller that
 /// names it.
 ///
+/// A task annotated @Agent("path/to/agent") runs that delta agent, one model turn per call (-i):
+/// its run is kept in .dygram/executions/<id>/agents/<node>/, its question waits (exit 101) for
+/// the answer on stdin, and --record/--playback cover its answers (docs/dygram/execution.md).
+///
 /// Examples:
 ///   dygram execute flow.dy
 ///   dygram e flow.dy --playback recordings/flow --format json
@@ -168,6 +172,17 @@ pub fn describe(event: &ExecutionEvent) -> Option<String> {
         ExecutionEvent::Waiting { path, node, reason } => {
             format!("[{path}] waiting at {node}: {reason}")
         }
+        ExecutionEvent::AgentTurn {
+            path,
+            node,
+            run,
+            run_dir,
+            iterations,
+            status,
+        } => format!(
+            "[{path}] agent at {node}: run {run} {status} after {iterations} turn(s) (delta show -w {} --run-id {run})",
+            workspace_of(run_dir)
+        ),
         ExecutionEvent::Compacted {
             path,
             node,
@@ -423,4 +438,12 @@ fn run_error(e: &RuntimeError, args: &ExecuteArgs) -> CliError {
             .hint(client::missing_client_hint(args.llm.provider)),
         _ => CliError::new(e.to_string()),
     }
+}
+
+/// The workspace of a delta run folder (`<workspace>/.delta/<run>`), as `delta show -w` takes it.
+fn workspace_of(run_dir: &str) -> String {
+    let dir = std::path::Path::new(run_dir);
+    dir.parent()
+        .and_then(std::path::Path::parent)
+        .map_or_else(|| run_dir.to_string(), |w| w.display().to_string())
 }

@@ -28,7 +28,8 @@ Exit codes (docs/exit-codes.md; the numbers delta shares with dygram mean the sa
   64   usage error (unknown flag or format, unsupported file extension, missing argument)
   70   internal error: dygram itself failed (a bug; please report it with the message)
   75   busy: another dygram process is working on the execution
-  101  execute -i: waiting for an LLM response (manual mode; answer on stdin next call)
+  101  execute -i: waiting for an answer on stdin in the next call: an LLM response (manual
+       mode) or the answer to an agent node's question
   130  interrupted (Ctrl-C, SIGINT or SIGTERM); nothing of the turn in progress is saved";
 
 /// dygram — an executable state-machine language.

@@ -3,6 +3,7 @@
 
 use assert_cmd::Command;
 
+mod agent_nodes;
 mod answers;
 mod color;
 mod commands;

@@ -228,6 +228,21 @@ impl Host for CliHost<'_> {
         client::for_execution(config, queue_dir, queue_timeout, id, on_retry)
     }
 
+    fn agents(
+        &self,
+        place: &dygram_runtime::session::AgentPlace,
+    ) -> Option<Box<dyn dygram_runtime::agents::AgentDriver>> {
+        // Agent folders are relative to the machine file (to the current folder for stdin).
+        let base = match self.input.path.as_deref().and_then(Path::parent) {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => std::env::current_dir().ok()?,
+        };
+        Some(Box::new(dygram::agent_nodes::DeltaAgents::new(
+            base,
+            place.clone(),
+        )))
+    }
+
     fn live(&mut self) -> Option<Listener<'static>> {
         let live = Arc::clone(self.live.as_ref().filter(|l| l.streams())?);
         Some(Box::new(move |event| live.event(event)))

@@ -187,31 +187,13 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         s.push_str(&format!("  Output: {}{more}\n", short.replace('\n', " ")));
     }
     if let Some(waiting) = &r.waiting {
-        let (req, file) = (&waiting.request, &waiting.file);
-        let node = req.get("node").and_then(Value::as_str).unwrap_or("?");
-        let tools: Vec<&str> = req
-            .get("tools")
-            .and_then(Value::as_array)
-            .map(|t| {
-                t.iter()
-                    .filter_map(|t| t.get("name").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default();
-        s.push_str(&format!("⏸️  Waiting for LLM response at node {node}\n"));
-        s.push_str(&format!("LLM REQUEST saved to {file}\n"));
-        s.push_str(&format!("  Tools: {}\n", tools.join(", ")));
-        s.push_str("EXAMPLE RESPONSE:\n");
-        s.push_str(&format!("  {}\n", waiting.example));
-        let file_arg = args.file.display();
         let store = if saved == Saved::Store {
             " --store URL"
         } else {
             ""
         };
-        s.push_str(&format!(
-            "Answer with:\n  echo '<response>' | dygram execute -i {file_arg} --id {id}{store}\n"
-        ));
+        let answer_with = format!("dygram execute -i {} --id {id}{store}", args.file.display());
+        s.push_str(&waiting_text(waiting, &answer_with));
     } else if r.status == Status::Complete {
         s.push_str("✅ Execution complete!\n");
         s.push_str(&final_results(id, state, meta));
@@ -226,4 +208,31 @@ pub fn print_report(args: &ExecuteArgs, r: &Report, shown: &Shown<'_>) {
         ));
     }
     print_text(&s);
+}
+
+/// What a call that waits shows: an agent's question, or the request for a manual answer; how
+/// to answer (`answer_with`: the command that takes the answer).
+fn waiting_text(waiting: &dygram_runtime::session::Waiting, answer_with: &str) -> String {
+    let req = &waiting.request;
+    let node = req.get("node").and_then(Value::as_str).unwrap_or("?");
+    if let Some(question) = waiting.question() {
+        return format!(
+            "⏸️  The agent at node {node} asks:\n  {question}\nAnswer with:\n  echo '<answer>' | {answer_with}\n"
+        );
+    }
+    let tools: Vec<&str> = req
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "⏸️  Waiting for LLM response at node {node}\nLLM REQUEST saved to {}\n  Tools: {}\nEXAMPLE RESPONSE:\n  {}\nAnswer with:\n  echo '<response>' | {answer_with}\n",
+        waiting.file,
+        tools.join(", "),
+        waiting.example
+    )
 }

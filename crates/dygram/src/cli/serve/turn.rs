@@ -249,5 +249,20 @@ impl Host for PageHost {
         dygram_runtime::connect::default_model(config.provider())
     }
 
+    fn agents(
+        &self,
+        place: &dygram_runtime::session::AgentPlace,
+    ) -> Option<Box<dyn dygram_runtime::agents::AgentDriver>> {
+        let base = self
+            .file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Some(Box::new(dygram::agent_nodes::DeltaAgents::new(
+            base,
+            place.clone(),
+        )))
+    }
+
     fn notice(&mut self, _notice: Notice<'_>) {}
 }
