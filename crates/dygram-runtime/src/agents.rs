@@ -6,8 +6,9 @@
 //! transitions and context reads and writes) are answered by [`MachineTools`] during the turn,
 //! and their effect on the execution is taken from the run's journal afterwards
 //! ([`AgentTurn::calls`]): the execution remembers the last journal line it applied
-//! ([`crate::state::AgentLink::applied_seq`]), so a call killed between the run's journal and the
-//! execution's commit is caught up by the next call, and no effect is applied twice.
+//! ([`crate::state::AgentLink::applied_seq`]). Each unit first catches up what a call killed
+//! between the run's journal and the execution's commit left ([`AgentDriver::journaled`]), then
+//! takes its turn on the caught-up execution, so no effect is applied twice or lost.
 
 use std::path::PathBuf;
 
@@ -26,10 +27,14 @@ pub struct AgentCall<'a> {
     pub run_id: &'a str,
     /// The task: the node's prompt, its templates filled.
     pub task: &'a str,
-    /// The machine's tools offered to the agent, besides its own.
+    /// The machine's tools offered to the agent now, besides its own.
     pub tools: &'a [ToolDefinition],
+    /// Every machine tool the node has (open or not): the calls read back from the journal.
+    pub names: &'a [String],
     /// An answer to the run's pending question, given to this call.
     pub answer: Option<&'a str>,
+    /// The id of the question the answer is for (the one the execution showed).
+    pub question_id: Option<&'a str>,
     /// The last journal line whose machine-tool result the execution has applied.
     pub applied_seq: u64,
 }
@@ -52,12 +57,14 @@ pub enum AgentStop {
     Paused,
     /// It asks a question (`ask_human`): the execution waits for the answer.
     Waiting {
+        /// The question's id (an answer is given to this question only).
+        id: String,
         /// The question.
         question: String,
     },
     /// It ended with an answer (or handed the work back through a transition).
     Completed {
-        /// The final answer.
+        /// The model's last text (empty when it wrote none).
         answer: String,
     },
     /// It failed.
@@ -81,6 +88,19 @@ pub struct AgentTurn {
     pub iterations: u64,
     /// The run's folder.
     pub run_dir: PathBuf,
+    /// Whether the answer given ([`AgentCall::answer`]) went to the run's question.
+    pub answer_taken: bool,
+}
+
+/// What a run journaled that the execution has not applied yet.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Journaled {
+    /// The machine tool calls past [`AgentCall::applied_seq`] with a successful result.
+    pub calls: Vec<MachineCall>,
+    /// The run's last journal line (0: no run yet).
+    pub last_seq: u64,
+    /// The model's last text.
+    pub text: String,
 }
 
 /// The answer to a machine tool call.
@@ -132,6 +152,10 @@ impl AgentError {
 
 /// Runs the agents of agent nodes.
 pub trait AgentDriver {
+    /// What the run of `call` journaled past [`AgentCall::applied_seq`] (nothing for a run not
+    /// begun), read without running anything.
+    fn journaled(&self, call: &AgentCall<'_>) -> Result<Journaled, AgentError>;
+
     /// Catches up and takes one model turn of the run `call` names (creating it on its first
     /// call): machine tools are answered by `tools`. A run that has ended, or that waits for an
     /// answer not given, takes no turn and says where it stands.
@@ -142,7 +166,13 @@ pub trait AgentDriver {
     ) -> Result<AgentTurn, AgentError>;
 }
 
-/// The run id of an agent node's `visit` (1 for its first).
-pub fn run_id(node: &str, visit: u64) -> String {
-    format!("{node}-{visit}")
+/// The run id of path `path`'s `visit` of an agent node (1 for its first): `<node>-<visit>` on
+/// the first path, `<node>-<path>-<visit>` on the others (paths fanned out to one node get runs
+/// of their own).
+pub fn run_id(node: &str, path: &str, visit: u64) -> String {
+    if path == "path_0" {
+        format!("{node}-{visit}")
+    } else {
+        format!("{node}-{path}-{visit}")
+    }
 }

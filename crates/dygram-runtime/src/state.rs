@@ -119,6 +119,9 @@ pub struct AgentLink {
     /// The run's pending question: the execution waits for its answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The pending question's id: an answer goes to that question only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_id: Option<String>,
 }
 
 /// A conversation compacted to fit the model's context window: its oldest answers (with their

@@ -2,25 +2,26 @@
 //! node's run, paused after one model turn, the machine's tools offered as the program's tools.
 //! The run is an ordinary delta run in `<execution>/agents/<node>/`, so `delta show` reads it.
 //!
-//! A call first finds where the run stands: a run never journaled is begun again (nothing of it
-//! happened); an ended run, or one waiting for an answer this call does not bring, takes no turn.
-//! Every other call goes on with delta's settling rules (a tool cut short by a kill is never run
-//! twice). The machine tool calls are then read from the run's journal, past the line the
-//! execution applied last ([`dygram_runtime::agents`]).
+//! A turn first finds where the run stands: a run whose journal never got its first line is
+//! begun again (nothing of it happened); an ended run, or one waiting for an answer this call
+//! does not bring (or brings for another question), takes no turn. Every other turn goes on with
+//! delta's settling rules (a tool cut short by a kill is never run twice). The machine tool calls
+//! are read back from the run's journal, past the line the execution applied last
+//! ([`dygram_runtime::agents`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use delta::connect::{Connection, LlmMode};
-use delta::engine::{HostResult, HostTools, Silent};
+use delta::engine::{HostResult, HostTools, InteractionRequest, Silent};
 use delta::env::Env;
-use delta::events::{ActionStatus, Envelope, Event};
+use delta::events::{ActionStatus, EndStatus, Envelope, Event};
 use delta::metadata::{RunMetadata, RunStatus};
 use delta::runner::{Continue, NewRun, Notice, Options, Request, Runner, WorkspaceRef};
 use delta::workspace::RunDir;
 use dygram_runtime::agents::{
-    AgentCall, AgentDriver, AgentError, AgentStop, AgentTurn, MachineCall, MachineTools,
+    AgentCall, AgentDriver, AgentError, AgentStop, AgentTurn, Journaled, MachineCall, MachineTools,
 };
 use dygram_runtime::session::AgentPlace;
 use llm::ToolDefinition;
@@ -34,10 +35,24 @@ pub struct DeltaAgents {
     place: AgentPlace,
 }
 
+/// What a turn does with the run.
+enum Next {
+    /// Asks the runner (`answered`: with the call's answer to the run's question).
+    Run { request: Request, answered: bool },
+    /// Takes no turn: the run stands here.
+    Stands(AgentStop),
+}
+
 impl DeltaAgents {
     /// The agents of the execution at `place`, of a machine file in `base`.
     pub fn new(base: PathBuf, place: AgentPlace) -> Self {
         Self { base, place }
+    }
+
+    /// The run `call` names, in its node's workspace.
+    fn run_dir(&self, call: &AgentCall<'_>) -> RunDir {
+        let workspace = self.place.execution_dir.join("agents").join(call.node);
+        RunDir::new(&workspace, call.run_id)
     }
 
     /// Where the node's answers come from: recorded or replayed per run, or the agent's model.
@@ -51,24 +66,58 @@ impl DeltaAgents {
     }
 
     /// What to ask the runner for, or where the run stands when it takes no turn now.
-    fn request(&self, call: &AgentCall<'_>, run: &RunDir) -> Result<Next, AgentError> {
-        if run.root.exists() && !journaled(run) {
+    fn next(&self, call: &AgentCall<'_>, run: &RunDir) -> Result<Next, AgentError> {
+        if run.root.exists() && !begun(run)? {
             // Created, never begun: a kill between its folder and its first line.
             std::fs::remove_dir_all(&run.root).map_err(|e| {
                 AgentError::new(format!("{}: cannot remove: {e}", run.root.display()))
             })?;
         }
         if !run.root.exists() {
-            let dir = self.base.join(call.agent);
-            let agent = delta::agent::load(&dir).map_err(|e| {
-                AgentError::new(format!(
-                    "node '{}': cannot load the agent in {}: {e}",
-                    call.node,
-                    dir.display()
-                ))
-                .hint("@Agent(\"path\") names an agent folder (agent.yaml, system_prompt.md) relative to the machine file")
-            })?;
-            return Ok(Next::Run(Request::Run(Box::new(NewRun {
+            return self.new_run(call, run);
+        }
+        let envelopes = journal(run)?;
+        if let Some(stop) = ended(&envelopes) {
+            return Ok(Next::Stands(stop));
+        }
+        let status = RunMetadata::load(&run.metadata())
+            .map(|m| m.status)
+            .unwrap_or(RunStatus::Interrupted);
+        let waiting =
+            status == RunStatus::WaitingForInput && !delta::engine::response_path(run).is_file();
+        if !waiting {
+            return Ok(Next::Run {
+                request: continue_with(call, run, None),
+                answered: false,
+            });
+        }
+        let asked = question(run)?;
+        // An answer is only ever given to the question it answers.
+        let answer = call
+            .answer
+            .filter(|_| call.question_id.is_none_or(|id| id == asked.request_id));
+        match answer {
+            Some(answer) => Ok(Next::Run {
+                request: continue_with(call, run, Some(answer)),
+                answered: true,
+            }),
+            None => Ok(Next::Stands(AgentStop::Waiting {
+                id: asked.request_id,
+                question: asked.prompt,
+            })),
+        }
+    }
+
+    /// The run's first turn: the agent loaded from its folder.
+    fn new_run(&self, call: &AgentCall<'_>, run: &RunDir) -> Result<Next, AgentError> {
+        let dir = self.base.join(call.agent);
+        let agent = delta::agent::load(&dir).map_err(|e| {
+            AgentError::new(format!("cannot load the agent in {}: {e}", dir.display()))
+            .hint("@Agent(\"path\") names an agent folder (agent.yaml, system_prompt.md) relative to the machine file")
+        })?;
+        check_names(&agent, call)?;
+        Ok(Next::Run {
+            request: Request::Run(Box::new(NewRun {
                 agent,
                 workspace: run.workspace.clone(),
                 workspace_name: None,
@@ -76,41 +125,40 @@ impl DeltaAgents {
                 auto_resume: false,
                 message: call.task.to_string(),
                 run_id: Some(call.run_id.to_string()),
-            }))));
-        }
-        let envelopes = journal(run)?;
-        if let Some(stop) = ended(&envelopes) {
-            return Ok(Next::Stands(stop));
-        }
-        // A transition journaled by a call killed before the run's end: the work was handed
-        // back, and the model is not asked again.
-        let names: Vec<&str> = call.tools.iter().map(|t| t.name.as_str()).collect();
-        if machine_calls(&envelopes, &names, call.applied_seq)
-            .iter()
-            .any(|c| c.name.starts_with(dygram_runtime::tools::TRANSITION))
-        {
-            return Ok(Next::Stands(AgentStop::Completed {
-                answer: String::new(),
-            }));
-        }
-        let status = RunMetadata::load(&run.metadata())
-            .map(|m| m.status)
-            .unwrap_or(RunStatus::Interrupted);
-        let waiting =
-            status == RunStatus::WaitingForInput && !delta::engine::response_path(run).is_file();
-        if waiting && call.answer.is_none() {
-            return Ok(Next::Stands(AgentStop::Waiting {
-                question: question(run),
-            }));
-        }
-        Ok(Next::Run(Request::Continue(Continue {
-            workspace: WorkspaceRef::Dir(run.workspace.clone()),
-            run_id: Some(call.run_id.to_string()),
-            // An answer is only ever given to the question it answers.
-            message: call.answer.filter(|_| waiting).map(str::to_string),
-            with_file: None,
-            fork_at: None,
-        })))
+            })),
+            answered: false,
+        })
+    }
+
+    /// One call of the runner, paused after a model turn.
+    fn drive(
+        &self,
+        call: &AgentCall<'_>,
+        request: Request,
+        tools: &mut dyn MachineTools,
+    ) -> Result<AgentStop, AgentError> {
+        let mut host = AgentHost {
+            mode: self.mode(call.node, call.run_id),
+        };
+        let mut bridge = Bridge {
+            definitions: call.tools.to_vec(),
+            tools,
+        };
+        let runner = Runner {
+            options: self.options(),
+            observer: &mut Silent,
+            human: None,
+            host: &mut host,
+            tools: Some(&mut bridge),
+        };
+        let finished = runner.run(request).map_err(|e| {
+            let error = AgentError::new(format!("run {}: {}", call.run_id, e.message()));
+            match e.hint() {
+                Some(hint) => error.hint(hint),
+                None => error,
+            }
+        })?;
+        Ok(stop_of(&finished.outcome))
     }
 
     fn options(&self) -> Options {
@@ -136,59 +184,77 @@ impl DeltaAgents {
     }
 }
 
-/// What a call does with the run.
-enum Next {
-    /// Asks the runner.
-    Run(Request),
-    /// Takes no turn: the run stands here.
-    Stands(AgentStop),
-}
-
 impl AgentDriver for DeltaAgents {
+    fn journaled(&self, call: &AgentCall<'_>) -> Result<Journaled, AgentError> {
+        let run = self.run_dir(call);
+        if !run.journal().is_file() {
+            return Ok(Journaled::default());
+        }
+        let envelopes = journal(&run)?;
+        Ok(Journaled {
+            calls: machine_calls(&envelopes, call.names, call.applied_seq),
+            last_seq: envelopes.last().map_or(0, |e| e.seq),
+            text: last_text(&envelopes),
+        })
+    }
+
     fn turn(
         &self,
         call: &AgentCall<'_>,
         tools: &mut dyn MachineTools,
     ) -> Result<AgentTurn, AgentError> {
-        let workspace = self.place.execution_dir.join("agents").join(call.node);
-        let run = RunDir::new(&workspace, call.run_id);
-        let stop = match self.request(call, &run)? {
-            Next::Stands(stop) => stop,
-            Next::Run(request) => {
-                let mut host = AgentHost {
-                    mode: self.mode(call.node, call.run_id),
-                };
-                let mut bridge = Bridge {
-                    definitions: call.tools.to_vec(),
-                    tools,
-                };
-                let runner = Runner {
-                    options: self.options(),
-                    observer: &mut Silent,
-                    human: None,
-                    host: &mut host,
-                    tools: Some(&mut bridge),
-                };
-                let finished = runner.run(request).map_err(|e| {
-                    let error = AgentError::new(format!("run {}: {}", call.run_id, e.message()));
-                    match e.hint() {
-                        Some(hint) => error.hint(hint),
-                        None => error,
-                    }
-                })?;
-                stop_of(&finished.outcome)
-            }
+        let run = self.run_dir(call);
+        let (stop, answer_taken) = match self.next(call, &run)? {
+            Next::Stands(stop) => (stop, false),
+            Next::Run { request, answered } => (self.drive(call, request, tools)?, answered),
         };
         let envelopes = journal(&run)?;
-        let names: Vec<&str> = call.tools.iter().map(|t| t.name.as_str()).collect();
+        // The model's own last words, however the run ended (a hand-back's too).
+        let stop = match stop {
+            AgentStop::Completed { .. } => AgentStop::Completed {
+                answer: last_text(&envelopes),
+            },
+            other => other,
+        };
         Ok(AgentTurn {
-            calls: machine_calls(&envelopes, &names, call.applied_seq),
+            calls: machine_calls(&envelopes, call.names, call.applied_seq),
             last_seq: envelopes.last().map_or(0, |e| e.seq),
             stop,
             iterations: envelopes.iter().filter(|e| e.kind == "THOUGHT").count() as u64,
             run_dir: run.root.clone(),
+            answer_taken,
         })
     }
+}
+
+/// Going on with the run, `answer` given to its question.
+fn continue_with(call: &AgentCall<'_>, run: &RunDir, answer: Option<&str>) -> Request {
+    Request::Continue(Continue {
+        workspace: WorkspaceRef::Dir(run.workspace.clone()),
+        run_id: Some(call.run_id.to_string()),
+        message: answer.map(str::to_string),
+        with_file: None,
+        fork_at: None,
+    })
+}
+
+/// An agent whose own tools have the names of the node's machine tools would have its own
+/// calls taken for the machine's: refused.
+fn check_names(agent: &delta::agent::Agent, call: &AgentCall<'_>) -> Result<(), AgentError> {
+    let clash: Vec<&str> = agent
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| call.names.iter().any(|m| m == n))
+        .collect();
+    if clash.is_empty() {
+        return Ok(());
+    }
+    Err(AgentError::new(format!(
+        "the agent's tools {} have the names of the node's machine tools",
+        clash.join(", ")
+    ))
+    .hint("rename those tools of the agent: transition_to_*, read_* and write_* name the machine's tools at an agent node"))
 }
 
 /// Where a run that stopped stands.
@@ -200,24 +266,26 @@ fn stop_of(outcome: &delta::engine::RunOutcome) -> AgentStop {
         RunStatus::Failed => AgentStop::Failed {
             error: outcome.error.clone().unwrap_or_default(),
         },
-        RunStatus::WaitingForInput => AgentStop::Waiting {
-            question: outcome
-                .interaction
-                .as_ref()
-                .map(|i| i.prompt.clone())
-                .unwrap_or_default(),
+        RunStatus::WaitingForInput => match &outcome.interaction {
+            Some(i) => AgentStop::Waiting {
+                id: i.request_id.clone(),
+                question: i.prompt.clone(),
+            },
+            None => AgentStop::Paused,
         },
         RunStatus::Interrupted | RunStatus::Running => AgentStop::Paused,
     }
 }
 
-/// Whether the run's journal holds its first line (`RUN_START`).
-fn journaled(run: &RunDir) -> bool {
-    delta::events::read(&run.journal()).is_ok_and(|(lines, _)| {
-        lines
-            .iter()
-            .any(|e| matches!(e.event(), Some(Event::RunStart { .. })))
-    })
+/// Whether the run's journal holds its first line (`RUN_START`); a journal that cannot be read
+/// is an error, never a reason to begin again.
+fn begun(run: &RunDir) -> Result<bool, AgentError> {
+    if !run.journal().is_file() {
+        return Ok(false);
+    }
+    Ok(journal(run)?
+        .iter()
+        .any(|e| matches!(e.event(), Some(Event::RunStart { .. }))))
 }
 
 /// The run's journal (a torn last line left out).
@@ -233,24 +301,16 @@ fn ended(envelopes: &[Envelope]) -> Option<AgentStop> {
         Some(Event::RunEnd { status }) => Some(status),
         _ => None,
     })?;
-    let events: Vec<Event> = envelopes.iter().filter_map(Envelope::event).collect();
     Some(match status {
-        delta::events::EndStatus::Completed => AgentStop::Completed {
-            answer: events
-                .iter()
-                .rev()
-                .find_map(|e| match e {
-                    Event::Thought { content, .. } => Some(content.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default(),
+        EndStatus::Completed => AgentStop::Completed {
+            answer: last_text(envelopes),
         },
-        delta::events::EndStatus::Failed => AgentStop::Failed {
-            error: events
+        EndStatus::Failed => AgentStop::Failed {
+            error: envelopes
                 .iter()
                 .rev()
-                .find_map(|e| match e {
-                    Event::SystemMessage { content, .. } => content
+                .find_map(|e| match e.event() {
+                    Some(Event::SystemMessage { content, .. }) => content
                         .strip_prefix(delta::engine::FATAL_PREFIX)
                         .map(str::to_string),
                     _ => None,
@@ -260,18 +320,32 @@ fn ended(envelopes: &[Envelope]) -> Option<AgentStop> {
     })
 }
 
+/// The model's last text in the journal (empty when it wrote none).
+fn last_text(envelopes: &[Envelope]) -> String {
+    envelopes
+        .iter()
+        .rev()
+        .find_map(|e| match e.event() {
+            Some(Event::Thought { content, .. }) => Some(content),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// The pending question of a waiting run.
-fn question(run: &RunDir) -> String {
-    store::atomic::read_json::<delta::engine::InteractionRequest>(
-        &run.interaction().join("request.json"),
-    )
-    .map(|r| r.prompt)
-    .unwrap_or_default()
+fn question(run: &RunDir) -> Result<InteractionRequest, AgentError> {
+    let file = run.interaction().join("request.json");
+    store::atomic::read_json::<InteractionRequest>(&file).map_err(|e| {
+        AgentError::new(format!(
+            "{}: cannot read the agent's question: {e}",
+            file.display()
+        ))
+    })
 }
 
 /// The successful calls of the machine's tools (`names`) whose result is journaled after line
 /// `after`, in journal order.
-fn machine_calls(envelopes: &[Envelope], names: &[&str], after: u64) -> Vec<MachineCall> {
+fn machine_calls(envelopes: &[Envelope], names: &[String], after: u64) -> Vec<MachineCall> {
     let mut requested: std::collections::HashMap<String, (String, Value)> = Default::default();
     let mut calls = Vec::new();
     for e in envelopes {
@@ -281,7 +355,7 @@ fn machine_calls(envelopes: &[Envelope], names: &[&str], after: u64) -> Vec<Mach
                 tool_name,
                 tool_args,
                 ..
-            }) if names.contains(&tool_name.as_str()) => {
+            }) if names.contains(&tool_name) => {
                 requested.insert(action_id, (tool_name, tool_args));
             }
             Some(Event::ActionResult {

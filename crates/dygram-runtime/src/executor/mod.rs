@@ -181,6 +181,8 @@ pub struct Executor<'c> {
     agents: Option<&'c dyn crate::agents::AgentDriver>,
     /// The answer to an agent's pending question, for its next turn.
     agent_answer: Option<String>,
+    /// Whether that answer reached its question.
+    agent_answer_taken: bool,
 }
 
 impl<'c> Executor<'c> {
@@ -232,6 +234,7 @@ impl<'c> Executor<'c> {
             stream_refused: false,
             agents: None,
             agent_answer: None,
+            agent_answer_taken: false,
         })
     }
 
@@ -252,6 +255,7 @@ impl<'c> Executor<'c> {
             stream_refused: false,
             agents: None,
             agent_answer: None,
+            agent_answer_taken: false,
         }
     }
 
@@ -267,6 +271,7 @@ impl<'c> Executor<'c> {
             stream_refused: false,
             agents: None,
             agent_answer: None,
+            agent_answer_taken: false,
         }
     }
 
@@ -387,13 +392,30 @@ impl<'c> Executor<'c> {
                 continue;
             };
             let node = path.current_node.clone();
+            if path.pending.is_some() {
+                // A transition held at a barrier that has opened: the step below makes it.
+                continue;
+            }
             if self.in_agent_visit(&id) {
-                self.delegate(&id)?;
+                // An agent that waits, as it did, for an answer not given leaves the unit to
+                // the other paths.
+                if self.delegate(&id)? == TurnOutcome::Idle {
+                    continue;
+                }
                 return Ok(NextUnit::AgentTurn);
             }
             let plan = self.plan(&id);
             if matches!(plan.action, Action::Delegate) {
-                self.delegate(&id)?;
+                if self.begin_visit(&id, &node) {
+                    self.spawn_all(&id, &plan.spawns);
+                    if self
+                        .state
+                        .path(&id)
+                        .is_some_and(|p| p.status == PathStatus::Active)
+                    {
+                        self.delegate(&id)?;
+                    }
+                }
                 return Ok(NextUnit::AgentTurn);
             }
             if let Action::Agent {

@@ -105,8 +105,9 @@ impl Executor<'_> {
         };
         let ty = node.effective_type();
         if ty == Some("task") && delegate::agent_of(node).is_some() {
+            // The agent decides; async edges start their paths as the node begins.
             return Plan {
-                spawns: Vec::new(),
+                spawns: out.asyncs,
                 action: Action::Delegate,
             };
         }

@@ -189,6 +189,7 @@ impl Session {
         if executor.agent_question().is_some()
             && let Some(answer) = input.text()?
         {
+            // Counted as used only once it reaches the question it answers.
             executor.answer_agent(answer);
         }
         let waiting = match unit {
@@ -204,6 +205,14 @@ impl Session {
         }
         .or_else(|| agent_waiting(executor));
         let events = executor.take_events();
+        if executor.agent_answer_taken() {
+            input.mark_used();
+        } else if let Some((_, _, question)) = executor.agent_question()
+            && input.unused()
+        {
+            // Nothing is committed: the run asks another question than the one answered.
+            return Err(CallError::Refused(Refusal::AgentAsks(question.to_string())));
+        }
         if input.unused() {
             // Nothing is committed: the unit of work is done again by the next call.
             if input.arrived_late() {
@@ -258,8 +267,10 @@ impl Session {
         let t = now();
         let status = executor.status();
         self.meta.end_unit(rfc3339(t), waiting.cloned(), status);
-        // A manual request is not a call that happened; an agent's turn that ended on a question is.
-        if waiting.is_none_or(|w| w.get("type").is_some_and(|t| t == AGENT_QUESTION)) {
+        // A manual request is not a call that happened; an agent's turn that ended on a question
+        // is (a call that found it still waiting did nothing).
+        let asked = waiting.is_some_and(|w| w.get("type").is_some_and(|t| t == AGENT_QUESTION));
+        if waiting.is_none() || (asked && !events.is_empty()) {
             self.last_call = Some(history_entry(events, executor.state(), &self.meta, t));
         }
         let committed = store.commit(
@@ -438,15 +449,28 @@ fn agent_driver<H: Host>(
 /// Refuses agent nodes in an execution shared through a store.
 struct NotInCopies;
 
+impl NotInCopies {
+    fn refusal() -> crate::agents::AgentError {
+        crate::agents::AgentError::new(
+            "agent nodes (@Agent) do not run in executions shared through --store yet: their runs would live in this call's private copy",
+        )
+        .hint("run the execution in a folder (without --store)")
+    }
+}
+
 impl AgentDriver for NotInCopies {
+    fn journaled(
+        &self,
+        _call: &crate::agents::AgentCall<'_>,
+    ) -> Result<crate::agents::Journaled, crate::agents::AgentError> {
+        Err(Self::refusal())
+    }
+
     fn turn(
         &self,
         _call: &crate::agents::AgentCall<'_>,
         _tools: &mut dyn crate::agents::MachineTools,
     ) -> Result<crate::agents::AgentTurn, crate::agents::AgentError> {
-        Err(crate::agents::AgentError::new(
-            "agent nodes (@Agent) do not run in executions shared through --store yet: their runs would live in this call's private copy",
-        )
-        .hint("run the execution in a folder (without --store)"))
+        Err(Self::refusal())
     }
 }

@@ -222,6 +222,9 @@ pub enum Refusal {
     },
     /// The execution has ended.
     Ended,
+    /// The agent that asked now asks another question (the one answered was taken by a call
+    /// that did not finish): this one.
+    AgentAsks(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -243,6 +246,10 @@ impl std::fmt::Display for Refusal {
                 "this call does not reach a request for an answer: it takes an automatic step{did}"
             ),
             Self::Ended => f.write_str("the execution has already ended"),
+            Self::AgentAsks(question) => write!(
+                f,
+                "the agent now asks another question (an earlier call took the answer before it was stopped): {question}"
+            ),
         }
     }
 }

@@ -200,11 +200,14 @@ impl ManualInput {
     }
 
     /// The input given, as text (trimmed), for a question that takes plain text; `None` when
-    /// none was given. Once taken, the input counts as used.
+    /// none was given. It counts as used once [`ManualInput::mark_used`] says so.
     pub fn text<E>(&mut self) -> Result<Option<String>, CallError<E>> {
-        let text = self.given_text()?;
-        self.used |= text.is_some();
-        Ok(text.map(|t| t.trim().to_string()))
+        Ok(self.given_text()?.map(|t| t.trim().to_string()))
+    }
+
+    /// Counts the input as used (it reached what it answers).
+    pub fn mark_used(&mut self) {
+        self.used = true;
     }
 
     /// Whether input was given that this call did not use, looked at just before the commit. This

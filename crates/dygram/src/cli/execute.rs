@@ -436,6 +436,9 @@ fn run_error(e: &RuntimeError, args: &ExecuteArgs) -> CliError {
         RuntimeError::NoClient { .. } => CliError::new(e.to_string())
             .kind("missing_api_key")
             .hint(client::missing_client_hint(args.llm.provider)),
+        RuntimeError::NoAgents { .. } => CliError::new(e.to_string())
+            .kind("agent")
+            .hint("run it with dygram execute -i, one agent turn per call (while dygram e -i FILE; do :; done)"),
         _ => CliError::new(e.to_string()),
     }
 }

@@ -81,10 +81,14 @@ fn model() -> ScriptedServer {
         let done = called(body);
         let id = format!("call_{}", done.len());
         if offered.contains(&"build") {
+            let onward = offered
+                .iter()
+                .find(|t| t.starts_with("transition_to_"))
+                .unwrap_or(&"none");
             return match done.len() {
                 0 => Reply::tool_call(&id, "build", json!({})),
                 1 => Reply::tool_call(&id, "write_notes", json!({"data": {"summary": "built"}})),
-                _ => Reply::tool_call(&id, "transition_to_review", json!({"reason": "built"})),
+                _ => Reply::tool_call(&id, onward, json!({"reason": "built"})),
             };
         }
         let answer = body["messages"]
@@ -96,6 +100,13 @@ fn model() -> ScriptedServer {
             .and_then(|m| m["content"].as_str())
             .unwrap_or_default()
             .to_string();
+        if body.to_string().contains("Ask twice") {
+            return match done.len() {
+                0 => Reply::tool_call(&id, "ask_human", json!({"prompt": "First?"})),
+                1 => Reply::tool_call(&id, "ask_human", json!({"prompt": "Second?"})),
+                _ => Reply::tool_call(&id, "transition_to_done", json!({"reason": answer})),
+            };
+        }
         match done.len() {
             0 => Reply::tool_call(&id, "ask_human", json!({"prompt": "Ship it?"})),
             1 => Reply::tool_call(&id, "write_notes", json!({"data": {"verdict": answer}})),
@@ -127,6 +138,17 @@ fn drive(dir: &Dir, args: &[&str]) -> Out {
         }
     }
     panic!("no end in 40 calls");
+}
+
+/// Answers the question the last call showed, then calls on while there is more to do.
+fn answer_and_finish(dir: &Dir, args: &[&str], answer: &str) -> Out {
+    let answered = dir.run_with_stdin(args, &format!("{answer}\n"));
+    assert!(matches!(answered.code, 0 | 2), "{answered:?}");
+    if answered.code == 2 {
+        answered
+    } else {
+        drive(dir, args)
+    }
 }
 
 #[test]
@@ -164,13 +186,7 @@ fn agent_nodes_run_turn_by_turn_wait_for_an_answer_and_replay_from_recordings() 
     assert_eq!(again.code, 101, "{again:?}");
     assert_eq!(server.request_count(), asked);
 
-    let answered = dir.run_with_stdin(&args, "yes, ship it\n");
-    assert!(matches!(answered.code, 0 | 2), "{answered:?}");
-    let end = if answered.code == 2 {
-        answered
-    } else {
-        drive(&dir, &args)
-    };
+    let end = answer_and_finish(&dir, &args, "yes, ship it");
     assert_eq!(end.code, 2, "complete: {end:?}");
     assert_eq!(tool_runs(dir.path()), 1);
     let state = dir.read_json("live", "state.json");
@@ -216,12 +232,7 @@ fn agent_nodes_run_turn_by_turn_wait_for_an_answer_and_replay_from_recordings() 
     let replay = ["e", "-i", "ship.dy", "--id", "replay", "--playback", "rec"];
     let waiting = drive(&offline, &replay);
     assert_eq!(waiting.code, 101, "{waiting:?}");
-    let answered = offline.run_with_stdin(&replay, "yes, ship it\n");
-    let end = if answered.code == 2 {
-        answered
-    } else {
-        drive(&offline, &replay)
-    };
+    let end = answer_and_finish(&offline, &replay, "yes, ship it");
     assert_eq!(end.code, 2, "{end:?}");
     let replayed = offline.read_json("replay", "state.json");
     assert_eq!(&replayed["executionState"]["contextValues"], context);
@@ -231,6 +242,132 @@ fn agent_nodes_run_turn_by_turn_wait_for_an_answer_and_replay_from_recordings() 
         state["executionState"]["visitedNodes"]
     );
     assert_eq!(tool_runs(offline.path()), 1);
+}
+
+#[test]
+fn two_paths_at_one_agent_node_have_a_run_each() {
+    let server = model();
+    let dir = setup(&server);
+    dir.write(
+        "twice.dy",
+        r#"machine "Twice"
+Context notes { summary<string>: ""; }
+State left @start;
+State right @start;
+Task build @Agent("agents/builder") { prompt: "Build."; }
+State done;
+left -> build;
+right -> build;
+build -> done;
+build -writes-> notes;
+"#,
+    );
+    let end = drive(&dir, &["e", "-i", "twice.dy", "--id", "t"]);
+    assert_eq!(end.code, 2, "{end:?}");
+    assert_eq!(tool_runs(dir.path()), 2, "one build per path");
+    let runs = dir.exec_dir("t").join("agents/build/.delta");
+    for run in ["build-1", "build-path_1-1"] {
+        let meta = std::fs::read_to_string(runs.join(run).join("metadata.json")).unwrap();
+        assert!(meta.contains("\"COMPLETED\""), "{run}: {meta}");
+    }
+}
+
+/// A call that gave the answer and was stopped before it saved leaves the execution showing the
+/// old question while the agent asks a new one: the same answer given again is refused, never
+/// taken for the new question.
+#[test]
+fn an_answer_reaches_only_the_question_it_answers() {
+    let server = model();
+    let dir = setup(&server);
+    dir.write(
+        "ask.dy",
+        r#"machine "Ask"
+Task review @Agent("agents/reviewer") { prompt: "Ask twice."; }
+State done;
+start -> review -> done;
+"#,
+    );
+    let args = ["e", "-i", "ask.dy", "--id", "a"];
+    let first = drive(&dir, &args);
+    assert_eq!(first.code, 101, "{first:?}");
+    assert!(first.stdout.contains("First?"), "{first:?}");
+    let state = dir.exec_dir("a").join("state.json");
+    let before = std::fs::read(&state).unwrap();
+    let second = dir.run_with_stdin(&args, "one\n");
+    assert_eq!(second.code, 101, "{second:?}");
+    assert!(second.stdout.contains("Second?"), "{second:?}");
+    // As if that call had been killed before its commit.
+    std::fs::write(&state, before).unwrap();
+    let again = dir.run_with_stdin(&args, "one\n");
+    assert_eq!(again.code, 1, "{again:?}");
+    assert!(again.stderr.contains("Second?"), "{again:?}");
+    let shown = dir.run(&args);
+    assert_eq!(shown.code, 101, "{shown:?}");
+    assert!(shown.stdout.contains("Second?"), "{shown:?}");
+    let end = answer_and_finish(&dir, &args, "two");
+    assert_eq!(end.code, 2, "{end:?}");
+    // The run got each answer once, in order.
+    let journal = std::fs::read_to_string(
+        dir.exec_dir("a")
+            .join("agents/review/.delta/review-1/journal.jsonl"),
+    )
+    .unwrap();
+    let answers: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("\"ACTION_RESULT\""))
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let text = v["payload"]["observation_content"].as_str()?.to_string();
+            ["one", "two"].into_iter().find(|a| text == *a)
+        })
+        .collect();
+    assert_eq!(answers, ["one", "two"], "{journal}");
+}
+
+#[test]
+fn an_agent_whose_tools_take_the_machine_tools_names_is_refused() {
+    let server = model();
+    let dir = setup(&server);
+    let yaml = dir.path().join("agents/builder/agent.yaml");
+    let text = std::fs::read_to_string(&yaml)
+        .unwrap()
+        .replace("name: build\n", "name: write_notes\n");
+    std::fs::write(&yaml, text).unwrap();
+    let first = dir.run(&["e", "-i", "ship.dy", "--id", "c"]);
+    assert_eq!(first.code, 0, "start -> build: {first:?}");
+    let out = dir.run(&["e", "-i", "ship.dy", "--id", "c"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("write_notes"), "{out:?}");
+    assert!(out.stderr.contains("rename"), "{out:?}");
+    assert_eq!(server.request_count(), 0);
+}
+
+#[test]
+fn stepped_a_step_per_call_an_agent_node_runs_its_visit_to_the_end_or_its_question() {
+    let server = model();
+    let dir = setup(&server);
+    let args = ["e", "--step", "ship.dy", "--id", "s"];
+    let waiting = drive(&dir, &args);
+    assert_eq!(waiting.code, 101, "{waiting:?}");
+    assert!(waiting.stdout.contains("Ship it?"), "{waiting:?}");
+    let end = answer_and_finish(&dir, &args, "yes");
+    assert_eq!(end.code, 2, "{end:?}");
+    assert_eq!(tool_runs(dir.path()), 1);
+    let state = dir.read_json("s", "state.json");
+    assert_eq!(
+        state["executionState"]["contextValues"]["notes"],
+        json!({"summary": "built", "verdict": "yes"})
+    );
+}
+
+#[test]
+fn a_run_to_the_end_in_one_call_stops_at_an_agent_node_and_says_how_to_step_it() {
+    let server = model();
+    let dir = setup(&server);
+    let out = dir.run(&["e", "ship.dy"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("execute -i"), "{out:?}");
+    assert_eq!(server.request_count(), 0);
 }
 
 #[test]
@@ -317,6 +454,12 @@ fn sigkill_at_random_moments_never_runs_an_agents_tool_twice() {
             state["executionState"]["currentNode"], "done",
             "trial {trial} (seed {seed})"
         );
+        // Nothing the agents wrote was lost, the answer included.
+        assert_eq!(
+            state["executionState"]["contextValues"]["notes"],
+            json!({"summary": "built", "verdict": "yes"}),
+            "trial {trial} (seed {seed})"
+        );
     }
 }
 
@@ -324,4 +467,64 @@ fn next(x: u64) -> u64 {
     x.wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407)
         >> 1
+}
+
+/// Over MCP (`dygram mcp`, as another agent reaches dygram): `execute` steps the agents, a
+/// question is a waiting report, and `answer` gives it its answer.
+#[test]
+fn an_mcp_client_steps_agent_nodes_and_answers_their_question() {
+    let server = model();
+    let dir = setup(&server);
+    let child = std::process::Command::new(crate::support::bin())
+        .arg("mcp")
+        .current_dir(dir.path())
+        .env("DELTA_BASE_URL", server.openai_base())
+        .env("DELTA_API_KEY", "test-key")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let options = mcp::Options {
+        timeout: Duration::from_secs(30),
+        client: mcp::ClientInfo {
+            name: "test".into(),
+            version: "1".into(),
+        },
+    };
+    let mut client = mcp::Client::stdio(child, options).unwrap();
+    let mut call = |tool: &str, arguments: Value| {
+        let result = client
+            .call_tool(tool, arguments.as_object().unwrap().clone(), None)
+            .unwrap();
+        assert!(!result.is_error, "{tool}: {:?}", result.raw);
+        result.raw["structuredContent"]["report"].clone()
+    };
+    let step = json!({"file": "ship.dy", "id": "m"});
+    let mut report = call("execute", step.clone());
+    for _ in 0..20 {
+        if report["status"] != "in_progress" {
+            break;
+        }
+        report = call("execute", step.clone());
+    }
+    assert_eq!(report["status"], "waiting", "{report}");
+    assert_eq!(report["request"]["type"], "agent_question", "{report}");
+    assert_eq!(report["request"]["question"], "Ship it?", "{report}");
+    let mut report = call(
+        "answer",
+        json!({"file": "ship.dy", "id": "m", "text": "yes"}),
+    );
+    for _ in 0..20 {
+        if report["status"] != "in_progress" {
+            break;
+        }
+        report = call("execute", step.clone());
+    }
+    assert_eq!(report["status"], "complete", "{report}");
+    assert_eq!(
+        report["contextState"]["notes"]["verdict"], "yes",
+        "{report}"
+    );
+    assert_eq!(tool_runs(dir.path()), 1);
 }

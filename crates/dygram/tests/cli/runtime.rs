@@ -1519,6 +1519,33 @@ fn barrier_holds_the_first_arrival_and_releases_both() {
     );
 }
 
+/// A transition the model chose into a barrier is held; once the barrier opens, the turn API
+/// makes it without asking the model again.
+#[test]
+fn a_choice_held_at_a_barrier_is_made_once_it_opens_without_a_second_conversation() {
+    let server = ScriptedServer::start([Reply::tool_call("t1", "transition_to_meet", json!({}))]);
+    let llm = client(&server);
+    let mut ex = start(
+        "task a { prompt: \"go\"; }
+         init b;
+         state c;
+         state meet;
+         state after;
+         state other;
+         a -@barrier(\"sync\")-> meet;
+         a -> other;
+         b -> c;
+         c -@barrier(\"sync\")-> meet;
+         meet -> after;",
+        &llm,
+        options(),
+    );
+    while ex.step_turn().unwrap() != TurnOutcome::Idle {}
+    assert_eq!(ex.status(), Status::Complete);
+    assert_eq!(server.requests().len(), 1, "one conversation");
+    assert_eq!(path(&ex, "path_0").current_node, "after");
+}
+
 #[test]
 fn barrier_first_arrival_waits_when_stepping_path_by_path() {
     let mut ex = offline(&BARRIER_MACHINE.replace("ANN", "@barrier(\"sync\")"));

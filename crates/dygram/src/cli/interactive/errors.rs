@@ -82,6 +82,7 @@ fn call_kind(e: &CallError<CliError>) -> Option<&'static str> {
         CallError::Store(SessionError::NotFound(_)) => "not_found",
         CallError::MachineChanged { .. } => "machine_changed",
         CallError::Runtime(RuntimeError::NoClient { .. }) => "missing_api_key",
+        CallError::Runtime(RuntimeError::Agent { .. } | RuntimeError::NoAgents { .. }) => "agent",
         CallError::Llm { .. } => "llm",
         CallError::BadAnswer(_) => "bad_answer",
         CallError::NoStart(_) => "invalid_machine",
@@ -105,6 +106,13 @@ fn call_error_with_hint(e: CallError<CliError>, meta: Option<&Metadata>) -> CliE
         CallError::Runtime(RuntimeError::NoClient { .. }) => {
             let config = meta.map(|m| &m.client_config).cloned().unwrap_or_default();
             client::missing_client_hint(config.provider()).into()
+        }
+        CallError::Runtime(RuntimeError::Agent { source, .. }) => source.hint.clone().map_or_else(
+            || "the execution is unchanged; run the call again".into(),
+            |hint| format!("{hint}; the execution is unchanged"),
+        ),
+        CallError::Runtime(RuntimeError::NoAgents { .. }) => {
+            "step it with dygram execute -i, which runs the agent one turn per call".into()
         }
         CallError::Llm { .. } => "the execution is unchanged; run the call again".into(),
         CallError::Recorder(_) => "the execution is unchanged; check the --record folder".into(),
@@ -134,6 +142,7 @@ fn refusal_hint(refusal: &Refusal) -> &'static str {
             "run this call without input, and answer when a call shows a request (exit code 101)"
         }
         Refusal::Ended => "start a new execution with --force, or another one with --id",
+        Refusal::AgentAsks(_) => "answer the question shown, in the next call",
     }
 }
 

@@ -235,7 +235,7 @@ impl Host for CliHost<'_> {
         // Agent folders are relative to the machine file (to the current folder for stdin).
         let base = match self.input.path.as_deref().and_then(Path::parent) {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => std::env::current_dir().ok()?,
+            _ => std::path::PathBuf::from("."),
         };
         Some(Box::new(dygram::agent_nodes::DeltaAgents::new(
             base,
