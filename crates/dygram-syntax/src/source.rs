@@ -55,9 +55,11 @@ pub struct SourceFile {
     name: String,
     text: Arc<str>,
     line_starts: Vec<usize>,
-    /// Where each line starts in UTF-16 code units (empty for an ASCII text, where they are the
-    /// byte offsets): positions are then found without counting from the text's start.
-    line_units: Vec<u32>,
+    /// UTF-16 code units before known byte offsets (`(byte, units)`, ascending, on character
+    /// boundaries): every line start and at most every [`CHECKPOINT`] bytes within a line. Empty
+    /// for an ASCII text, where units are bytes. A position then counts at most a checkpoint's
+    /// stretch of text, however long its line.
+    checkpoints: Vec<(usize, u32)>,
 }
 
 impl SourceFile {
@@ -70,24 +72,16 @@ impl SourceFile {
                 line_starts.push(i + 1);
             }
         }
-        let line_units = if text.is_ascii() {
+        let checkpoints = if text.is_ascii() {
             Vec::new()
         } else {
-            let mut units = Vec::with_capacity(line_starts.len());
-            let mut at = 0u32;
-            let mut previous = 0;
-            for &start in &line_starts {
-                at = at.saturating_add(utf16_len(&text[previous..start]));
-                units.push(at);
-                previous = start;
-            }
-            units
+            checkpoints(&text)
         };
         Self {
             name: name.into(),
             text,
             line_starts,
-            line_units,
+            checkpoints,
         }
     }
 
@@ -119,17 +113,24 @@ impl SourceFile {
         let offset = offset.min(self.text.len());
         let line = self.line_of(offset);
         let start = self.line_starts[line];
-        let character = utf16_len(self.text.get(start..offset).unwrap_or(""));
-        let line_offset = match self.line_units.get(line) {
-            Some(units) => *units,
-            None => u32::try_from(start).unwrap_or(u32::MAX),
-        };
-        let utf16_offset = line_offset.saturating_add(character);
+        let units = self.units_before(offset);
         Position {
             line: u32::try_from(line).unwrap_or(u32::MAX),
-            character,
-            offset: utf16_offset,
+            character: units.saturating_sub(self.units_before(start)),
+            offset: units,
         }
+    }
+
+    /// UTF-16 code units before byte `offset`: from the nearest checkpoint.
+    fn units_before(&self, offset: usize) -> u32 {
+        if self.checkpoints.is_empty() {
+            return u32::try_from(offset).unwrap_or(u32::MAX);
+        }
+        let i = self
+            .checkpoints
+            .partition_point(|&(byte, _)| byte <= offset);
+        let (byte, units) = self.checkpoints[i.saturating_sub(1)];
+        units.saturating_add(utf16_len(self.text.get(byte..offset).unwrap_or("")))
     }
 
     /// Byte offset where a 0-based line starts (the text's length past the last line).
@@ -157,6 +158,34 @@ impl SourceFile {
     }
 }
 
+/// The longest stretch of a line counted for one position (bytes).
+const CHECKPOINT: usize = 256;
+
+/// The checkpoints of a text that is not ASCII: each line start, and within a line the first
+/// character boundary at least [`CHECKPOINT`] bytes after the previous checkpoint.
+fn checkpoints(text: &str) -> Vec<(usize, u32)> {
+    let mut out = vec![(0, 0)];
+    let (mut last, mut units) = (0usize, 0u32);
+    let mut since = 0usize;
+    for (i, c) in text.char_indices() {
+        if since >= CHECKPOINT && i != last {
+            out.push((i, units));
+            last = i;
+            since = 0;
+        }
+        units = units.saturating_add(u32::try_from(c.len_utf16()).unwrap_or(2));
+        since += c.len_utf8();
+        if c == '\n' {
+            let next = i + 1;
+            out.push((next, units));
+            last = next;
+            since = 0;
+        }
+    }
+    out.dedup_by_key(|c| c.0);
+    out
+}
+
 fn utf16_len(s: &str) -> u32 {
     let n: usize = s.chars().map(char::len_utf16).sum();
     u32::try_from(n).unwrap_or(u32::MAX)
@@ -179,11 +208,20 @@ mod tests {
 
     #[test]
     fn offsets_are_utf16_units_from_the_start_of_the_text() {
-        for text in ["ab\n😀c\r\nd é\n\nfin", "plain\nascii\n", "é", ""] {
+        // Long lines too, where positions count from checkpoints within the line.
+        let long = format!("{}x😀\n{}é\nend", "é😀a".repeat(400), "b".repeat(1000));
+        for text in ["ab\n😀c\r\nd é\n\nfin", "plain\nascii\n", "é", "", &long] {
             let f = SourceFile::new("m.dy", text);
             for (at, _) in text.char_indices().chain([(text.len(), ' ')]) {
                 let counted = text[..at].chars().map(char::len_utf16).sum::<usize>();
-                assert_eq!(f.position(at).offset as usize, counted, "{text:?} at {at}");
+                let p = f.position(at);
+                assert_eq!(p.offset as usize, counted, "{text:?} at {at}");
+                let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                let character = text[line_start..at]
+                    .chars()
+                    .map(char::len_utf16)
+                    .sum::<usize>();
+                assert_eq!(p.character as usize, character, "{text:?} at {at}");
             }
         }
     }

@@ -60,6 +60,8 @@ fn main() {
             text.len() / 1024
         );
     }
+    source_ranges();
+    batch_again();
     let corpus =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/dygram/examples");
     if !corpus.is_dir() {
@@ -87,6 +89,91 @@ fn main() {
         "whole corpus ({files} files) in one `dygram batch`: {:.1} ms",
         median(runs).as_secs_f64() * 1e3
     );
+}
+
+/// A machine written on one line (nodes, then one edge through all of them), with text that is
+/// not ASCII: the shape where positions used to be counted from the line's start.
+fn one_line(n: usize) -> String {
+    let mut s = String::from("machine \"Long line\"\n");
+    for i in 0..n {
+        s.push_str(&format!("Task t{i} \"Étape {i}\" {{ prompt: \"p{i}\"; }} "));
+    }
+    s.push('\n');
+    let names: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    s.push_str(&names.join(" -> "));
+    s.push_str(";\n");
+    s
+}
+
+/// `generate --source-ranges` (in process: compile and JSON with `$sourceRange`) at 1 000, 2 000
+/// and 4 000 nodes, with the ratio of the last two (linear: about 2).
+fn source_ranges() {
+    let mut times = Vec::new();
+    for n in [1_000usize, 2_000, 4_000] {
+        let text = one_line(n);
+        let runs: Vec<Duration> = (0..REPEATS)
+            .map(|_| {
+                let start = Instant::now();
+                let compiled = dygram_core::compile(dygram_syntax::source::SourceFile::new(
+                    "line.dy",
+                    text.as_str(),
+                ));
+                let json = compiled.json(dygram_core::json::JsonOptions {
+                    source_ranges: true,
+                    ..Default::default()
+                });
+                assert!(json["nodes"].as_array().is_some_and(|a| a.len() == n));
+                start.elapsed()
+            })
+            .collect();
+        let t = median(runs);
+        println!(
+            "source ranges, {n:>5} nodes on one line: {:>8.2} ms",
+            t.as_secs_f64() * 1e3
+        );
+        times.push(t);
+    }
+    println!(
+        "source ranges, 4 000 / 2 000 nodes: {:.2}x (at most 2.5 wanted)",
+        times[2].as_secs_f64() / times[1].as_secs_f64()
+    );
+}
+
+/// `dygram batch -d out` into an empty folder, then again over its unchanged outputs (200
+/// machines, four formats each): the second costs no more than the first.
+fn batch_again() {
+    let dir = std::env::temp_dir().join(format!("dygram-bench-batch-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..200 {
+        std::fs::write(src.join(format!("m{i}.dy")), chain(20 + i % 7)).unwrap();
+    }
+    let bin = env!("CARGO_BIN_EXE_dygram");
+    let pattern = format!("{}/*.dy", src.display());
+    let out = dir.join("out");
+    let batch = || {
+        let start = Instant::now();
+        let status = Command::new(bin)
+            .args(["batch", &pattern, "-f", "json,dot,mermaid,dsl", "-q", "-d"])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        start.elapsed()
+    };
+    let (mut first, mut again) = (Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
+        let _ = std::fs::remove_dir_all(&out);
+        first.push(batch());
+        again.push(batch());
+    }
+    println!(
+        "batch of 200 machines into an empty folder: {:.1} ms; again over its outputs: {:.1} ms",
+        median(first).as_secs_f64() * 1e3,
+        median(again).as_secs_f64() * 1e3
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn glob_count(dir: &Path) -> usize {

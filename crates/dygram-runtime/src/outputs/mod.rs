@@ -207,12 +207,27 @@ pub(crate) fn create_folder(dir: &Path) -> Result<(), WriteError> {
     })
 }
 
-/// Writes one output file.
+/// Writes one output file; one that holds these bytes already is left untouched (its time
+/// stamp too, so tools that watch it see no change, and writing again costs only a read).
 pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), WriteError> {
+    if holds(path, text.as_bytes()) {
+        return Ok(());
+    }
     std::fs::write(path, text).map_err(|source| WriteError::Write {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Whether `path` is a file holding exactly `bytes` (a length that differs is seen without
+/// reading it).
+fn holds(path: &Path, bytes: &[u8]) -> bool {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => {
+            std::fs::read(path).is_ok_and(|old| old == bytes)
+        }
+        _ => false,
+    }
 }
 
 /// Whether two paths name the same existing file.

@@ -397,3 +397,35 @@ fn a_misspelt_edge_target_gets_did_you_mean_in_the_orphan_warning() {
         "{out:?}"
     );
 }
+
+/// A batch run again over its own outputs leaves the files whose bytes did not change untouched
+/// (time stamps included), and rewrites the ones that changed.
+#[test]
+fn batch_again_leaves_unchanged_outputs_untouched() {
+    let dir = Dir::with_file("src/a.dy", GOOD);
+    dir.write("src/b.dy", GOOD);
+    let args = ["batch", "src/*.dy", "-d", "out", "-f", "json,dot"];
+    assert_eq!(dir.run(&args).code, 0);
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    let outputs = ["out/a.json", "out/a.dot", "out/b.json", "out/b.dot"];
+    for name in outputs {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(name))
+            .unwrap();
+        file.set_modified(old).unwrap();
+    }
+    dir.write("src/b.dy", &GOOD.replace("Begin", "Start here"));
+    assert_eq!(dir.run(&args).code, 0);
+    let modified = |name: &str| {
+        std::fs::metadata(dir.path().join(name))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    assert_eq!(modified("out/a.json"), old, "unchanged: not rewritten");
+    assert_eq!(modified("out/a.dot"), old);
+    assert_ne!(modified("out/b.json"), old, "changed: rewritten");
+    let b = std::fs::read_to_string(dir.path().join("out/b.json")).unwrap();
+    assert!(b.contains("Start here"), "{b}");
+}
