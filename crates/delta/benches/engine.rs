@@ -1,10 +1,12 @@
 //! Engine overhead: `cargo bench -p delta --bench engine`.
 //!
 //! Runs the real `delta` binary against the scripted LLM server on 127.0.0.1 (instant answers) with an
-//! agent whose only tool is `true`, for runs of 1, 10 and 50 iterations. Per-iteration cost is the
-//! slope between run lengths. Two costs that are not the engine's are measured and subtracted: the time
-//! the scripted server spends producing its answers (it runs in this process), and the tool's own
-//! process (spawning `true`). Peak memory is the largest resident set of the `delta` processes.
+//! agent whose only tool is `true`, for runs of 0, 10 and 50 tool iterations, timed from outside as a
+//! user would: wall time, and CPU time of `delta` and its tools (the server runs in this process).
+//! The cost of one tool iteration is the slope between 0 and 50. Beside it, the floor: one process
+//! spawn (`true`) and two durable appends (a journal line and `fdatasync`, twice). The time the
+//! scripted server spends producing its answers is shown apart. Peak memory is the largest resident
+//! set of the `delta` processes.
 //!
 //! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, that binary is measured too, its runs
 //! alternating with this build's, so that both see the same machine: the before/after comparison of
@@ -25,17 +27,35 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Wall time of one run, and the part of it the server spent answering. The run's folder is kept in
-/// `keep` until the benchmark ends: deleting files while measuring (with online discard, as on many
-/// virtual disks) slows the next runs' fsyncs and blurs the figures.
+/// One run's figures: wall time, the part of it the server spent answering, and the CPU time of
+/// `delta` and its tools.
+#[derive(Clone, Copy)]
+struct Run {
+    wall: Duration,
+    server: Duration,
+    cpu: Duration,
+}
+
+/// CPU time (user and system) of this process's children that have ended.
+fn children_cpu() -> Duration {
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
+    let time =
+        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
+    time(usage.user_time()) + time(usage.system_time())
+}
+
+/// One run of `iterations` tool iterations. The run's folder is kept in `keep` until the
+/// benchmark ends: deleting files while measuring (with online discard, as on many virtual disks)
+/// slows the next runs' fsyncs and blurs the figures.
 fn run_once(
     delta: &std::path::Path,
     iterations: usize,
     durable_dir: &std::path::Path,
     keep: &mut Vec<tempfile::TempDir>,
-) -> (Duration, Duration) {
+) -> Run {
     let server = scripted(iterations);
     let (sandbox, agent) = bench_agent(durable_dir);
+    let cpu_before = children_cpu();
     let start = Instant::now();
     let mut delta = Command::new(delta);
     let status = run_args(&mut delta, &agent, &sandbox, iterations, &server)
@@ -43,11 +63,41 @@ fn run_once(
         .stderr(Stdio::null())
         .status()
         .unwrap();
-    let took = start.elapsed();
+    let wall = start.elapsed();
+    let cpu = children_cpu().saturating_sub(cpu_before);
     assert!(status.success());
     assert_eq!(server.remaining(), 0);
     keep.push(sandbox);
-    (took, server.busy_time())
+    Run {
+        wall,
+        server: server.busy_time(),
+        cpu,
+    }
+}
+
+/// Two durable appends of a journal-sized line (write, then `fdatasync`), the floor of an
+/// iteration's journaling: the median of many, in `dir`.
+fn durable_appends(dir: &std::path::Path) -> Duration {
+    use std::io::Write;
+    let path = dir.join(format!("floor-{}.jsonl", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let line = format!("{}\n", "x".repeat(300));
+    let times: Vec<Duration> = (0..200)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..2 {
+                file.write_all(line.as_bytes()).unwrap();
+                file.sync_data().unwrap();
+            }
+            start.elapsed()
+        })
+        .collect();
+    let _ = std::fs::remove_file(&path);
+    median(times)
 }
 
 /// A server that asks for the tool `iterations` times, then answers.
@@ -136,11 +186,10 @@ fn spawn_true(n: usize) -> Duration {
     start.elapsed()
 }
 
-/// Medians of one binary's runs: (total, total without the server's part, the server's part) per run
-/// length.
-type Figures = Vec<(Duration, Duration, Duration)>;
+/// Medians of one binary's runs, per run length.
+type Figures = Vec<Run>;
 
-const LENGTHS: [usize; 3] = [1, 10, 50];
+const LENGTHS: [usize; 3] = [0, 10, 50];
 
 /// Runs every binary `REPEATS` times per run length, alternating between them.
 fn measure(binaries: &[std::path::PathBuf], dir: &std::path::Path) -> Vec<Figures> {
@@ -154,49 +203,53 @@ fn measure(binaries: &[std::path::PathBuf], dir: &std::path::Path) -> Vec<Figure
             }
         }
         for (runs, figures) in runs.iter().zip(figures.iter_mut()) {
-            let total = median(runs.iter().map(|r| r.0).collect());
-            let client = median(runs.iter().map(|r| r.0.saturating_sub(r.1)).collect());
-            let server = median(runs.iter().map(|r| r.1).collect());
-            figures.push((total, client, server));
+            figures.push(Run {
+                wall: median(runs.iter().map(|r| r.wall).collect()),
+                server: median(runs.iter().map(|r| r.server).collect()),
+                cpu: median(runs.iter().map(|r| r.cpu).collect()),
+            });
         }
     }
     figures
 }
 
-fn report(label: &str, results: &Figures, per_spawn: f64) {
+fn report(label: &str, results: &Figures, floor: (f64, f64)) {
     println!("{label}");
-    for (n, (total, _, server)) in LENGTHS.iter().zip(results) {
+    for (n, r) in LENGTHS.iter().zip(results) {
         println!(
-            "run of {n:>2} iterations            {:>8.2} ms (median of {REPEATS}; scripted server {:.2} ms)",
-            total.as_secs_f64() * 1e3,
-            server.as_secs_f64() * 1e3
+            "run of {n:>2} tool iterations       {:>8.2} ms wall, {:>7.2} ms CPU (median of {REPEATS}; scripted server {:.2} ms)",
+            r.wall.as_secs_f64() * 1e3,
+            r.cpu.as_secs_f64() * 1e3,
+            r.server.as_secs_f64() * 1e3
         );
     }
-    let slope = |pick: fn(&(Duration, Duration, Duration)) -> Duration| {
-        pick(&results[2])
+    let last = LENGTHS.len() - 1;
+    let slope = |pick: fn(&Run) -> Duration| {
+        pick(&results[last])
             .saturating_sub(pick(&results[0]))
             .as_secs_f64()
-            / 49.0
+            / LENGTHS[last] as f64
     };
+    let (spawn, appends) = floor;
     println!(
-        "per iteration (slope 1→50)        {:>8.3} ms",
-        slope(|r| r.0) * 1e3
+        "per tool iteration (slope 0→{}):  {:>8.3} ms wall, {:.3} ms CPU (wanted: ≤ 2.0 wall, ≤ 1.5 CPU)",
+        LENGTHS[last],
+        slope(|r| r.wall) * 1e3,
+        slope(|r| r.cpu) * 1e3
     );
     println!(
         "  of which the scripted server    {:>8.3} ms",
-        slope(|r| r.2) * 1e3
+        slope(|r| r.server) * 1e3
     );
     println!(
-        "  of which the tool process       {:>8.3} ms (spawning `true`)",
-        per_spawn * 1e3
+        "  the floor: a spawn + 2 appends  {:>8.3} ms ({:.3} ms spawning `true`, {:.3} ms for two durable appends)",
+        (spawn + appends) * 1e3,
+        spawn * 1e3,
+        appends * 1e3
     );
     println!(
-        "  engine overhead                 {:>8.3} ms",
-        (slope(|r| r.1) - per_spawn) * 1e3
-    );
-    println!(
-        "startup (run of 1 iteration)      {:>8.2} ms",
-        results[0].0.as_secs_f64() * 1e3
+        "startup (run without tool calls)  {:>8.2} ms",
+        results[0].wall.as_secs_f64() * 1e3
     );
 }
 
@@ -208,12 +261,13 @@ fn main() {
     binaries.extend(baseline.clone());
     let figures = measure(&binaries, &dir);
     let per_spawn = median((0..REPEATS).map(|_| spawn_true(50)).collect()).as_secs_f64() / 50.0;
-    report("this build", &figures[0], per_spawn);
+    let floor = (per_spawn, durable_appends(&dir).as_secs_f64());
+    report("this build", &figures[0], floor);
     if let Some(baseline) = &baseline {
         report(
             &format!("baseline {}", baseline.display()),
             &figures[1],
-            per_spawn,
+            floor,
         );
     }
     match (syncs(0, &dir), syncs(10, &dir)) {

@@ -127,7 +127,7 @@ pub enum Event {
     Thought {
         /// Its text (`""` if none).
         content: String,
-        /// `io/invocations/<id>/`.
+        /// The record `io/invocations/<id>.json`.
         llm_invocation_ref: String,
         /// Tool calls, when there are any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,7 +156,7 @@ pub enum Event {
         status: ActionStatus,
         /// What the model sees.
         observation_content: String,
-        /// `io/tool_executions/<ref>/` (`""` when nothing ran).
+        /// The record `io/tool_executions/<ref>.json` (`""` when nothing ran).
         execution_ref: String,
     },
     /// A note from the engine.
@@ -195,7 +195,7 @@ pub enum Event {
         tokens_after: u64,
         /// The context window in force, in tokens (configured, or learned from a refusal).
         window: u64,
-        /// `io/invocations/<id>/` of the summarizing call (`summarize` only).
+        /// The record `io/invocations/<id>.json`.of the summarizing call (`summarize` only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         llm_invocation_ref: Option<String>,
     },

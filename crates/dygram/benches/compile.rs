@@ -120,7 +120,6 @@ fn source_ranges() {
                 ));
                 let json = compiled.json(dygram_core::json::JsonOptions {
                     source_ranges: true,
-                    ..Default::default()
                 });
                 assert!(json["nodes"].as_array().is_some_and(|a| a.len() == n));
                 start.elapsed()

@@ -115,8 +115,12 @@ impl Http {
             .timeout_per_read(Some(options.idle_timeout))
             .timeout_connect(Some(options.connect_timeout))
             .user_agent(concat!("delta-dygram-llm/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            agent,
+            ureq::unversioned::transport::DefaultConnector::default(),
+            LiteralFirst::default(),
+        );
         Self { agent, options }
     }
 
@@ -494,6 +498,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_address_written_as_an_ip_is_resolved_without_a_lookup() {
+        use ureq::unversioned::resolver::Resolver;
+        let resolver = LiteralFirst::default();
+        let config = ureq::config::Config::default();
+        for (url, want) in [
+            ("http://127.0.0.1:8080/v1", "127.0.0.1:8080"),
+            ("http://[::1]:9/x", "[::1]:9"),
+            ("https://10.0.0.2/v1", "10.0.0.2:443"),
+            ("http://localhost:7/v1", "127.0.0.1:7"),
+        ] {
+            let uri: ureq::http::Uri = url.parse().unwrap();
+            let found = resolver
+                .resolve(
+                    &uri,
+                    &config,
+                    ureq::unversioned::transport::NextTimeout::default(),
+                )
+                .unwrap();
+            let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+            assert!(found.contains(&want.to_string()), "{url}: {found:?}");
+        }
+    }
+
+    #[test]
     fn loopback_urls_are_recognised() {
         for url in [
             "http://127.0.0.1:8080/v1",
@@ -543,5 +571,40 @@ mod tests {
             "<html>gateway</html>"
         );
         assert!(error_message(&"é".repeat(600), 500).ends_with("… (1200 bytes in all)"));
+    }
+}
+
+/// Resolves a host written as an IP address (`127.0.0.1`, `[::1]`) at once, and any other name
+/// with ureq's resolver. With a time limit set, that resolver looks a name up on a thread of its
+/// own, one per connection; a local server's address needs no lookup, nor the thread.
+#[derive(Debug, Default)]
+struct LiteralFirst(ureq::unversioned::resolver::DefaultResolver);
+
+impl ureq::unversioned::resolver::Resolver for LiteralFirst {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri.host().and_then(|host| {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .ok()
+        });
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        match (literal, port) {
+            (Some(ip), Some(port)) => {
+                let mut addrs = self.empty();
+                addrs.push(std::net::SocketAddr::new(ip, port));
+                Ok(addrs)
+            }
+            _ => self.0.resolve(uri, config, timeout),
+        }
     }
 }

@@ -373,47 +373,57 @@ impl Engine<'_> {
         name
     }
 
-    /// Keeps what the tool of `exec_ref` did under `io/tool_executions/`: its command, both
-    /// streams (each ending with a mark where its capture stopped, if it did), exit code and time.
+    /// Keeps what the tool of `exec_ref` did in `io/tool_executions/<ref>.json`: its exit code,
+    /// time and command on the first line, then both streams (each ending with a mark where its
+    /// capture stopped, if it did).
     pub(super) fn write_execution(&self, exec_ref: &str, command: &str, out: &process::Outcome) {
         self.write_execution_with(exec_ref, command, out, Vec::new());
     }
 
-    /// [`Engine::write_execution`], with `extra` files beside the usual ones (their content already
-    /// scrubbed).
+    /// [`Engine::write_execution`], with `extra` fields after the usual ones (their values
+    /// already scrubbed).
     pub(super) fn write_execution_with(
         &self,
         exec_ref: &str,
         command: &str,
         out: &process::Outcome,
-        extra: super::io_writer::Files,
+        extra: Vec<(&'static str, Value)>,
     ) {
         let redact = |text: &str| self.setup.redactor.redact(text).into_owned();
-        let stream = |bytes: &[u8], dropped: u64| {
+        let stream = |bytes: &[u8], dropped: u64| -> super::io_writer::Content {
             let mut text = redact(&String::from_utf8_lossy(bytes));
             if dropped > 0 {
                 text.push_str(&observation::cut_mark(dropped));
             }
-            text.into_bytes()
+            // Encoded on the writer thread: a stream may be large.
+            super::io_writer::Content::Later(Box::new(move || {
+                serde_json::to_vec(&text).unwrap_or_default()
+            }))
         };
+        let head = json!({
+            "exit_code": out.exit_code,
+            "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+            "command": redact(command),
+        });
+        let head = serde_json::to_string(&head).unwrap_or_default();
+        let mut parts: super::io_writer::Parts = vec![
+            head.trim_end_matches('}').into(),
+            ",\n\"stdout\":".into(),
+            stream(&out.stdout, out.dropped[0]),
+            ",\n\"stderr\":".into(),
+            stream(&out.stderr, out.dropped[1]),
+        ];
+        for (key, value) in extra {
+            parts.push(format!(",\n{}:", Value::from(key)).as_str().into());
+            parts.push(serde_json::to_vec(&value).unwrap_or_default().into());
+        }
+        parts.push("}\n".into());
         self.io.write(
-            self.setup.run.tool_executions().join(exec_ref),
-            vec![
-                ("command.txt", redact(command).into_bytes().into()),
-                ("stdout.log", stream(&out.stdout, out.dropped[0]).into()),
-                ("stderr.log", stream(&out.stderr, out.dropped[1]).into()),
-                (
-                    "exit_code.txt",
-                    out.exit_code.to_string().into_bytes().into(),
-                ),
-                (
-                    "duration_ms.txt",
-                    out.duration.as_millis().to_string().into_bytes().into(),
-                ),
-            ]
-            .into_iter()
-            .chain(extra)
-            .collect(),
+            self.setup
+                .run
+                .tool_executions()
+                .join(format!("{exec_ref}.json")),
+            parts,
         );
     }
 }

@@ -1,10 +1,11 @@
 //! Writes the run's `io/` records (invocations, tool executions) on a background thread.
 //!
-//! These files are for people inspecting a run; the journal is what the engine relies on. Creating a
-//! handful of small files costs more than a millisecond on many disks, and on ext4 every journal fsync
-//! also commits the metadata of files created since the previous one. So the loop hands records to
-//! this writer, which writes them in batches: at most [`BATCH_DELAY`] after the first pending record,
-//! sooner when [`BATCH_BYTES`] are pending, and always on `flush` (the engine flushes when a run stops).
+//! These files are for people inspecting a run; the journal is what the engine relies on. Each
+//! record is one file (`io/invocations/<id>.json`, `io/tool_executions/<call>.json`): creating
+//! files is what a record costs most on many disks, and on ext4 every journal fsync also commits
+//! the metadata of files created since the previous one. The loop hands records to this writer,
+//! which writes them in batches: at most [`BATCH_DELAY`] after the first pending record, sooner
+//! when [`BATCH_BYTES`] are pending, and always on `flush` (the engine flushes when a run stops).
 //!
 //! A record that cannot be written (a full disk) is removed rather than left empty or cut short, and
 //! reported: [`IoWriter::failures`] gives each one with its path and error, for the engine to say
@@ -48,20 +49,33 @@ impl Content {
         }
     }
 
-    fn write_to(self, path: &std::path::Path) -> std::io::Result<()> {
+    fn write_to(self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         match self {
-            Self::Now(b) => std::fs::write(path, b),
-            Self::Shared(b) => std::fs::write(path, b.as_slice()),
-            Self::Later(render) => std::fs::write(path, render()),
+            Self::Now(b) => out.write_all(&b),
+            Self::Shared(b) => out.write_all(b.as_slice()),
+            Self::Later(render) => out.write_all(&render()),
         }
     }
 }
 
-/// Files to write into one folder: (file name, content).
-pub(super) type Files = Vec<(&'static str, Content)>;
+impl Content {
+    /// The bytes, appended to `out` (produced now for a later content).
+    pub(super) fn write_to_vec(self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        self.write_to(out)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(text: &str) -> Self {
+        Self::Now(text.as_bytes().to_vec())
+    }
+}
+
+/// A record: its parts, written one after the other into one file.
+pub(super) type Parts = Vec<Content>;
 
 enum Job {
-    Write { dir: PathBuf, files: Files },
+    Write { path: PathBuf, parts: Parts },
     Flush(mpsc::Sender<()>),
 }
 
@@ -91,8 +105,8 @@ impl IoWriter {
         let failures = Failures::default();
         let failed = Arc::clone(&failures);
         let thread = std::thread::spawn(move || {
-            let write_all = |pending: &mut Vec<(PathBuf, Files)>| write_all(pending, &failed);
-            let mut pending: Vec<(PathBuf, Files)> = Vec::new();
+            let write_all = |pending: &mut Vec<(PathBuf, Parts)>| write_all(pending, &failed);
+            let mut pending: Vec<(PathBuf, Parts)> = Vec::new();
             let mut pending_bytes = 0usize;
             let mut first_pending: Option<Instant> = None;
             loop {
@@ -101,9 +115,9 @@ impl IoWriter {
                     Some(since) => rx.recv_timeout(BATCH_DELAY.saturating_sub(since.elapsed())),
                 };
                 match job {
-                    Ok(Job::Write { dir, files }) => {
-                        pending_bytes += files.iter().map(|(_, c)| c.len()).sum::<usize>();
-                        pending.push((dir, files));
+                    Ok(Job::Write { path, parts }) => {
+                        pending_bytes += parts.iter().map(Content::len).sum::<usize>();
+                        pending.push((path, parts));
                         first_pending.get_or_insert_with(Instant::now);
                         if pending_bytes >= BATCH_BYTES {
                             write_all(&mut pending);
@@ -145,10 +159,11 @@ impl IoWriter {
             .unwrap_or_default()
     }
 
-    /// Queues `files` to be written into `dir` (created if needed).
-    pub fn write(&self, dir: PathBuf, files: Files) {
+    /// Queues the record `path`, its `parts` one after the other (its folder is created if
+    /// needed).
+    pub fn write(&self, path: PathBuf, parts: Parts) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(Job::Write { dir, files });
+            let _ = tx.send(Job::Write { path, parts });
         }
     }
 
@@ -165,25 +180,15 @@ impl IoWriter {
 
 /// Writes the pending records. A missing record must not stop a run: one that fails is removed (not
 /// left empty or cut short) and kept in `failures`.
-fn write_all(pending: &mut Vec<(PathBuf, Files)>, failures: &Mutex<Vec<Failed>>) {
+fn write_all(pending: &mut Vec<(PathBuf, Parts)>, failures: &Mutex<Vec<Failed>>) {
     let mut failed = Vec::new();
-    for (dir, files) in pending.drain(..) {
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            failed.extend(files.iter().map(|(name, _)| Failed {
-                path: dir.join(name),
+    for (path, parts) in pending.drain(..) {
+        if let Err(e) = write_record(&path, parts) {
+            let _ = std::fs::remove_file(&path);
+            failed.push(Failed {
+                path,
                 error: e.to_string(),
-            }));
-            continue;
-        }
-        for (name, content) in files {
-            let path = dir.join(name);
-            if let Err(e) = content.write_to(&path) {
-                let _ = std::fs::remove_file(&path);
-                failed.push(Failed {
-                    path,
-                    error: e.to_string(),
-                });
-            }
+            });
         }
     }
     if !failed.is_empty()
@@ -191,6 +196,24 @@ fn write_all(pending: &mut Vec<(PathBuf, Files)>, failures: &Mutex<Vec<Failed>>)
     {
         list.append(&mut failed);
     }
+}
+
+/// Writes one record, creating its folder when it is missing.
+fn write_record(path: &std::path::Path, parts: Parts) -> std::io::Result<()> {
+    let file = match std::fs::File::create(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::File::create(path)?
+        }
+        other => other?,
+    };
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+    for part in parts {
+        part.write_to(&mut out)?;
+    }
+    std::io::Write::flush(&mut out)
 }
 
 impl Drop for IoWriter {
@@ -212,24 +235,24 @@ mod tests {
         let w = IoWriter::start();
         for i in 0..20 {
             w.write(
-                dir.path().join(format!("d{i}")),
-                vec![("a.txt", format!("{i}").into_bytes().into())],
+                dir.path().join(format!("d/{i}.txt")),
+                vec![format!("{i}").into_bytes().into(), "-".into()],
             );
         }
         w.flush();
         for i in 0..20 {
             assert_eq!(
-                std::fs::read_to_string(dir.path().join(format!("d{i}/a.txt"))).unwrap(),
-                i.to_string()
+                std::fs::read_to_string(dir.path().join(format!("d/{i}.txt"))).unwrap(),
+                format!("{i}-")
             );
         }
         w.write(
-            dir.path().join("last"),
-            vec![("b", Content::Later(Box::new(|| b"x".to_vec())))],
+            dir.path().join("last.txt"),
+            vec![Content::Later(Box::new(|| b"x".to_vec()))],
         );
         drop(w);
         assert!(
-            dir.path().join("last/b").is_file(),
+            dir.path().join("last.txt").is_file(),
             "dropping the writer finishes its queue"
         );
     }
@@ -237,22 +260,14 @@ mod tests {
     #[test]
     fn a_record_that_cannot_be_written_is_reported_not_left_empty() {
         let dir = tempfile::tempdir().unwrap();
-        // A file where a folder should be: the folder of the first record cannot be made; and a
-        // record named after an existing folder cannot be written.
+        // A file where a folder should be: the first record's folder cannot be made; and a record
+        // named after an existing folder cannot be written.
         std::fs::write(dir.path().join("blocked"), "").unwrap();
         std::fs::create_dir_all(dir.path().join("ok/sub")).unwrap();
         let w = IoWriter::start();
-        w.write(
-            dir.path().join("blocked/d"),
-            vec![("a.txt", b"x".to_vec().into())],
-        );
-        w.write(
-            dir.path().join("ok"),
-            vec![
-                ("sub", b"y".to_vec().into()),
-                ("b.txt", b"z".to_vec().into()),
-            ],
-        );
+        w.write(dir.path().join("blocked/d/a.txt"), vec!["x".into()]);
+        w.write(dir.path().join("ok/sub"), vec!["y".into()]);
+        w.write(dir.path().join("ok/b.txt"), vec!["z".into()]);
         w.flush();
         let failed: Vec<PathBuf> = w.failures().into_iter().map(|f| f.path).collect();
         assert_eq!(

@@ -173,7 +173,6 @@ impl Engine<'_> {
         let mut raw = raw;
         self.setup.redactor.redact_json(&mut request);
         self.setup.redactor.redact_json(&mut raw);
-        let pretty = |v: &Value| serde_json::to_vec_pretty(v).unwrap_or_default();
         let record = crate::process::Outcome {
             stdout: text.clone().into_bytes(),
             exit_code: i32::from(failed),
@@ -184,10 +183,7 @@ impl Engine<'_> {
             &call.exec_ref,
             call.resolved,
             &record,
-            vec![
-                ("request.json", pretty(&request).into()),
-                ("result.json", pretty(&raw).into()),
-            ],
+            vec![("request", request), ("result", raw)],
         );
         self.observer.progress(Progress::ToolDone {
             id: call.id.to_string(),

@@ -54,6 +54,7 @@ pub use human::{HumanInput, InputType, InteractionRequest};
 use io_writer::IoWriter;
 pub use progress::{Observer, Progress, Silent};
 pub use reason::EndReason;
+pub(crate) use records::{metadata as invocation_metadata, tool_record};
 pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
 /// How the journal's note of the error that failed a run begins.
@@ -242,6 +243,11 @@ impl<'a> Engine<'a> {
                 entries
                     .filter_map(Result::ok)
                     .filter_map(|e| e.file_name().into_string().ok())
+                    // A record is `<ref>.json` (a folder `<ref>/` in runs made before).
+                    .map(|name| match name.strip_suffix(".json") {
+                        Some(stem) => stem.to_string(),
+                        None => name,
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -664,17 +670,22 @@ impl<'a> Engine<'a> {
         response: &ChatResponse,
         took: Duration,
     ) {
-        let files = records::answered(
+        let parts = records::answered(
             self.call_info(took),
             request,
             response,
             || self.response_object(id, response),
             &self.setup.redactor,
         );
-        self.io.write(self.setup.run.invocations().join(id), files);
+        self.io.write(self.invocation_record(id), parts);
     }
 
-    /// Keeps a failed call's request and error (and the server's body) under `io/invocations/<id>/`.
+    /// `io/invocations/<id>.json`.
+    fn invocation_record(&self, id: &str) -> PathBuf {
+        self.setup.run.invocations().join(format!("{id}.json"))
+    }
+
+    /// Keeps a failed call's request and error (and the server's body) in `io/invocations/<id>.json`.
     fn save_failed_invocation(
         &self,
         id: &str,
@@ -682,8 +693,8 @@ impl<'a> Engine<'a> {
         error: &LlmError,
         took: Duration,
     ) {
-        let files = records::failed(self.call_info(took), request, error, &self.setup.redactor);
-        self.io.write(self.setup.run.invocations().join(id), files);
+        let parts = records::failed(self.call_info(took), request, error, &self.setup.redactor);
+        self.io.write(self.invocation_record(id), parts);
     }
 
     /// `response` as a chat-completion object (what hooks see, and the record of streamed answers).
@@ -770,7 +781,7 @@ impl<'a> Engine<'a> {
                 }
                 return Ok(Asked::Stop(Step::Stop(Box::new(self.fail(
                     format!(
-                        "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}/)"
+                        "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}.json)"
                     ),
                     iteration,
                 )?))));

@@ -30,7 +30,7 @@ pub fn clip(text: &str, note: &str) -> String {
     section(text, note, 0)
 }
 
-/// The line that ends a stream's record (`stdout.log`) where its capture stopped: `dropped` more
+/// The line that ends a stream in its record (`stdout`) where its capture stopped: `dropped` more
 /// bytes came and were not kept.
 pub fn cut_mark(dropped: u64) -> String {
     format!(

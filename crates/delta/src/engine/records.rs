@@ -1,12 +1,17 @@
-//! The files of `io/invocations/<id>/`: one folder per LLM call, answered or failed.
+//! The record of an LLM call, answered or failed: `io/invocations/<id>.json`, one JSON object.
 //!
-//! * `request.json`: the request body as sent (or, when its bytes were not kept, as it would be sent
-//!   in the provider's wire format);
-//! * `response.json`: the answer as received; for answers that did not come as one body (streams,
-//!   playback) the equivalent chat-completions object. A failed call keeps the error body the server
-//!   sent, as received: `response.json` when it is JSON, `response.txt` otherwise;
-//! * `metadata.json`: model, client, duration, `status` (`SUCCESS` or `FAILED`), token usage and stop
-//!   reason of an answer, or the `error` (`kind`, `message`, `http_status`) of a failed call.
+//! * `metadata`: model, client, duration, `status` (`SUCCESS` or `FAILED`), token usage and stop
+//!   reason of an answer, or the `error` (`kind`, `message`, `http_status`) of a failed call;
+//! * `request`: the request body as sent (or, when its bytes were not kept, as it would be sent in
+//!   the provider's wire format);
+//! * `response`: the answer as received; for answers that did not come as one body (streams,
+//!   playback) the equivalent chat-completions object. A failed call keeps the error body the
+//!   server sent, as received: JSON as it is, anything else as a string (none: no `response`).
+//!
+//! The metadata is the file's first line (`{"metadata":{…},`), so that a reader that wants it
+//! alone (`delta show`) reads one line, however large the request. The request's bytes are put
+//! in as they were sent, without being parsed again. Runs made before this layout have a folder
+//! per call (`request.json`, `response.json` or `.txt`, `metadata.json`); [`metadata`] reads both.
 //!
 //! Every byte passes through the run's redactor.
 
@@ -19,8 +24,7 @@ use serde_json::{Value, json};
 use super::io_writer::Content;
 use llm::Provider;
 
-/// Files for one folder.
-pub(super) type Files = Vec<(&'static str, Content)>;
+use super::io_writer::Parts;
 
 /// What every record says about the call besides its outcome.
 pub(super) struct CallInfo {
@@ -70,10 +74,6 @@ fn request_file(
     }
 }
 
-fn pretty(value: &Value) -> Vec<u8> {
-    serde_json::to_vec_pretty(value).unwrap_or_default()
-}
-
 /// The record of an answered call. `object` is the answer as a chat-completions object, used when
 /// its body was not kept.
 pub(super) fn answered(
@@ -82,7 +82,7 @@ pub(super) fn answered(
     response: &ChatResponse,
     object: impl FnOnce() -> Value,
     redactor: &Redactor,
-) -> Files {
+) -> Parts {
     let mut meta = json!({
         "model_id": response.model.clone().or(info.model),
         "client": info.client,
@@ -104,18 +104,62 @@ pub(super) fn answered(
         redactor,
     );
     let response_json = match &response.raw.response {
-        Some(bytes) => scrubbed(redactor, bytes),
+        Some(bytes) => as_json(scrubbed(redactor, bytes)),
         None => {
             let mut object = object();
             redactor.redact_json(&mut object);
-            pretty(&object).into()
+            compact(&object).into()
         }
     };
-    vec![
-        ("request.json", request_json),
-        ("response.json", response_json),
-        ("metadata.json", pretty(&meta).into()),
-    ]
+    record(&meta, request_json, Some(response_json))
+}
+
+/// The record's parts: the metadata on the first line, then the request and the response.
+fn record(meta: &Value, request: Content, response: Option<Content>) -> Parts {
+    let mut parts = vec![
+        "{\"metadata\":".into(),
+        compact(meta).into(),
+        ",\n\"request\":".into(),
+        request,
+    ];
+    if let Some(response) = response {
+        parts.push(",\n\"response\":".into());
+        parts.push(response);
+    }
+    parts.push("}\n".into());
+    parts
+}
+
+/// Bytes received, as a JSON value of the record: as they are when they are JSON, else as a string
+/// (checked on the writer thread).
+fn as_json(content: Content) -> Content {
+    Content::Later(Box::new(move || {
+        let mut bytes = Vec::new();
+        let _ = content.write_to_vec(&mut bytes);
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
+            bytes
+        } else {
+            compact(&Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        }
+    }))
+}
+
+fn compact(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// The metadata of call `id`'s record under `dir` (`io/invocations/`): the first line of
+/// `<id>.json`, or `<id>/metadata.json` in a run made before.
+pub(crate) fn metadata(dir: &std::path::Path, id: &str) -> Option<Value> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(dir.join(format!("{id}.json")));
+    let Ok(file) = file else {
+        return store::atomic::read_json(&dir.join(id).join("metadata.json")).ok();
+    };
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).ok()?;
+    let meta = first.trim_end().strip_prefix("{\"metadata\":")?;
+    serde_json::from_str(meta.strip_suffix(',').unwrap_or(meta)).ok()
 }
 
 /// The record of a failed call: the request, the error, and the body the server sent if any.
@@ -124,7 +168,7 @@ pub(super) fn failed(
     request: Arc<ChatRequest>,
     error: &LlmError,
     redactor: &Redactor,
-) -> Files {
+) -> Parts {
     let mut meta = json!({
         "model_id": info.model,
         "client": info.client,
@@ -139,18 +183,47 @@ pub(super) fn failed(
         meta["error"]["http_status"] = json!(status);
     }
     redactor.redact_json(&mut meta);
-    let mut files = vec![(
-        "request.json",
+    let body = error
+        .response_body()
+        .map(|body| as_json(redactor.redact_bytes(body).into_owned().into()));
+    record(
+        &meta,
         request_file(None, request, info.provider, redactor),
-    )];
-    if let Some(body) = error.response_body() {
-        let name = if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
-            "response.json"
-        } else {
-            "response.txt"
-        };
-        files.push((name, redactor.redact_bytes(body).into_owned().into()));
+        body,
+    )
+}
+
+/// The record of tool call `reference` under `dir` (`io/tool_executions/`): its path, and its
+/// exit code and duration in milliseconds where known. `<ref>.json` (whose first line holds them),
+/// or the folder `<ref>/` of a run made before (`exit_code.txt`, `duration_ms.txt`).
+pub(crate) fn tool_record(
+    dir: &std::path::Path,
+    reference: &str,
+) -> Option<(std::path::PathBuf, Option<i32>, Option<u64>)> {
+    use std::io::BufRead;
+    let file = dir.join(format!("{reference}.json"));
+    if let Ok(opened) = std::fs::File::open(&file) {
+        let mut first = String::new();
+        std::io::BufReader::new(opened).read_line(&mut first).ok()?;
+        let head = first.trim_end();
+        let head: Value =
+            serde_json::from_str(&format!("{}}}", head.strip_suffix(',').unwrap_or(head)))
+                .unwrap_or(Value::Null);
+        let exit_code = head["exit_code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok());
+        return Some((file, exit_code, head["duration_ms"].as_u64()));
     }
-    files.push(("metadata.json", pretty(&meta).into()));
-    files
+    let folder = dir.join(reference);
+    if !folder.is_dir() {
+        return None;
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(folder.join(name))
+            .ok()
+            .map(|t| t.trim().to_string())
+    };
+    let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
+    let duration = read("duration_ms.txt").and_then(|d| d.parse().ok());
+    Some((folder, exit_code, duration))
 }

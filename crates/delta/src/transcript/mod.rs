@@ -207,7 +207,8 @@ pub struct ToolEntry {
     pub duration_ms: Option<u64>,
     /// What the model saw of it.
     pub output: String,
-    /// The folder with its full output (`stdout.log`, `stderr.log`), where one was written.
+    /// The record with its full output (`io/tool_executions/<ref>.json`; a folder with
+    /// `stdout.log` and `stderr.log` in runs made before), where one was written.
     pub record: Option<PathBuf>,
     /// The child run of an agent tool's call (in `agents/<call>-<line>/` of the run's folder).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -497,7 +498,7 @@ impl<'r> Builder<'r> {
         if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
             return None;
         }
-        store::atomic::read_json(&self.run.invocations().join(id).join("metadata.json")).ok()
+        crate::engine::invocation_metadata(&self.run.invocations(), id)
     }
 
     /// Completes the open call `action_id` with its result.
@@ -508,22 +509,15 @@ impl<'r> Builder<'r> {
         output: String,
         reference: &str,
     ) {
-        let record = (!reference.is_empty()
+        let found = (!reference.is_empty()
             && !reference.contains(['/', '\\'])
             && !reference.starts_with('.'))
-        .then(|| self.run.tool_executions().join(reference))
-        .filter(|dir| dir.is_dir());
-        let read = |name: &str| -> Option<String> {
-            let dir = record.as_ref()?;
-            Some(
-                std::fs::read_to_string(dir.join(name))
-                    .ok()?
-                    .trim()
-                    .to_string(),
-            )
+        .then(|| crate::engine::tool_record(&self.run.tool_executions(), reference))
+        .flatten();
+        let (record, exit_code, duration_ms) = match found {
+            Some((path, exit_code, duration)) => (Some(path), exit_code, duration),
+            None => (None, None, None),
         };
-        let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
-        let duration_ms = read("duration_ms.txt").and_then(|d| d.parse().ok());
         let open = self.entries.iter_mut().rev().find_map(|e| match e {
             Entry::Tool(t) if t.action_id == action_id && t.status.is_none() => Some(t),
             _ => None,
@@ -547,14 +541,16 @@ impl<'r> Builder<'r> {
         let mut failed: Vec<Entry> = dir
             .flatten()
             .filter_map(|entry| {
-                let meta: Value =
-                    store::atomic::read_json(&entry.path().join("metadata.json")).ok()?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // `<id>.json`, or the folder `<id>/` of a run made before.
+                let id = name.strip_suffix(".json").unwrap_or(&name);
+                let meta = crate::engine::invocation_metadata(&self.run.invocations(), id)?;
                 if meta["status"].as_str() != Some("FAILED") {
                     return None;
                 }
                 let error = &meta["error"];
                 Some(Entry::FailedRequest {
-                    time: uuid_time(&entry.file_name().to_string_lossy())?,
+                    time: uuid_time(id)?,
                     error_kind: error["kind"].as_str().unwrap_or("error").to_string(),
                     message: error["message"].as_str().unwrap_or("").to_string(),
                     http_status: error["http_status"].as_u64(),

@@ -31,23 +31,14 @@ fn run_from(
 }
 
 fn stdout_of(sb: &Sandbox, call: &str) -> String {
-    std::fs::read_to_string(
-        sb.run_dir()
-            .join("io/tool_executions")
-            .join(call)
-            .join("stdout.log"),
-    )
-    .unwrap()
+    crate::support::tool_record(&sb.run_dir(), call)["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn exit_code_of(sb: &Sandbox, call: &str) -> String {
-    std::fs::read_to_string(
-        sb.run_dir()
-            .join("io/tool_executions")
-            .join(call)
-            .join("exit_code.txt"),
-    )
-    .unwrap()
+    crate::support::tool_record(&sb.run_dir(), call)["exit_code"].to_string()
 }
 
 /// One call of `tool`, then "done".

@@ -349,12 +349,7 @@ fn pre_llm_req_can_rewrite_the_request() {
     // The saved request is the one that was sent.
     for thought in sb.events("THOUGHT") {
         let id = thought["payload"]["llm_invocation_ref"].as_str().unwrap();
-        let saved = read_json(
-            &sb.run_dir()
-                .join("io/invocations")
-                .join(id)
-                .join("request.json"),
-        );
+        let saved = crate::support::invocation(&sb.run_dir(), id)["request"].clone();
         assert_eq!(saved["model"], "rewritten-model");
     }
     assert!(
@@ -404,12 +399,7 @@ EOF"#,
         .as_str()
         .unwrap()
         .to_string();
-    let saved = read_json(
-        &sb.run_dir()
-            .join("io/invocations")
-            .join(id)
-            .join("request.json"),
-    );
+    let saved = crate::support::invocation(&sb.run_dir(), &id)["request"].clone();
     assert_eq!(saved["model"], "hooked-model");
     assert_eq!(saved["messages"], body["messages"]);
     // The journal is not rewritten: the task is still the user's.
@@ -557,16 +547,14 @@ fn pre_tool_exec_can_skip_a_tool() {
         result["observation_content"],
         "=== STDOUT ===\nTool execution skipped by pre_tool_exec hook\n=== EXIT CODE: 0 ==="
     );
-    let exec = sb
-        .run_dir()
-        .join("io/tool_executions")
-        .join(result["execution_ref"].as_str().unwrap());
+    let exec =
+        crate::support::tool_record(&sb.run_dir(), result["execution_ref"].as_str().unwrap());
     assert_eq!(
-        read(&exec.join("stdout.log")),
+        exec["stdout"],
         "Tool execution skipped by pre_tool_exec hook"
     );
-    assert_eq!(read(&exec.join("exit_code.txt")), "0");
-    assert_eq!(read(&exec.join("command.txt")), "touch created.txt");
+    assert_eq!(exec["exit_code"], 0);
+    assert_eq!(exec["command"], "touch created.txt");
     // The model is told.
     let tool_message = &bodies(&server)[1]["messages"][3];
     assert_eq!(tool_message["role"], "tool");

@@ -20,13 +20,10 @@ fn offered(server: &ScriptedServer, n: usize) -> Vec<String> {
 }
 
 fn stdout_of(sb: &Sandbox, call: &str) -> String {
-    std::fs::read_to_string(
-        sb.run_dir()
-            .join("io/tool_executions")
-            .join(call)
-            .join("stdout.log"),
-    )
-    .unwrap()
+    crate::support::tool_record(&sb.run_dir(), call)["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// Runs an agent that must not load, and checks nothing was started.

@@ -31,8 +31,8 @@ fn output_past_the_capture_limit_is_counted_and_its_cut_marked() {
         "{}",
         &seen[seen.len().saturating_sub(300)..]
     );
-    let log = sb.run_dir().join("io/tool_executions/c1/stdout.log");
-    let kept = std::fs::read(&log).unwrap();
+    let record = crate::support::tool_record(&sb.run_dir(), "c1");
+    let kept = record["stdout"].as_str().unwrap().as_bytes();
     assert!(kept[..CAPTURE as usize].iter().all(|b| *b == b'y'));
     let mark = String::from_utf8_lossy(&kept[CAPTURE as usize..]).into_owned();
     assert!(
@@ -47,7 +47,7 @@ fn records_a_full_disk_refused_are_named_in_the_journal_not_left_empty() {
         return;
     }
     // The workspace is a 4 MiB tmpfs; the tool fills it but for 200 KiB, then prints 1 MB: the
-    // journal's lines still fit, the tool's stdout.log does not.
+    // journal's lines still fit, the tool's record does not.
     let tool = "  - name: fill\n    shell: \"head -c 100000000 /dev/zero > fill 2>/dev/null; truncate -s -200K fill; head -c 1000000 /dev/zero | tr '\\\\000' y\"\n";
     let server = ScriptedServer::start([
         Reply::tool_call("c1", "fill", json!({})),
@@ -79,11 +79,11 @@ fn records_a_full_disk_refused_are_named_in_the_journal_not_left_empty() {
             panic!("no warning in the journal: {kinds:?}")
         });
     assert!(
-        warning.contains("io/tool_executions/c1/stdout.log") && warning.contains("No space left"),
+        warning.contains("io/tool_executions/c1.json") && warning.contains("No space left"),
         "{warning}"
     );
     assert!(
-        !run.join("io/tool_executions/c1/stdout.log").exists(),
+        !run.join("io/tool_executions/c1.json").exists(),
         "a record that could not be written is not left empty or cut short"
     );
     let kinds: Vec<&Value> = journal.iter().map(|e| &e["type"]).collect();

@@ -2,7 +2,7 @@
 //! with llama.cpp's server and a tiny model. The model's choices are not asserted, only the protocol:
 //! the run completes and real token usage is recorded.
 
-use crate::support::{Sandbox, read_json};
+use crate::support::Sandbox;
 
 #[test]
 fn a_real_server_runs_an_agent_with_a_tool_to_completion() {
@@ -44,20 +44,12 @@ fn a_real_server_runs_an_agent_with_a_tool_to_completion() {
         "{meta}"
     );
     let thought = &sb.events("THOUGHT")[0]["payload"];
-    let inv = sb
-        .run_dir()
-        .join("io/invocations")
-        .join(thought["llm_invocation_ref"].as_str().unwrap());
-    assert!(
-        read_json(&inv.join("metadata.json"))["token_usage"]["prompt"]
-            .as_u64()
-            .unwrap()
-            > 0
+    let inv = crate::support::invocation(
+        &sb.run_dir(),
+        thought["llm_invocation_ref"].as_str().unwrap(),
     );
-    assert_eq!(
-        read_json(&inv.join("request.json"))["tools"][0]["function"]["name"],
-        "list_files"
-    );
+    assert!(inv["metadata"]["token_usage"]["prompt"].as_u64().unwrap() > 0);
+    assert_eq!(inv["request"]["tools"][0]["function"]["name"], "list_files");
 }
 
 #[test]
@@ -105,16 +97,13 @@ fn a_real_server_calls_a_tool_of_an_mcp_server() {
     ]);
     let out = crate::support::output(cmd);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let request = read_json(
-        &sb.run_dir()
-            .join("io/invocations")
-            .join(
-                sb.events("THOUGHT")[0]["payload"]["llm_invocation_ref"]
-                    .as_str()
-                    .unwrap(),
-            )
-            .join("request.json"),
-    );
+    let request = crate::support::invocation(
+        &sb.run_dir(),
+        sb.events("THOUGHT")[0]["payload"]["llm_invocation_ref"]
+            .as_str()
+            .unwrap(),
+    )["request"]
+        .clone();
     let offered: Vec<&str> = request["tools"]
         .as_array()
         .unwrap()

@@ -122,7 +122,7 @@ fn an_echoed_key_never_reaches_a_file_or_the_terminal() {
     sb.assert_nowhere(KEY);
 }
 
-/// The folders of `io/invocations/` of the latest run.
+/// The records of `io/invocations/` of the latest run.
 fn invocations(sb: &Sandbox) -> Vec<std::path::PathBuf> {
     let mut dirs: Vec<_> = std::fs::read_dir(sb.run_dir().join("io/invocations"))
         .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -152,10 +152,10 @@ fn a_failed_request_is_kept_under_io_invocations_with_its_error() {
         "{}",
         out.stderr
     );
-    let dirs = invocations(&sb);
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    let dir = &dirs[0];
-    let meta = crate::support::read_json(&dir.join("metadata.json"));
+    let files = invocations(&sb);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let record = crate::support::read_json(&files[0]);
+    let meta = &record["metadata"];
     assert_eq!(meta["status"], "FAILED");
     assert_eq!(meta["error"]["kind"], "server");
     assert_eq!(meta["error"]["http_status"], 500);
@@ -166,14 +166,12 @@ fn a_failed_request_is_kept_under_io_invocations_with_its_error() {
             .starts_with("server error (HTTP 500): upstream exploded"),
         "{meta}"
     );
-    let request = crate::support::read_json(&dir.join("request.json"));
+    let request = &record["request"];
     assert_eq!(request["messages"][1]["content"], "go", "{request}");
-    assert_eq!(
-        std::fs::read(dir.join("response.txt")).unwrap(),
-        body.as_bytes()
-    );
+    // A body that is no JSON is kept as text.
+    assert_eq!(record["response"], body);
     // The journal points at the record.
-    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let id = files[0].file_name().unwrap().to_string_lossy().into_owned();
     let fatal = &sb.events("SYSTEM_MESSAGE")[0]["payload"]["content"];
     assert!(
         fatal
@@ -190,11 +188,10 @@ fn a_json_error_body_is_kept_as_response_json() {
     let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
     let out = sb.run(Some(&server), "go", &[]);
     assert_eq!(out.code, 1);
-    let dir = &invocations(&sb)[0];
-    let body = crate::support::read_json(&dir.join("response.json"));
+    let record = crate::support::read_json(&invocations(&sb)[0]);
+    let body = &record["response"];
     assert_eq!(body["error"]["message"], "model 'nope' does not exist");
-    let meta = crate::support::read_json(&dir.join("metadata.json"));
-    assert_eq!(meta["error"]["kind"], "bad_request");
+    assert_eq!(record["metadata"]["error"]["kind"], "bad_request");
 }
 
 #[test]

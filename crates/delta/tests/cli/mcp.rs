@@ -142,15 +142,14 @@ fn an_agent_calls_the_reference_server_over_stdio_and_a_python_server_over_http(
     );
     let result = &results(&sb)[0];
     assert_eq!(result["status"], "SUCCESS");
-    let record = sb
-        .run_dir()
-        .join("io/tool_executions")
-        .join(result["execution_ref"].as_str().unwrap());
-    let raw: Value =
-        serde_json::from_str(&std::fs::read_to_string(record.join("result.json")).unwrap())
-            .unwrap();
+    let record =
+        crate::support::tool_record(&sb.run_dir(), result["execution_ref"].as_str().unwrap());
+    let raw = &record["result"];
     assert_eq!(raw["content"][0]["text"], "Echo: hello mcp");
-    assert!(record.join("request.json").is_file());
+    assert_eq!(
+        record["request"]["arguments"]["message"], "hello mcp",
+        "{record}"
+    );
     assert!(
         !sb.run_dir().join("mcp_servers.json").exists(),
         "stopped servers leave no record"

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use testkit::{Reply, ScriptedServer, ToolCallSpec};
 
-use crate::support::{ECHO_AND_WRITE, KEY, Sandbox, agent_yaml, bodies, read_json};
+use crate::support::{ECHO_AND_WRITE, KEY, Sandbox, agent_yaml, bodies};
 
 fn golden_script() -> Vec<Reply> {
     vec![
@@ -139,18 +139,18 @@ fn io_records_hold_the_real_response_and_usage() {
     assert_eq!(sb.run(Some(&server), "Say hi", &[]).code, 0);
     let sent = bodies(&server);
     for (i, thought) in sb.events("THOUGHT").iter().enumerate() {
-        let dir = sb
-            .run_dir()
-            .join("io/invocations")
-            .join(thought["payload"]["llm_invocation_ref"].as_str().unwrap());
+        let record = crate::support::invocation(
+            &sb.run_dir(),
+            thought["payload"]["llm_invocation_ref"].as_str().unwrap(),
+        );
         // Exactly what went over the wire, and exactly what came back.
-        assert_eq!(read_json(&dir.join("request.json")), sent[i]);
-        let meta = read_json(&dir.join("metadata.json"));
+        assert_eq!(record["request"], sent[i]);
+        let meta = &record["metadata"];
         assert!(
             meta["token_usage"]["prompt"].as_u64().unwrap() > 0,
             "{meta}"
         );
-        let response = read_json(&dir.join("response.json"));
+        let response = &record["response"];
         assert_eq!(response["object"], "chat.completion", "{response}");
         assert!(
             response["id"]
@@ -161,23 +161,14 @@ fn io_records_hold_the_real_response_and_usage() {
         );
     }
     for result in sb.events("ACTION_RESULT") {
-        let dir = sb
-            .run_dir()
-            .join("io/tool_executions")
-            .join(result["payload"]["execution_ref"].as_str().unwrap());
-        for f in [
-            "command.txt",
-            "stdout.log",
-            "stderr.log",
-            "exit_code.txt",
-            "duration_ms.txt",
-        ] {
-            assert!(dir.join(f).is_file(), "{}/{f}", dir.display());
-        }
-        assert_eq!(
-            std::fs::read_to_string(dir.join("exit_code.txt")).unwrap(),
-            "0"
+        let record = crate::support::tool_record(
+            &sb.run_dir(),
+            result["payload"]["execution_ref"].as_str().unwrap(),
         );
+        for field in ["command", "stdout", "stderr", "duration_ms"] {
+            assert!(record.get(field).is_some(), "{field}: {record}");
+        }
+        assert_eq!(record["exit_code"], 0, "{record}");
     }
     assert!(
         std::fs::read_to_string(sb.run_dir().join("engine.log"))

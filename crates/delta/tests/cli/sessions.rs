@@ -324,13 +324,8 @@ fn an_agent_uses_a_session_over_three_calls_and_again_after_continue() {
         .as_str()
         .unwrap()
         .to_string();
-    let stdout = std::fs::read_to_string(
-        sb.run_dir()
-            .join("io/tool_executions")
-            .join(&exec_ref)
-            .join("stdout.log"),
-    );
-    assert!(stdout.unwrap().contains("X=1"));
+    let record = crate::support::tool_record(&sb.run_dir(), &exec_ref);
+    assert!(record["stdout"].as_str().unwrap().contains("X=1"));
     // The run ended: its session's process is gone, its state kept.
     assert_no_process_under(&sb.ws());
 

@@ -62,13 +62,19 @@ fn a_waiting_run_shows_its_calls_their_outcomes_and_the_question() {
     assert_eq!(without_durations(&sb.scrub(&output(cmd).stdout)), text);
 }
 
-#[test]
-fn the_json_transcript_has_every_call_with_its_exit_code_and_the_totals() {
+/// [`waiting_run`], answered: the run completes.
+fn completed_run() -> Sandbox {
     let (sb, server) = waiting_run();
     server.push(Reply::text("Blue it is.").usage(250, 5));
     let mut cmd = sb.delta(Some(&server));
     cmd.args(["continue", "-w", "ws", "-m", "blue"]);
     assert_eq!(output(cmd).code, 0);
+    sb
+}
+
+#[test]
+fn the_json_transcript_has_every_call_with_its_exit_code_and_the_totals() {
+    let sb = completed_run();
     let t: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
     assert_eq!(t["status"], "COMPLETED");
     assert_eq!(t["final_answer"], "Blue it is.");
@@ -104,7 +110,7 @@ fn the_json_transcript_has_every_call_with_its_exit_code_and_the_totals() {
         tools[0]["record"]
             .as_str()
             .unwrap()
-            .ends_with("io/tool_executions/c1")
+            .ends_with("io/tool_executions/c1.json")
     );
     // The answer is the question's result.
     assert!(
@@ -122,16 +128,24 @@ fn a_failed_request_is_in_the_transcript_with_the_servers_message() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     let t: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
     assert_eq!(t["status"], "FAILED");
-    let failed: Vec<&Value> = t["entries"]
+    let failed = |t: &Value| -> Vec<Value> {
+        t["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "failed_request")
+            .map(|e| e["http_status"].clone())
+            .collect()
+    };
+    assert_eq!(failed(&t), [json!(400)], "{t:#}");
+    let failed_entry = t["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["kind"] == "failed_request")
-        .collect();
-    assert_eq!(failed.len(), 1, "{t:#}");
-    assert_eq!(failed[0]["http_status"], 400);
+        .find(|e| e["kind"] == "failed_request")
+        .unwrap();
     assert!(
-        failed[0]["message"]
+        failed_entry["message"]
             .as_str()
             .unwrap()
             .contains("the model is unwell")
@@ -139,6 +153,10 @@ fn a_failed_request_is_in_the_transcript_with_the_servers_message() {
     let text = show(&sb, &[]);
     assert!(text.contains("model request failed"), "{text}");
     assert!(text.contains(": FAILED"), "{text}");
+    // The same run with its records as runs made before the one-file layout kept them.
+    to_older_layout(&sb.run_dir());
+    let before: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+    assert_eq!(failed(&before), [json!(400)], "{before:#}");
 }
 
 #[test]
@@ -195,4 +213,92 @@ fn the_html_page_holds_the_tools_outputs_and_status_and_asks_the_network_for_not
     if let Some(dir) = testkit::browser::artifacts_dir() {
         browser.screenshot(&page, &dir.join("delta-show.png"), 1000, 1400);
     }
+}
+
+/// A run's `io/` records written the way runs made before the one-file layout wrote them (a
+/// folder per call): `request.json`, `response.json` or `.txt`, `metadata.json`; `command.txt`,
+/// `stdout.log`, `stderr.log`, `exit_code.txt`, `duration_ms.txt`.
+fn to_older_layout(run: &std::path::Path) {
+    let invocations = run.join("io/invocations");
+    for entry in std::fs::read_dir(&invocations).unwrap() {
+        let path = entry.unwrap().path();
+        let record = crate::support::read_json(&path);
+        let dir = invocations.join(path.file_stem().unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        for (key, file) in [("metadata", "metadata.json"), ("request", "request.json")] {
+            std::fs::write(dir.join(file), record[key].to_string()).unwrap();
+        }
+        match &record["response"] {
+            Value::Null => {}
+            Value::String(text) => std::fs::write(dir.join("response.txt"), text).unwrap(),
+            other => std::fs::write(dir.join("response.json"), other.to_string()).unwrap(),
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+    let tools = run.join("io/tool_executions");
+    for entry in std::fs::read_dir(&tools).unwrap() {
+        let path = entry.unwrap().path();
+        let record = crate::support::read_json(&path);
+        let dir = tools.join(path.file_stem().unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = |key: &str| match &record[key] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        for (key, file) in [
+            ("command", "command.txt"),
+            ("stdout", "stdout.log"),
+            ("stderr", "stderr.log"),
+            ("exit_code", "exit_code.txt"),
+            ("duration_ms", "duration_ms.txt"),
+        ] {
+            std::fs::write(dir.join(file), text(key)).unwrap();
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn runs_made_before_the_one_file_records_show_the_same() {
+    let sb = completed_run();
+    let now: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+    to_older_layout(&sb.run_dir());
+    let before: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+    let calls = |t: &Value| -> Vec<(Value, Value, Value)> {
+        t["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "tool" || e["kind"] == "model")
+            .map(|e| {
+                (
+                    e["exit_code"].clone(),
+                    e["duration_ms"].clone(),
+                    e["output"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(calls(&before), calls(&now));
+    // The model's calls carry their duration from the records' metadata, in both layouts.
+    assert!(calls(&now).iter().any(|(_, ms, _)| ms.is_u64()), "{now:#}");
+    assert_eq!(before["usage"], now["usage"]);
+    let records = |t: &Value| -> Vec<String> {
+        t["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["record"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(
+        records(&now).iter().all(|r| r.ends_with(".json")),
+        "{now:#}"
+    );
+    assert!(
+        records(&before).iter().all(|r| !r.ends_with(".json")),
+        "{before:#}"
+    );
+    assert_eq!(records(&now).len(), records(&before).len());
+    assert!(!records(&now).is_empty());
 }

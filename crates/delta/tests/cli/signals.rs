@@ -308,7 +308,8 @@ fn sigint_during_a_pre_tool_exec_hook_kills_the_hook_and_never_starts_the_tool()
         "{result}"
     );
     assert!(
-        !sb.run_dir().join("io/tool_executions/c1").exists(),
+        !sb.run_dir().join("io/tool_executions/c1.json").exists()
+            && !sb.run_dir().join("io/tool_executions/c1").exists(),
         "an execution was recorded for a tool that never ran"
     );
     assert_eq!(server.request_count(), 1);

@@ -205,6 +205,22 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// The record of tool call `call` of a run (`io/tool_executions/<call>.json`): `exit_code`,
+/// `duration_ms`, `command`, `stdout`, `stderr` (and what a kind of tool adds).
+pub fn tool_record(run_dir: &Path, call: &str) -> Value {
+    read_json(
+        &run_dir
+            .join("io/tool_executions")
+            .join(format!("{call}.json")),
+    )
+}
+
+/// The record of LLM call `id` of a run (`io/invocations/<id>.json`): `metadata`, `request`,
+/// `response`.
+pub fn invocation(run_dir: &Path, id: &str) -> Value {
+    read_json(&run_dir.join("io/invocations").join(format!("{id}.json")))
+}
+
 /// The bodies of the requests the server received, as JSON.
 pub fn bodies(server: &ScriptedServer) -> Vec<Value> {
     server.requests().iter().map(|r| r.json()).collect()

@@ -39,13 +39,9 @@ fn long_output_is_truncated_for_the_model_but_kept_in_full() {
     );
     let result = &sb.events("ACTION_RESULT")[0]["payload"];
     assert_eq!(result["status"], "FAILED");
-    let full =
-        std::fs::read_to_string(sb.run_dir().join("io/tool_executions/c1/stdout.log")).unwrap();
-    assert_eq!(full.len(), 6001);
-    assert_eq!(
-        std::fs::read_to_string(sb.run_dir().join("io/tool_executions/c1/exit_code.txt")).unwrap(),
-        "3"
-    );
+    let record = crate::support::tool_record(&sb.run_dir(), "c1");
+    assert_eq!(record["stdout"].as_str().unwrap().len(), 6001);
+    assert_eq!(record["exit_code"], 3);
 }
 
 #[test]
@@ -266,8 +262,7 @@ fn model_chosen_call_ids_cannot_escape_the_run_folder() {
     assert!(
         sb.run_dir()
             .join("io/tool_executions")
-            .join(exec_ref)
-            .join("stdout.log")
+            .join(format!("{exec_ref}.json"))
             .is_file()
     );
 }
