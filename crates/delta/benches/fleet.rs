@@ -1,10 +1,13 @@
 //! The fleet on a real PostgreSQL: `cargo bench -p delta --bench fleet`.
 //!
-//! **Runs per second** with 1, 2 and 4 `delta worker` processes (one slot each): 120 runs are
-//! submitted, then the workers are started with `--exit-when-done` and timed until the last one
-//! exits. Each run is two model answers from the scripted server on 127.0.0.1 (instant: a call to
-//! the agent's one tool, `true`, then a final answer), so the figure is delta's and the store's
-//! own cost per run.
+//! **Runs per second** with 1, 2 and 4 `delta worker` processes (one slot each), or the counts
+//! given as arguments (`cargo bench -p delta --bench fleet -- 1 8 32 64`, for a machine with more
+//! cores): 20 runs per worker (at least 120) are submitted, then the workers are started with
+//! `--exit-when-done` and timed until the last one exits. Each run is two model answers from the
+//! scripted server on 127.0.0.1 (instant: a call to the agent's one tool, `true`, then a final
+//! answer), so the figure is delta's and the store's own cost per run. The same number of workers
+//! started on an empty queue is timed too: their start and stop, which a short batch pays in full,
+//! and the rate without it.
 //!
 //! **Append latency** of a journaled event as the engine appends it (`events::RunJournal`): to the
 //! working copy only (the file store: write + fsync), and with the store as upstream (the line in
@@ -54,12 +57,18 @@ fn agent(dir: &std::path::Path) -> std::path::PathBuf {
     agent
 }
 
-/// Submits `RUNS` runs, then times `workers` workers working them all.
-fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Path) -> f64 {
+/// Submits `runs` runs, then times `workers` workers working them all.
+fn time_workers(
+    url: &str,
+    workers: usize,
+    runs: usize,
+    round: usize,
+    dir: &std::path::Path,
+) -> Duration {
     let server = ScriptedServer::responding(model);
     let agent = agent(dir);
     let store = fleet::open(url).unwrap();
-    for n in 0..RUNS {
+    for n in 0..runs {
         let submission = Submission {
             agent: agent.clone(),
             task: "go".into(),
@@ -68,7 +77,7 @@ fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Pat
             model: None,
             submitted: String::new(),
         };
-        let id = format!("b{round}-{n:03}");
+        let id = format!("b{round}-{n:05}");
         fleet::submit(
             &*store,
             &submission,
@@ -102,8 +111,22 @@ fn runs_per_second(url: &str, workers: usize, round: usize, dir: &std::path::Pat
         .iter()
         .filter(|r| r.run_id.starts_with(&format!("b{round}-")) && r.status == "COMPLETED")
         .count();
-    assert_eq!(done, RUNS, "every run completed");
-    RUNS as f64 / took.as_secs_f64()
+    assert_eq!(done, runs, "every run completed");
+    took
+}
+
+/// The worker counts given as arguments (numbers; cargo's own flags are left out), else 1, 2, 4.
+fn worker_counts() -> Vec<usize> {
+    let given: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .filter(|n| *n > 0)
+        .collect();
+    if given.is_empty() {
+        vec![1, 2, 4]
+    } else {
+        given
+    }
 }
 
 /// p50 and p99 of appending one event through `journal`.
@@ -159,15 +182,18 @@ fn main() {
         ms(p99)
     );
 
-    let mut base = 0.0;
-    for (round, workers) in [1usize, 2, 4].into_iter().enumerate() {
-        let rate = runs_per_second(&url, workers, round, dir.path());
-        if workers == 1 {
-            base = rate;
-        }
+    let mut base = None;
+    for (round, workers) in worker_counts().into_iter().enumerate() {
+        let runs = RUNS.max(20 * workers);
+        let took = time_workers(&url, workers, runs, 2 * round, dir.path());
+        let idle = time_workers(&url, workers, 0, 2 * round + 1, dir.path());
+        let rate = runs as f64 / took.as_secs_f64();
+        let steady = runs as f64 / took.saturating_sub(idle).as_secs_f64().max(1e-9);
+        let base = *base.get_or_insert(rate / workers as f64);
         println!(
-            "{workers} worker(s): {RUNS} runs                     {rate:>7.1} runs/s  ({:.2}× one worker)",
-            rate / base
+            "{workers:>3} worker(s), {runs:>5} runs: {rate:>7.1} runs/s ({:.2}× one worker); start and stop on an empty queue {:>7.1} ms; without them {steady:>7.1} runs/s",
+            rate / base,
+            ms(idle)
         );
     }
 }
