@@ -32,6 +32,9 @@ pub enum Content {
     Shared(std::sync::Arc<Vec<u8>>),
     /// A function producing them.
     Later(Render),
+    /// Bytes shared with someone else, scrubbed of the run's secrets as they are written: copied
+    /// only where a secret was found (a request can be megabytes).
+    Scrubbed(llm::Redactor, std::sync::Arc<Vec<u8>>),
 }
 
 impl From<Vec<u8>> for Content {
@@ -44,7 +47,7 @@ impl Content {
     fn len(&self) -> usize {
         match self {
             Self::Now(b) => b.len(),
-            Self::Shared(b) => b.len(),
+            Self::Shared(b) | Self::Scrubbed(_, b) => b.len(),
             Self::Later(_) => 0,
         }
     }
@@ -54,6 +57,7 @@ impl Content {
             Self::Now(b) => out.write_all(&b),
             Self::Shared(b) => out.write_all(b.as_slice()),
             Self::Later(render) => out.write_all(&render()),
+            Self::Scrubbed(redactor, b) => out.write_all(&redactor.redact_bytes(&b)),
         }
     }
 }

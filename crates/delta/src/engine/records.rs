@@ -49,9 +49,7 @@ fn scrubbed(redactor: &Redactor, bytes: &Arc<Vec<u8>>) -> Content {
     if redactor.is_empty() {
         return Content::Shared(Arc::clone(bytes));
     }
-    let redactor = redactor.clone();
-    let bytes = Arc::clone(bytes);
-    Content::Later(Box::new(move || redactor.redact_bytes(&bytes).into_owned()))
+    Content::Scrubbed(redactor.clone(), Arc::clone(bytes))
 }
 
 /// `request.json`: the bytes sent, or the request serialized on the writer thread (it can be large).
