@@ -7,6 +7,10 @@
 //! output and standard error, so the host knows where the command's output ends, and writes its
 //! exit code, working folder and exported environment to the session's control pipe (a FIFO): what
 //! the session needs to be rebuilt if its process is ever lost.
+//!
+//! Each shell gets a FIFO of its own (made again at the same path when a shell starts), and its
+//! reader ends with the shell: a reader left from an earlier shell of the session would otherwise
+//! take part of the next shell's message (its end marker, and the host would wait for ever).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -31,6 +35,29 @@ pub struct Shell {
     chunks: Receiver<Chunk>,
     /// Bytes read after the last command's markers (a background job's output), per stream.
     carry: [Vec<u8>; 3],
+    /// This shell's control pipe, to wake its reader when the shell is dropped.
+    control: std::fs::File,
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        // The reader's channel goes first, then a byte wakes it: its next send fails and it ends.
+        self.chunks = std::sync::mpsc::channel().1;
+        let _ = self.control.write_all(b"\n");
+    }
+}
+
+/// Makes a new FIFO at `control` (in place of the one there): a reader of the old one, left from
+/// an earlier shell, never sees what the new shell writes.
+fn fresh_fifo(control: &Path) -> Result<(), ShellError> {
+    let fresh = control.with_extension("new");
+    let io = |source: std::io::Error| ShellError::Io {
+        path: control.to_path_buf(),
+        source,
+    };
+    let _ = std::fs::remove_file(&fresh);
+    nix::unistd::mkfifo(&fresh, nix::sys::stat::Mode::S_IRWXU).map_err(|e| io(e.into()))?;
+    std::fs::rename(&fresh, control).map_err(io)
 }
 
 /// What one command left.
@@ -49,6 +76,7 @@ impl Shell {
         control: &Path,
         start: &super::host::ProgramStart,
     ) -> Result<Self, ShellError> {
+        fresh_fifo(control)?;
         let mut child = start
             .command(program, &["-s".to_string()])
             .current_dir(cwd)
@@ -78,6 +106,10 @@ impl Shell {
                 path: control.to_path_buf(),
                 source,
             })?;
+        let wake = control_file.try_clone().map_err(|source| ShellError::Io {
+            path: control.to_path_buf(),
+            source,
+        })?;
         let chunks = pump(vec![
             (Stream::Out, Box::new(stdout)),
             (Stream::Err, Box::new(stderr)),
@@ -94,6 +126,7 @@ impl Shell {
             stdin,
             chunks,
             carry: Default::default(),
+            control: wake,
         })
     }
 

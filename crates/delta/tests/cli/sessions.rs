@@ -43,6 +43,50 @@ fn exec(dir: &Path, compat: bool, id: &str, command: &str) -> Output {
     output_with_stdin(sessions(dir, compat, &["exec", id]), command)
 }
 
+/// A shell that ends is started again for the next command, many times over: what each shell
+/// saved through its control pipe reaches the host. A reader left from an earlier shell used to
+/// take part of the next shell's message: its saved state was lost, and when the part taken was
+/// the end marker, the call waited for ever. Bounded: a call that hangs fails the test.
+#[test]
+fn a_session_started_again_many_times_keeps_what_each_shell_saved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let started = json_of(&output(sessions(&dir, false, &["start"])));
+    let id = started["session_id"].as_str().unwrap().to_string();
+    let (done, finished) = std::sync::mpsc::channel();
+    let worker = {
+        let (dir, id) = (dir.clone(), id.clone());
+        std::thread::spawn(move || {
+            for i in 0..25 {
+                // Each shell is a new one (the last command ended the one before): what it sees
+                // of `N` is what the shell before it saved, through its control pipe.
+                let out = exec(&dir, false, &id, &format!("echo \"was $N\"; export N={i}"));
+                let was = if i == 0 {
+                    String::new()
+                } else {
+                    (i - 1).to_string()
+                };
+                assert_eq!(
+                    (out.code, out.stdout.clone()),
+                    (0, format!("was {was}\n")),
+                    "command {i}: {out:?}"
+                );
+                let out = exec(&dir, false, &id, "exit 0");
+                assert_eq!(out.code, 0, "{out:?}");
+            }
+            let _ = done.send(());
+        })
+    };
+    let answered = finished.recv_timeout(Duration::from_secs(120));
+    if answered.is_err() {
+        let _ = output(sessions(&dir, false, &["end", &id]));
+        panic!("a command of a session started again got no answer within 120 s");
+    }
+    worker.join().unwrap();
+    let ended = json_of(&output(sessions(&dir, false, &["end", &id])));
+    assert_eq!(ended["status"], "terminated");
+}
+
 #[test]
 fn cd_and_export_persist_across_exec_and_processes_with_the_original_outputs() {
     let tmp = tempfile::tempdir().unwrap();
