@@ -230,7 +230,7 @@ fn family_model(seconds: &'static str) -> ScriptedServer {
 }
 
 #[test]
-fn sigkill_at_random_moments_of_parent_and_child_then_continue_runs_the_childs_tool_once() {
+fn sigkill_at_random_moments_of_parent_and_child_then_continue_never_runs_the_childs_tool_twice() {
     let (seed, trials) = crate::support::crash_series(8);
     let started = Instant::now();
     let server = family_model("0.3");
@@ -273,8 +273,10 @@ fn sigkill_at_random_moments_of_parent_and_child_then_continue_runs_the_childs_t
             .unwrap()
             .count();
         assert_eq!(children, 1, "{context}: one child");
+        // Never twice. Once, unless the kill fell between the tool's start being recorded and its
+        // program running: then whether it ran cannot be known, and it is not run again.
         assert!(
-            runs_of_note(&sb) == 1,
+            runs_of_note(&sb) <= 1,
             "{context}: the child's tool ran {} times",
             runs_of_note(&sb)
         );
