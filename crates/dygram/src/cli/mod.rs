@@ -245,8 +245,11 @@ fn lsp() -> Result<Exit, CliError> {
     let served = dygram::lsp::serve(&connection);
     drop(connection);
     // Reading stops after `exit`, at the end of the input or at broken framing; a server that
-    // stopped otherwise (its output closed) does not wait for more input.
-    let read = if served.is_ok() || transport.reading_stopped() {
+    // stopped otherwise (its output closed) does not wait for more input. A server that found the
+    // connection gone stopped because reading did (the reader may not have returned yet).
+    let reader_gone =
+        matches!(&served, Err(dygram::lsp::LspError::Protocol(e)) if e.channel_is_disconnected());
+    let read = if served.is_ok() || reader_gone || transport.reading_stopped() {
         transport.join()
     } else {
         Ok(())
