@@ -404,6 +404,19 @@ impl ExecutionState {
         Status::Complete
     }
 
+    /// The question an agent node's run (`@Agent`) waits on: the path, its node and the
+    /// question.
+    pub fn agent_question(&self) -> Option<(&str, &str, &str)> {
+        self.paths.iter().find_map(|p| {
+            let link = p
+                .agent
+                .as_ref()
+                .filter(|_| p.status == PathStatus::Active)?;
+            let q = link.question.as_deref()?;
+            Some((p.id.as_str(), link.node.as_str(), q))
+        })
+    }
+
     /// A path by id.
     pub fn path(&self, id: &str) -> Option<&Path> {
         self.paths.iter().find(|p| p.id == id)

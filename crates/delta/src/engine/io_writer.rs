@@ -52,20 +52,14 @@ impl Content {
         }
     }
 
-    fn write_to(self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    /// The bytes, written to `out` (produced now for a later content).
+    pub(super) fn write_to(self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         match self {
             Self::Now(b) => out.write_all(&b),
             Self::Shared(b) => out.write_all(b.as_slice()),
             Self::Later(render) => out.write_all(&render()),
             Self::Scrubbed(redactor, b) => out.write_all(&redactor.redact_bytes(&b)),
         }
-    }
-}
-
-impl Content {
-    /// The bytes, appended to `out` (produced now for a later content).
-    pub(super) fn write_to_vec(self, out: &mut Vec<u8>) -> std::io::Result<()> {
-        self.write_to(out)
     }
 }
 

@@ -133,7 +133,7 @@ fn record(meta: &Value, request: Content, response: Option<Content>) -> Parts {
 fn as_json(content: Content) -> Content {
     Content::Later(Box::new(move || {
         let mut bytes = Vec::new();
-        let _ = content.write_to_vec(&mut bytes);
+        let _ = content.write_to(&mut bytes);
         if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
             bytes
         } else {

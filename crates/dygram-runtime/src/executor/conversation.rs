@@ -40,14 +40,7 @@ impl Executor<'_> {
             .into_iter()
             .map(|e| (e, transitions.contains(&e.index)))
             .collect();
-        for (ctx, p) in &contexts {
-            if p.read {
-                defs.push(tools::read(&ctx.name));
-            }
-            if p.write {
-                defs.push(tools::write(&ctx.name));
-            }
-        }
+        defs.extend(context_tools(&contexts));
         for &i in spawns {
             if let Some(e) = self.machine.edges.get(i) {
                 defs.push(tools::spawn(&e.target));
@@ -258,21 +251,7 @@ impl Executor<'_> {
         if let Some(target) = chosen {
             self.state.turn_state = None;
             let output = (!turn.accumulated_text.is_empty()).then(|| turn.accumulated_text.clone());
-            let edge = self
-                .choice_edges(&turn.node_name)
-                .into_iter()
-                .find(|e| e.target == target && self.edge_open(&id, e))
-                .or_else(|| {
-                    self.machine
-                        .outgoing(&turn.node_name)
-                        .into_iter()
-                        .find(|e| e.target == target)
-                })
-                .map(|e| e.index);
-            match edge {
-                Some(edge) => self.take_edge(&id, edge, "agent_decision", output),
-                None => self.move_to(&id, &target, "agent_decision", output),
-            }
+            self.take_chosen(&id, &turn.node_name, &target, output);
             return TurnOutcome::TurnEnded;
         }
         if calls.is_empty() {
@@ -310,4 +289,47 @@ impl Executor<'_> {
         self.state.turn_state = Some(turn);
         TurnOutcome::TurnContinues
     }
+}
+
+impl Executor<'_> {
+    /// Takes the transition to `target` the model (or an agent) chose at `node`: an open edge to
+    /// it, else any edge to it, else a move there; `output` is the model's text.
+    pub(super) fn take_chosen(
+        &mut self,
+        id: &str,
+        node: &str,
+        target: &str,
+        output: Option<String>,
+    ) {
+        let edge = self
+            .choice_edges(node)
+            .into_iter()
+            .find(|e| e.target == target && self.edge_open(id, e))
+            .or_else(|| {
+                self.machine
+                    .outgoing(node)
+                    .into_iter()
+                    .find(|e| e.target == target)
+            })
+            .map(|e| e.index);
+        match edge {
+            Some(edge) => self.take_edge(id, edge, "agent_decision", output),
+            None => self.move_to(id, target, "agent_decision", output),
+        }
+    }
+}
+
+/// The read and write tools of the contexts a node may use (as [`Executor::context_access`]
+/// lists them), in that order.
+pub(super) fn context_tools(contexts: &[(&Node, Permissions)]) -> Vec<llm::ToolDefinition> {
+    let mut defs = Vec::new();
+    for (ctx, p) in contexts {
+        if p.read {
+            defs.push(tools::read(&ctx.name));
+        }
+        if p.write {
+            defs.push(tools::write(&ctx.name));
+        }
+    }
+    defs
 }

@@ -23,14 +23,7 @@ impl<'c> Executor<'c> {
 
     /// The question an agent node's run waits on: the path, its node and the question.
     pub fn agent_question(&self) -> Option<(&str, &str, &str)> {
-        self.state.paths.iter().find_map(|p| {
-            let link = p
-                .agent
-                .as_ref()
-                .filter(|_| p.status == PathStatus::Active)?;
-            let q = link.question.as_deref()?;
-            Some((p.id.as_str(), link.node.as_str(), q))
-        })
+        self.state.agent_question()
     }
 
     /// Gives the answer to the pending question of an agent node's run: the next turn of a node
@@ -164,7 +157,7 @@ impl<'c> Executor<'c> {
         if let Some(target) = moved {
             self.set_link(id, None);
             let output = Some(journaled.text).filter(|t| !t.is_empty());
-            self.hand_back(id, &node, &target, output);
+            self.take_chosen(id, &node, &target, output);
             return Ok(TurnOutcome::TurnEnded);
         }
         self.set_link(id, Some(link.clone()));
@@ -223,7 +216,7 @@ impl<'c> Executor<'c> {
                 defs.push(def);
             }
         }
-        defs.extend(self.context_tools(node));
+        defs.extend(self.node_context_tools(node));
         defs
     }
 
@@ -235,26 +228,18 @@ impl<'c> Executor<'c> {
             .iter()
             .map(|e| format!("{}{}", tools::TRANSITION, e.target))
             .collect();
-        names.extend(self.context_tools(node).into_iter().map(|d| d.name));
+        names.extend(self.node_context_tools(node).into_iter().map(|d| d.name));
         let mut seen = std::collections::HashSet::new();
         names.retain(|n| seen.insert(n.clone()));
         names
     }
 
     /// Reads and writes of the contexts the node may use.
-    fn context_tools(&self, node: &str) -> Vec<llm::ToolDefinition> {
-        let mut defs = Vec::new();
-        if let Some(n) = self.machine.node(node) {
-            for (ctx, p) in self.context_access(n) {
-                if p.read {
-                    defs.push(tools::read(&ctx.name));
-                }
-                if p.write {
-                    defs.push(tools::write(&ctx.name));
-                }
-            }
-        }
-        defs
+    fn node_context_tools(&self, node: &str) -> Vec<llm::ToolDefinition> {
+        self.machine
+            .node(node)
+            .map(|n| conversation::context_tools(&self.context_access(n)))
+            .unwrap_or_default()
     }
 
     /// Applies machine tool calls a run journaled, in order: writes change the context, the
@@ -326,7 +311,7 @@ impl<'c> Executor<'c> {
         };
         if let Some(target) = chosen {
             self.set_link(id, None);
-            self.hand_back(id, node, &target, text);
+            self.take_chosen(id, node, &target, text);
             return TurnOutcome::TurnEnded;
         }
         match turn.stop {
@@ -369,24 +354,6 @@ impl<'c> Executor<'c> {
     fn set_link(&mut self, id: &str, link: Option<AgentLink>) {
         if let Some(p) = self.state.path_mut(id) {
             p.agent = link;
-        }
-    }
-
-    /// The transition the agent took: the path moves on, the agent's text its output.
-    fn hand_back(&mut self, id: &str, node: &str, target: &str, output: Option<String>) {
-        let edge = self
-            .choice_edges(node)
-            .into_iter()
-            .find(|e| e.target == target && self.edge_open(id, e))
-            .or_else(|| {
-                self.choice_edges(node)
-                    .into_iter()
-                    .find(|e| e.target == target)
-            })
-            .map(|e| e.index);
-        match edge {
-            Some(edge) => self.take_edge(id, edge, "agent_decision", output),
-            None => self.move_to(id, target, "agent_decision", output),
         }
     }
 

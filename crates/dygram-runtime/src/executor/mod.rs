@@ -224,18 +224,7 @@ impl<'c> Executor<'c> {
             proposals: Vec::new(),
             model_windows: Default::default(),
         };
-        Ok(Self {
-            state,
-            machine,
-            client,
-            options,
-            events: EventLog::default(),
-            machine_changed: false,
-            stream_refused: false,
-            agents: None,
-            agent_answer: None,
-            agent_answer_taken: false,
-        })
+        Ok(Self::assemble(state, machine, client, options))
     }
 
     /// Goes on with a saved execution.
@@ -245,6 +234,16 @@ impl<'c> Executor<'c> {
         options: Options,
     ) -> Self {
         let machine = MachineIndex::from_json(&state.machine_snapshot);
+        Self::assemble(state, machine, client, options)
+    }
+
+    /// An executor of `state` on `machine`, with nothing run yet in this process.
+    fn assemble(
+        state: ExecutionState,
+        machine: MachineIndex,
+        client: Option<&'c dyn LlmClient>,
+        options: Options,
+    ) -> Self {
         Self {
             state,
             machine,
@@ -261,18 +260,12 @@ impl<'c> Executor<'c> {
 
     /// A copy of the execution that asks no model and runs no agent, to try something on.
     fn scratch(&self) -> Executor<'static> {
-        Executor {
-            state: self.state.clone(),
-            machine: self.machine.clone(),
-            client: None,
-            options: self.options.clone(),
-            events: EventLog::default(),
-            machine_changed: false,
-            stream_refused: false,
-            agents: None,
-            agent_answer: None,
-            agent_answer_taken: false,
-        }
+        Executor::assemble(
+            self.state.clone(),
+            self.machine.clone(),
+            None,
+            self.options.clone(),
+        )
     }
 
     /// The state.

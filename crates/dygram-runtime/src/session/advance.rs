@@ -111,11 +111,10 @@ impl Session {
         store: &super::Executions,
         input: &mut ManualInput,
     ) -> Result<Advance, CallError<H::Error>> {
-        let agent_asks = self.state.as_ref().is_some_and(|s| {
-            s.paths
-                .iter()
-                .any(|p| p.agent.as_ref().is_some_and(|a| a.question.is_some()))
-        });
+        let agent_asks = self
+            .state
+            .as_ref()
+            .is_some_and(|s| s.agent_question().is_some());
         if self.meta.client_config.kind != llm::SourceKind::Manual && !agent_asks && input.given() {
             return Err(CallError::Refused(Refusal::Source(Box::new(
                 self.meta.client_config.clone(),

@@ -475,24 +475,7 @@ fn next(x: u64) -> u64 {
 fn an_mcp_client_steps_agent_nodes_and_answers_their_question() {
     let server = model();
     let dir = setup(&server);
-    let child = std::process::Command::new(crate::support::bin())
-        .arg("mcp")
-        .current_dir(dir.path())
-        .env("DELTA_BASE_URL", server.openai_base())
-        .env("DELTA_API_KEY", "test-key")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let options = mcp::Options {
-        timeout: Duration::from_secs(30),
-        client: mcp::ClientInfo {
-            name: "test".into(),
-            version: "1".into(),
-        },
-    };
-    let mut client = mcp::Client::stdio(child, options).unwrap();
+    let mut client = crate::mcp::client(&dir);
     let mut call = |tool: &str, arguments: Value| {
         let result = client
             .call_tool(tool, arguments.as_object().unwrap().clone(), None)

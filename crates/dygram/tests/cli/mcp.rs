@@ -10,16 +10,15 @@ use serde_json::{Map, Value, json};
 use super::answers::ORDER;
 use super::support::{Dir, bin};
 
-fn client(d: &Dir) -> mcp::Client {
+pub fn client(d: &Dir) -> mcp::Client {
     client_with(d, &[])
 }
 
-/// `dygram mcp EXTRA…` in `d`, reached by the workspace's client.
+/// `dygram mcp EXTRA…` in `d` (with its variables), reached by the workspace's client.
 fn client_with(d: &Dir, extra: &[&str]) -> mcp::Client {
-    let child = Command::new(bin())
-        .arg("mcp")
-        .args(extra)
-        .current_dir(d.path())
+    let args: Vec<&str> = std::iter::once("mcp").chain(extra.iter().copied()).collect();
+    let child = d
+        .spawn_command(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
