@@ -16,7 +16,9 @@ pub fn client(d: &Dir) -> mcp::Client {
 
 /// `dygram mcp EXTRA…` in `d` (with its variables), reached by the workspace's client.
 fn client_with(d: &Dir, extra: &[&str]) -> mcp::Client {
-    let args: Vec<&str> = std::iter::once("mcp").chain(extra.iter().copied()).collect();
+    let args: Vec<&str> = std::iter::once("mcp")
+        .chain(extra.iter().copied())
+        .collect();
     let child = d
         .spawn_command(&args)
         .stdin(Stdio::piped())
