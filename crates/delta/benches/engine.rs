@@ -5,8 +5,8 @@
 //! user would: wall time, and CPU time of `delta` and its tools (the server runs in this process).
 //! The cost of one tool iteration is the slope between 0 and 50. Beside it, the floor: one process
 //! spawn (`true`) and two durable appends (a journal line and `fdatasync`, twice). The time the
-//! scripted server spends producing its answers is shown apart. Peak memory is the largest resident
-//! set of the `delta` processes.
+//! scripted server spends producing its answers is shown apart. Peak memory is that of one more
+//! 50-iteration run of each binary, watched from `/proc` (`VmHWM`), untimed.
 //!
 //! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, that binary is measured too, its runs
 //! alternating with this build's, so that both see the same machine: the before/after comparison of
@@ -280,9 +280,36 @@ fn main() {
         }
         _ => println!("fsync + fdatasync                  (strace not available: not counted)"),
     }
-    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
-    println!(
-        "peak memory (max RSS)             {:>8.1} MB",
-        usage.max_rss() as f64 / 1024.0
-    );
+    let mut keep = Vec::new();
+    for bin in &binaries {
+        let longest = LENGTHS[LENGTHS.len() - 1];
+        let peak = peak_kb(bin, longest, &dir, &mut keep)
+            .map_or("n/a".to_string(), |kb| format!("{:.1}", kb as f64 / 1024.0));
+        println!(
+            "peak memory, run of {longest} iterations   {peak:>8} MB  ({})",
+            bin.display()
+        );
+    }
+}
+
+/// The peak resident set of `delta` in one run of `iterations` tool iterations (a run of its own:
+/// watching it costs the timed runs their precision).
+fn peak_kb(
+    delta: &std::path::Path,
+    iterations: usize,
+    durable_dir: &std::path::Path,
+    keep: &mut Vec<tempfile::TempDir>,
+) -> Option<u64> {
+    let server = scripted(iterations);
+    let (sandbox, agent) = bench_agent(durable_dir);
+    let mut delta = Command::new(delta);
+    let mut child = run_args(&mut delta, &agent, &sandbox, iterations, &server)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (status, peak) = testkit::wait_watching_peak(&mut child);
+    assert!(status.success());
+    keep.push(sandbox);
+    peak
 }

@@ -9,7 +9,13 @@
 //! **With a context budget** (`llm.context_window` set), the journals are those of runs that
 //! compacted as they went (a `COMPACTION` every 30 iterations, keeping the 3 most recent): a
 //! resume reads the journal's end only. Peak memory is the largest resident set of the `delta`
-//! processes of each series.
+//! process of each size (its own high-water mark, read from `/proc` while it runs).
+//!
+//! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, each series is run with that binary too, in
+//! the same run, right after the current one.
+//!
+//! The whole-journal series runs once per provider: the OpenAI-compatible request and Anthropic's
+//! are built differently from the same conversation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::Write;
@@ -98,16 +104,46 @@ fn write_run(ws: &Path, events: usize, budget: bool) {
     .unwrap();
 }
 
-fn run_once(events: usize, root: &Path, budget: bool) -> (Duration, Duration) {
+/// What a series measures.
+#[derive(Clone, Copy, PartialEq)]
+enum Series {
+    /// A run that compacted as it went, with a context window: the journal's end is read.
+    Budget,
+    /// The whole journal, sent to an OpenAI-compatible server.
+    Whole,
+    /// The whole journal, sent to an Anthropic server.
+    WholeAnthropic,
+}
+
+impl Series {
+    const ALL: [Series; 3] = [Series::Budget, Series::Whole, Series::WholeAnthropic];
+
+    fn name(self) -> &'static str {
+        match self {
+            Series::Budget => "budget",
+            Series::Whole => "whole",
+            Series::WholeAnthropic => "whole-anthropic",
+        }
+    }
+}
+
+fn run_once(bin: &Path, events: usize, root: &Path, series: Series) -> Timed {
+    let budget = series == Series::Budget;
+    let anthropic = series == Series::WholeAnthropic;
     let sandbox = tempfile::tempdir_in(root).unwrap();
     let agent = sandbox.path().join("agent");
     std::fs::create_dir_all(&agent).unwrap();
     std::fs::write(
         agent.join("agent.yaml"),
         format!(
-            "name: bench\nllm:\n  model: m\n{}tools:\n  - name: noop\n    exec: \"true\"\n",
+            "name: bench\nllm:\n  model: m\n{}{}tools:\n  - name: noop\n    exec: \"true\"\n",
             if budget {
                 "  context_window: 8192\n"
+            } else {
+                ""
+            },
+            if anthropic {
+                "  provider: anthropic\n"
             } else {
                 ""
             }
@@ -119,16 +155,29 @@ fn run_once(events: usize, root: &Path, budget: bool) -> (Duration, Duration) {
     write_run(&ws, events, budget);
     let server = ScriptedServer::start([Reply::text("done again")]);
     let start = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_delta"))
+    let mut child = Command::new(bin)
         .args(["continue", "-w"])
         .arg(&ws)
         .args(["-m", "One more thing.", "--format", "raw"])
         .env("DELTA_API_KEY", "bench-key")
-        .env("DELTA_BASE_URL", server.openai_base())
+        .env("ANTHROPIC_API_KEY", "bench-key")
+        .env(
+            if anthropic {
+                "ANTHROPIC_BASE_URL"
+            } else {
+                "DELTA_BASE_URL"
+            },
+            if anthropic {
+                server.url()
+            } else {
+                server.openai_base()
+            },
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
+        .spawn()
         .unwrap();
+    let (status, peak) = testkit::wait_watching_peak(&mut child);
     let took = start.elapsed();
     assert!(status.success());
     let lines = std::fs::read_to_string(ws.join(".delta/bench-run/journal.jsonl"))
@@ -138,7 +187,15 @@ fn run_once(events: usize, root: &Path, budget: bool) -> (Duration, Duration) {
     assert!(lines + 3 >= events, "{lines} lines for {events} events");
     let busy = server.busy_time();
     std::mem::forget(sandbox); // deleting while measuring slows later runs (see the engine benchmark)
-    (took, busy)
+    Timed { took, busy, peak }
+}
+
+/// One `continue`: its wall time, the scripted server's share of it, and its peak resident set.
+struct Timed {
+    took: Duration,
+    busy: Duration,
+    /// In kB, where `/proc` tells.
+    peak: Option<u64>,
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -146,41 +203,38 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// The largest resident set of the children waited for so far, in MB.
-fn peak_mb() -> f64 {
-    let usage =
-        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
-    usage.max_rss() as f64 / 1024.0
-}
-
-fn series(root: &Path, budget: bool) {
-    let label = if budget { "budget" } else { "whole " };
+fn run_series(bin: &Path, label: &str, root: &Path, series: Series) {
     let mut first = None;
     for events in [1_000usize, 10_000, 100_000] {
-        let runs: Vec<(Duration, Duration)> = (0..REPEATS)
-            .map(|_| run_once(events, root, budget))
+        let runs: Vec<Timed> = (0..REPEATS)
+            .map(|_| run_once(bin, events, root, series))
             .collect();
-        let total = median(runs.iter().map(|r| r.0).collect());
-        let server = median(runs.iter().map(|r| r.1).collect());
-        let client = median(runs.iter().map(|r| r.0.saturating_sub(r.1)).collect());
+        let total = median(runs.iter().map(|r| r.took).collect());
+        let server = median(runs.iter().map(|r| r.busy).collect());
+        let client = median(runs.iter().map(|r| r.took.saturating_sub(r.busy)).collect());
+        let peak = runs.iter().filter_map(|r| r.peak).max();
         let base = *first.get_or_insert(client);
         println!(
-            "{label} continue on {events:>6} events   {:>8.1} ms   (scripted server {:>6.1} ms; delta {:>7.1} ms, {:.2}× the 1 000-event run)",
+            "{label:<26} continue on {events:>6} events   {:>8.1} ms   (scripted server {:>6.1} ms; delta {:>7.1} ms, {:.2}× the 1 000-event run)   peak {:>6} MB",
             total.as_secs_f64() * 1e3,
             server.as_secs_f64() * 1e3,
             client.as_secs_f64() * 1e3,
-            client.as_secs_f64() / base.as_secs_f64()
+            client.as_secs_f64() / base.as_secs_f64(),
+            peak.map_or("n/a".to_string(), |kb| format!("{:.1}", kb as f64 / 1024.0))
         );
     }
-    println!(
-        "{label} peak memory (max RSS of the series so far) {:>6.1} MB",
-        peak_mb()
-    );
 }
 
 fn main() {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    // The budgeted series first: the peak memory reported is then its own.
-    series(root.path(), true);
-    series(root.path(), false);
+    let mut bins = vec![(std::path::PathBuf::from(env!("CARGO_BIN_EXE_delta")), "")];
+    if let Some(baseline) = std::env::var_os("DELTA_BENCH_BASELINE") {
+        bins.push((baseline.into(), " (baseline)"));
+    }
+    for series in Series::ALL {
+        for (bin, suffix) in &bins {
+            let label = format!("{}{suffix}", series.name());
+            run_series(bin, &label, root.path(), series);
+        }
+    }
 }

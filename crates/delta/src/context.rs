@@ -250,8 +250,9 @@ fn generate(
 /// Turns a journaled tool call back into a content block.
 fn call_block(call: &crate::events::ToolCallRecord) -> ContentBlock {
     let raw = &call.function.arguments;
-    let arguments =
-        serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.clone()));
+    let arguments = serde_json::from_str::<Value>(raw)
+        .map(crate::events::exact)
+        .unwrap_or_else(|_| Value::String(raw.clone()));
     ContentBlock::tool_call(&call.id, &call.function.name, arguments)
 }
 
@@ -281,7 +282,9 @@ impl Conversation {
         if self.pending.is_empty() && self.results.is_empty() {
             return;
         }
-        let mut ordered = Vec::new();
+        // Exact capacities here and below: a long run's conversation holds tens of thousands of
+        // these lists, and a list grown by pushes keeps room for four.
+        let mut ordered = Vec::with_capacity(self.pending.len());
         for id in std::mem::take(&mut self.pending) {
             match self.results.iter().position(|r| matches!(r, ContentBlock::ToolResult { tool_call_id, .. } if *tool_call_id == id)) {
                 Some(i) => ordered.push(self.results.remove(i)),
@@ -400,14 +403,13 @@ pub fn conversation_after(
                 ..
             } => {
                 c.close_turn(true);
-                let mut blocks = Vec::new();
+                let calls = tool_calls.as_deref().unwrap_or_default();
+                let mut blocks = Vec::with_capacity(usize::from(!content.is_empty()) + calls.len());
                 if !content.is_empty() {
                     blocks.push(ContentBlock::text(content.clone()));
                 }
-                let calls: Vec<ContentBlock> =
-                    tool_calls.iter().flatten().map(call_block).collect();
-                c.pending = tool_calls.iter().flatten().map(|t| t.id.clone()).collect();
-                blocks.extend(calls);
+                blocks.extend(calls.iter().map(call_block));
+                c.pending = calls.iter().map(|t| t.id.clone()).collect();
                 c.messages.push(Message::assistant(blocks));
             }
             // A result for a call of the current turn (anything else cannot be placed validly).
@@ -514,6 +516,29 @@ mod tests {
             result(7, "c2"),
             thought(8, None),
         ]
+    }
+
+    #[test]
+    fn a_resumed_conversation_holds_its_lists_at_their_exact_size() {
+        let typed = typed(&journal());
+        let m = conversation(&typed, None);
+        for message in &m {
+            assert_eq!(
+                message.content.capacity(),
+                message.content.len(),
+                "{message:?}"
+            );
+        }
+        // The journal's own lists, as read, are exact too.
+        for event in &typed {
+            if let Event::Thought {
+                tool_calls: Some(calls),
+                ..
+            } = event
+            {
+                assert_eq!(calls.capacity(), calls.len());
+            }
+        }
     }
 
     #[test]

@@ -130,7 +130,11 @@ pub enum Event {
         /// The record `io/invocations/<id>.json`.
         llm_invocation_ref: String,
         /// Tool calls, when there are any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "exact_calls"
+        )]
         tool_calls: Option<Vec<ToolCallRecord>>,
         /// The tokens this answer cost, so that the run's totals can be rebuilt from the journal after
         /// a crash (absent in journals written before it was recorded).
@@ -144,6 +148,7 @@ pub enum Event {
         /// Tool name.
         tool_name: String,
         /// Parsed arguments.
+        #[serde(deserialize_with = "exact_value")]
         tool_args: Value,
         /// The argument vector joined with spaces.
         resolved_command: String,
@@ -204,6 +209,40 @@ pub enum Event {
         /// How.
         status: EndStatus,
     },
+}
+
+// A resumed run keeps every event of its journal in memory, a hundred thousand of them for a long
+// run: lists and maps read from it are kept at their exact size (a list grown by pushes keeps room for
+// four, a map for three).
+
+fn exact_calls<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<ToolCallRecord>>, D::Error> {
+    let mut calls = Option::<Vec<ToolCallRecord>>::deserialize(d)?;
+    if let Some(calls) = &mut calls {
+        calls.shrink_to_fit();
+    }
+    Ok(calls)
+}
+
+fn exact_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+    Value::deserialize(d).map(exact)
+}
+
+/// `value` with its top-level object or array at exact capacity.
+pub(crate) fn exact(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut exact = serde_json::Map::with_capacity(map.len());
+            exact.extend(map);
+            Value::Object(exact)
+        }
+        Value::Array(mut items) => {
+            items.shrink_to_fit();
+            Value::Array(items)
+        }
+        other => other,
+    }
 }
 
 /// Formats an instant as journal timestamps do: UTC, milliseconds, `Z`.
@@ -534,6 +573,24 @@ pub fn read(path: &Path) -> Result<(Vec<Envelope>, Option<TornTail>), StoreError
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn lists_read_from_the_journal_are_at_their_exact_size() {
+        let line = br#"{"seq":3,"timestamp":"t","type":"THOUGHT","payload":{"content":"","llm_invocation_ref":"i","tool_calls":[{"id":"c","type":"function","function":{"name":"ls","arguments":"{}"}}]}}"#;
+        let (_, event) = parse_journal_line(line).unwrap();
+        let Some(Event::Thought {
+            tool_calls: Some(calls),
+            ..
+        }) = event
+        else {
+            panic!("{event:?}")
+        };
+        assert_eq!((calls.len(), calls.capacity()), (1, 1));
+        let Value::Object(map) = exact(json!({"a": 1, "b": [1, 2]})) else {
+            panic!()
+        };
+        assert_eq!(map.len(), 2);
+    }
 
     #[test]
     fn envelopes_keep_the_documented_key_order_and_seq_continues() {

@@ -3,8 +3,8 @@
 //! The message shape defined here (system prompt apart, tool results as `tool_result` blocks inside
 //! user turns, consecutive turns of one role merged) is also the shape recordings use.
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::LlmClient;
 use crate::error::LlmError;
@@ -93,7 +93,7 @@ impl AnthropicClient {
 
 impl AnthropicClient {
     fn complete_unredacted(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let payload = encode(&request_body(request, false), request)?;
+        let payload = encode(&WireRequest::new(request, false), request)?;
         let key = Some(&self.api_key);
         let response =
             self.http
@@ -112,7 +112,7 @@ impl AnthropicClient {
         request: &ChatRequest,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<ChatResponse, LlmError> {
-        let payload = encode(&request_body(request, true), request)?;
+        let payload = encode(&WireRequest::new(request, true), request)?;
         let key = Some(&self.api_key);
         let response = self.http.post_json(
             &self.url,
@@ -153,49 +153,121 @@ impl LlmClient for AnthropicClient {
     }
 }
 
-/// The JSON body for `request`.
+/// The request body, serialized straight from the conversation: its texts are borrowed, not copied
+/// into a JSON tree (a resumed run can send tens of thousands of messages).
+#[derive(Debug, Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+/// One turn of Anthropic's conversation.
+#[derive(Debug, Serialize)]
+pub(crate) struct Turn<'a> {
+    role: &'static str,
+    content: TurnContent<'a>,
+}
+
+/// A user turn that is a single text is sent as a string.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum TurnContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "is_false")]
+        is_error: bool,
+    },
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl<'a> WireRequest<'a> {
+    fn new(request: &'a ChatRequest, stream: bool) -> Self {
+        let (system, messages) = turns(&request.messages);
+        let has_tools = !request.tools.is_empty();
+        Self {
+            model: &request.model,
+            max_tokens: request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            system,
+            messages,
+            tools: request
+                .tools
+                .iter()
+                .map(|t| WireTool {
+                    name: &t.name,
+                    description: &t.description,
+                    input_schema: &t.parameters,
+                })
+                .collect(),
+            tool_choice: has_tools.then(|| match &request.tool_choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::None => json!({"type": "none"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+            }),
+            temperature: request.temperature,
+            stream: stream.then_some(true),
+        }
+    }
+}
+
+/// The JSON body for `request` as a value (for tests and for tools that show what would be sent).
 pub fn request_body(request: &ChatRequest, stream: bool) -> Value {
-    let (system, messages) = to_anthropic_messages(&request.messages);
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert(
-        "max_tokens".into(),
-        json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
-    if let Some(system) = system {
-        body.insert("system".into(), json!(system));
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        let choice = match &request.tool_choice {
-            ToolChoice::Auto => json!({"type": "auto"}),
-            ToolChoice::None => json!({"type": "none"}),
-            ToolChoice::Required => json!({"type": "any"}),
-            ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
-        };
-        body.insert("tool_choice".into(), choice);
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-    }
-    Value::Object(body)
+    serde_json::to_value(WireRequest::new(request, stream)).unwrap_or(Value::Null)
 }
 
 /// Converts neutral messages to Anthropic's shape: leading system messages become the system prompt
 /// (joined by blank lines); later ones become user text; tool results are `tool_result` blocks in a
 /// user turn; consecutive turns of one role are merged; a user turn that is a single text is a string.
 pub fn to_anthropic_messages(messages: &[Message]) -> (Option<String>, Vec<Value>) {
+    let (system, turns) = turns(messages);
+    let turns = turns
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+        .collect();
+    (system, turns)
+}
+
+/// [`to_anthropic_messages`] with the texts borrowed.
+pub(crate) fn turns(messages: &[Message]) -> (Option<String>, Vec<Turn<'_>>) {
     let mut system_parts = Vec::new();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut turns: Vec<(&'static str, Vec<Block<'_>>)> = Vec::new();
     let mut leading = true;
     for m in messages {
         if m.role == Role::System && leading {
@@ -208,61 +280,53 @@ pub fn to_anthropic_messages(messages: &[Message]) -> (Option<String>, Vec<Value
         } else {
             "user"
         };
-        let mut blocks: Vec<Value> = Vec::new();
         // Tool results first: Anthropic wants them at the start of the user turn.
-        for b in &m.content {
-            if let ContentBlock::ToolResult {
+        let results = m.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolResult {
                 tool_call_id,
                 content,
                 is_error,
-            } = b
-            {
-                let mut block =
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
-                if *is_error {
-                    block["is_error"] = json!(true);
-                }
-                blocks.push(block);
-            }
-        }
-        for b in &m.content {
-            match b {
-                // Anthropic rejects empty text blocks.
-                ContentBlock::Text { text } if text.is_empty() => {}
-                ContentBlock::Text { text } => blocks.push(json!({"type": "text", "text": text})),
-                ContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    blocks.push(
-                        json!({"type": "tool_use", "id": id, "name": name, "input": arguments}),
-                    );
-                }
-                ContentBlock::ToolResult { .. } => {}
-            }
-        }
+            } => Some(Block::ToolResult {
+                tool_use_id: tool_call_id,
+                content,
+                is_error: *is_error,
+            }),
+            _ => None,
+        });
+        let others = m.content.iter().filter_map(|b| match b {
+            // Anthropic rejects empty text blocks.
+            ContentBlock::Text { text } if text.is_empty() => None,
+            ContentBlock::Text { text } => Some(Block::Text { text }),
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => Some(Block::ToolUse {
+                id,
+                name,
+                input: arguments,
+            }),
+            ContentBlock::ToolResult { .. } => None,
+        });
         match turns.last_mut() {
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => turns.push((role, blocks)),
+            Some((last_role, blocks)) if *last_role == role => {
+                blocks.extend(results.chain(others));
+            }
+            _ => turns.push((role, results.chain(others).collect())),
         }
     }
-    let messages = turns
+    let turns = turns
         .into_iter()
         .map(|(role, blocks)| {
-            let single_text = role == "user"
-                && blocks.len() == 1
-                && blocks[0].get("type").and_then(Value::as_str) == Some("text");
-            let content = if single_text {
-                blocks[0]["text"].clone()
-            } else {
-                Value::Array(blocks)
+            let content = match blocks.as_slice() {
+                [Block::Text { text }] if role == "user" => TurnContent::Text(text),
+                _ => TurnContent::Blocks(blocks),
             };
-            json!({"role": role, "content": content})
+            Turn { role, content }
         })
         .collect();
     let system = (!system_parts.is_empty()).then(|| system_parts.join("\n\n"));
-    (system, messages)
+    (system, turns)
 }
 
 /// Reads Anthropic content blocks (`text`, `tool_use`; empty texts and other kinds are skipped) into

@@ -169,7 +169,7 @@ impl LlmClient for OpenAiClient {
 pub struct WireRequest<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     model: &'a str,
-    messages: Vec<WireMessageOut<'a>>,
+    messages: WireMessages<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -239,7 +239,7 @@ impl<'a> WireRequest<'a> {
         let has_tools = !request.tools.is_empty();
         Self {
             model: &request.model,
-            messages: wire_messages(&request.messages),
+            messages: WireMessages(&request.messages),
             tools: request
                 .tools
                 .iter()
@@ -271,58 +271,76 @@ pub fn request_body(request: &ChatRequest, stream: bool, stream_usage: bool) -> 
     serde_json::to_value(WireRequest::new(request, stream, stream_usage)).unwrap_or(Value::Null)
 }
 
-fn wire_messages(messages: &[Message]) -> Vec<WireMessageOut<'_>> {
-    let mut out = Vec::with_capacity(messages.len());
-    for m in messages {
-        match m.role {
-            Role::System => out.push(WireMessageOut::Text {
-                role: "system",
-                content: text_of(&m.content),
-            }),
-            Role::Assistant => out.push(WireMessageOut::Assistant {
-                role: "assistant",
-                content: text_of(&m.content),
-                tool_calls: m
-                    .tool_calls()
-                    .map(|c| WireCallOut {
-                        id: c.id,
-                        kind: "function",
-                        function: WireFunctionOut {
-                            name: c.name,
-                            arguments: arguments_string(c.arguments),
-                        },
-                    })
-                    .collect(),
-            }),
-            Role::User | Role::Tool => {
-                for block in &m.content {
-                    if let ContentBlock::ToolResult {
+/// The conversation in the wire's shape, converted one message at a time as it is written (a resumed
+/// run's conversation is tens of thousands of messages: no second copy of them is made).
+#[derive(Debug)]
+struct WireMessages<'a>(&'a [Message]);
+
+impl Serialize for WireMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(None)?;
+        let mut wire = Vec::new();
+        for message in self.0 {
+            wire.clear();
+            wire_message(message, &mut wire);
+            for one in &wire {
+                seq.serialize_element(one)?;
+            }
+        }
+        seq.end()
+    }
+}
+
+/// The wire messages of `m` (a user message with tool results gives one per result).
+fn wire_message<'a>(m: &'a Message, out: &mut Vec<WireMessageOut<'a>>) {
+    match m.role {
+        Role::System => out.push(WireMessageOut::Text {
+            role: "system",
+            content: text_of(&m.content),
+        }),
+        Role::Assistant => out.push(WireMessageOut::Assistant {
+            role: "assistant",
+            content: text_of(&m.content),
+            tool_calls: m
+                .tool_calls()
+                .map(|c| WireCallOut {
+                    id: c.id,
+                    kind: "function",
+                    function: WireFunctionOut {
+                        name: c.name,
+                        arguments: arguments_string(c.arguments),
+                    },
+                })
+                .collect(),
+        }),
+        Role::User | Role::Tool => {
+            for block in &m.content {
+                if let ContentBlock::ToolResult {
+                    tool_call_id,
+                    content,
+                    ..
+                } = block
+                {
+                    out.push(WireMessageOut::Tool {
+                        role: "tool",
                         tool_call_id,
                         content,
-                        ..
-                    } = block
-                    {
-                        out.push(WireMessageOut::Tool {
-                            role: "tool",
-                            tool_call_id,
-                            content,
-                        });
-                    }
-                }
-                let has_text = m
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::Text { .. }));
-                if has_text || (m.role == Role::User && m.content.is_empty()) {
-                    out.push(WireMessageOut::Text {
-                        role: "user",
-                        content: text_of(&m.content),
                     });
                 }
             }
+            let has_text = m
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::Text { .. }));
+            if has_text || (m.role == Role::User && m.content.is_empty()) {
+                out.push(WireMessageOut::Text {
+                    role: "user",
+                    content: text_of(&m.content),
+                });
+            }
         }
     }
-    out
 }
 
 fn arguments_string(arguments: &Value) -> std::borrow::Cow<'_, str> {

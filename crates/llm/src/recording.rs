@@ -137,10 +137,10 @@ impl Signature {
     pub fn of(request: &ChatRequest) -> Self {
         let mut tool_names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
         tool_names.sort();
-        let (_, messages) = to_anthropic_messages(&request.messages);
+        let (_, turns) = crate::anthropic::turns(&request.messages);
         Self {
             tool_names,
-            message_count: messages.len(),
+            message_count: turns.len(),
             context_keys: Vec::new(),
         }
     }

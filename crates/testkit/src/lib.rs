@@ -50,3 +50,25 @@ pub fn assert_no_forgotten_test_files(test_dir: &std::path::Path) {
         }
     }
 }
+
+/// Waits for `child`, reading its high-water resident set (`VmHWM`, in kB) from `/proc` every 2 ms;
+/// `None` where `/proc` cannot tell. This is the child's own peak: `getrusage` of the children
+/// would also count the memory of the process that started it (a child started by `vfork` carries
+/// its parent's high-water mark), and a benchmark's scripted server holds every request it parsed.
+pub fn wait_watching_peak(
+    child: &mut std::process::Child,
+) -> (std::process::ExitStatus, Option<u64>) {
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = None;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, peak);
+        }
+        let hwm = std::fs::read_to_string(&status_file).ok().and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        });
+        peak = peak.max(hwm);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
