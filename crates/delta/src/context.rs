@@ -293,6 +293,8 @@ impl Conversation {
             }
         }
         self.results.clear();
+        // Calls left without a result (not filled in) leave room behind.
+        ordered.shrink_to_fit();
         if !ordered.is_empty() {
             self.messages.push(Message::tool_results(ordered));
         }

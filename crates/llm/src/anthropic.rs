@@ -156,7 +156,7 @@ impl LlmClient for AnthropicClient {
 /// The request body, serialized straight from the conversation: its texts are borrowed, not copied
 /// into a JSON tree (a resumed run can send tens of thousands of messages).
 #[derive(Debug, Serialize)]
-struct WireRequest<'a> {
+pub struct WireRequest<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -218,7 +218,8 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl<'a> WireRequest<'a> {
-    fn new(request: &'a ChatRequest, stream: bool) -> Self {
+    /// The body for `request`.
+    pub fn new(request: &'a ChatRequest, stream: bool) -> Self {
         let (system, messages) = turns(&request.messages);
         let has_tools = !request.tools.is_empty();
         Self {
@@ -248,6 +249,7 @@ impl<'a> WireRequest<'a> {
 }
 
 /// The JSON body for `request` as a value (for tests and for tools that show what would be sent).
+/// Turning it into a value cannot fail: its maps have string keys.
 pub fn request_body(request: &ChatRequest, stream: bool) -> Value {
     serde_json::to_value(WireRequest::new(request, stream)).unwrap_or(Value::Null)
 }
@@ -257,6 +259,7 @@ pub fn request_body(request: &ChatRequest, stream: bool) -> Value {
 /// user turn; consecutive turns of one role are merged; a user turn that is a single text is a string.
 pub fn to_anthropic_messages(messages: &[Message]) -> (Option<String>, Vec<Value>) {
     let (system, turns) = turns(messages);
+    // Cannot fail: the turns' maps have string keys.
     let turns = turns
         .iter()
         .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))

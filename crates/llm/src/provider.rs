@@ -121,7 +121,7 @@ impl Provider {
     /// whose bytes were not kept).
     pub fn wire_request(self, request: &ChatRequest) -> Result<Vec<u8>, serde_json::Error> {
         match self {
-            Self::Anthropic => serde_json::to_vec(&anthropic::request_body(request, false)),
+            Self::Anthropic => serde_json::to_vec(&anthropic::WireRequest::new(request, false)),
             Self::OpenAi => serde_json::to_vec(&openai::WireRequest::new(request, false, false)),
         }
     }

@@ -55,6 +55,8 @@ pub fn assert_no_forgotten_test_files(test_dir: &std::path::Path) {
 /// `None` where `/proc` cannot tell. This is the child's own peak: `getrusage` of the children
 /// would also count the memory of the process that started it (a child started by `vfork` carries
 /// its parent's high-water mark), and a benchmark's scripted server holds every request it parsed.
+/// Sampled: growth in the last 2 ms before the child exits is not seen (a peak while it waits for
+/// a server, as a resume's is, always is).
 pub fn wait_watching_peak(
     child: &mut std::process::Child,
 ) -> (std::process::ExitStatus, Option<u64>) {
