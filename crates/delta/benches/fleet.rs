@@ -7,7 +7,10 @@
 //! scripted server on 127.0.0.1 (instant: a call to the agent's one tool, `true`, then a final
 //! answer), so the figure is delta's and the store's own cost per run. The same number of workers
 //! started on an empty queue is timed too: their start and stop, which a short batch pays in full,
-//! and the rate without it.
+//! and the rate without it. Beside each rate, the CPU each run cost (the whole machine's, from
+//! `/proc/stat`, split into the workers', the scripted server's and the rest, PostgreSQL's) and the
+//! rate at which that would fill every core: where the rate stops growing with workers, compare
+//! it with that ceiling.
 //!
 //! **Append latency** of a journaled event as the engine appends it (`events::RunJournal`): to the
 //! working copy only (the file store: write + fsync), and with the store as upstream (the line in
@@ -57,14 +60,70 @@ fn agent(dir: &std::path::Path) -> std::path::PathBuf {
     agent
 }
 
-/// Submits `runs` runs, then times `workers` workers working them all.
+/// CPU time used so far: by the whole machine (every process, from `/proc/stat`; `None` where it
+/// cannot be read), by this process's ended children (the workers) and by this process (the
+/// scripted server's threads).
+#[derive(Clone, Copy)]
+struct Cpu {
+    machine: Option<Duration>,
+    children: Duration,
+    this: Duration,
+}
+
+impl Cpu {
+    fn now() -> Self {
+        use nix::sys::resource::{UsageWho, getrusage};
+        let used = |who| {
+            let usage = getrusage(who).unwrap();
+            let time = |t: nix::sys::time::TimeVal| {
+                Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
+            };
+            time(usage.user_time()) + time(usage.system_time())
+        };
+        // The first line of /proc/stat: user nice system idle iowait irq softirq steal, in ticks
+        // of 1/100 s (USER_CLK_HZ on Linux).
+        let machine = std::fs::read_to_string("/proc/stat").ok().and_then(|stat| {
+            let ticks: Vec<u64> = stat
+                .lines()
+                .next()?
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            let busy =
+                ticks.first()? + ticks.get(1)? + ticks.get(2)? + ticks.get(5)? + ticks.get(6)?;
+            Some(Duration::from_millis(busy * 10))
+        });
+        Cpu {
+            machine,
+            children: used(UsageWho::RUSAGE_CHILDREN),
+            this: used(UsageWho::RUSAGE_SELF),
+        }
+    }
+
+    /// CPU per run between `self` (before) and `after`: the machine's, the workers', this process's.
+    fn per_run(&self, after: &Cpu, runs: usize) -> (Option<Duration>, Duration, Duration) {
+        let runs = runs.max(1) as u32;
+        (
+            after
+                .machine
+                .zip(self.machine)
+                .map(|(a, b)| a.saturating_sub(b) / runs),
+            after.children.saturating_sub(self.children) / runs,
+            after.this.saturating_sub(self.this) / runs,
+        )
+    }
+}
+
+/// Submits `runs` runs, then times `workers` workers working them all; also returns the CPU used
+/// while they did.
 fn time_workers(
     url: &str,
     workers: usize,
     runs: usize,
     round: usize,
     dir: &std::path::Path,
-) -> Duration {
+) -> (Duration, Cpu, Cpu) {
     let server = ScriptedServer::responding(model);
     let agent = agent(dir);
     let store = fleet::open(url).unwrap();
@@ -87,6 +146,7 @@ fn time_workers(
         )
         .unwrap();
     }
+    let cpu_before = Cpu::now();
     let start = Instant::now();
     let mut children: Vec<_> = (0..workers)
         .map(|w| {
@@ -106,13 +166,14 @@ fn time_workers(
         assert!(child.wait().unwrap().success());
     }
     let took = start.elapsed();
+    let cpu_after = Cpu::now();
     let done = fleet::admin::list(&*store)
         .unwrap()
         .iter()
         .filter(|r| r.run_id.starts_with(&format!("b{round}-")) && r.status == "COMPLETED")
         .count();
     assert_eq!(done, runs, "every run completed");
-    took
+    (took, cpu_before, cpu_after)
 }
 
 /// The worker counts given as arguments (numbers; cargo's own flags are left out), else 1, 2, 4.
@@ -185,8 +246,8 @@ fn main() {
     let mut base = None;
     for (round, workers) in worker_counts().into_iter().enumerate() {
         let runs = RUNS.max(20 * workers);
-        let took = time_workers(&url, workers, runs, 2 * round, dir.path());
-        let idle = time_workers(&url, workers, 0, 2 * round + 1, dir.path());
+        let (took, before, after) = time_workers(&url, workers, runs, 2 * round, dir.path());
+        let (idle, ..) = time_workers(&url, workers, 0, 2 * round + 1, dir.path());
         let rate = runs as f64 / took.as_secs_f64();
         let steady = runs as f64 / took.saturating_sub(idle).as_secs_f64().max(1e-9);
         let base = *base.get_or_insert(rate / workers as f64);
@@ -195,5 +256,22 @@ fn main() {
             rate / base,
             ms(idle)
         );
+        let (machine, workers_cpu, server_cpu) = before.per_run(&after, runs);
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        match machine {
+            Some(machine) => println!(
+                "    CPU per run {:>6.1} ms: workers {:>5.1}, scripted server {:>4.1}, the rest (PostgreSQL) {:>5.1}; {cores} cores can do at most {:.0} runs/s",
+                ms(machine),
+                ms(workers_cpu),
+                ms(server_cpu),
+                ms(machine.saturating_sub(workers_cpu + server_cpu)),
+                cores as f64 / machine.as_secs_f64().max(1e-9)
+            ),
+            None => println!(
+                "    CPU per run: workers {:>5.1} ms, scripted server {:>4.1} ms (/proc/stat not readable: the rest not counted)",
+                ms(workers_cpu),
+                ms(server_cpu)
+            ),
+        }
     }
 }
