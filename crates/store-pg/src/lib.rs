@@ -18,7 +18,9 @@
 //! **Leases** are rows, not OS locks: taking one bumps the run's epoch and sets `lease_until` to now
 //! plus the lease's time to live; a writer renews it ([`PgStore::renew`]) while it works, and gives it
 //! up by dropping the [`Lease`]. A lease whose time ran out can be taken by another writer (its
-//! previous holder is then reported as stale). **Fencing:** every append and document write runs in a
+//! previous holder is then reported as stale); so can, at once, a lease whose holder ran on the
+//! same machine (same boot, same process namespace) and whose process is gone
+//! ([`LockHolder::is_gone`]). **Fencing:** every append and document write runs in a
 //! transaction that locks the run's row and compares its epoch with the lease's, so a writer whose
 //! lease was taken over gets [`StoreError::Fenced`] and can never write after its successor; the row
 //! lock also orders appenders, so sequence numbers have no gap and are never given twice.
@@ -264,7 +266,10 @@ impl PgStore {
         let previous: Option<LockHolder> = row
             .get::<_, Option<String>>(1)
             .and_then(|h| serde_json::from_str(&h).ok());
-        if row.get::<_, Option<bool>>(2) == Some(true) {
+        // A live lease is busy, unless its holder ran here and its process is gone (killed): the
+        // run is taken over at once instead of when the lease runs out.
+        let live = row.get::<_, Option<bool>>(2) == Some(true);
+        if live && !previous.as_ref().is_some_and(LockHolder::is_gone) {
             return Err(StoreError::Busy {
                 path: format!("{}/{run}", self.namespace).into(),
                 holder: previous,

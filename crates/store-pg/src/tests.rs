@@ -28,6 +28,40 @@ fn the_store_keeps_runs_in_postgresql() {
     namespaces_and_stores_do_not_mix(&store);
     claimers_share_the_queue_without_doubles(&pg.url);
     a_claimed_run_whose_lease_ran_out_is_claimed_again(&store.with_namespace("takeover"));
+    a_lease_whose_holder_process_is_gone_is_taken_at_once(&store.with_namespace("gone"));
+}
+
+fn a_lease_whose_holder_process_is_gone_is_taken_at_once(store: &PgStore) {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let killed = LockHolder {
+        pid: child.id(),
+        ..holder("killed")
+    };
+    // Held by a process of this machine that is gone: taken at once, its holder reported stale.
+    std::mem::forget(store.create("gone", &killed).unwrap());
+    let taken = store.lease("gone", &holder("successor")).unwrap();
+    assert_eq!(taken.epoch(), 2);
+    assert_eq!(
+        taken.stale().and_then(|h| h.command.as_deref()),
+        Some("killed")
+    );
+    // A live holder keeps its lease; so does a gone one that did not say where it ran.
+    std::mem::forget(store.create("alive", &holder("alive")).unwrap());
+    let unscoped = LockHolder {
+        process_scope: None,
+        ..killed
+    };
+    std::mem::forget(store.create("unscoped", &unscoped).unwrap());
+    for run in ["alive", "unscoped"] {
+        assert!(
+            matches!(
+                store.lease(run, &holder("successor")),
+                Err(StoreError::Busy { .. })
+            ),
+            "{run}"
+        );
+    }
 }
 
 fn claimers_share_the_queue_without_doubles(url: &str) {

@@ -148,6 +148,7 @@ fn read_holder(file: &mut File) -> Option<LockHolder> {
         host: "unknown".into(),
         started_at: "unknown".into(),
         command: Some(format!("unreadable holder record {text:?}")),
+        process_scope: None,
     }))
 }
 
@@ -238,6 +239,7 @@ mod tests {
             host: "box".into(),
             started_at: "2026-01-01T00:00:00Z".into(),
             command: Some("dygram execute".into()),
+            process_scope: None,
         };
         assert_eq!(
             h.describe(),

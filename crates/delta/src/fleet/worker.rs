@@ -154,7 +154,7 @@ fn run_slot(slot: usize, config: &WorkerConfig, crew: &dyn Crew) -> Result<Tally
     let shutdown: &AtomicBool = &config.settings.shutdown;
     while !shutdown.load(Ordering::SeqCst) {
         match slot.claim() {
-            Next::Work(lease) => slot.work_on(lease),
+            Next::Work(lease) => slot.work_on(*lease),
             Next::Wait => pause(config.poll, shutdown),
             Next::Done => break,
         }
@@ -169,7 +169,7 @@ fn connect(config: &WorkerConfig) -> Result<Arc<dyn RunStore>, FleetError> {
 
 /// What a slot does next.
 enum Next {
-    Work(Lease),
+    Work(Box<Lease>),
     Wait,
     Done,
 }
@@ -188,7 +188,7 @@ impl Slot<'_> {
     fn claim(&mut self) -> Next {
         let holder = LockHolder::current(jiff::Timestamp::now(), Some("delta worker"));
         match self.store.claim(&holder) {
-            Ok(Some(lease)) => Next::Work(lease),
+            Ok(Some(lease)) => Next::Work(Box::new(lease)),
             Ok(None) if self.config.exit_when_done && self.store.queued().is_ok_and(|n| n == 0) => {
                 Next::Done
             }
