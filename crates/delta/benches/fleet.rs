@@ -10,7 +10,7 @@
 //! and the rate without it. Beside each rate, the CPU each run cost (the whole machine's, from
 //! `/proc/stat`, split into the workers', the scripted server's and the rest, PostgreSQL's) and the
 //! rate at which that would fill every core: where the rate stops growing with workers, compare
-//! it with that ceiling.
+//! it with that ceiling. And the store's transactions per run (PostgreSQL's `xact_commit`).
 //!
 //! **Append latency** of a journaled event as the engine appends it (`events::RunJournal`): to the
 //! working copy only (the file store: write + fsync), and with the store as upstream (the line in
@@ -116,14 +116,14 @@ impl Cpu {
 }
 
 /// Submits `runs` runs, then times `workers` workers working them all; also returns the CPU used
-/// while they did.
+/// while they did, and the store's transactions per run.
 fn time_workers(
     url: &str,
     workers: usize,
     runs: usize,
     round: usize,
     dir: &std::path::Path,
-) -> (Duration, Cpu, Cpu) {
+) -> (Duration, Cpu, Cpu, f64) {
     let server = ScriptedServer::responding(model);
     let agent = agent(dir);
     let store = fleet::open(url).unwrap();
@@ -146,6 +146,8 @@ fn time_workers(
         )
         .unwrap();
     }
+    let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let commits_before = commits(&mut db);
     let cpu_before = Cpu::now();
     let start = Instant::now();
     let mut children: Vec<_> = (0..workers)
@@ -167,13 +169,30 @@ fn time_workers(
     }
     let took = start.elapsed();
     let cpu_after = Cpu::now();
+    let transactions = commits(&mut db).saturating_sub(commits_before);
     let done = fleet::admin::list(&*store)
         .unwrap()
         .iter()
         .filter(|r| r.run_id.starts_with(&format!("b{round}-")) && r.status == "COMPLETED")
         .count();
     assert_eq!(done, runs, "every run completed");
-    (took, cpu_before, cpu_after)
+    (
+        took,
+        cpu_before,
+        cpu_after,
+        transactions as f64 / runs.max(1) as f64,
+    )
+}
+
+/// Transactions committed in the store's database so far (PostgreSQL's own count; it is updated
+/// when a backend reports, so read it after the workers have ended).
+fn commits(db: &mut postgres::Client) -> i64 {
+    db.query_one(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+        &[],
+    )
+    .unwrap()
+    .get(0)
 }
 
 /// The worker counts given as arguments (numbers; cargo's own flags are left out), else 1, 2, 4.
@@ -246,7 +265,8 @@ fn main() {
     let mut base = None;
     for (round, workers) in worker_counts().into_iter().enumerate() {
         let runs = RUNS.max(20 * workers);
-        let (took, before, after) = time_workers(&url, workers, runs, 2 * round, dir.path());
+        let (took, before, after, transactions) =
+            time_workers(&url, workers, runs, 2 * round, dir.path());
         let (idle, ..) = time_workers(&url, workers, 0, 2 * round + 1, dir.path());
         let rate = runs as f64 / took.as_secs_f64();
         let steady = runs as f64 / took.saturating_sub(idle).as_secs_f64().max(1e-9);
@@ -260,7 +280,7 @@ fn main() {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         match machine {
             Some(machine) => println!(
-                "    CPU per run {:>6.1} ms: workers {:>5.1}, scripted server {:>4.1}, the rest (PostgreSQL) {:>5.1}; {cores} cores can do at most {:.0} runs/s",
+                "    CPU per run {:>6.1} ms: workers {:>5.1}, scripted server {:>4.1}, the rest (PostgreSQL) {:>5.1}; {cores} cores can do at most {:.0} runs/s; {transactions:.1} store transactions per run",
                 ms(machine),
                 ms(workers_cpu),
                 ms(server_cpu),
@@ -268,7 +288,7 @@ fn main() {
                 cores as f64 / machine.as_secs_f64().max(1e-9)
             ),
             None => println!(
-                "    CPU per run: workers {:>5.1} ms, scripted server {:>4.1} ms (/proc/stat not readable: the rest not counted)",
+                "    CPU per run: workers {:>5.1} ms, scripted server {:>4.1} ms (/proc/stat not readable: the rest not counted); {transactions:.1} store transactions per run",
                 ms(workers_cpu),
                 ms(server_cpu)
             ),
