@@ -16,7 +16,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::resource::UsageWho;
 use serde_json::json;
 use testkit::{Reply, ScriptedServer};
 
@@ -38,10 +38,7 @@ struct Run {
 
 /// CPU time (user and system) of this process's children that have ended.
 fn children_cpu() -> Duration {
-    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
-    let time =
-        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
-    time(usage.user_time()) + time(usage.system_time())
+    testkit::cpu_used(UsageWho::RUSAGE_CHILDREN)
 }
 
 /// One run of `iterations` tool iterations. The run's folder is kept in `keep` until the

@@ -72,14 +72,7 @@ struct Cpu {
 
 impl Cpu {
     fn now() -> Self {
-        use nix::sys::resource::{UsageWho, getrusage};
-        let used = |who| {
-            let usage = getrusage(who).unwrap();
-            let time = |t: nix::sys::time::TimeVal| {
-                Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
-            };
-            time(usage.user_time()) + time(usage.system_time())
-        };
+        use nix::sys::resource::UsageWho;
         // The first line of /proc/stat: user nice system idle iowait irq softirq steal, in ticks
         // of 1/100 s (USER_CLK_HZ on Linux).
         let machine = std::fs::read_to_string("/proc/stat").ok().and_then(|stat| {
@@ -96,8 +89,8 @@ impl Cpu {
         });
         Cpu {
             machine,
-            children: used(UsageWho::RUSAGE_CHILDREN),
-            this: used(UsageWho::RUSAGE_SELF),
+            children: testkit::cpu_used(UsageWho::RUSAGE_CHILDREN),
+            this: testkit::cpu_used(UsageWho::RUSAGE_SELF),
         }
     }
 

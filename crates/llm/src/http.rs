@@ -493,6 +493,41 @@ pub(crate) fn error_message(body: &str, status: u16) -> String {
     printable(trimmed, SHOWN_CHARS)
 }
 
+/// Resolves a host written as an IP address (`127.0.0.1`, `[::1]`) at once, and any other name
+/// with ureq's resolver. With a time limit set, that resolver looks a name up on a thread of its
+/// own, one per connection; a local server's address needs no lookup, nor the thread.
+#[derive(Debug, Default)]
+struct LiteralFirst(ureq::unversioned::resolver::DefaultResolver);
+
+impl ureq::unversioned::resolver::Resolver for LiteralFirst {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri.host().and_then(|host| {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .ok()
+        });
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        match (literal, port) {
+            (Some(ip), Some(port)) => {
+                let mut addrs = self.empty();
+                addrs.push(std::net::SocketAddr::new(ip, port));
+                Ok(addrs)
+            }
+            _ => self.0.resolve(uri, config, timeout),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,40 +606,5 @@ mod tests {
             "<html>gateway</html>"
         );
         assert!(error_message(&"é".repeat(600), 500).ends_with("… (1200 bytes in all)"));
-    }
-}
-
-/// Resolves a host written as an IP address (`127.0.0.1`, `[::1]`) at once, and any other name
-/// with ureq's resolver. With a time limit set, that resolver looks a name up on a thread of its
-/// own, one per connection; a local server's address needs no lookup, nor the thread.
-#[derive(Debug, Default)]
-struct LiteralFirst(ureq::unversioned::resolver::DefaultResolver);
-
-impl ureq::unversioned::resolver::Resolver for LiteralFirst {
-    fn resolve(
-        &self,
-        uri: &ureq::http::Uri,
-        config: &ureq::config::Config,
-        timeout: ureq::unversioned::transport::NextTimeout,
-    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        let literal = uri.host().and_then(|host| {
-            host.trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .ok()
-        });
-        let port = uri.port_u16().or(match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") => Some(80),
-            _ => None,
-        });
-        match (literal, port) {
-            (Some(ip), Some(port)) => {
-                let mut addrs = self.empty();
-                addrs.push(std::net::SocketAddr::new(ip, port));
-                Ok(addrs)
-            }
-            _ => self.0.resolve(uri, config, timeout),
-        }
     }
 }

@@ -74,3 +74,12 @@ pub fn wait_watching_peak(
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
+
+/// CPU time (user and system) used so far by `who`: this process, or its children that have ended.
+pub fn cpu_used(who: nix::sys::resource::UsageWho) -> std::time::Duration {
+    let usage = nix::sys::resource::getrusage(who).unwrap();
+    let time = |t: nix::sys::time::TimeVal| {
+        std::time::Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
+    };
+    time(usage.user_time()) + time(usage.system_time())
+}

@@ -405,19 +405,16 @@ impl Engine<'_> {
             "duration_ms": u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
             "command": redact(command),
         });
-        let head = serde_json::to_string(&head).unwrap_or_default();
-        let mut parts: super::io_writer::Parts = vec![
-            head.trim_end_matches('}').into(),
-            ",\n\"stdout\":".into(),
-            stream(&out.stdout, out.dropped[0]),
-            ",\n\"stderr\":".into(),
-            stream(&out.stderr, out.dropped[1]),
+        let mut fields = vec![
+            ("stdout", stream(&out.stdout, out.dropped[0])),
+            ("stderr", stream(&out.stderr, out.dropped[1])),
         ];
-        for (key, value) in extra {
-            parts.push(format!(",\n{}:", Value::from(key)).as_str().into());
-            parts.push(serde_json::to_vec(&value).unwrap_or_default().into());
-        }
-        parts.push("}\n".into());
+        fields.extend(
+            extra
+                .into_iter()
+                .map(|(key, value)| (key, serde_json::to_vec(&value).unwrap_or_default().into())),
+        );
+        let parts = super::records::object_parts(&head, fields);
         self.io.write(
             self.setup
                 .run

@@ -114,18 +114,42 @@ pub(super) fn answered(
 
 /// The record's parts: the metadata on the first line, then the request and the response.
 fn record(meta: &Value, request: Content, response: Option<Content>) -> Parts {
-    let mut parts = vec![
-        "{\"metadata\":".into(),
-        compact(meta).into(),
-        ",\n\"request\":".into(),
-        request,
-    ];
-    if let Some(response) = response {
-        parts.push(",\n\"response\":".into());
-        parts.push(response);
+    let mut fields = vec![("request", request)];
+    fields.extend(response.map(|r| ("response", r)));
+    object_parts(&json!({ "metadata": meta }), fields)
+}
+
+/// A record of `io/` as one JSON object: the fields of `head` (an object) on its first line, so
+/// that a reader who wants only them reads one line ([`read_head`]), then `fields` one per line,
+/// each value's bytes already JSON.
+pub(super) fn object_parts(head: &Value, fields: Vec<(&str, Content)>) -> Parts {
+    let head = compact(head);
+    let open = head.strip_suffix(b"}").unwrap_or(b"{");
+    let mut parts = vec![Content::Now(open.to_vec())];
+    let mut separator = if open.len() > 1 { ",\n" } else { "\n" };
+    for (key, value) in fields {
+        parts.push(format!("{separator}{}:", Value::from(key)).as_str().into());
+        parts.push(value);
+        separator = ",\n";
     }
     parts.push("}\n".into());
     parts
+}
+
+/// The fields on the first line of the record at `path` (see [`object_parts`]); `None` when it
+/// cannot be read or is not such a record.
+fn read_head(path: &std::path::Path) -> Option<Value> {
+    use std::io::BufRead;
+    let mut first = String::new();
+    std::io::BufReader::new(std::fs::File::open(path).ok()?)
+        .read_line(&mut first)
+        .ok()?;
+    let line = first.trim_end();
+    let head = match line.strip_suffix(',') {
+        Some(open) => serde_json::from_str(&format!("{open}}}")),
+        None => serde_json::from_str(line),
+    };
+    head.ok().filter(Value::is_object)
 }
 
 /// Bytes received, as a JSON value of the record: as they are when they are JSON, else as a string
@@ -149,15 +173,11 @@ fn compact(value: &Value) -> Vec<u8> {
 /// The metadata of call `id`'s record under `dir` (`io/invocations/`): the first line of
 /// `<id>.json`, or `<id>/metadata.json` in a run made before.
 pub(crate) fn metadata(dir: &std::path::Path, id: &str) -> Option<Value> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(dir.join(format!("{id}.json")));
-    let Ok(file) = file else {
+    let file = dir.join(format!("{id}.json"));
+    if !file.exists() {
         return store::atomic::read_json(&dir.join(id).join("metadata.json")).ok();
-    };
-    let mut first = String::new();
-    std::io::BufReader::new(file).read_line(&mut first).ok()?;
-    let meta = first.trim_end().strip_prefix("{\"metadata\":")?;
-    serde_json::from_str(meta.strip_suffix(',').unwrap_or(meta)).ok()
+    }
+    read_head(&file)?.get_mut("metadata").map(Value::take)
 }
 
 /// The record of a failed call: the request, the error, and the body the server sent if any.
@@ -198,15 +218,9 @@ pub(crate) fn tool_record(
     dir: &std::path::Path,
     reference: &str,
 ) -> Option<(std::path::PathBuf, Option<i32>, Option<u64>)> {
-    use std::io::BufRead;
     let file = dir.join(format!("{reference}.json"));
-    if let Ok(opened) = std::fs::File::open(&file) {
-        let mut first = String::new();
-        std::io::BufReader::new(opened).read_line(&mut first).ok()?;
-        let head = first.trim_end();
-        let head: Value =
-            serde_json::from_str(&format!("{}}}", head.strip_suffix(',').unwrap_or(head)))
-                .unwrap_or(Value::Null);
+    if file.exists() {
+        let head = read_head(&file).unwrap_or(Value::Null);
         let exit_code = head["exit_code"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok());
@@ -224,4 +238,45 @@ pub(crate) fn tool_record(
     let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
     let duration = read("duration_ms.txt").and_then(|d| d.parse().ok());
     Some((folder, exit_code, duration))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(parts: Parts) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for part in parts {
+            part.write_to(&mut bytes).unwrap();
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_record_is_one_object_whose_head_is_its_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let head = json!({"exit_code": 0, "command": "echo '}' {\n}"});
+        let fields = vec![
+            ("stdout", Content::from("\"a\\nb\"")),
+            ("request", Content::from("{\"x\":[1]}")),
+        ];
+        let bytes = written(object_parts(&head, fields));
+        let whole: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            whole,
+            json!({"exit_code": 0, "command": "echo '}' {\n}", "stdout": "a\nb", "request": {"x": [1]}})
+        );
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_head(&path), Some(head));
+        // No head fields, and no fields after the head: still one object, read back.
+        let bytes = written(object_parts(&json!({}), vec![("a", Content::from("1"))]));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&bytes).unwrap(),
+            json!({"a": 1})
+        );
+        let bytes = written(object_parts(&json!({"k": true}), Vec::new()));
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_head(&path), Some(json!({"k": true})));
+    }
 }
