@@ -16,6 +16,10 @@
 //! working copy only (the file store: write + fsync), and with the store as upstream (the line in
 //! PostgreSQL first, in a transaction that checks the lease, then the file).
 //!
+//! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, that binary's workers are timed too, each
+//! worker count's rounds alternating between the two builds: the before/after of a change in one
+//! run (the appends are this build's only).
+//!
 //! PostgreSQL is a throwaway cluster flushing to disk, reached over TCP on 127.0.0.1 (or
 //! `PG_TEST_URL`); without one the benchmark says SKIPPED.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -111,6 +115,7 @@ impl Cpu {
 /// Submits `runs` runs, then times `workers` workers working them all; also returns the CPU used
 /// while they did, and the store's transactions per run.
 fn time_workers(
+    delta: &std::path::Path,
     url: &str,
     workers: usize,
     runs: usize,
@@ -145,7 +150,7 @@ fn time_workers(
     let start = Instant::now();
     let mut children: Vec<_> = (0..workers)
         .map(|w| {
-            Command::new(env!("CARGO_BIN_EXE_delta"))
+            Command::new(delta)
                 .args(["worker", "--exit-when-done", "--poll-ms", "20", "--dir"])
                 .arg(dir.join(format!("copies-{w}")))
                 .env("DELTA_STORE", url)
@@ -255,36 +260,63 @@ fn main() {
         ms(p99)
     );
 
-    let mut base = None;
-    for (round, workers) in worker_counts().into_iter().enumerate() {
-        let runs = RUNS.max(20 * workers);
-        let (took, before, after, transactions) =
-            time_workers(&url, workers, runs, 2 * round, dir.path());
-        let (idle, ..) = time_workers(&url, workers, 0, 2 * round + 1, dir.path());
-        let rate = runs as f64 / took.as_secs_f64();
-        let steady = runs as f64 / took.saturating_sub(idle).as_secs_f64().max(1e-9);
-        let base = *base.get_or_insert(rate / workers as f64);
-        println!(
-            "{workers:>3} worker(s), {runs:>5} runs: {rate:>7.1} runs/s ({:.2}× one worker); start and stop on an empty queue {:>7.1} ms; without them {steady:>7.1} runs/s",
-            rate / base,
-            ms(idle)
-        );
-        let (machine, workers_cpu, server_cpu) = before.per_run(&after, runs);
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        match machine {
-            Some(machine) => println!(
-                "    CPU per run {:>6.1} ms: workers {:>5.1}, scripted server {:>4.1}, the rest (PostgreSQL) {:>5.1}; {cores} cores can do at most {:.0} runs/s; {transactions:.1} store transactions per run",
-                ms(machine),
-                ms(workers_cpu),
-                ms(server_cpu),
-                ms(machine.saturating_sub(workers_cpu + server_cpu)),
-                cores as f64 / machine.as_secs_f64().max(1e-9)
-            ),
-            None => println!(
-                "    CPU per run: workers {:>5.1} ms, scripted server {:>4.1} ms (/proc/stat not readable: the rest not counted); {transactions:.1} store transactions per run",
-                ms(workers_cpu),
-                ms(server_cpu)
-            ),
+    let mut binaries = vec![(
+        "this build",
+        std::path::PathBuf::from(env!("CARGO_BIN_EXE_delta")),
+    )];
+    if let Some(old) = std::env::var_os("DELTA_BENCH_BASELINE") {
+        binaries.push(("baseline", old.into()));
+    }
+    let mut base = vec![None; binaries.len()];
+    let mut round = 0;
+    for workers in worker_counts() {
+        for ((name, delta), base) in binaries.iter().zip(base.iter_mut()) {
+            if binaries.len() > 1 {
+                println!("{name} ({})", delta.display());
+            }
+            round += 1;
+            time_round(delta, &url, workers, round, dir.path(), base);
         }
+    }
+}
+
+/// Times `workers` workers of `delta` on a queue of runs and on an empty one, and prints the
+/// rate, against `base` (one worker's rate, set by the first round), and the CPU per run.
+fn time_round(
+    delta: &std::path::Path,
+    url: &str,
+    workers: usize,
+    round: usize,
+    dir: &std::path::Path,
+    base: &mut Option<f64>,
+) {
+    let runs = RUNS.max(20 * workers);
+    let (took, before, after, transactions) =
+        time_workers(delta, url, workers, runs, 2 * round, dir);
+    let (idle, ..) = time_workers(delta, url, workers, 0, 2 * round + 1, dir);
+    let rate = runs as f64 / took.as_secs_f64();
+    let steady = runs as f64 / took.saturating_sub(idle).as_secs_f64().max(1e-9);
+    let base = *base.get_or_insert(rate / workers as f64);
+    println!(
+        "{workers:>3} worker(s), {runs:>5} runs: {rate:>7.1} runs/s ({:.2}× one worker); start and stop on an empty queue {:>7.1} ms; without them {steady:>7.1} runs/s",
+        rate / base,
+        ms(idle)
+    );
+    let (machine, workers_cpu, server_cpu) = before.per_run(&after, runs);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    match machine {
+        Some(machine) => println!(
+            "    CPU per run {:>6.1} ms: workers {:>5.1}, scripted server {:>4.1}, the rest (PostgreSQL) {:>5.1}; {cores} cores can do at most {:.0} runs/s; {transactions:.1} store transactions per run",
+            ms(machine),
+            ms(workers_cpu),
+            ms(server_cpu),
+            ms(machine.saturating_sub(workers_cpu + server_cpu)),
+            cores as f64 / machine.as_secs_f64().max(1e-9)
+        ),
+        None => println!(
+            "    CPU per run: workers {:>5.1} ms, scripted server {:>4.1} ms (/proc/stat not readable: the rest not counted); {transactions:.1} store transactions per run",
+            ms(workers_cpu),
+            ms(server_cpu)
+        ),
     }
 }

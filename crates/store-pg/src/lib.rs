@@ -26,10 +26,13 @@
 //! lock also orders appenders, so sequence numbers have no gap and are never given twice.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+mod conn;
+
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Transaction};
+use conn::{Conn, Params, Tx};
+use postgres::{Client, NoTls};
 use store::runs::{check_record, check_whole, validate_key};
 use store::{
     Entry, Flush, JournalRead, Lease, LeaseState, LockHolder, RunRow, RunStore, Seq, StoreError,
@@ -80,7 +83,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Runs in a PostgreSQL database.
 #[derive(Clone)]
 pub struct PgStore {
-    client: Arc<Mutex<Client>>,
+    client: Arc<Mutex<Conn>>,
     /// Where to connect again when the connection was closed (a server restart, a network cut).
     url: Arc<str>,
     namespace: String,
@@ -98,7 +101,7 @@ impl std::fmt::Debug for PgStore {
 
 /// What a PostgreSQL lease holds: the way back to the row, to give the lease up when dropped.
 struct PgGuard {
-    client: Arc<Mutex<Client>>,
+    client: Arc<Mutex<Conn>>,
     namespace: String,
     run: String,
     epoch: i64,
@@ -112,8 +115,8 @@ impl Drop for PgGuard {
         if !self.committed {
             return;
         }
-        if let Ok(mut client) = self.client.lock() {
-            let _ = client.execute(
+        if let Ok(mut conn) = self.client.lock() {
+            let _ = conn.execute(
                 "UPDATE runs SET holder = NULL, lease_until = NULL
                  WHERE namespace = $1 AND run = $2 AND epoch = $3",
                 &[&self.namespace, &self.run, &self.epoch],
@@ -136,7 +139,7 @@ impl PgStore {
         let mut client = Client::connect(url, NoTls).map_err(backend("connect to PostgreSQL"))?;
         migrate(&mut client)?;
         Ok(Self {
-            client: Arc::new(Mutex::new(client)),
+            client: Arc::new(Mutex::new(Conn::new(client))),
             url: url.into(),
             namespace: namespace.to_string(),
             lease: DEFAULT_LEASE,
@@ -160,16 +163,18 @@ impl PgStore {
     /// The connection, made again first when the server closed it (a restart, a network cut):
     /// every write is fenced by its lease's epoch, so a new connection changes nothing of what a
     /// writer may do.
-    fn client(&self) -> StoreResult<MutexGuard<'_, Client>> {
-        let mut client = self.client.lock().map_err(|_| StoreError::Backend {
+    fn client(&self) -> StoreResult<MutexGuard<'_, Conn>> {
+        let mut conn = self.client.lock().map_err(|_| StoreError::Backend {
             action: "use the database connection",
             source: "a thread panicked while using it".into(),
         })?;
-        if client.is_closed() {
-            *client = Client::connect(&self.url, NoTls)
-                .map_err(backend("connect to PostgreSQL again"))?;
+        if conn.client.is_closed() {
+            *conn = Conn::new(
+                Client::connect(&self.url, NoTls)
+                    .map_err(backend("connect to PostgreSQL again"))?,
+            );
         }
-        Ok(client)
+        Ok(conn)
     }
 
     fn lease_millis(&self) -> i64 {
@@ -179,50 +184,48 @@ impl PgStore {
     /// Extends `lease` by the store's lease time; fails with [`StoreError::Fenced`] when another
     /// writer took the run over.
     fn renew_lease(&self, lease: &Lease) -> StoreResult<()> {
-        self.fenced_execute(
+        self.fenced_update(
             lease,
             "renew a lease",
-            "UPDATE runs SET lease_until = now() + $3::bigint * interval '1 millisecond'
-             WHERE namespace = $1 AND run = $2",
-            &[&self.namespace, &lease.run(), &self.lease_millis()],
+            "UPDATE runs SET lease_until = now() + $4::bigint * interval '1 millisecond'
+             WHERE namespace = $1 AND run = $2 AND epoch = $3",
+            &[&self.lease_millis()],
         )
     }
 
-    /// Runs `work` in a transaction that holds the run's row and has checked that `lease` is still
-    /// its current one, and commits it.
-    fn fenced<T>(
-        &self,
-        lease: &Lease,
-        work: impl FnOnce(&mut Transaction<'_>) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        fence(&mut tx, &self.namespace, lease)?;
-        let done = work(&mut tx)?;
-        tx.commit().map_err(backend("commit"))?;
-        Ok(done)
-    }
-
-    /// One statement, fenced by `lease`.
-    fn fenced_execute(
+    /// One statement that changes the run's row only while `lease` is its current one: `sql`
+    /// takes the namespace, the run and the lease's epoch as `$1`, `$2` and `$3`, then `more`.
+    /// It is a transaction of its own (a single round trip); the row's lock orders it after a
+    /// takeover, whose new epoch it then no longer matches.
+    fn fenced_update(
         &self,
         lease: &Lease,
         action: &'static str,
-        sql: &str,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
+        sql: &'static str,
+        more: Params<'_>,
     ) -> StoreResult<()> {
-        self.fenced(lease, |tx| {
-            tx.execute(sql, params).map(drop).map_err(backend(action))
-        })
+        let epoch = lease_epoch(lease);
+        let run = lease.run();
+        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            vec![&self.namespace, &run, &epoch];
+        params.extend_from_slice(more);
+        let mut conn = self.client()?;
+        if conn.execute(sql, &params).map_err(backend(action))? > 0 {
+            return Ok(());
+        }
+        // Nothing changed: the run is gone, or the lease was taken over; or, with the lease still
+        // current (an epoch only grows), the statement had nothing to change.
+        match refusal(&mut conn, &self.namespace, lease)? {
+            Some(refused) => Err(refused),
+            None => Ok(()),
+        }
     }
 
     /// Takes the lease of `run`, creating the run first when `create` (in the same transaction,
     /// so nobody leases a run between its creation and its first lease).
     fn take(
         &self,
-        client: &mut Client,
+        client: &mut Conn,
         run: &str,
         holder: &LockHolder,
         create: bool,
@@ -241,12 +244,7 @@ impl PgStore {
 
     /// Takes the lease of `run` inside `tx`: fails while a live lease holds it; else bumps the
     /// epoch and names `holder`.
-    fn take_locked(
-        &self,
-        tx: &mut Transaction<'_>,
-        run: &str,
-        holder: &LockHolder,
-    ) -> StoreResult<Lease> {
+    fn take_locked(&self, tx: &mut Tx<'_>, run: &str, holder: &LockHolder) -> StoreResult<Lease> {
         let holder_json = serde_json::to_string(holder).map_err(|e| StoreError::Backend {
             action: "describe the lease holder",
             source: Box::new(e),
@@ -289,6 +287,11 @@ impl PgStore {
             ],
         )
         .map_err(backend("take a lease"))?;
+        Ok(self.lease_of(run, epoch, previous))
+    }
+
+    /// The lease of `run` at `epoch` (taken from `previous`), not yet committed.
+    fn lease_of(&self, run: &str, epoch: i64, previous: Option<LockHolder>) -> Lease {
         let guard = PgGuard {
             client: Arc::clone(&self.client),
             namespace: self.namespace.clone(),
@@ -296,16 +299,16 @@ impl PgStore {
             epoch,
             committed: false,
         };
-        Ok(Lease::new(
+        Lease::new(
             run,
             u64::try_from(epoch).unwrap_or(0),
             None,
             previous,
             Box::new(guard),
-        ))
+        )
     }
 
-    fn entries(&self, run: &str, sql: &str, bound: i64) -> StoreResult<JournalRead> {
+    fn entries(&self, run: &str, sql: &'static str, bound: i64) -> StoreResult<JournalRead> {
         validate_id(run)?;
         let mut client = self.client()?;
         let count = client
@@ -340,7 +343,7 @@ impl PgStore {
 }
 
 /// Creates the row of `run`; [`StoreError::Exists`] when there is one.
-fn insert_run(tx: &mut Transaction<'_>, namespace: &str, run: &str) -> StoreResult<()> {
+fn insert_run(tx: &mut Tx<'_>, namespace: &str, run: &str) -> StoreResult<()> {
     let inserted = tx
         .execute(
             "INSERT INTO runs (namespace, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
@@ -385,12 +388,7 @@ fn migrate(client: &mut Client) -> StoreResult<()> {
 }
 
 /// Appends `records` to the journal of `run` after its last record (the caller holds the run's row).
-fn append_in(
-    tx: &mut Transaction<'_>,
-    namespace: &str,
-    run: &str,
-    records: &[&str],
-) -> StoreResult<Seq> {
+fn append_in(tx: &mut Tx<'_>, namespace: &str, run: &str, records: &[&str]) -> StoreResult<Seq> {
     let last: i64 = tx
         .query_one(
             "SELECT coalesce(max(seq), 0) FROM journal WHERE namespace = $1 AND run = $2",
@@ -398,41 +396,59 @@ fn append_in(
         )
         .map_err(backend("read a journal's end"))?
         .get(0);
-    let statement = tx
-        .prepare("INSERT INTO journal (namespace, run, seq, record) VALUES ($1, $2, $3, $4)")
-        .map_err(backend("prepare an append"))?;
     let mut seq = last;
     for record in records {
         seq += 1;
-        tx.execute(&statement, &[&namespace, &run, &seq, record])
-            .map_err(backend("append to a journal"))?;
+        tx.execute(
+            "INSERT INTO journal (namespace, run, seq, record) VALUES ($1, $2, $3, $4)",
+            &[&namespace, &run, &seq, record],
+        )
+        .map_err(backend("append to a journal"))?;
     }
     Ok(Seq(u64::try_from(seq).unwrap_or(0)))
 }
 
-/// Locks the run's row for the rest of the transaction and checks that `lease` is still its
-/// current one.
-fn fence(tx: &mut Transaction<'_>, namespace: &str, lease: &Lease) -> StoreResult<()> {
-    let row = tx
+/// The epoch of `lease` as the database holds it.
+fn lease_epoch(lease: &Lease) -> i64 {
+    i64::try_from(lease.epoch()).unwrap_or(i64::MAX)
+}
+
+/// Why a fenced statement that changed nothing was refused: the run is gone, or its lease was
+/// taken over (`None`: `lease` is still the run's current one).
+fn refusal(conn: &mut Conn, namespace: &str, lease: &Lease) -> StoreResult<Option<StoreError>> {
+    let row = conn
         .query_opt(
-            "SELECT epoch FROM runs WHERE namespace = $1 AND run = $2 FOR UPDATE",
+            "SELECT epoch FROM runs WHERE namespace = $1 AND run = $2",
             &[&namespace, &lease.run()],
         )
-        .map_err(backend("lock a run"))?;
+        .map_err(backend("read a run's epoch"))?;
     let Some(row) = row else {
-        return Err(StoreError::NoRun {
+        return Ok(Some(StoreError::NoRun {
             run: lease.run().to_string(),
-        });
+        }));
     };
     let current = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
-    if current != lease.epoch() {
-        return Err(StoreError::Fenced {
-            run: lease.run().to_string(),
-            held: lease.epoch(),
-            current,
-        });
-    }
-    Ok(())
+    Ok((current != lease.epoch()).then(|| StoreError::Fenced {
+        run: lease.run().to_string(),
+        held: lease.epoch(),
+        current,
+    }))
+}
+
+/// Why a fenced write that must change a row changed none: [`refusal`]'s reason, else an error
+/// that says so (the lease is current, yet nothing was written).
+fn not_written(
+    conn: &mut Conn,
+    namespace: &str,
+    lease: &Lease,
+    action: &'static str,
+) -> StoreResult<StoreError> {
+    Ok(
+        refusal(conn, namespace, lease)?.unwrap_or_else(|| StoreError::Backend {
+            action,
+            source: "nothing was written, and the lease is current".into(),
+        }),
+    )
 }
 
 impl PgStore {
@@ -495,9 +511,50 @@ impl RunStore for PgStore {
             check_record(lease.run(), record)?;
         }
         self.own(lease)?;
-        self.fenced(lease, |tx| {
-            append_in(tx, &self.namespace, lease.run(), records)
-        })
+        if records.is_empty() {
+            // Nothing to write: the journal's end, once the lease is known to be current.
+            let mut conn = self.client()?;
+            if let Some(refused) = refusal(&mut conn, &self.namespace, lease)? {
+                return Err(refused);
+            }
+            let last: i64 = conn
+                .query_one(
+                    "SELECT coalesce(max(seq), 0) FROM journal WHERE namespace = $1 AND run = $2",
+                    &[&self.namespace, &lease.run()],
+                )
+                .map_err(backend("read a journal's end"))?
+                .get(0);
+            return Ok(Seq(u64::try_from(last).unwrap_or(0)));
+        }
+        // One statement: the run's row locked and its epoch checked, the lines numbered after the
+        // journal's last (the key on (run, seq) refuses a number given twice).
+        let epoch = lease_epoch(lease);
+        let mut conn = self.client()?;
+        let rows = conn
+            .query(
+                "WITH fence AS (
+                     SELECT epoch FROM runs
+                     WHERE namespace = $1::text AND run = $2::text FOR UPDATE),
+                 last AS (
+                     SELECT coalesce(max(seq), 0) AS seq FROM journal
+                     WHERE namespace = $1::text AND run = $2::text)
+                 INSERT INTO journal (namespace, run, seq, record)
+                 SELECT $1::text, $2::text, last.seq + line.n, line.record
+                 FROM fence, last, unnest($4::text[]) WITH ORDINALITY AS line(record, n)
+                 WHERE fence.epoch = $3::bigint
+                 RETURNING seq",
+                &[&self.namespace, &lease.run(), &epoch, &records],
+            )
+            .map_err(backend("append to a journal"))?;
+        match rows.iter().map(|r| r.get::<_, i64>(0)).max() {
+            Some(last) => Ok(Seq(u64::try_from(last).unwrap_or(0))),
+            None => Err(not_written(
+                &mut conn,
+                &self.namespace,
+                lease,
+                "append to a journal",
+            )?),
+        }
     }
 
     fn read_journal(&self, run: &str, after: Seq) -> StoreResult<JournalRead> {
@@ -523,13 +580,29 @@ impl RunStore for PgStore {
     fn put(&self, lease: &mut Lease, key: &str, bytes: &[u8], _flush: Flush) -> StoreResult<()> {
         validate_key(key)?;
         self.own(lease)?;
-        self.fenced_execute(
+        let epoch = lease_epoch(lease);
+        let mut conn = self.client()?;
+        let written = conn
+            .execute(
+                "WITH fence AS (
+                     SELECT epoch FROM runs
+                     WHERE namespace = $1::text AND run = $2::text FOR UPDATE)
+                 INSERT INTO documents (namespace, run, key, bytes)
+                 SELECT $1::text, $2::text, $4::text, $5::bytea FROM fence
+                 WHERE fence.epoch = $3::bigint
+                 ON CONFLICT (namespace, run, key) DO UPDATE SET bytes = EXCLUDED.bytes",
+                &[&self.namespace, &lease.run(), &epoch, &key, &bytes],
+            )
+            .map_err(backend("write a document"))?;
+        if written > 0 {
+            return Ok(());
+        }
+        Err(not_written(
+            &mut conn,
+            &self.namespace,
             lease,
             "write a document",
-            "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (namespace, run, key) DO UPDATE SET bytes = EXCLUDED.bytes",
-            &[&self.namespace, &lease.run(), &key, &bytes],
-        )
+        )?)
     }
 
     fn get(&self, run: &str, key: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -560,11 +633,11 @@ impl RunStore for PgStore {
 
     fn remove(&self, mut lease: Lease) -> StoreResult<()> {
         self.own(&mut lease)?;
-        self.fenced_execute(
+        self.fenced_update(
             &lease,
             "remove a run",
-            "DELETE FROM runs WHERE namespace = $1 AND run = $2",
-            &[&self.namespace, &lease.run()],
+            "DELETE FROM runs WHERE namespace = $1 AND run = $2 AND epoch = $3",
+            &[],
         )?;
         drop(lease);
         Ok(())
@@ -581,12 +654,12 @@ impl RunStore for PgStore {
     /// Puts the run in the queue for workers (`true`), or takes it out once it needs no more work.
     fn set_queued(&self, lease: &mut Lease, queued: bool) -> StoreResult<()> {
         self.own(lease)?;
-        self.fenced_execute(
+        self.fenced_update(
             lease,
             "queue a run",
-            "UPDATE runs SET queued_at = CASE WHEN $3 THEN coalesce(queued_at, now()) END
-             WHERE namespace = $1 AND run = $2",
-            &[&self.namespace, &lease.run(), &queued],
+            "UPDATE runs SET queued_at = CASE WHEN $4 THEN coalesce(queued_at, now()) END
+             WHERE namespace = $1 AND run = $2 AND epoch = $3",
+            &[&queued],
         )
     }
 
@@ -594,12 +667,12 @@ impl RunStore for PgStore {
     /// before now), for a run that cannot be worked on yet: it does not hold up the others.
     fn defer(&self, lease: &mut Lease) -> StoreResult<()> {
         self.own(lease)?;
-        self.fenced_execute(
+        self.fenced_update(
             lease,
             "defer a run",
             "UPDATE runs SET queued_at = now()
-             WHERE namespace = $1 AND run = $2 AND queued_at IS NOT NULL",
-            &[&self.namespace, &lease.run()],
+             WHERE namespace = $1 AND run = $2 AND epoch = $3 AND queued_at IS NOT NULL",
+            &[],
         )
     }
 
@@ -635,25 +708,34 @@ impl RunStore for PgStore {
     /// or was cut off is taken over), or `None` when there is none. Workers claiming at the same
     /// time skip one another's rows instead of waiting.
     fn claim(&self, holder: &LockHolder) -> StoreResult<Option<Lease>> {
-        let mut client = self.client()?;
-        let mut tx = client
-            .transaction()
-            .map_err(backend("begin a transaction"))?;
-        let row = tx
+        let holder_json = serde_json::to_string(holder).map_err(|e| StoreError::Backend {
+            action: "describe the lease holder",
+            source: Box::new(e),
+        })?;
+        // One statement: the run picked, locked and leased (its epoch bumped, its previous holder
+        // returned to be reported as stale).
+        let row = self
+            .client()?
             .query_opt(
-                "SELECT run FROM runs
-                 WHERE namespace = $1 AND queued_at IS NOT NULL
-                   AND (holder IS NULL OR lease_until IS NULL OR lease_until <= now())
-                 ORDER BY queued_at, run LIMIT 1 FOR UPDATE SKIP LOCKED",
-                &[&self.namespace],
+                "WITH pick AS (
+                     SELECT run, epoch, holder FROM runs
+                     WHERE namespace = $1 AND queued_at IS NOT NULL
+                       AND (holder IS NULL OR lease_until IS NULL OR lease_until <= now())
+                     ORDER BY queued_at, run LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 UPDATE runs SET epoch = pick.epoch + 1, holder = $2,
+                        lease_until = now() + $3::bigint * interval '1 millisecond'
+                 FROM pick WHERE runs.namespace = $1 AND runs.run = pick.run
+                 RETURNING runs.run, runs.epoch, pick.holder",
+                &[&self.namespace, &holder_json, &self.lease_millis()],
             )
             .map_err(backend("claim a queued run"))?;
         let Some(row) = row else {
             return Ok(None);
         };
-        let run: String = row.get(0);
-        let lease = self.take_locked(&mut tx, &run, holder)?;
-        tx.commit().map_err(backend("commit"))?;
+        let previous: Option<LockHolder> = row
+            .get::<_, Option<String>>(2)
+            .and_then(|h| serde_json::from_str(&h).ok());
+        let lease = self.lease_of(&row.get::<_, String>(0), row.get(1), previous);
         committed(lease).map(Some)
     }
 

@@ -149,6 +149,8 @@ fn a_writer_whose_lease_was_taken_over_is_fenced(store: &PgStore) {
             .put(&mut first, "state.json", b"{}", Flush::Durable)
             .unwrap_err(),
         short.renew(&mut first).unwrap_err(),
+        short.set_queued(&mut first, true).unwrap_err(),
+        short.defer(&mut first).unwrap_err(),
     ] {
         assert!(
             matches!(
@@ -163,7 +165,11 @@ fn a_writer_whose_lease_was_taken_over_is_fenced(store: &PgStore) {
         );
     }
     store.renew(&mut second).unwrap();
+    // A write that has nothing to change under a current lease is no refusal.
+    store.defer(&mut second).unwrap();
+    assert_eq!(store.queued().unwrap(), 0);
     assert_eq!(store.append(&mut second, &["3"]).unwrap(), Seq(2));
+    assert_eq!(store.append(&mut second, &[]).unwrap(), Seq(2));
     // The stale writer giving its lease up does not free its successor's.
     drop(first);
     assert!(matches!(
@@ -174,6 +180,21 @@ fn a_writer_whose_lease_was_taken_over_is_fenced(store: &PgStore) {
         jsons(&store.read_journal("r", Seq(0)).unwrap()),
         [(1, "1"), (2, "3")]
     );
+    // A run removed by the writer that took it over: the stale writer's writes find it gone.
+    let mut stale = short.create("removed", &holder("paused")).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    store
+        .remove(store.lease("removed", &holder("remover")).unwrap())
+        .unwrap();
+    for refused in [
+        short.append(&mut stale, &["1"]).unwrap_err(),
+        short
+            .put(&mut stale, "state.json", b"{}", Flush::Durable)
+            .unwrap_err(),
+        short.set_queued(&mut stale, false).unwrap_err(),
+    ] {
+        assert!(matches!(refused, StoreError::NoRun { .. }), "{refused}");
+    }
 }
 
 fn namespaces_and_stores_do_not_mix(store: &PgStore) {
