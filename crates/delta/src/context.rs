@@ -1,8 +1,9 @@
-//! Building what the model sees, from scratch, on every iteration.
+//! Building what the model sees, on every iteration.
 //!
 //! The agent's context recipe (its `context.yaml`, or the default: system prompt, the workspace's
 //! `DELTA.md`, the conversation) is evaluated in order. File and generated sources become system
-//! messages headed `# Context Block: <id>`; the journal source becomes the conversation.
+//! messages headed `# Context Block: <id>`; the journal source becomes the conversation: rebuilt
+//! from the events, or the one a run keeps as it goes ([`ConversationBuilder`], [`Past`]).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -40,6 +41,9 @@ pub struct Built {
     pub messages: Vec<Message>,
     /// Skipped sources, for the log.
     pub notes: Vec<String>,
+    /// Where the journal's conversation begins in `messages` (for [`Past::After`], where the
+    /// kept conversation goes).
+    pub journal_at: Option<usize>,
 }
 
 fn substitute(text: &str, ctx: &ContextEnv<'_>) -> String {
@@ -123,8 +127,54 @@ pub enum SourceError {
     },
 }
 
-/// Evaluates the recipe against the journal so far (its events of known types, in order).
-pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, SourceError> {
+/// The journal so far, as a run keeps it.
+#[derive(Debug, Clone, Copy)]
+pub enum Past<'a> {
+    /// Its events of known types, in order (those after [`ContextEnv::thoughts_before`] answers).
+    Events(&'a [Event]),
+    /// The conversation of its events before `recent`, then `recent`.
+    Conversation {
+        /// The conversation of the events before `recent`.
+        before: &'a ConversationBuilder,
+        /// The events since.
+        recent: &'a [Event],
+    },
+    /// Only what `recent` adds to the conversation `before` (whose messages the caller puts at
+    /// [`Built::journal_at`] itself, without copying them).
+    After {
+        /// The conversation of the events before `recent`.
+        before: &'a ConversationBuilder,
+        /// The events since.
+        recent: &'a [Event],
+    },
+}
+
+impl Past<'_> {
+    /// The conversation given to the model (a kept conversation is always whole: runs whose
+    /// recipe keeps the last iterations only keep their events).
+    fn conversation(self, thoughts_before: u64, max_iterations: Option<u32>) -> Vec<Message> {
+        match self {
+            Past::Events(typed) => conversation_after(typed, thoughts_before, max_iterations),
+            Past::Conversation { before, recent } => {
+                let mut conversation = before.clone();
+                for event in recent {
+                    conversation.feed(event);
+                }
+                conversation.finish()
+            }
+            Past::After { before, recent } => {
+                let mut conversation = before.clone_turn();
+                for event in recent {
+                    conversation.feed(event);
+                }
+                conversation.finish()
+            }
+        }
+    }
+}
+
+/// Evaluates the recipe against the journal so far.
+pub fn build(ctx: &ContextEnv<'_>, past: Past<'_>) -> Result<Built, SourceError> {
     let mut built = Built::default();
     for source in &ctx.agent.context.sources {
         match source {
@@ -172,11 +222,10 @@ pub fn build(ctx: &ContextEnv<'_>, events: &[Event]) -> Result<Built, SourceErro
                 Err(e) => return Err(e),
             },
             Source::Journal { max_iterations, .. } => {
-                built.messages.extend(conversation_after(
-                    events,
-                    ctx.thoughts_before,
-                    *max_iterations,
-                ));
+                built.journal_at.get_or_insert(built.messages.len());
+                built
+                    .messages
+                    .extend(past.conversation(ctx.thoughts_before, *max_iterations));
             }
         }
     }
@@ -267,7 +316,11 @@ pub const MISSING_RESULT: &str = "No result was recorded for this call: the run 
 
 /// Builds the model's conversation from journal events, always in a shape strict servers accept: every
 /// assistant turn with tool calls is followed directly by one result per call, in call order.
-struct Conversation {
+///
+/// Events are given one at a time, so a long run's conversation can be kept up to date as its
+/// journal grows instead of being rebuilt from every event it holds.
+#[derive(Debug, Clone, Default)]
+pub struct ConversationBuilder {
     messages: Vec<Message>,
     /// Calls of the last assistant turn still waiting for their result, in order.
     pending: Vec<String>,
@@ -277,7 +330,111 @@ struct Conversation {
     deferred: Vec<Message>,
 }
 
-impl Conversation {
+impl ConversationBuilder {
+    /// Takes the next event of the journal (events that say nothing to the model are passed over).
+    pub fn feed(&mut self, event: &Event) {
+        match event {
+            Event::UserMessage { content } => self.user(content.clone()),
+            Event::Thought {
+                content,
+                tool_calls,
+                ..
+            } => self.answer(content, tool_calls.as_deref().unwrap_or_default()),
+            Event::ActionResult {
+                action_id,
+                status,
+                observation_content,
+                ..
+            } => self.result(action_id, observation_content, *status),
+            _ => {}
+        }
+    }
+
+    /// [`ConversationBuilder::feed`], taking the event's texts instead of copying them.
+    pub fn feed_owned(&mut self, event: Event) {
+        match event {
+            Event::UserMessage { content } => self.user(content),
+            Event::ActionResult {
+                action_id,
+                status,
+                observation_content,
+                ..
+            } => self.result(action_id, observation_content, status),
+            other => self.feed(&other),
+        }
+    }
+
+    /// The conversation so far (calls still waiting for a result are given one that says so).
+    pub fn messages(&self) -> Vec<Message> {
+        self.clone().finish()
+    }
+
+    /// Lends the messages so far (to a request, without copying them): the builder holds none
+    /// until they are given back, and must be given no event meanwhile.
+    pub fn lend(&mut self) -> Vec<Message> {
+        std::mem::take(&mut self.messages)
+    }
+
+    /// Takes back the messages [`ConversationBuilder::lend`] gave.
+    pub fn give_back(&mut self, messages: Vec<Message>) {
+        self.messages = messages;
+    }
+
+    /// The state of the turn in progress, without the messages.
+    fn clone_turn(&self) -> Self {
+        Self {
+            messages: Vec::new(),
+            pending: self.pending.clone(),
+            results: self.results.clone(),
+            deferred: self.deferred.clone(),
+        }
+    }
+
+    fn finish(mut self) -> Vec<Message> {
+        self.close_turn(true);
+        self.messages
+    }
+
+    fn user(&mut self, content: String) {
+        let message = Message::user(content);
+        if self.pending.is_empty() {
+            self.messages.push(message);
+        } else {
+            self.deferred.push(message);
+        }
+    }
+
+    fn answer(&mut self, content: &str, calls: &[crate::events::ToolCallRecord]) {
+        self.close_turn(true);
+        let mut blocks = Vec::with_capacity(usize::from(!content.is_empty()) + calls.len());
+        if !content.is_empty() {
+            blocks.push(ContentBlock::text(content));
+        }
+        blocks.extend(calls.iter().map(call_block));
+        self.pending = calls.iter().map(|t| t.id.clone()).collect();
+        self.messages.push(Message::assistant(blocks));
+    }
+
+    /// A result for a call of the current turn (anything else cannot be placed validly).
+    fn result(
+        &mut self,
+        id: impl AsRef<str> + Into<String>,
+        content: impl Into<String>,
+        status: ActionStatus,
+    ) {
+        if !self.awaits(id.as_ref()) {
+            return;
+        }
+        self.results.push(ContentBlock::tool_result(
+            id,
+            content,
+            status == ActionStatus::Error,
+        ));
+        if self.all_answered() {
+            self.close_turn(false);
+        }
+    }
+
     fn close_turn(&mut self, fill_missing: bool) {
         if self.pending.is_empty() && self.results.is_empty() {
             return;
@@ -375,12 +532,7 @@ pub fn conversation_after(
         .iter()
         .position(|e| matches!(e, Event::UserMessage { .. }))
         .filter(|&i| i < start);
-    let mut c = Conversation {
-        messages: Vec::new(),
-        pending: Vec::new(),
-        results: Vec::new(),
-        deferred: Vec::new(),
-    };
+    let mut c = ConversationBuilder::default();
     if let Some(Event::UserMessage { content }) = task.map(|i| &typed[i]) {
         c.messages.push(Message::user(match compaction {
             Some((iterations, summary)) => format!(
@@ -390,51 +542,9 @@ pub fn conversation_after(
         }));
     }
     for event in &typed[start..] {
-        match event {
-            Event::UserMessage { content } => {
-                let message = Message::user(content.clone());
-                if c.pending.is_empty() {
-                    c.messages.push(message);
-                } else {
-                    c.deferred.push(message);
-                }
-            }
-            Event::Thought {
-                content,
-                tool_calls,
-                ..
-            } => {
-                c.close_turn(true);
-                let calls = tool_calls.as_deref().unwrap_or_default();
-                let mut blocks = Vec::with_capacity(usize::from(!content.is_empty()) + calls.len());
-                if !content.is_empty() {
-                    blocks.push(ContentBlock::text(content.clone()));
-                }
-                blocks.extend(calls.iter().map(call_block));
-                c.pending = calls.iter().map(|t| t.id.clone()).collect();
-                c.messages.push(Message::assistant(blocks));
-            }
-            // A result for a call of the current turn (anything else cannot be placed validly).
-            Event::ActionResult {
-                action_id,
-                status,
-                observation_content,
-                ..
-            } if c.awaits(action_id) => {
-                c.results.push(ContentBlock::tool_result(
-                    action_id.clone(),
-                    observation_content.clone(),
-                    *status == ActionStatus::Error,
-                ));
-                if c.all_answered() {
-                    c.close_turn(false);
-                }
-            }
-            _ => {}
-        }
+        c.feed(event);
     }
-    c.close_turn(true);
-    c.messages
+    c.finish()
 }
 
 #[cfg(test)]
@@ -540,6 +650,132 @@ mod tests {
             {
                 assert_eq!(calls.capacity(), calls.len());
             }
+        }
+    }
+
+    /// A journal of random turns: answers with zero to three calls (ids sometimes repeated),
+    /// results in any order or missing, results for calls of other turns, user messages while
+    /// calls wait, requests and notes between them.
+    fn random_journal(seed: u64) -> Vec<Event> {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut events = vec![Event::UserMessage {
+            content: "task".into(),
+        }];
+        let mut open: Vec<String> = Vec::new();
+        for turn in 0..40 {
+            match next(6) {
+                0 => events.push(Event::UserMessage {
+                    content: format!("u{turn}"),
+                }),
+                1 => events.push(Event::SystemMessage {
+                    level: crate::events::Level::Info,
+                    content: format!("note {turn}"),
+                }),
+                2 | 3 if !open.is_empty() => {
+                    let id = open.remove(next(open.len() as u64) as usize);
+                    events.push(Event::ActionResult {
+                        action_id: id,
+                        status: if next(4) == 0 {
+                            ActionStatus::Error
+                        } else {
+                            ActionStatus::Success
+                        },
+                        observation_content: format!("out {turn}"),
+                        execution_ref: String::new(),
+                    });
+                }
+                4 => events.push(Event::ActionResult {
+                    action_id: format!("stray{}", next(3)),
+                    status: ActionStatus::Success,
+                    observation_content: "stray".into(),
+                    execution_ref: String::new(),
+                }),
+                _ => {
+                    let calls: Vec<ToolCallRecord> = (0..next(4))
+                        .map(|k| ToolCallRecord {
+                            id: format!("c{}", if next(5) == 0 { 0 } else { turn * 4 + k }),
+                            kind: "function".into(),
+                            function: FunctionRecord {
+                                name: "ls".into(),
+                                arguments: format!("{{\"k\":{k}}}"),
+                            },
+                        })
+                        .collect();
+                    open = calls.iter().map(|c| c.id.clone()).collect();
+                    events.push(Event::Thought {
+                        content: if next(3) == 0 {
+                            String::new()
+                        } else {
+                            format!("t{turn}")
+                        },
+                        llm_invocation_ref: String::new(),
+                        tool_calls: Some(calls).filter(|c| !c.is_empty()),
+                        usage: None,
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    #[test]
+    fn a_conversation_kept_event_by_event_is_the_one_rebuilt_from_the_events() {
+        for seed in 0..200 {
+            let events = random_journal(seed);
+            let rebuilt = conversation(&events, None);
+            // Fed one event at a time (copied or moved), asked for its messages at every step.
+            let mut copied = ConversationBuilder::default();
+            let mut moved = ConversationBuilder::default();
+            for (i, event) in events.iter().enumerate() {
+                copied.feed(event);
+                moved.feed_owned(event.clone());
+                assert_eq!(
+                    copied.messages(),
+                    conversation(&events[..=i], None),
+                    "{seed}/{i}"
+                );
+            }
+            assert_eq!(moved.messages(), rebuilt, "seed {seed}");
+            // Kept up to the last answer, the rest given as recent events: whole, or only what
+            // the recent events add, with the kept messages lent in front of it.
+            let last = events
+                .iter()
+                .rposition(|e| matches!(e, Event::Thought { .. }))
+                .unwrap_or(events.len());
+            let mut before = ConversationBuilder::default();
+            for event in &events[..last] {
+                before.feed(event);
+            }
+            let recent = &events[last..];
+            let whole = Past::Conversation {
+                before: &before,
+                recent,
+            }
+            .conversation(0, None);
+            assert_eq!(whole, rebuilt, "seed {seed}");
+            let mut after = Past::After {
+                before: &before,
+                recent,
+            }
+            .conversation(0, None);
+            let lent = before.lend();
+            let len = lent.len();
+            after.splice(0..0, lent);
+            assert_eq!(after, rebuilt, "seed {seed}");
+            before.give_back(after.drain(..len).collect());
+            assert_eq!(
+                before.messages(),
+                conversation(&events[..last], None),
+                "seed {seed}"
+            );
         }
     }
 

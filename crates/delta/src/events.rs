@@ -391,6 +391,39 @@ impl RunJournal {
         })
     }
 
+    /// Opens the journal at `path` giving each event (with its `seq`) to `each` as it is read, a
+    /// block of the file at a time: what is kept is up to the caller. `None` (after some events,
+    /// perhaps) where the journal is missing or not clean (a torn last line, a damaged line): the
+    /// caller opens it with [`RunJournal::open`] instead, which repairs or reports it.
+    pub fn open_streamed(
+        path: &Path,
+        clock: Clock,
+        mut each: impl FnMut(u64, Event),
+    ) -> Result<Option<RunJournal>, StoreError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let mut last_seq = 0;
+        let clean = journal::read_in_blocks(path, parse_line, |lines| {
+            for line in lines {
+                last_seq = last_seq.max(line.seq);
+                if let Some(event) = line.event {
+                    each(line.seq, event);
+                }
+            }
+        })?;
+        if !clean {
+            return Ok(None);
+        }
+        Ok(Some(RunJournal {
+            journal: Journal::open(path)?,
+            next_seq: last_seq + 1,
+            clock,
+            upstream: None,
+            unsent: None,
+        }))
+    }
+
     /// Opens the journal at `path` reading only its end ([`crate::tail`]): the task, the latest
     /// compaction and what follows it. A journal whose last line is torn is opened whole (and
     /// repaired).

@@ -85,6 +85,14 @@ impl TokenTotals {
         self.total_tokens = self.input_tokens + self.output_tokens;
         self.llm_calls += 1;
     }
+
+    /// Adds the totals of `other` (calls counted apart).
+    pub fn absorb(&mut self, other: TokenTotals) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens = self.input_tokens + self.output_tokens;
+        self.llm_calls += other.llm_calls;
+    }
 }
 
 /// The contents of `metadata.json`.

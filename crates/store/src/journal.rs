@@ -319,6 +319,57 @@ pub fn read_with<T: Send, E: std::fmt::Display>(
     parse_with(path, &bytes, parse_line)
 }
 
+/// How much of a journal [`read_in_blocks`] holds at a time.
+pub const BLOCK: usize = 1 << 20;
+
+/// Reads the journal at `path` a block of whole lines at a time, giving each block's records to
+/// `each` in order: what the reader keeps is up to it, the file's bytes are held a block at a
+/// time. Returns `false` (having stopped) where the journal is not clean — a torn last line or a
+/// line that does not parse — which [`read_with`] and [`recover_with`] report and repair.
+pub fn read_in_blocks<T: Send, E: std::fmt::Display>(
+    path: &Path,
+    parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
+    each: impl FnMut(Vec<T>),
+) -> StoreResult<bool> {
+    read_in_blocks_of(BLOCK, path, parse_line, each)
+}
+
+fn read_in_blocks_of<T: Send, E: std::fmt::Display>(
+    size: usize,
+    path: &Path,
+    parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
+    mut each: impl FnMut(Vec<T>),
+) -> StoreResult<bool> {
+    let io = |e| StoreError::io("read journal", path, e);
+    let mut file = File::open(path).map_err(io)?;
+    let mut block: Vec<u8> = Vec::with_capacity(size);
+    loop {
+        let start = block.len();
+        block.resize(start + size, 0);
+        let read = file.read(&mut block[start..]).map_err(io)?;
+        block.truncate(start + read);
+        let end = if read == 0 {
+            block.len()
+        } else {
+            match block.iter().rposition(|b| *b == b'\n') {
+                Some(newline) => newline + 1,
+                // No line ends in this block yet: read on (a line longer than a block).
+                None => continue,
+            }
+        };
+        let contents = match parse_with(path, &block[..end], &parse_line) {
+            Ok(contents) if contents.torn_tail.is_none() => contents,
+            Ok(_) | Err(StoreError::CorruptLine { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        each(contents.records);
+        if read == 0 {
+            return Ok(true);
+        }
+        block.drain(..end);
+    }
+}
+
 /// Parses journal bytes; `path` is only used in errors. This is [`read`] without the IO.
 pub fn parse<T: DeserializeOwned + Send>(
     path: &Path,
@@ -588,6 +639,51 @@ pub fn recover_with<T: Send, E: std::fmt::Display>(
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+
+    #[test]
+    fn a_journal_read_in_blocks_gives_every_record_in_order_or_says_it_is_not_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let mut text = String::new();
+        for n in 0..200 {
+            // Some lines longer than a block.
+            let pad = "x".repeat(if n % 17 == 0 { 150 } else { n % 7 });
+            text.push_str(&format!("{{\"n\":{n},\"pad\":\"{pad}\"}}\n"));
+            if n % 50 == 0 {
+                text.push('\n');
+            }
+        }
+        std::fs::write(&path, &text).unwrap();
+        let whole: Vec<Value> = read(&path).unwrap().records;
+        assert_eq!(whole.len(), 200);
+        for size in [1, 13, 64, 4096] {
+            let mut blocks = Vec::new();
+            let mut seen = Vec::new();
+            let clean = read_in_blocks_of(
+                size,
+                &path,
+                |l| serde_json::from_slice::<Value>(l),
+                |records| {
+                    blocks.push(records.len());
+                    seen.extend(records);
+                },
+            )
+            .unwrap();
+            assert!(clean);
+            assert_eq!(seen, whole, "block of {size}");
+            assert!(size == 4096 || blocks.len() > 10, "{size}: {blocks:?}");
+        }
+        // A torn last line, a bad line in the middle: not clean.
+        for damaged in [
+            format!("{text}{{\"n\":"),
+            text.replacen("{\"n\":7,", "{\"n\"7,", 1),
+        ] {
+            std::fs::write(&path, &damaged).unwrap();
+            let clean =
+                read_in_blocks_of(64, &path, |l| serde_json::from_slice::<Value>(l), drop).unwrap();
+            assert!(!clean);
+        }
+    }
 
     fn parse_values(bytes: &[u8]) -> StoreResult<JournalContents<Value>> {
         parse(Path::new("j.jsonl"), bytes)

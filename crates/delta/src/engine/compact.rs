@@ -222,6 +222,7 @@ impl Engine<'_> {
         round: u32,
         on_demand: bool,
     ) -> Result<Result<(), NoFit>, EngineError> {
+        self.keep_events()?;
         let compaction = self.setup.agent.context.compaction;
         // Unknown (a compaction asked for with `delta compact`): the summary is sized by the
         // conversation itself, and the event says 0.

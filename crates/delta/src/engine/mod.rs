@@ -1,13 +1,15 @@
 //! The Think–Act–Observe loop.
 //!
-//! Every iteration: rebuild the context from the journal, ask the model, journal its answer, run the
-//! tools it asked for (in order) and journal their results. The journal is written before each side
-//! effect and after it, so a run stopped at any point can be resumed from the journal alone.
+//! Every iteration: build the context from the journal (its events, or the conversation kept from
+//! them: `history.rs`), ask the model, journal its answer, run the tools it asked for (in order)
+//! and journal their results. The journal is written before each side effect and after it, so a
+//! run stopped at any point can be resumed from the journal alone.
 
 mod act;
 mod agents;
 mod approvals;
 mod compact;
+mod history;
 
 pub use compact::{CompactNow, Compacted};
 mod hook;
@@ -142,8 +144,15 @@ pub const PAUSED: &str = "paused_between_turns";
 pub struct Engine<'a> {
     setup: EngineSetup,
     journal: RunJournal,
-    /// The journal's events (the context is rebuilt from them every iteration).
+    /// The journal's events (the context is rebuilt from them every iteration), or those from
+    /// the model's last answer on where the rest is kept as the conversation (`kept`).
     typed: Vec<Event>,
+    /// What is kept of the events before `typed`.
+    kept: history::Kept,
+    /// The journal has the run's first events (`RUN_START`).
+    has_start: bool,
+    /// Where the request out with the model holds the kept conversation.
+    lent: Option<history::Lent>,
     /// The `seq` of each of `typed`.
     seqs: Vec<u64>,
     /// Model answers journaled before `typed` (the journal was read from its end).
@@ -212,10 +221,32 @@ impl<'a> Engine<'a> {
         // With a context window the request is bounded: only the journal's end is read.
         let budget = setup.agent.llm.context_window.is_some()
             || metadata.extra.contains_key(compact::LEARNED_WINDOW);
-        let opened = if budget {
-            RunJournal::open_tail(&setup.run.journal(), setup.clock)?
+        let mut metadata = metadata;
+        let streamed = if history::keeps_conversation(&setup.agent, budget) {
+            history::stream(&setup.run.journal(), setup.clock, &mut metadata)?
         } else {
-            RunJournal::open(&setup.run.journal(), setup.clock)?
+            None
+        };
+        let streamed_start = streamed.as_ref().map(|s| s.has_start);
+        let (opened, kept) = match streamed {
+            Some(streamed) => (
+                crate::events::Opened {
+                    journal: streamed.journal,
+                    events: streamed.recent,
+                    seqs: streamed.seqs,
+                    thoughts_before: 0,
+                    recovered: None,
+                },
+                history::Kept::Conversation(Box::new(streamed.conversation)),
+            ),
+            None if budget => (
+                RunJournal::open_tail(&setup.run.journal(), setup.clock)?,
+                history::Kept::Events,
+            ),
+            None => (
+                RunJournal::open(&setup.run.journal(), setup.clock)?,
+                history::Kept::Events,
+            ),
         };
         let upstream = setup.upstream.clone();
         if let Some(upstream) = &upstream {
@@ -257,10 +288,7 @@ impl<'a> Engine<'a> {
             .open(setup.run.engine_log())
             .ok();
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
-        let mut metadata = metadata;
-        if opened.thoughts_before == 0 {
-            catch_up(&mut metadata, &opened.events);
-        } else {
+        if opened.thoughts_before > 0 {
             // The counters are the metadata's; the journal's end can only say how many answers
             // there were (a crash may have kept the last ones from the metadata).
             let answers = opened.thoughts_before
@@ -270,6 +298,8 @@ impl<'a> Engine<'a> {
                     .filter(|e| matches!(e, Event::Thought { .. }))
                     .count() as u64;
             metadata.iterations_completed = metadata.iterations_completed.max(answers);
+        } else if matches!(kept, history::Kept::Events) {
+            catch_up(&mut metadata, &opened.events);
         }
         let tools = ToolRegistry::new(&setup.agent);
         let window = compact::Window::new(&setup.agent, &opened.events);
@@ -279,7 +309,15 @@ impl<'a> Engine<'a> {
             window,
             thoughts_before: opened.thoughts_before,
             seqs: opened.seqs,
+            has_start: streamed_start.unwrap_or_else(|| {
+                opened
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, Event::RunStart { .. }))
+            }),
             typed: opened.events,
+            kept,
+            lent: None,
             metadata,
             hooks,
             log,
@@ -326,9 +364,7 @@ impl<'a> Engine<'a> {
     fn append(&mut self, event: Event) -> Result<(), EngineError> {
         let event = scrub_event(&self.setup.redactor, event);
         let stored = self.journal.append(&event)?;
-        self.seqs.push(stored.seq);
-        self.typed.push(event);
-        Ok(())
+        self.keep(stored.seq, event)
     }
 
     /// Appends without flushing: the next flushed append (or [`Engine::sync`], which runs before every
@@ -336,9 +372,7 @@ impl<'a> Engine<'a> {
     fn append_deferred(&mut self, event: Event) -> Result<(), EngineError> {
         let event = scrub_event(&self.setup.redactor, event);
         let stored = self.journal.append_deferred(&event)?;
-        self.seqs.push(stored.seq);
-        self.typed.push(event);
-        Ok(())
+        self.keep(stored.seq, event)
     }
 
     /// The run's `process.json`.
@@ -483,11 +517,7 @@ impl<'a> Engine<'a> {
     }
 
     fn run_loop(&mut self, message: Option<&str>) -> Result<RunOutcome, EngineError> {
-        let has_start = self
-            .typed
-            .iter()
-            .any(|e| matches!(e, Event::RunStart { .. }));
-        if !has_start {
+        if !self.has_start {
             // A run's first events are journaled when it is created (`session::create`). A run
             // without them is never rebuilt from its metadata: that would run its tools again.
             return Err(EngineError::NothingToResume(self.setup.run.journal()));
@@ -638,15 +668,17 @@ impl<'a> Engine<'a> {
             recorder: Some(&recorder),
             thoughts_before: self.thoughts_before,
         };
-        let built = context::build(&ctx, &self.typed)?;
+        let built = context::build(&ctx, self.past())?;
         // Skipping an `on_missing: skip` source is expected; it goes to engine.log only.
         for note in built.notes {
             self.log(&note);
         }
+        let mut messages = built.messages;
+        self.lend(&mut messages, built.journal_at);
         let llm = &self.setup.agent.llm;
         Ok(ChatRequest {
             model: llm.model.clone().unwrap_or_default(),
-            messages: built.messages,
+            messages,
             tools: self.tools.definitions().to_vec(),
             tool_choice: ToolChoice::Auto,
             temperature: llm.temperature,
@@ -737,6 +769,7 @@ impl<'a> Engine<'a> {
                 Asked::TooLong(request, overflow) => {
                     refused += 1;
                     self.learn(&request, overflow, refused);
+                    self.take_back(request)?;
                 }
             }
         };
@@ -764,7 +797,10 @@ impl<'a> Engine<'a> {
         let invocation_id = self.setup.ids.uuid_v7(self.setup.clock.now()).to_string();
         let started = Instant::now();
         let response = match self.call_llm(&request) {
-            None => return Ok(Asked::Stop(Step::Stop(Box::new(self.interrupt_run()?)))),
+            None => {
+                self.reclaim(request)?;
+                return Ok(Asked::Stop(Step::Stop(Box::new(self.interrupt_run()?))));
+            }
             Some(Ok(r)) => r,
             Some(Err(e)) => {
                 let refit = may_refit
@@ -779,6 +815,7 @@ impl<'a> Engine<'a> {
                 if let Some(overflow) = overflow {
                     return Ok(Asked::TooLong(Arc::unwrap_or_clone(request), overflow));
                 }
+                self.reclaim(request)?;
                 return Ok(Asked::Stop(Step::Stop(Box::new(self.fail(
                     format!(
                         "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}.json)"
@@ -789,7 +826,13 @@ impl<'a> Engine<'a> {
         };
         self.window
             .calibrate(llm::window::request_chars(&request), &response);
-        self.save_invocation(&invocation_id, request, &response, started.elapsed());
+        self.save_invocation(
+            &invocation_id,
+            Arc::clone(&request),
+            &response,
+            started.elapsed(),
+        );
+        self.reclaim(request)?;
         self.metadata.usage.add(response.usage);
         Ok(Asked::Answer(invocation_id, response))
     }
@@ -879,17 +922,11 @@ impl<'a> Engine<'a> {
 /// killed in between) are added from their `THOUGHT.usage`. The journal is the source of truth;
 /// `metadata.json` only caches its counts, at most once a second while a run goes on.
 pub fn catch_up(metadata: &mut RunMetadata, events: &[Event]) {
-    let thoughts: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(e, Event::Thought { .. }))
-        .collect();
-    let counted = usize::try_from(metadata.iterations_completed).unwrap_or(usize::MAX);
-    for thought in thoughts.iter().skip(counted) {
-        if let Event::Thought { usage, .. } = thought {
-            metadata.usage.add(usage.unwrap_or_default());
-        }
+    let mut tally = history::Tally::new(metadata);
+    for event in events {
+        tally.see(event);
     }
-    metadata.iterations_completed = thoughts.len() as u64;
+    tally.apply(metadata);
 }
 
 /// Token totals of a finished outcome (for result formats).

@@ -40,18 +40,25 @@ pub(super) struct Job {
 pub(super) fn worker(client: Arc<dyn LlmClient>) -> mpsc::Sender<Job> {
     let (tx, rx) = mpsc::channel::<Job>();
     std::thread::spawn(move || {
-        for job in rx {
-            let result = if job.stream {
-                let reply = job.reply.clone();
-                client.complete_streaming(&job.request, &mut |event| {
+        for Job {
+            request,
+            stream,
+            reply,
+        } in rx
+        {
+            let result = if stream {
+                let reply = reply.clone();
+                client.complete_streaming(&request, &mut |event| {
                     if let StreamEvent::TextDelta(text) = event {
                         let _ = reply.send(Reply::Text(text));
                     }
                 })
             } else {
-                client.complete(&job.request)
+                client.complete(&request)
             };
-            let _ = job.reply.send(Reply::Done(result));
+            // Let go of the request before answering: the engine takes back what it lent to it.
+            drop(request);
+            let _ = reply.send(Reply::Done(result));
         }
     });
     tx

@@ -1,0 +1,251 @@
+//! What the engine keeps of a run's past.
+//!
+//! A run whose journal is read whole (no context window) needs its past only as the conversation
+//! the model sees. Such a run keeps that conversation, fed event by event as the journal is read
+//! (a block of the file at a time) and as events are journaled, plus the events since the model's
+//! last answer, which are all that settling calls, approvals and agent tools look at. A resume of
+//! a long run then holds the conversation and its request, not every event as well.
+//!
+//! The conversation goes into each request without being copied: it is lent to the request
+//! ([`Lent`]) and taken back once the model has answered, before anything more is journaled.
+//!
+//! The events themselves are kept (`Kept::Events`) when the journal is read from its end (a
+//! context window bounds it), when the recipe keeps only the last iterations, and once the
+//! conversation must be compacted: compaction reads the journal again and plans on its events.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use llm::{ChatRequest, Message};
+use store::{Clock, StoreError};
+
+use super::{Engine, EngineError};
+use crate::agent::HookName;
+use crate::agent::{Agent, Source};
+use crate::context::{ConversationBuilder, Past};
+use crate::events::{Event, RunJournal};
+use crate::metadata::{RunMetadata, TokenTotals};
+
+/// What the engine keeps of the journal's past.
+#[derive(Debug)]
+pub(super) enum Kept {
+    /// Every event read or journaled (the engine's `typed`).
+    Events,
+    /// The conversation of every event before the model's last answer; `typed` holds the events
+    /// from that answer on.
+    Conversation(Box<ConversationBuilder>),
+}
+
+/// Where a request holds the kept conversation's messages, lent to it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lent {
+    at: usize,
+    len: usize,
+}
+
+/// Whether the run's past can be kept as its conversation: a journal read whole, whose recipe
+/// gives the model the whole conversation.
+pub(super) fn keeps_conversation(agent: &Agent, budget: bool) -> bool {
+    !budget
+        && agent.context.sources.iter().all(|s| {
+            !matches!(
+                s,
+                Source::Journal {
+                    max_iterations: Some(_),
+                    ..
+                }
+            )
+        })
+}
+
+/// Counts model answers and adds up the usage of those the metadata has not counted yet (a crash
+/// can keep the last answers from it).
+pub(super) struct Tally {
+    counted: u64,
+    answers: u64,
+    usage: TokenTotals,
+}
+
+impl Tally {
+    pub(super) fn new(metadata: &RunMetadata) -> Self {
+        Self {
+            counted: metadata.iterations_completed,
+            answers: 0,
+            usage: TokenTotals::default(),
+        }
+    }
+
+    pub(super) fn see(&mut self, event: &Event) {
+        if let Event::Thought { usage, .. } = event {
+            if self.answers >= self.counted {
+                self.usage.add(usage.unwrap_or_default());
+            }
+            self.answers += 1;
+        }
+    }
+
+    /// Brings `metadata`'s counters up to the journal's.
+    pub(super) fn apply(self, metadata: &mut RunMetadata) {
+        metadata.usage.absorb(self.usage);
+        metadata.iterations_completed = self.answers;
+    }
+}
+
+/// A journal read whole into its conversation.
+pub(super) struct Streamed {
+    pub(super) journal: RunJournal,
+    pub(super) conversation: ConversationBuilder,
+    /// The events from the model's last answer on, and their `seq`s.
+    pub(super) recent: Vec<Event>,
+    pub(super) seqs: Vec<u64>,
+    /// The journal has the run's first events (`RUN_START`).
+    pub(super) has_start: bool,
+}
+
+/// Reads the journal at `path` into its conversation, bringing `metadata`'s counters up to it.
+/// `None` where the events are needed after all (a journal to repair, or one that was compacted:
+/// its window is learned from it), with `metadata` untouched.
+pub(super) fn stream(
+    path: &Path,
+    clock: Clock,
+    metadata: &mut RunMetadata,
+) -> Result<Option<Streamed>, StoreError> {
+    let mut conversation = ConversationBuilder::default();
+    let mut recent: Vec<Event> = Vec::new();
+    let mut seqs = Vec::new();
+    let mut tally = Tally::new(metadata);
+    let mut compacted = false;
+    let mut has_start = false;
+    let journal = RunJournal::open_streamed(path, clock, |seq, event| {
+        tally.see(&event);
+        compacted |= matches!(event, Event::Compaction { .. });
+        has_start |= matches!(event, Event::RunStart { .. });
+        if matches!(event, Event::Thought { .. }) {
+            for older in recent.drain(..) {
+                conversation.feed_owned(older);
+            }
+            seqs.clear();
+        }
+        recent.push(event);
+        seqs.push(seq);
+    })?;
+    let Some(journal) = journal.filter(|_| !compacted) else {
+        return Ok(None);
+    };
+    tally.apply(metadata);
+    Ok(Some(Streamed {
+        journal,
+        conversation,
+        recent,
+        seqs,
+        has_start,
+    }))
+}
+
+impl Engine<'_> {
+    /// Keeps the journal's newest event, `seq`: where the past is kept as the conversation, a
+    /// model answer moves the events before it into the conversation.
+    pub(super) fn keep(&mut self, seq: u64, event: Event) -> Result<(), EngineError> {
+        if self.lent.is_some() && matches!(event, Event::Thought { .. }) {
+            // The conversation was not taken back from its request: it is read again, with every
+            // event (this one is in the file already).
+            return self.keep_events();
+        }
+        if let Kept::Conversation(conversation) = &mut self.kept
+            && matches!(event, Event::Thought { .. })
+        {
+            for older in self.typed.drain(..) {
+                conversation.feed_owned(older);
+            }
+            self.seqs.clear();
+        }
+        self.seqs.push(seq);
+        self.typed.push(event);
+        Ok(())
+    }
+
+    /// Keeps every event from now on (compaction plans on them): a run that kept its conversation
+    /// reads its journal again, every line journaled so far being in the file.
+    pub(super) fn keep_events(&mut self) -> Result<(), EngineError> {
+        if matches!(self.kept, Kept::Events) {
+            return Ok(());
+        }
+        let opened = RunJournal::open(&self.setup.run.journal(), self.setup.clock)?;
+        self.typed = opened.events;
+        self.seqs = opened.seqs;
+        self.thoughts_before = 0;
+        self.kept = Kept::Events;
+        self.lent = None;
+        Ok(())
+    }
+
+    /// The journal's past for the next request. Where the conversation is kept and lent (a
+    /// recipe with one journal source, and no `pre_llm_req` hook that could replace the request),
+    /// only what the events since the last answer add to it: [`Engine::lend`] puts the rest in.
+    pub(super) fn past(&self) -> Past<'_> {
+        match &self.kept {
+            Kept::Events => Past::Events(&self.typed),
+            Kept::Conversation(before) if self.lends() => Past::After {
+                before,
+                recent: &self.typed,
+            },
+            Kept::Conversation(before) => Past::Conversation {
+                before,
+                recent: &self.typed,
+            },
+        }
+    }
+
+    fn lends(&self) -> bool {
+        let journals = (self.setup.agent.context.sources.iter())
+            .filter(|s| matches!(s, Source::Journal { .. }))
+            .count();
+        journals == 1 && !self.hooks.has(HookName::PreLlmReq)
+    }
+
+    /// Lends the kept conversation to `messages` (built from [`Engine::past`]) at `journal_at`.
+    pub(super) fn lend(&mut self, messages: &mut Vec<Message>, journal_at: Option<usize>) {
+        if !self.lends() {
+            return;
+        }
+        let (Kept::Conversation(before), Some(at)) = (&mut self.kept, journal_at) else {
+            return;
+        };
+        let lent = before.lend();
+        let len = lent.len();
+        messages.splice(at..at, lent);
+        self.lent = Some(Lent { at, len });
+    }
+
+    /// Takes back the conversation lent to `request` once the model has answered (or not): the
+    /// model's worker has let go of the request; the `io/` writer may still hold it (a record
+    /// written from it), and is waited for.
+    pub(super) fn reclaim(&mut self, request: Arc<ChatRequest>) -> Result<(), EngineError> {
+        if self.lent.is_none() {
+            return Ok(());
+        }
+        let request = Arc::try_unwrap(request).unwrap_or_else(|shared| {
+            self.io.flush();
+            Arc::unwrap_or_clone(shared)
+        });
+        self.take_back(request)
+    }
+
+    /// Takes the conversation lent to `request` back (before any more events are kept); should
+    /// the request not hold it whole, the journal is read again, with every event.
+    pub(super) fn take_back(&mut self, request: ChatRequest) -> Result<(), EngineError> {
+        let Some(Lent { at, len }) = self.lent.take() else {
+            return Ok(());
+        };
+        let mut messages = request.messages;
+        match &mut self.kept {
+            Kept::Conversation(before) if messages.len() >= at + len => {
+                messages.truncate(at + len);
+                messages.drain(..at);
+                before.give_back(messages);
+                Ok(())
+            }
+            _ => self.keep_events(),
+        }
+    }
+}
