@@ -342,12 +342,14 @@ fn read_in_blocks_of<T: Send, E: std::fmt::Display>(
 ) -> StoreResult<bool> {
     let io = |e| StoreError::io("read journal", path, e);
     let mut file = File::open(path).map_err(io)?;
-    let mut block: Vec<u8> = Vec::with_capacity(size);
+    let len = file.metadata().map_err(io)?.len();
+    // Room for a block, or the whole of a smaller journal, filled only as it is read.
+    let mut block: Vec<u8> = Vec::with_capacity(size.min(usize::try_from(len).unwrap_or(size)) + 1);
     loop {
-        let start = block.len();
-        block.resize(start + size, 0);
-        let read = file.read(&mut block[start..]).map_err(io)?;
-        block.truncate(start + read);
+        let read = (&mut file)
+            .take(size as u64)
+            .read_to_end(&mut block)
+            .map_err(io)?;
         let end = if read == 0 {
             block.len()
         } else {
