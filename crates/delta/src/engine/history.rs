@@ -19,11 +19,11 @@ use std::sync::Arc;
 use llm::{ChatRequest, Message};
 use store::{Clock, StoreError};
 
-use super::{Engine, EngineError};
+use super::{Engine, EngineError, EngineSetup, catch_up, compact};
 use crate::agent::HookName;
 use crate::agent::{Agent, Source};
 use crate::context::{ConversationBuilder, Past};
-use crate::events::{Event, RunJournal};
+use crate::events::{Event, Opened, RunJournal};
 use crate::metadata::{RunMetadata, TokenTotals};
 
 /// What the engine keeps of the journal's past.
@@ -45,7 +45,7 @@ pub(super) struct Lent {
 
 /// Whether the run's past can be kept as its conversation: a journal read whole, whose recipe
 /// gives the model the whole conversation.
-pub(super) fn keeps_conversation(agent: &Agent, budget: bool) -> bool {
+fn keeps_conversation(agent: &Agent, budget: bool) -> bool {
     !budget
         && agent.context.sources.iter().all(|s| {
             !matches!(
@@ -92,7 +92,7 @@ impl Tally {
 }
 
 /// A journal read whole into its conversation.
-pub(super) struct Streamed {
+struct Streamed {
     pub(super) journal: RunJournal,
     pub(super) conversation: ConversationBuilder,
     /// The events from the model's last answer on, and their `seq`s.
@@ -102,10 +102,71 @@ pub(super) struct Streamed {
     pub(super) has_start: bool,
 }
 
+/// The run's journal opened for the engine, with its past as the engine keeps it.
+pub(super) struct Opening {
+    /// The journal, and the events kept as events.
+    pub(super) opened: Opened,
+    /// What is kept of the rest.
+    pub(super) kept: Kept,
+    /// The journal has the run's first events (`RUN_START`).
+    pub(super) has_start: bool,
+}
+
+/// Opens the run's journal: a block at a time into its conversation where the run can keep that,
+/// else its end only (a context window bounds the request), else whole; `metadata`'s counters are
+/// brought up to what the journal says.
+pub(super) fn open(setup: &EngineSetup, metadata: &mut RunMetadata) -> Result<Opening, StoreError> {
+    let path = setup.run.journal();
+    let budget = setup.agent.llm.context_window.is_some()
+        || metadata.extra.contains_key(compact::LEARNED_WINDOW);
+    if keeps_conversation(&setup.agent, budget)
+        && let Some(streamed) = stream(&path, setup.clock, metadata)?
+    {
+        return Ok(Opening {
+            opened: Opened {
+                journal: streamed.journal,
+                events: streamed.recent,
+                seqs: streamed.seqs,
+                thoughts_before: 0,
+                recovered: None,
+            },
+            kept: Kept::Conversation(Box::new(streamed.conversation)),
+            has_start: streamed.has_start,
+        });
+    }
+    let opened = if budget {
+        RunJournal::open_tail(&path, setup.clock)?
+    } else {
+        RunJournal::open(&path, setup.clock)?
+    };
+    if opened.thoughts_before > 0 {
+        // The counters are the metadata's; the journal's end can only say how many answers
+        // there were (a crash may have kept the last ones from the metadata).
+        let answers = opened.thoughts_before
+            + opened
+                .events
+                .iter()
+                .filter(|e| matches!(e, Event::Thought { .. }))
+                .count() as u64;
+        metadata.iterations_completed = metadata.iterations_completed.max(answers);
+    } else {
+        catch_up(metadata, &opened.events);
+    }
+    let has_start = opened
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::RunStart { .. }));
+    Ok(Opening {
+        opened,
+        kept: Kept::Events,
+        has_start,
+    })
+}
+
 /// Reads the journal at `path` into its conversation, bringing `metadata`'s counters up to it.
 /// `None` where the events are needed after all (a journal to repair, or one that was compacted:
 /// its window is learned from it), with `metadata` untouched.
-pub(super) fn stream(
+fn stream(
     path: &Path,
     clock: Clock,
     metadata: &mut RunMetadata,

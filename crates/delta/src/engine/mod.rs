@@ -218,36 +218,12 @@ impl<'a> Engine<'a> {
         observer: &'a mut dyn Observer,
         human: Option<&'a mut dyn HumanInput>,
     ) -> Result<Self, EngineError> {
-        // With a context window the request is bounded: only the journal's end is read.
-        let budget = setup.agent.llm.context_window.is_some()
-            || metadata.extra.contains_key(compact::LEARNED_WINDOW);
         let mut metadata = metadata;
-        let streamed = if history::keeps_conversation(&setup.agent, budget) {
-            history::stream(&setup.run.journal(), setup.clock, &mut metadata)?
-        } else {
-            None
-        };
-        let streamed_start = streamed.as_ref().map(|s| s.has_start);
-        let (opened, kept) = match streamed {
-            Some(streamed) => (
-                crate::events::Opened {
-                    journal: streamed.journal,
-                    events: streamed.recent,
-                    seqs: streamed.seqs,
-                    thoughts_before: 0,
-                    recovered: None,
-                },
-                history::Kept::Conversation(Box::new(streamed.conversation)),
-            ),
-            None if budget => (
-                RunJournal::open_tail(&setup.run.journal(), setup.clock)?,
-                history::Kept::Events,
-            ),
-            None => (
-                RunJournal::open(&setup.run.journal(), setup.clock)?,
-                history::Kept::Events,
-            ),
-        };
+        let history::Opening {
+            opened,
+            kept,
+            has_start,
+        } = history::open(&setup, &mut metadata)?;
         let upstream = setup.upstream.clone();
         if let Some(upstream) = &upstream {
             let marker = setup.run.root.join(crate::events::UPSTREAM_MARKER);
@@ -288,19 +264,6 @@ impl<'a> Engine<'a> {
             .open(setup.run.engine_log())
             .ok();
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
-        if opened.thoughts_before > 0 {
-            // The counters are the metadata's; the journal's end can only say how many answers
-            // there were (a crash may have kept the last ones from the metadata).
-            let answers = opened.thoughts_before
-                + opened
-                    .events
-                    .iter()
-                    .filter(|e| matches!(e, Event::Thought { .. }))
-                    .count() as u64;
-            metadata.iterations_completed = metadata.iterations_completed.max(answers);
-        } else if matches!(kept, history::Kept::Events) {
-            catch_up(&mut metadata, &opened.events);
-        }
         let tools = ToolRegistry::new(&setup.agent);
         let window = compact::Window::new(&setup.agent, &opened.events);
         let mut engine = Self {
@@ -309,12 +272,7 @@ impl<'a> Engine<'a> {
             window,
             thoughts_before: opened.thoughts_before,
             seqs: opened.seqs,
-            has_start: streamed_start.unwrap_or_else(|| {
-                opened
-                    .events
-                    .iter()
-                    .any(|e| matches!(e, Event::RunStart { .. }))
-            }),
+            has_start,
             typed: opened.events,
             kept,
             lent: None,
