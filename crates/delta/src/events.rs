@@ -392,13 +392,14 @@ impl RunJournal {
     }
 
     /// Opens the journal at `path` giving each event (with its `seq`) to `each` as it is read, a
-    /// block of the file at a time: what is kept is up to the caller. `None` (after some events,
-    /// perhaps) where the journal is missing or not clean (a torn last line, a damaged line): the
-    /// caller opens it with [`RunJournal::open`] instead, which repairs or reports it.
+    /// block of the file at a time: what is kept is up to the caller, who may stop the reading
+    /// (`ControlFlow::Break`). `None` (after some events, perhaps) where it was stopped, or the
+    /// journal is missing or not clean (a torn last line, a damaged line): the caller opens it with
+    /// [`RunJournal::open`] instead, which repairs or reports it.
     pub fn open_streamed(
         path: &Path,
         clock: Clock,
-        mut each: impl FnMut(u64, Event),
+        mut each: impl FnMut(u64, Event) -> std::ops::ControlFlow<()>,
     ) -> Result<Option<RunJournal>, StoreError> {
         if !path.exists() {
             return Ok(None);
@@ -408,9 +409,10 @@ impl RunJournal {
             for line in lines {
                 last_seq = last_seq.max(line.seq);
                 if let Some(event) = line.event {
-                    each(line.seq, event);
+                    each(line.seq, event)?;
                 }
             }
+            std::ops::ControlFlow::Continue(())
         })?;
         if !clean {
             return Ok(None);

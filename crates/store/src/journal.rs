@@ -11,6 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -324,12 +325,13 @@ pub const BLOCK: usize = 1 << 20;
 
 /// Reads the journal at `path` a block of whole lines at a time, giving each block's records to
 /// `each` in order: what the reader keeps is up to it, the file's bytes are held a block at a
-/// time. Returns `false` (having stopped) where the journal is not clean — a torn last line or a
+/// time. `each` may stop the reading (`ControlFlow::Break`). Returns `true` when every record was
+/// given; `false` when `each` stopped, or where the journal is not clean — a torn last line or a
 /// line that does not parse — which [`read_with`] and [`recover_with`] report and repair.
 pub fn read_in_blocks<T: Send, E: std::fmt::Display>(
     path: &Path,
     parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
-    each: impl FnMut(Vec<T>),
+    each: impl FnMut(Vec<T>) -> ControlFlow<()>,
 ) -> StoreResult<bool> {
     read_in_blocks_of(BLOCK, path, parse_line, each)
 }
@@ -338,7 +340,7 @@ fn read_in_blocks_of<T: Send, E: std::fmt::Display>(
     size: usize,
     path: &Path,
     parse_line: impl Fn(&[u8]) -> Result<T, E> + Sync,
-    mut each: impl FnMut(Vec<T>),
+    mut each: impl FnMut(Vec<T>) -> ControlFlow<()>,
 ) -> StoreResult<bool> {
     let io = |e| StoreError::io("read journal", path, e);
     let mut file = File::open(path).map_err(io)?;
@@ -346,6 +348,7 @@ fn read_in_blocks_of<T: Send, E: std::fmt::Display>(
     // Room for a block, or the whole of a smaller journal, filled only as it is read.
     let mut block: Vec<u8> = Vec::with_capacity(size.min(usize::try_from(len).unwrap_or(size)) + 1);
     loop {
+        let before = block.len();
         let read = (&mut file)
             .take(size as u64)
             .read_to_end(&mut block)
@@ -353,8 +356,9 @@ fn read_in_blocks_of<T: Send, E: std::fmt::Display>(
         let end = if read == 0 {
             block.len()
         } else {
-            match block.iter().rposition(|b| *b == b'\n') {
-                Some(newline) => newline + 1,
+            // What was there before holds no line end (it is a line's beginning).
+            match block[before..].iter().rposition(|b| *b == b'\n') {
+                Some(newline) => before + newline + 1,
                 // No line ends in this block yet: read on (a line longer than a block).
                 None => continue,
             }
@@ -364,7 +368,9 @@ fn read_in_blocks_of<T: Send, E: std::fmt::Display>(
             Ok(_) | Err(StoreError::CorruptLine { .. }) => return Ok(false),
             Err(e) => return Err(e),
         };
-        each(contents.records);
+        if each(contents.records).is_break() {
+            return Ok(false);
+        }
         if read == 0 {
             return Ok(true);
         }
@@ -668,6 +674,7 @@ mod tests {
                 |records| {
                     blocks.push(records.len());
                     seen.extend(records);
+                    ControlFlow::Continue(())
                 },
             )
             .unwrap();
@@ -681,10 +688,30 @@ mod tests {
             text.replacen("{\"n\":7,", "{\"n\"7,", 1),
         ] {
             std::fs::write(&path, &damaged).unwrap();
-            let clean =
-                read_in_blocks_of(64, &path, |l| serde_json::from_slice::<Value>(l), drop).unwrap();
+            let clean = read_in_blocks_of(
+                64,
+                &path,
+                |l| serde_json::from_slice::<Value>(l),
+                |_| ControlFlow::Continue(()),
+            )
+            .unwrap();
             assert!(!clean);
         }
+        // Stopped by the reader: not whole, and nothing after the block that stopped it.
+        std::fs::write(&path, &text).unwrap();
+        let mut given = 0;
+        let whole = read_in_blocks_of(
+            64,
+            &path,
+            |l| serde_json::from_slice::<Value>(l),
+            |records| {
+                given += records.len();
+                ControlFlow::Break(())
+            },
+        )
+        .unwrap();
+        assert!(!whole);
+        assert!(given > 0 && given < 200, "{given}");
     }
 
     fn parse_values(bytes: &[u8]) -> StoreResult<JournalContents<Value>> {

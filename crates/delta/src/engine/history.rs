@@ -13,6 +13,7 @@
 //! context window bounds it), when the recipe keeps only the last iterations, and once the
 //! conversation must be compacted: compaction reads the journal again and plans on its events.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -175,11 +176,13 @@ fn stream(
     let mut recent: Vec<Event> = Vec::new();
     let mut seqs = Vec::new();
     let mut tally = Tally::new(metadata);
-    let mut compacted = false;
     let mut has_start = false;
     let journal = RunJournal::open_streamed(path, clock, |seq, event| {
+        if matches!(event, Event::Compaction { .. }) {
+            // A compacted run (`delta compact` without a window): its events are read instead.
+            return ControlFlow::Break(());
+        }
         tally.see(&event);
-        compacted |= matches!(event, Event::Compaction { .. });
         has_start |= matches!(event, Event::RunStart { .. });
         if matches!(event, Event::Thought { .. }) {
             for older in recent.drain(..) {
@@ -189,8 +192,9 @@ fn stream(
         }
         recent.push(event);
         seqs.push(seq);
+        ControlFlow::Continue(())
     })?;
-    let Some(journal) = journal.filter(|_| !compacted) else {
+    let Some(journal) = journal else {
         return Ok(None);
     };
     tally.apply(metadata);
@@ -285,11 +289,18 @@ impl Engine<'_> {
         if self.lent.is_none() {
             return Ok(());
         }
-        let request = Arc::try_unwrap(request).unwrap_or_else(|shared| {
+        let request = self.unshare(request);
+        self.take_back(request)
+    }
+
+    /// `request`, no longer shared: the `io/` writer (which may hold it for a record) is waited
+    /// for, and where something else still holds it (a model call left behind by an interrupt),
+    /// a copy.
+    pub(super) fn unshare(&self, request: Arc<ChatRequest>) -> ChatRequest {
+        Arc::try_unwrap(request).unwrap_or_else(|shared| {
             self.io.flush();
             Arc::unwrap_or_clone(shared)
-        });
-        self.take_back(request)
+        })
     }
 
     /// Takes the conversation lent to `request` back (before any more events are kept); should

@@ -771,7 +771,7 @@ impl<'a> Engine<'a> {
                     started.elapsed(),
                 );
                 if let Some(overflow) = overflow {
-                    return Ok(Asked::TooLong(Arc::unwrap_or_clone(request), overflow));
+                    return Ok(Asked::TooLong(self.unshare(request), overflow));
                 }
                 self.reclaim(request)?;
                 return Ok(Asked::Stop(Step::Stop(Box::new(self.fail(
