@@ -8,11 +8,11 @@
 //!
 //! **With a context budget** (`llm.context_window` set), the journals are those of runs that
 //! compacted as they went (a `COMPACTION` every 30 iterations, keeping the 3 most recent): a
-//! resume reads the journal's end only. Peak memory is the largest resident set of the `delta`
-//! process of each size (its own high-water mark, read from `/proc` while it runs).
+//! resume reads the journal's end only. Peak memory is the `delta` process's own high-water mark
+//! (read from `/proc` while it runs), the median over the runs of each size.
 //!
 //! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, each series is run with that binary too, in
-//! the same run, right after the current one.
+//! the same run, the two binaries taking turns run by run.
 //!
 //! The whole-journal series runs once per provider: the OpenAI-compatible request and Anthropic's
 //! are built differently from the same conversation.
@@ -203,25 +203,38 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn run_series(bin: &Path, label: &str, root: &Path, series: Series) {
-    let mut first = None;
+/// Each size of `series`, run `REPEATS` times by every binary in turn (so that both see the same
+/// machine), then one line per binary and size.
+fn run_series(bins: &[(std::path::PathBuf, &str)], root: &Path, series: Series) {
+    let mut first = vec![None; bins.len()];
     for events in [1_000usize, 10_000, 100_000] {
-        let runs: Vec<Timed> = (0..REPEATS)
-            .map(|_| run_once(bin, events, root, series))
-            .collect();
-        let total = median(runs.iter().map(|r| r.took).collect());
-        let server = median(runs.iter().map(|r| r.busy).collect());
-        let client = median(runs.iter().map(|r| r.took.saturating_sub(r.busy)).collect());
-        let peak = runs.iter().filter_map(|r| r.peak).max();
-        let base = *first.get_or_insert(client);
-        println!(
-            "{label:<26} continue on {events:>6} events   {:>8.1} ms   (scripted server {:>6.1} ms; delta {:>7.1} ms, {:.2}× the 1 000-event run)   peak {:>6} MB",
-            total.as_secs_f64() * 1e3,
-            server.as_secs_f64() * 1e3,
-            client.as_secs_f64() * 1e3,
-            client.as_secs_f64() / base.as_secs_f64(),
-            peak.map_or("n/a".to_string(), |kb| format!("{:.1}", kb as f64 / 1024.0))
-        );
+        let mut runs: Vec<Vec<Timed>> = bins.iter().map(|_| Vec::new()).collect();
+        for _ in 0..REPEATS {
+            for ((bin, _), runs) in bins.iter().zip(runs.iter_mut()) {
+                runs.push(run_once(bin, events, root, series));
+            }
+        }
+        for (((_, suffix), runs), first) in bins.iter().zip(&runs).zip(first.iter_mut()) {
+            let label = format!("{}{suffix}", series.name());
+            let total = median(runs.iter().map(|r| r.took).collect());
+            let server = median(runs.iter().map(|r| r.busy).collect());
+            let client = median(runs.iter().map(|r| r.took.saturating_sub(r.busy)).collect());
+            let mut peaks: Vec<u64> = runs.iter().filter_map(|r| r.peak).collect();
+            peaks.sort_unstable();
+            let peak = peaks.get(peaks.len() / 2);
+            let base = *first.get_or_insert(client);
+            println!(
+                "{label:<26} continue on {events:>6} events   {:>8.1} ms   (scripted server {:>6.1} ms; delta {:>7.1} ms, {:.2}× the 1 000-event run)   peak {:>6} MB",
+                total.as_secs_f64() * 1e3,
+                server.as_secs_f64() * 1e3,
+                client.as_secs_f64() * 1e3,
+                client.as_secs_f64() / base.as_secs_f64(),
+                peak.map_or("n/a".to_string(), |kb| format!(
+                    "{:.1}",
+                    *kb as f64 / 1024.0
+                ))
+            );
+        }
     }
 }
 
@@ -232,9 +245,6 @@ fn main() {
         bins.push((baseline.into(), " (baseline)"));
     }
     for series in Series::ALL {
-        for (bin, suffix) in &bins {
-            let label = format!("{}{suffix}", series.name());
-            run_series(bin, &label, root.path(), series);
-        }
+        run_series(&bins, root.path(), series);
     }
 }
