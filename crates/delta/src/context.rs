@@ -155,20 +155,8 @@ impl Past<'_> {
     fn conversation(self, thoughts_before: u64, max_iterations: Option<u32>) -> Vec<Message> {
         match self {
             Past::Events(typed) => conversation_after(typed, thoughts_before, max_iterations),
-            Past::Conversation { before, recent } => {
-                let mut conversation = before.clone();
-                for event in recent {
-                    conversation.feed(event);
-                }
-                conversation.finish()
-            }
-            Past::After { before, recent } => {
-                let mut conversation = before.clone_turn();
-                for event in recent {
-                    conversation.feed(event);
-                }
-                conversation.finish()
-            }
+            Past::Conversation { before, recent } => before.clone().then(recent),
+            Past::After { before, recent } => before.clone_turn().then(recent),
         }
     }
 }
@@ -364,11 +352,6 @@ impl ConversationBuilder {
         }
     }
 
-    /// The conversation so far (calls still waiting for a result are given one that says so).
-    pub fn messages(&self) -> Vec<Message> {
-        self.clone().finish()
-    }
-
     /// Lends the messages so far (to a request, without copying them): the builder holds none
     /// until they are given back, and must be given no event meanwhile.
     pub fn lend(&mut self) -> Vec<Message> {
@@ -388,6 +371,14 @@ impl ConversationBuilder {
             results: self.results.clone(),
             deferred: self.deferred.clone(),
         }
+    }
+
+    /// This conversation followed by `recent`, finished.
+    fn then(mut self, recent: &[Event]) -> Vec<Message> {
+        for event in recent {
+            self.feed(event);
+        }
+        self.finish()
     }
 
     fn finish(mut self) -> Vec<Message> {
@@ -541,10 +532,7 @@ pub fn conversation_after(
             None => content.clone(),
         }));
     }
-    for event in &typed[start..] {
-        c.feed(event);
-    }
-    c.finish()
+    c.then(&typed[start..])
 }
 
 #[cfg(test)]
@@ -738,12 +726,12 @@ mod tests {
                 copied.feed(event);
                 moved.feed_owned(event.clone());
                 assert_eq!(
-                    copied.messages(),
+                    copied.clone().finish(),
                     conversation(&events[..=i], None),
                     "{seed}/{i}"
                 );
             }
-            assert_eq!(moved.messages(), rebuilt, "seed {seed}");
+            assert_eq!(moved.clone().finish(), rebuilt, "seed {seed}");
             // Kept up to the last answer, the rest given as recent events: whole, or only what
             // the recent events add, with the kept messages lent in front of it.
             let last = events
@@ -772,7 +760,7 @@ mod tests {
             assert_eq!(after, rebuilt, "seed {seed}");
             before.give_back(after.drain(..len).collect());
             assert_eq!(
-                before.messages(),
+                before.clone().finish(),
                 conversation(&events[..last], None),
                 "seed {seed}"
             );

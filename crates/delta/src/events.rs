@@ -211,9 +211,10 @@ pub enum Event {
     },
 }
 
-// A resumed run keeps every event of its journal in memory, a hundred thousand of them for a long
-// run: lists and maps read from it are kept at their exact size (a list grown by pushes keeps room for
-// four, a map for three).
+// A run that keeps its events (a journal read from its end, a recipe that keeps the last iterations,
+// a compacted run) can hold many thousands of them, and the rest keep the conversation built from
+// them: lists and maps read from a journal are kept at their exact size (a list grown by pushes keeps
+// room for four, a map for three).
 
 fn exact_calls<'de, D: serde::Deserializer<'de>>(
     d: D,
@@ -359,6 +360,17 @@ fn parse_line(line: &[u8]) -> Result<Line, serde_json::Error> {
 }
 
 impl RunJournal {
+    /// The journal at `path` open for appending, its next line numbered `next_seq`.
+    fn at(path: &Path, next_seq: u64, clock: Clock) -> Result<Self, StoreError> {
+        Ok(Self {
+            journal: Journal::open(path)?,
+            next_seq,
+            clock,
+            upstream: None,
+            unsent: None,
+        })
+    }
+
     /// Opens (creating) the journal at `path`, cutting off a torn last line if a crash left one.
     pub fn open(path: &Path, clock: Clock) -> Result<Opened, StoreError> {
         let (lines, recovered) = if path.exists() {
@@ -373,13 +385,7 @@ impl RunJournal {
         };
         let next_seq = lines.iter().map(|l| l.seq).max().unwrap_or(0) + 1;
         Ok(Opened {
-            journal: RunJournal {
-                journal: Journal::open(path)?,
-                next_seq,
-                clock,
-                upstream: None,
-                unsent: None,
-            },
+            journal: RunJournal::at(path, next_seq, clock)?,
             seqs: lines
                 .iter()
                 .filter(|l| l.event.is_some())
@@ -417,13 +423,7 @@ impl RunJournal {
         if !clean {
             return Ok(None);
         }
-        Ok(Some(RunJournal {
-            journal: Journal::open(path)?,
-            next_seq: last_seq + 1,
-            clock,
-            upstream: None,
-            unsent: None,
-        }))
+        RunJournal::at(path, last_seq + 1, clock).map(Some)
     }
 
     /// Opens the journal at `path` reading only its end ([`crate::tail`]): the task, the latest
@@ -437,13 +437,7 @@ impl RunJournal {
             return Self::open(path, clock);
         };
         Ok(Opened {
-            journal: RunJournal {
-                journal: Journal::open(path)?,
-                next_seq: tail.next_seq,
-                clock,
-                upstream: None,
-                unsent: None,
-            },
+            journal: RunJournal::at(path, tail.next_seq, clock)?,
             events: tail.events,
             seqs: tail.seqs,
             thoughts_before: tail.thoughts_before,

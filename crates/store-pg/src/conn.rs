@@ -32,6 +32,49 @@ impl Prepared {
     }
 }
 
+/// Running the crate's statements, prepared once: on a connection ([`Conn`]) or in a transaction
+/// on it ([`Tx`]).
+pub(crate) trait Queries {
+    /// Where statements run.
+    type On: GenericClient;
+
+    /// Where statements run, and the statements prepared on its connection.
+    fn parts(&mut self) -> (&mut Self::On, &mut Prepared);
+
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, postgres::Error> {
+        let (on, prepared) = self.parts();
+        let statement = prepared.get(on, sql)?;
+        on.query_opt(&statement, params)
+    }
+
+    fn query_one(&mut self, sql: &'static str, params: Params<'_>) -> Result<Row, postgres::Error> {
+        let (on, prepared) = self.parts();
+        let statement = prepared.get(on, sql)?;
+        on.query_one(&statement, params)
+    }
+
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let (on, prepared) = self.parts();
+        let statement = prepared.get(on, sql)?;
+        on.query(&statement, params)
+    }
+
+    /// Runs `sql`; the number of rows it changed (on a connection, it is a transaction of its own).
+    fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<u64, postgres::Error> {
+        let (on, prepared) = self.parts();
+        let statement = prepared.get(on, sql)?;
+        on.execute(&statement, params)
+    }
+}
+
 /// A connection and what was prepared on it.
 pub(crate) struct Conn {
     pub(crate) client: Client,
@@ -46,48 +89,19 @@ impl Conn {
         }
     }
 
-    pub(crate) fn query_opt(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Option<Row>, postgres::Error> {
-        let statement = self.prepared.get(&mut self.client, sql)?;
-        self.client.query_opt(&statement, params)
-    }
-
-    pub(crate) fn query_one(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Row, postgres::Error> {
-        let statement = self.prepared.get(&mut self.client, sql)?;
-        self.client.query_one(&statement, params)
-    }
-
-    pub(crate) fn query(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Vec<Row>, postgres::Error> {
-        let statement = self.prepared.get(&mut self.client, sql)?;
-        self.client.query(&statement, params)
-    }
-
-    /// Runs `sql` on its own (a transaction of its own); the number of rows it changed.
-    pub(crate) fn execute(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<u64, postgres::Error> {
-        let statement = self.prepared.get(&mut self.client, sql)?;
-        self.client.execute(&statement, params)
-    }
-
     pub(crate) fn transaction(&mut self) -> Result<Tx<'_>, postgres::Error> {
         Ok(Tx {
             tx: self.client.transaction()?,
             prepared: &mut self.prepared,
         })
+    }
+}
+
+impl Queries for Conn {
+    type On = Client;
+
+    fn parts(&mut self) -> (&mut Client, &mut Prepared) {
+        (&mut self.client, &mut self.prepared)
     }
 }
 
@@ -98,34 +112,15 @@ pub(crate) struct Tx<'c> {
 }
 
 impl Tx<'_> {
-    pub(crate) fn query_opt(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Option<Row>, postgres::Error> {
-        let statement = self.prepared.get(&mut self.tx, sql)?;
-        self.tx.query_opt(&statement, params)
-    }
-
-    pub(crate) fn query_one(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<Row, postgres::Error> {
-        let statement = self.prepared.get(&mut self.tx, sql)?;
-        self.tx.query_one(&statement, params)
-    }
-
-    pub(crate) fn execute(
-        &mut self,
-        sql: &'static str,
-        params: Params<'_>,
-    ) -> Result<u64, postgres::Error> {
-        let statement = self.prepared.get(&mut self.tx, sql)?;
-        self.tx.execute(&statement, params)
-    }
-
     pub(crate) fn commit(self) -> Result<(), postgres::Error> {
         self.tx.commit()
+    }
+}
+
+impl<'c> Queries for Tx<'c> {
+    type On = Transaction<'c>;
+
+    fn parts(&mut self) -> (&mut Transaction<'c>, &mut Prepared) {
+        (&mut self.tx, self.prepared)
     }
 }

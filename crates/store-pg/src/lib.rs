@@ -31,7 +31,7 @@ mod conn;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use conn::{Conn, Params, Tx};
+use conn::{Conn, Params, Queries, Tx};
 use postgres::{Client, NoTls};
 use store::runs::{check_record, check_whole, validate_key};
 use store::{
@@ -387,25 +387,33 @@ fn migrate(client: &mut Client) -> StoreResult<()> {
     tx.commit().map_err(backend("commit the schema"))
 }
 
-/// Appends `records` to the journal of `run` after its last record (the caller holds the run's row).
-fn append_in(tx: &mut Tx<'_>, namespace: &str, run: &str, records: &[&str]) -> StoreResult<Seq> {
-    let last: i64 = tx
-        .query_one(
-            "SELECT coalesce(max(seq), 0) FROM journal WHERE namespace = $1 AND run = $2",
-            &[&namespace, &run],
-        )
-        .map_err(backend("read a journal's end"))?
-        .get(0);
-    let mut seq = last;
-    for record in records {
-        seq += 1;
-        tx.execute(
-            "INSERT INTO journal (namespace, run, seq, record) VALUES ($1, $2, $3, $4)",
-            &[&namespace, &run, &seq, record],
+/// Appends `records` after the last line of the journal of `lease`'s run, in one statement that
+/// locks the run's row and checks the lease's epoch (the key on (run, seq) refuses a number given
+/// twice). The `seq` of the last line written; `None` where nothing was written: no records, or
+/// the run is gone or was taken over.
+fn append_fenced(
+    on: &mut impl Queries,
+    namespace: &str,
+    lease: &Lease,
+    records: &[&str],
+) -> StoreResult<Option<i64>> {
+    let rows = on
+        .query(
+            "WITH fence AS (
+                 SELECT epoch FROM runs
+                 WHERE namespace = $1::text AND run = $2::text FOR UPDATE),
+             last AS (
+                 SELECT coalesce(max(seq), 0) AS seq FROM journal
+                 WHERE namespace = $1::text AND run = $2::text)
+             INSERT INTO journal (namespace, run, seq, record)
+             SELECT $1::text, $2::text, last.seq + line.n, line.record
+             FROM fence, last, unnest($4::text[]) WITH ORDINALITY AS line(record, n)
+             WHERE fence.epoch = $3::bigint
+             RETURNING seq",
+            &[&namespace, &lease.run(), &lease_epoch(lease), &records],
         )
         .map_err(backend("append to a journal"))?;
-    }
-    Ok(Seq(u64::try_from(seq).unwrap_or(0)))
+    Ok(rows.iter().map(|r| r.get::<_, i64>(0)).max())
 }
 
 /// The epoch of `lease` as the database holds it.
@@ -511,9 +519,9 @@ impl RunStore for PgStore {
             check_record(lease.run(), record)?;
         }
         self.own(lease)?;
+        let mut conn = self.client()?;
         if records.is_empty() {
             // Nothing to write: the journal's end, once the lease is known to be current.
-            let mut conn = self.client()?;
             if let Some(refused) = refusal(&mut conn, &self.namespace, lease)? {
                 return Err(refused);
             }
@@ -526,27 +534,7 @@ impl RunStore for PgStore {
                 .get(0);
             return Ok(Seq(u64::try_from(last).unwrap_or(0)));
         }
-        // One statement: the run's row locked and its epoch checked, the lines numbered after the
-        // journal's last (the key on (run, seq) refuses a number given twice).
-        let epoch = lease_epoch(lease);
-        let mut conn = self.client()?;
-        let rows = conn
-            .query(
-                "WITH fence AS (
-                     SELECT epoch FROM runs
-                     WHERE namespace = $1::text AND run = $2::text FOR UPDATE),
-                 last AS (
-                     SELECT coalesce(max(seq), 0) AS seq FROM journal
-                     WHERE namespace = $1::text AND run = $2::text)
-                 INSERT INTO journal (namespace, run, seq, record)
-                 SELECT $1::text, $2::text, last.seq + line.n, line.record
-                 FROM fence, last, unnest($4::text[]) WITH ORDINALITY AS line(record, n)
-                 WHERE fence.epoch = $3::bigint
-                 RETURNING seq",
-                &[&self.namespace, &lease.run(), &epoch, &records],
-            )
-            .map_err(backend("append to a journal"))?;
-        match rows.iter().map(|r| r.get::<_, i64>(0)).max() {
+        match append_fenced(&mut *conn, &self.namespace, lease, records)? {
             Some(last) => Ok(Seq(u64::try_from(last).unwrap_or(0))),
             None => Err(not_written(
                 &mut conn,
@@ -692,7 +680,7 @@ impl RunStore for PgStore {
             .map_err(backend("begin a transaction"))?;
         insert_run(&mut tx, &self.namespace, run)?;
         let lease = self.take_locked(&mut tx, run, holder)?;
-        append_in(&mut tx, &self.namespace, run, records)?;
+        append_fenced(&mut tx, &self.namespace, &lease, records)?;
         for (key, bytes) in documents {
             tx.execute(
                 "INSERT INTO documents (namespace, run, key, bytes) VALUES ($1, $2, $3, $4)",

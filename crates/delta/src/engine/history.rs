@@ -92,17 +92,6 @@ impl Tally {
     }
 }
 
-/// A journal read whole into its conversation.
-struct Streamed {
-    pub(super) journal: RunJournal,
-    pub(super) conversation: ConversationBuilder,
-    /// The events from the model's last answer on, and their `seq`s.
-    pub(super) recent: Vec<Event>,
-    pub(super) seqs: Vec<u64>,
-    /// The journal has the run's first events (`RUN_START`).
-    pub(super) has_start: bool,
-}
-
 /// The run's journal opened for the engine, with its past as the engine keeps it.
 pub(super) struct Opening {
     /// The journal, and the events kept as events.
@@ -121,19 +110,9 @@ pub(super) fn open(setup: &EngineSetup, metadata: &mut RunMetadata) -> Result<Op
     let budget = setup.agent.llm.context_window.is_some()
         || metadata.extra.contains_key(compact::LEARNED_WINDOW);
     if keeps_conversation(&setup.agent, budget)
-        && let Some(streamed) = stream(&path, setup.clock, metadata)?
+        && let Some(opening) = stream(&path, setup.clock, metadata)?
     {
-        return Ok(Opening {
-            opened: Opened {
-                journal: streamed.journal,
-                events: streamed.recent,
-                seqs: streamed.seqs,
-                thoughts_before: 0,
-                recovered: None,
-            },
-            kept: Kept::Conversation(Box::new(streamed.conversation)),
-            has_start: streamed.has_start,
-        });
+        return Ok(opening);
     }
     let opened = if budget {
         RunJournal::open_tail(&path, setup.clock)?
@@ -165,13 +144,13 @@ pub(super) fn open(setup: &EngineSetup, metadata: &mut RunMetadata) -> Result<Op
 }
 
 /// Reads the journal at `path` into its conversation, bringing `metadata`'s counters up to it.
-/// `None` where the events are needed after all (a journal to repair, or one that was compacted:
-/// its window is learned from it), with `metadata` untouched.
+/// `None` where the events are needed after all (a journal to repair, or one that was compacted),
+/// with `metadata` untouched.
 fn stream(
     path: &Path,
     clock: Clock,
     metadata: &mut RunMetadata,
-) -> Result<Option<Streamed>, StoreError> {
+) -> Result<Option<Opening>, StoreError> {
     let mut conversation = ConversationBuilder::default();
     let mut recent: Vec<Event> = Vec::new();
     let mut seqs = Vec::new();
@@ -184,27 +163,43 @@ fn stream(
         }
         tally.see(&event);
         has_start |= matches!(event, Event::RunStart { .. });
-        if matches!(event, Event::Thought { .. }) {
-            for older in recent.drain(..) {
-                conversation.feed_owned(older);
-            }
-            seqs.clear();
-        }
-        recent.push(event);
-        seqs.push(seq);
+        push_recent(&mut conversation, &mut recent, &mut seqs, seq, event);
         ControlFlow::Continue(())
     })?;
     let Some(journal) = journal else {
         return Ok(None);
     };
     tally.apply(metadata);
-    Ok(Some(Streamed {
-        journal,
-        conversation,
-        recent,
-        seqs,
+    Ok(Some(Opening {
+        opened: Opened {
+            journal,
+            events: recent,
+            seqs,
+            thoughts_before: 0,
+            recovered: None,
+        },
+        kept: Kept::Conversation(Box::new(conversation)),
         has_start,
     }))
+}
+
+/// Adds `event` (`seq`) to the events since the model's last answer: an answer moves the events
+/// before it into `conversation`.
+fn push_recent(
+    conversation: &mut ConversationBuilder,
+    recent: &mut Vec<Event>,
+    seqs: &mut Vec<u64>,
+    seq: u64,
+    event: Event,
+) {
+    if matches!(event, Event::Thought { .. }) {
+        for older in recent.drain(..) {
+            conversation.feed_owned(older);
+        }
+        seqs.clear();
+    }
+    recent.push(event);
+    seqs.push(seq);
 }
 
 impl Engine<'_> {
@@ -216,16 +211,15 @@ impl Engine<'_> {
             // event (this one is in the file already).
             return self.keep_events();
         }
-        if let Kept::Conversation(conversation) = &mut self.kept
-            && matches!(event, Event::Thought { .. })
-        {
-            for older in self.typed.drain(..) {
-                conversation.feed_owned(older);
+        match &mut self.kept {
+            Kept::Conversation(conversation) => {
+                push_recent(conversation, &mut self.typed, &mut self.seqs, seq, event);
             }
-            self.seqs.clear();
+            Kept::Events => {
+                self.seqs.push(seq);
+                self.typed.push(event);
+            }
         }
-        self.seqs.push(seq);
-        self.typed.push(event);
         Ok(())
     }
 
