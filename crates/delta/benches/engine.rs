@@ -4,7 +4,10 @@
 //! agent whose only tool is `true`, for runs of 0, 10 and 50 tool iterations, timed from outside as a
 //! user would: wall time, and CPU time of `delta` and its tools (the server runs in this process).
 //! The cost of one tool iteration is the slope between 0 and 50. Beside it, the floor: one process
-//! spawn (`true`) and two durable appends (a journal line and `fdatasync`, twice). The time the
+//! spawn (`true`) and two durable appends (a journal line and `fdatasync`, twice); and the slope of
+//! a plain loop of the same steps written in this file (a request over a fresh connection, an append,
+//! `true` with its output read, an append), the least an engine of this shape pays on this machine,
+//! which tells a slow machine from a slow engine. The time the
 //! scripted server spends producing its answers is shown apart. Peak memory is that of one more
 //! 50-iteration run of each binary, watched from `/proc` (`VmHWM`), untimed.
 //!
@@ -175,6 +178,71 @@ fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
     )
 }
 
+/// A loop of the engine's shape written as plainly as it can be, in this process: per iteration a
+/// model request over a fresh connection (the conversation growing as delta's does, the answer read
+/// whole and parsed), a durable append, `true` run with its output read, a durable append. What it
+/// costs is the least any engine of this shape pays here: delta's slope is judged against it.
+fn reference_loop(
+    iterations: usize,
+    dir: &std::path::Path,
+    keep: &mut Vec<tempfile::TempDir>,
+) -> Run {
+    use std::io::{Read, Write};
+    let server = scripted(iterations);
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let folder = tempfile::tempdir_in(dir).unwrap();
+    let path = folder.path().join("journal.jsonl");
+    keep.push(folder);
+    let mut journal = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let mut append = |value: &serde_json::Value| {
+        journal.write_all(format!("{value}\n").as_bytes()).unwrap();
+        journal.sync_data().unwrap();
+    };
+    let thread_cpu = || testkit::cpu_used(UsageWho::RUSAGE_THREAD);
+    let (cpu_before, children_before) = (thread_cpu(), children_cpu());
+    let start = Instant::now();
+    let mut messages = vec![
+        json!({"role": "system", "content": "Benchmark agent."}),
+        json!({"role": "user", "content": "go"}),
+    ];
+    loop {
+        let body = json!({"model": "m", "messages": messages}).to_string();
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        write!(
+            stream,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let answer: serde_json::Value = serde_json::from_slice(&answer[at..]).unwrap();
+        let message = answer["choices"][0]["message"].clone();
+        append(&json!({"type": "THOUGHT", "message": message}));
+        let Some(call) = message["tool_calls"][0]["id"].as_str().map(str::to_string) else {
+            break;
+        };
+        let out = Command::new("true").stdin(Stdio::null()).output().unwrap();
+        append(&json!({"type": "ACTION_RESULT", "id": call, "code": out.status.code()}));
+        messages.push(message);
+        messages.push(json!({"role": "tool", "tool_call_id": call, "content": "ok"}));
+    }
+    let wall = start.elapsed();
+    let cpu = (thread_cpu() + children_cpu()).saturating_sub(cpu_before + children_before);
+    assert_eq!(server.remaining(), 0);
+    Run {
+        wall,
+        server: server.busy_time(),
+        cpu,
+    }
+}
+
 fn spawn_true(n: usize) -> Duration {
     let start = Instant::now();
     for _ in 0..n {
@@ -188,29 +256,56 @@ type Figures = Vec<Run>;
 
 const LENGTHS: [usize; 3] = [0, 10, 50];
 
-/// Runs every binary `REPEATS` times per run length, alternating between them.
-fn measure(binaries: &[std::path::PathBuf], dir: &std::path::Path) -> Vec<Figures> {
+/// Medians of runs.
+fn medians(runs: &[Run]) -> Run {
+    Run {
+        wall: median(runs.iter().map(|r| r.wall).collect()),
+        server: median(runs.iter().map(|r| r.server).collect()),
+        cpu: median(runs.iter().map(|r| r.cpu).collect()),
+    }
+}
+
+/// Runs every binary `REPEATS` times per run length, alternating between them, and the plain loop
+/// ([`reference_loop`]) in the same rounds, so that all see the same machine. The binaries' figures,
+/// then the plain loop's.
+fn measure(binaries: &[std::path::PathBuf], dir: &std::path::Path) -> (Vec<Figures>, Figures) {
     let mut keep = Vec::new();
     let mut figures = vec![Vec::new(); binaries.len()];
+    let mut reference = Vec::new();
     for n in LENGTHS {
         let mut runs = vec![Vec::new(); binaries.len()];
+        let mut plain = Vec::new();
         for _ in 0..REPEATS {
             for (bin, runs) in binaries.iter().zip(runs.iter_mut()) {
                 runs.push(run_once(bin, n, dir, &mut keep));
             }
+            plain.push(reference_loop(n, dir, &mut keep));
         }
         for (runs, figures) in runs.iter().zip(figures.iter_mut()) {
-            figures.push(Run {
-                wall: median(runs.iter().map(|r| r.wall).collect()),
-                server: median(runs.iter().map(|r| r.server).collect()),
-                cpu: median(runs.iter().map(|r| r.cpu).collect()),
-            });
+            figures.push(medians(runs));
         }
+        reference.push(medians(&plain));
     }
-    figures
+    (figures, reference)
 }
 
-fn report(label: &str, results: &Figures, floor: (f64, f64)) {
+/// Per tool iteration: the slope of `pick` between the shortest and the longest runs, in seconds.
+fn slope(results: &Figures, pick: fn(&Run) -> Duration) -> f64 {
+    let last = LENGTHS.len() - 1;
+    pick(&results[last])
+        .saturating_sub(pick(&results[0]))
+        .as_secs_f64()
+        / LENGTHS[last] as f64
+}
+
+/// What is measured beside every binary: the floor (a spawn, two appends) and the plain loop.
+struct Beside {
+    spawn: f64,
+    appends: f64,
+    reference: Figures,
+}
+
+fn report(label: &str, results: &Figures, beside: &Beside) {
     println!("{label}");
     for (n, r) in LENGTHS.iter().zip(results) {
         println!(
@@ -220,29 +315,26 @@ fn report(label: &str, results: &Figures, floor: (f64, f64)) {
             r.server.as_secs_f64() * 1e3
         );
     }
-    let last = LENGTHS.len() - 1;
-    let slope = |pick: fn(&Run) -> Duration| {
-        pick(&results[last])
-            .saturating_sub(pick(&results[0]))
-            .as_secs_f64()
-            / LENGTHS[last] as f64
-    };
-    let (spawn, appends) = floor;
     println!(
         "per tool iteration (slope 0→{}):  {:>8.3} ms wall, {:.3} ms CPU (wanted: ≤ 2.0 wall, ≤ 1.5 CPU)",
-        LENGTHS[last],
-        slope(|r| r.wall) * 1e3,
-        slope(|r| r.cpu) * 1e3
+        LENGTHS[LENGTHS.len() - 1],
+        slope(results, |r| r.wall) * 1e3,
+        slope(results, |r| r.cpu) * 1e3
     );
     println!(
         "  of which the scripted server    {:>8.3} ms",
-        slope(|r| r.server) * 1e3
+        slope(results, |r| r.server) * 1e3
     );
     println!(
         "  the floor: a spawn + 2 appends  {:>8.3} ms ({:.3} ms spawning `true`, {:.3} ms for two durable appends)",
-        (spawn + appends) * 1e3,
-        spawn * 1e3,
-        appends * 1e3
+        (beside.spawn + beside.appends) * 1e3,
+        beside.spawn * 1e3,
+        beside.appends * 1e3
+    );
+    println!(
+        "  a plain loop of the same steps  {:>8.3} ms wall, {:.3} ms CPU (request, append, spawn, append: the least it costs here)",
+        slope(&beside.reference, |r| r.wall) * 1e3,
+        slope(&beside.reference, |r| r.cpu) * 1e3
     );
     println!(
         "startup (run without tool calls)  {:>8.2} ms",
@@ -256,15 +348,18 @@ fn main() {
     let mut binaries = vec![std::path::PathBuf::from(env!("CARGO_BIN_EXE_delta"))];
     let baseline = std::env::var_os("DELTA_BENCH_BASELINE").map(std::path::PathBuf::from);
     binaries.extend(baseline.clone());
-    let figures = measure(&binaries, &dir);
-    let per_spawn = median((0..REPEATS).map(|_| spawn_true(50)).collect()).as_secs_f64() / 50.0;
-    let floor = (per_spawn, durable_appends(&dir).as_secs_f64());
-    report("this build", &figures[0], floor);
+    let (figures, reference) = measure(&binaries, &dir);
+    let beside = Beside {
+        spawn: median((0..REPEATS).map(|_| spawn_true(50)).collect()).as_secs_f64() / 50.0,
+        appends: durable_appends(&dir).as_secs_f64(),
+        reference,
+    };
+    report("this build", &figures[0], &beside);
     if let Some(baseline) = &baseline {
         report(
             &format!("baseline {}", baseline.display()),
             &figures[1],
-            floor,
+            &beside,
         );
     }
     match (syncs(0, &dir), syncs(10, &dir)) {

@@ -181,7 +181,7 @@ pub fn claim_for_run(
         Ok(Decision::StartNew) | Err(_) => {
             // What the finished run's process left running was stopped when the workspace was
             // locked (`runs::lock_workspace`); its record has nothing more to tell.
-            Recorder::new(opened.run.process_record()).clear()?;
+            Recorder::new(opened.run.process_record()).discard()?;
             Ok(RunInWorkspace::New {
                 // The run's own lock is released here; the workspace's is kept for the new run.
                 workspace_lock: opened.workspace_lock,

@@ -5,7 +5,8 @@
 //! <workspace>/.delta/LATEST             id of the most recent run (written atomically)
 //! <workspace>/.delta/workspace.lock     held by the one delta process working in the workspace
 //! <workspace>/.delta/<run_id>/          journal.jsonl, metadata.json, engine.log, run.lock,
-//!                                       process.json (while a child runs),
+//!                                       process.json (a child's group while it runs; empty
+//!                                       between children, removed when the run stops),
 //!                                       io/{invocations,tool_executions,hooks}/, interaction/
 //! ```
 //!

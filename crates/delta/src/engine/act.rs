@@ -3,7 +3,7 @@
 //! `ACTION_REQUEST` is flushed before the tool starts and `ACTION_RESULT` is written as soon as it
 //! ends, so a run stopped at any point knows which calls started and which finished. Between the two,
 //! the tool's process group is recorded in `process.json` (before its program starts) and the record is
-//! removed once the result is journaled: a process that takes the run over after a crash finds the
+//! emptied once the result is journaled: a process that takes the run over after a crash finds the
 //! group there, stops it if it still runs, and knows that a call without a record never started its
 //! program.
 

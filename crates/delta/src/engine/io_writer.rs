@@ -6,13 +6,14 @@
 //! the metadata of files created since the previous one. The loop hands records to this writer,
 //! which writes them in batches: at most [`BATCH_DELAY`] after the first pending record, sooner
 //! when [`BATCH_BYTES`] are pending, and always on `flush` (the engine flushes when a run stops).
+//! The writer is woken once per batch, not per record.
 //!
 //! A record that cannot be written (a full disk) is removed rather than left empty or cut short, and
 //! reported: [`IoWriter::failures`] gives each one with its path and error, for the engine to say
 //! in the journal which records are missing.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -72,9 +73,43 @@ impl From<&str> for Content {
 /// A record: its parts, written one after the other into one file.
 pub(super) type Parts = Vec<Content>;
 
-enum Job {
-    Write { path: PathBuf, parts: Parts },
-    Flush(mpsc::Sender<()>),
+/// What the engine has handed over and the writer has not written yet.
+#[derive(Default)]
+struct Queue {
+    records: Vec<(PathBuf, Parts)>,
+    /// Their known size.
+    bytes: usize,
+    /// When the oldest of them was queued.
+    since: Option<Instant>,
+    /// Flushes asked for, and done (each flush waits for the writes queued before it).
+    flushes_asked: u64,
+    flushes_done: u64,
+    /// The engine is done with the writer: write what is left and stop.
+    closing: bool,
+}
+
+impl Queue {
+    /// Whether the writer should write now rather than wait.
+    fn due(&self) -> bool {
+        self.closing
+            || self.flushes_asked > self.flushes_done
+            || self.bytes >= BATCH_BYTES
+            || self.since.is_some_and(|t| t.elapsed() >= BATCH_DELAY)
+    }
+}
+
+/// The queue and the writer's two signals: work for it, and flushes done.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    flushed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A record that could not be written.
@@ -91,7 +126,7 @@ type Failures = Arc<Mutex<Vec<Failed>>>;
 
 /// The writer.
 pub struct IoWriter {
-    tx: Option<mpsc::Sender<Job>>,
+    shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     failures: Failures,
 }
@@ -99,50 +134,15 @@ pub struct IoWriter {
 impl IoWriter {
     /// Starts the writer thread.
     pub fn start() -> Self {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let shared = Arc::new(Shared::default());
         let failures = Failures::default();
-        let failed = Arc::clone(&failures);
-        let thread = std::thread::spawn(move || {
-            let write_all = |pending: &mut Vec<(PathBuf, Parts)>| write_all(pending, &failed);
-            let mut pending: Vec<(PathBuf, Parts)> = Vec::new();
-            let mut pending_bytes = 0usize;
-            let mut first_pending: Option<Instant> = None;
-            loop {
-                let job = match first_pending {
-                    None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-                    Some(since) => rx.recv_timeout(BATCH_DELAY.saturating_sub(since.elapsed())),
-                };
-                match job {
-                    Ok(Job::Write { path, parts }) => {
-                        pending_bytes += parts.iter().map(Content::len).sum::<usize>();
-                        pending.push((path, parts));
-                        first_pending.get_or_insert_with(Instant::now);
-                        if pending_bytes >= BATCH_BYTES {
-                            write_all(&mut pending);
-                            pending_bytes = 0;
-                            first_pending = None;
-                        }
-                    }
-                    Ok(Job::Flush(done)) => {
-                        write_all(&mut pending);
-                        pending_bytes = 0;
-                        first_pending = None;
-                        let _ = done.send(());
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        write_all(&mut pending);
-                        pending_bytes = 0;
-                        first_pending = None;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        write_all(&mut pending);
-                        break;
-                    }
-                }
-            }
-        });
+        let thread = {
+            let shared = Arc::clone(&shared);
+            let failures = Arc::clone(&failures);
+            std::thread::spawn(move || write_batches(&shared, &failures))
+        };
         Self {
-            tx: Some(tx),
+            shared,
             thread: Some(thread),
             failures,
         }
@@ -158,20 +158,69 @@ impl IoWriter {
     }
 
     /// Queues the record `path`, its `parts` one after the other (its folder is created if
-    /// needed).
+    /// needed). The writer is woken only by the first record of a batch (to start its delay) and by
+    /// one that makes the batch large enough: waking a thread costs more than queuing a record.
     pub fn write(&self, path: PathBuf, parts: Parts) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Job::Write { path, parts });
+        let mut queue = self.shared.lock();
+        let first = queue.records.is_empty();
+        queue.bytes += parts.iter().map(Content::len).sum::<usize>();
+        queue.records.push((path, parts));
+        queue.since.get_or_insert_with(Instant::now);
+        let wake = first || queue.bytes >= BATCH_BYTES;
+        drop(queue);
+        if wake {
+            self.shared.work.notify_one();
         }
     }
 
     /// Waits until every queued write is done.
     pub fn flush(&self) {
-        if let Some(tx) = &self.tx {
-            let (done_tx, done_rx) = mpsc::channel();
-            if tx.send(Job::Flush(done_tx)).is_ok() {
-                let _ = done_rx.recv();
-            }
+        let mut queue = self.shared.lock();
+        queue.flushes_asked += 1;
+        let ticket = queue.flushes_asked;
+        self.shared.work.notify_one();
+        while queue.flushes_done < ticket && self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        {
+            queue = self
+                .shared
+                .flushed
+                .wait_timeout(queue, Duration::from_millis(100))
+                .map_or_else(|p| p.into_inner().0, |(q, _)| q);
+        }
+    }
+}
+
+/// The writer thread: waits for a batch to be due, writes it outside the lock, until the engine is
+/// done with it.
+fn write_batches(shared: &Shared, failures: &Mutex<Vec<Failed>>) {
+    loop {
+        let mut queue = shared.lock();
+        while !queue.due() {
+            queue = match queue.since {
+                None => shared
+                    .work
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(since) => {
+                    let left = BATCH_DELAY.saturating_sub(since.elapsed());
+                    shared
+                        .work
+                        .wait_timeout(queue, left)
+                        .map_or_else(|p| p.into_inner().0, |(q, _)| q)
+                }
+            };
+        }
+        let mut batch = std::mem::take(&mut queue.records);
+        queue.bytes = 0;
+        queue.since = None;
+        let ticket = queue.flushes_asked;
+        let closing = queue.closing;
+        drop(queue);
+        write_all(&mut batch, failures);
+        shared.lock().flushes_done = ticket;
+        shared.flushed.notify_all();
+        if closing {
+            return;
         }
     }
 }
@@ -216,7 +265,8 @@ fn write_record(path: &std::path::Path, parts: Parts) -> std::io::Result<()> {
 
 impl Drop for IoWriter {
     fn drop(&mut self) {
-        drop(self.tx.take());
+        self.shared.lock().closing = true;
+        self.shared.work.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -338,11 +338,11 @@ impl<'a> Engine<'a> {
         Recorder::new(self.setup.run.process_record())
     }
 
-    /// Removes `process.json` once what its process did is journaled. A record that cannot be removed
+    /// Empties `process.json` once what its process did is journaled. A record that cannot be emptied
     /// names a group that has ended, which the next recovery finds gone, so this is logged, not fatal.
     fn clear_record(&mut self) {
         if let Err(e) = self.recorder().clear() {
-            self.log(&format!("cannot remove the process record: {e}"));
+            self.log(&format!("cannot empty the process record: {e}"));
         }
     }
 
@@ -463,6 +463,9 @@ impl<'a> Engine<'a> {
     pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(initial_message);
         self.io.flush();
+        if let Err(e) = self.recorder().remove_if_empty() {
+            self.log(&format!("cannot remove the empty process record: {e}"));
+        }
         // A run that waits for an answer, or paused between turns as asked, goes on later with
         // its sessions; any other stop ends their processes.
         let goes_on = matches!(&result, Ok(o) if o.status == RunStatus::WaitingForInput)

@@ -6,12 +6,24 @@
 //! unrecorded. A process that takes the run over after a crash finds the record and stops the group
 //! if it is still running ([`stop_recorded`]) before it settles the interrupted call.
 //!
-//! Records are written atomically but not flushed to disk. A record has to outlive the delta process,
-//! not the machine: once `rename` returns, every later process sees the file, however the writer dies,
-//! and a power loss ends the group anyway. (A flush would cost about three times a journal append per
-//! tool call.) What a flush would add, knowing after a power loss that a call without a record never
-//! started, comes from the run's metadata instead, which names the boot of the process that wrote it.
+//! Records are not flushed to disk. A record has to outlive the delta process, not the machine: once
+//! a write returns, every later process sees it, however the writer dies, and a power loss ends the
+//! group anyway. (A flush would cost about three times a journal append per tool call.) What a flush
+//! would add, knowing after a power loss that a call without a record never started, comes from the
+//! run's metadata instead, which names the boot of the process that wrote it.
+//!
+//! The file is written in place and emptied, not replaced and removed: a tool call would otherwise
+//! create a file and delete one, and on some file systems (ext4 without a journal) each file created
+//! costs more for every file deleted in the last half minute. A record is one line of JSON written
+//! at the start of the file in one write of at most a page, which a process killed during it leaves
+//! whole or not at all; the file is then cut to that line. A writer killed between the two leaves the
+//! line followed by the end of a longer earlier record, and the reader takes the first line. An empty
+//! file records nothing. A record longer than a page (a very long call id) replaces the file instead.
+//! The run's lock serializes writers and readers: the process that holds it is the only one that
+//! writes, and a process that reads a run's record holds its lock or its workspace's.
 
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -66,6 +78,10 @@ pub struct ProcessRecord {
 /// The record's file name in a run folder.
 pub const FILE_NAME: &str = "process.json";
 
+/// The longest record written in place: one write of at most a page is never cut short by the
+/// writer's death.
+const IN_PLACE_MAX: usize = 4096;
+
 /// Writes and clears one run's `process.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorder {
@@ -104,37 +120,84 @@ impl Recorder {
     }
 
     fn write(&self, record: &ProcessRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec_pretty(record).map_err(|source| StoreError::Serialize {
+        let mut line = serde_json::to_vec(record).map_err(|source| StoreError::Serialize {
             path: self.path.clone(),
             source,
         })?;
-        store::write_atomic_lazy(&self.path, &bytes)
+        line.push(b'\n');
+        if line.len() > IN_PLACE_MAX {
+            return store::write_atomic_lazy(&self.path, &line);
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&self.path)
+            .map_err(|e| StoreError::io("open", &self.path, e))?;
+        file.write_all_at(&line, 0)
+            .map_err(|e| StoreError::io("write", &self.path, e))?;
+        file.set_len(line.len() as u64)
+            .map_err(|e| StoreError::io("truncate", &self.path, e))
     }
 
     /// The record, if there is one. An unreadable record is reported, not ignored.
     pub fn read(&self) -> Result<Option<ProcessRecord>, StoreError> {
-        match store::atomic::read_json(&self.path) {
-            Ok(record) => Ok(Some(record)),
-            Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("read", &self.path, e)),
+        };
+        parse_record(&bytes).map_err(|source| StoreError::Parse {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Empties the record (its group has ended, or its end is journaled). Not flushed: a record that
+    /// comes back after a power loss names a group of an earlier boot, which is known to be gone.
+    pub fn clear(&self) -> Result<(), StoreError> {
+        match std::fs::OpenOptions::new().write(true).open(&self.path) {
+            Ok(file) => file
+                .set_len(0)
+                .map_err(|e| StoreError::io("empty", &self.path, e)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io("open", &self.path, e)),
         }
     }
 
-    /// Removes the record (its group has ended, or its end is journaled). Not flushed: a record that
-    /// comes back after a power loss names a group of an earlier boot, which is known to be gone.
-    pub fn clear(&self) -> Result<(), StoreError> {
+    /// Removes the file, whatever it records (a finished run's, whose groups have been stopped).
+    pub fn discard(&self) -> Result<(), StoreError> {
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::Io {
-                action: "remove",
-                path: self.path.clone(),
-                source: e,
-            }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io("remove", &self.path, e)),
         }
     }
+
+    /// Removes the file when it records nothing (a run stops with none of its processes running).
+    pub fn remove_if_empty(&self) -> Result<(), StoreError> {
+        match std::fs::metadata(&self.path) {
+            Ok(meta) if meta.len() == 0 => std::fs::remove_file(&self.path)
+                .map_err(|e| StoreError::io("remove", &self.path, e)),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io("inspect", &self.path, e)),
+        }
+    }
+}
+
+/// A record file's contents: nothing when empty; else the whole file (as an older delta wrote it,
+/// pretty-printed), or else its first line (a longer earlier record's end may follow it when its
+/// writer died before cutting the file).
+fn parse_record(bytes: &[u8]) -> Result<Option<ProcessRecord>, serde_json::Error> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(bytes).map(Some).or_else(|whole| {
+        let first = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+        serde_json::from_slice(first).map(Some).map_err(|_| whole)
+    })
 }
 
 /// A process group found recorded when a run was taken over, and what was done about it.
@@ -279,6 +342,124 @@ mod tests {
         recorder.clear().unwrap();
         recorder.clear().unwrap();
         assert_eq!(recorder.read().unwrap(), None);
+    }
+
+    /// A group that is not running (this process's own, which is never stopped by these tests).
+    fn some_group() -> GroupId {
+        GroupId {
+            pgid: i32::MAX - 7,
+            start_ticks: Some(1),
+            boot_id: Some("boot".into()),
+        }
+    }
+
+    #[test]
+    fn a_record_is_written_in_place_and_emptied_then_removed_when_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        recorder.clear().unwrap();
+        assert!(!recorder.path().exists(), "clearing no record creates none");
+        recorder
+            .record(ChildKind::Tool, "t", Some("c1"), &some_group())
+            .unwrap();
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let first = inode(recorder.path());
+        let text = std::fs::read_to_string(recorder.path()).unwrap();
+        assert_eq!(text.lines().count(), 1, "one line: {text}");
+        assert!(text.ends_with('\n'));
+
+        recorder.remove_if_empty().unwrap();
+        assert!(recorder.path().exists(), "a record is never removed");
+        recorder.clear().unwrap();
+        assert_eq!(std::fs::metadata(recorder.path()).unwrap().len(), 0);
+        assert_eq!(
+            recorder.read().unwrap(),
+            None,
+            "an empty file records nothing"
+        );
+        recorder
+            .record(ChildKind::Hook, "h", None, &some_group())
+            .unwrap();
+        assert_eq!(
+            inode(recorder.path()),
+            first,
+            "the file is written in place"
+        );
+        assert_eq!(recorder.read().unwrap().unwrap().kind, ChildKind::Hook);
+        recorder.clear().unwrap();
+        recorder.remove_if_empty().unwrap();
+        assert!(!recorder.path().exists());
+        recorder.remove_if_empty().unwrap();
+    }
+
+    #[test]
+    fn a_record_followed_by_the_end_of_a_longer_one_is_read_by_its_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let long = "x".repeat(300);
+        recorder
+            .record(ChildKind::Tool, &long, Some("c1"), &some_group())
+            .unwrap();
+        let longer = std::fs::read(recorder.path()).unwrap();
+        // A writer that died between writing the new line and cutting the file.
+        recorder
+            .record(ChildKind::Tool, "short", Some("c2"), &some_group())
+            .unwrap();
+        let short = std::fs::read(recorder.path()).unwrap();
+        let mut torn = short.clone();
+        torn.extend_from_slice(&longer[short.len()..]);
+        std::fs::write(recorder.path(), &torn).unwrap();
+        let read = recorder.read().unwrap().unwrap();
+        assert_eq!(
+            (read.name.as_str(), read.action_id.as_deref()),
+            ("short", Some("c2"))
+        );
+
+        // As an older delta wrote it: pretty-printed, several lines.
+        let pretty = serde_json::to_vec_pretty(&read).unwrap();
+        std::fs::write(recorder.path(), pretty).unwrap();
+        assert_eq!(recorder.read().unwrap().unwrap(), read);
+
+        // Damaged: reported, not taken for nothing.
+        std::fs::write(recorder.path(), b"{\"kind\":\"to").unwrap();
+        assert!(matches!(recorder.read(), Err(StoreError::Parse { .. })));
+    }
+
+    #[test]
+    fn a_record_longer_than_a_page_replaces_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let id = "c".repeat(IN_PLACE_MAX);
+        recorder
+            .record(ChildKind::Tool, "t", Some(&id), &some_group())
+            .unwrap();
+        assert_eq!(
+            recorder.read().unwrap().unwrap().action_id.as_deref(),
+            Some(id.as_str())
+        );
+        recorder
+            .record(ChildKind::Tool, "t", Some("c2"), &some_group())
+            .unwrap();
+        assert_eq!(
+            recorder.read().unwrap().unwrap().action_id.as_deref(),
+            Some("c2")
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left");
+    }
+
+    #[test]
+    fn a_workspace_sweep_passes_over_emptied_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join(".delta/run1");
+        std::fs::create_dir_all(&run).unwrap();
+        let recorder = Recorder::new(run.join(FILE_NAME));
+        recorder
+            .record(ChildKind::Tool, "t", Some("c1"), &some_group())
+            .unwrap();
+        recorder.clear().unwrap();
+        sweep_workspace(dir.path(), Duration::from_millis(10)).unwrap();
+        assert_eq!(std::fs::metadata(recorder.path()).unwrap().len(), 0);
     }
 
     #[test]

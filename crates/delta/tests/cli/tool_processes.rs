@@ -237,8 +237,9 @@ fn an_unreadable_process_record_does_not_block_the_recovery() {
     let tool = pid_in(&sb.ws().join("tool.pid"));
     sigkill(child);
     drop(GroupGuard(tool));
-    // What a power loss can leave of a file renamed into place but not flushed.
-    std::fs::write(sb.run_dir().join("process.json"), "").unwrap();
+    // What a power loss can leave of a record written in place but not flushed: a part of it
+    // (an empty file is no record: the state between two tools).
+    std::fs::write(sb.run_dir().join("process.json"), "{\"kind\":\"tool\",\"na").unwrap();
 
     let server2 = ScriptedServer::start([Reply::text("recovered")]);
     let out = continue_(&sb, &server2);
