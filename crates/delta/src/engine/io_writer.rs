@@ -230,7 +230,11 @@ fn write_batches(shared: &Shared, failures: &Mutex<Vec<Failed>>) {
 fn write_all(pending: &mut Vec<(PathBuf, Parts)>, failures: &Mutex<Vec<Failed>>) {
     let mut failed = Vec::new();
     for (path, parts) in pending.drain(..) {
-        if let Err(e) = write_record(&path, parts) {
+        // A part produced here that panics costs its record, not the writer.
+        let written =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write_record(&path, parts)))
+                .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")));
+        if let Err(e) = written {
             let _ = std::fs::remove_file(&path);
             failed.push(Failed {
                 path,
@@ -245,14 +249,27 @@ fn write_all(pending: &mut Vec<(PathBuf, Parts)>, failures: &Mutex<Vec<Failed>>)
     }
 }
 
-/// Writes one record, creating its folder when it is missing.
+/// Writes one record, creating its folder when it is missing. The record is a new file: whatever
+/// was at its name before (a link a tool made, say) is removed, never written through.
 fn write_record(path: &std::path::Path, parts: Parts) -> std::io::Result<()> {
-    let file = match std::fs::File::create(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+    };
+    let file = match create() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            std::fs::File::create(path)?
+            create()?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(path)?;
+            create()?
         }
         other => other?,
     };
@@ -302,6 +319,33 @@ mod tests {
         assert!(
             dir.path().join("last.txt").is_file(),
             "dropping the writer finishes its queue"
+        );
+    }
+
+    #[test]
+    fn a_link_at_a_records_name_is_replaced_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("precious.txt");
+        std::fs::write(&outside, "keep me").unwrap();
+        std::fs::create_dir_all(dir.path().join("io")).unwrap();
+        let record = dir.path().join("io/c1.json");
+        std::os::unix::fs::symlink(&outside, &record).unwrap();
+        let w = IoWriter::start();
+        w.write(record.clone(), vec!["{}".into()]);
+        w.write(
+            dir.path().join("io/c2.json"),
+            vec![Content::Later(Box::new(|| panic!("a bug")))],
+        );
+        w.write(dir.path().join("io/c3.json"), vec!["{}".into()]);
+        w.flush();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+        assert!(!record.is_symlink());
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), "{}");
+        let failed: Vec<PathBuf> = w.failures().into_iter().map(|f| f.path).collect();
+        assert_eq!(failed, vec![dir.path().join("io/c2.json")]);
+        assert!(
+            dir.path().join("io/c3.json").is_file(),
+            "the writer goes on after a record that failed to be produced"
         );
     }
 

@@ -20,10 +20,16 @@
 //! line followed by the end of a longer earlier record, and the reader takes the first line. An empty
 //! file records nothing. A record longer than a page (a very long call id) replaces the file instead.
 //! The run's lock serializes writers and readers: the process that holds it is the only one that
-//! writes, and a process that reads a run's record holds its lock or its workspace's.
+//! writes, and a process that reads a run's record holds its lock or its workspace's. The file is
+//! opened without following a symbolic link, and written into only when it is a regular file with
+//! one name: a tool that may write in the workspace could put a link to any file of the user's at
+//! the record's name, which delta replaces (or removes) instead of writing through. An empty
+//! record left by a delta killed before it removed the file is removed by the next process that
+//! takes the workspace ([`sweep_workspace`]).
 
+use std::fs::OpenOptions;
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -99,7 +105,7 @@ impl Recorder {
         &self.path
     }
 
-    /// Records that `group` runs `kind` `name` (for tool call `action_id`), atomically, without a
+    /// Records that `group` runs `kind` `name` (for tool call `action_id`), in one write, without a
     /// flush (see the module documentation).
     pub fn record(
         &self,
@@ -125,42 +131,74 @@ impl Recorder {
             source,
         })?;
         line.push(b'\n');
-        if line.len() > IN_PLACE_MAX {
+        let file = if line.len() > IN_PLACE_MAX {
+            None
+        } else {
+            self.open_plain(OpenOptions::new().write(true).create(true).mode(0o600))
+                .map_err(|e| StoreError::io("open", &self.path, e))?
+        };
+        // Anything but a plain file of ours at the record's name (a link a tool made, say) is
+        // replaced, never written through.
+        let Some(file) = file else {
             return store::write_atomic_lazy(&self.path, &line);
-        }
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(|e| StoreError::io("open", &self.path, e))?;
+        };
         file.write_all_at(&line, 0)
             .map_err(|e| StoreError::io("write", &self.path, e))?;
         file.set_len(line.len() as u64)
             .map_err(|e| StoreError::io("truncate", &self.path, e))
     }
 
-    /// The record, if there is one. An unreadable record is reported, not ignored.
-    pub fn read(&self) -> Result<Option<ProcessRecord>, StoreError> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::io("read", &self.path, e)),
+    /// The file at the record's name opened with `options`, without following a symbolic link and
+    /// without waiting on a pipe; `None` when it is not a regular file with a single name (delta
+    /// writes into its own files only: a tool may have put a link there).
+    fn open_plain(&self, options: &mut OpenOptions) -> std::io::Result<Option<std::fs::File>> {
+        let opened = options
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&self.path);
+        let file = match opened {
+            Ok(file) => file,
+            // A link, or a pipe nobody reads.
+            Err(e) if matches!(e.raw_os_error(), Some(nix::libc::ELOOP | nix::libc::ENXIO)) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
         };
-        parse_record(&bytes).map_err(|source| StoreError::Parse {
+        let meta = file.metadata()?;
+        Ok((meta.is_file() && meta.nlink() == 1).then_some(file))
+    }
+
+    /// The record, if there is one. An unreadable record is reported, not ignored; so is anything
+    /// but a regular file at its name.
+    pub fn read(&self) -> Result<Option<ProcessRecord>, StoreError> {
+        let file = match self.open_plain(OpenOptions::new().read(true)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("open", &self.path, e)),
+        };
+        let unreadable = |source| StoreError::Parse {
             path: self.path.clone(),
             source,
-        })
+        };
+        let Some(mut file) = file else {
+            return Err(unreadable(serde::de::Error::custom(
+                "not a regular file of delta's",
+            )));
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)
+            .map_err(|e| StoreError::io("read", &self.path, e))?;
+        parse_record(&bytes).map_err(unreadable)
     }
 
     /// Empties the record (its group has ended, or its end is journaled). Not flushed: a record that
     /// comes back after a power loss names a group of an earlier boot, which is known to be gone.
     pub fn clear(&self) -> Result<(), StoreError> {
-        match std::fs::OpenOptions::new().write(true).open(&self.path) {
-            Ok(file) => file
+        match self.open_plain(OpenOptions::new().write(true)) {
+            Ok(Some(file)) => file
                 .set_len(0)
                 .map_err(|e| StoreError::io("empty", &self.path, e)),
+            // Not delta's own file: its name is removed, what it points to is left alone.
+            Ok(None) => self.discard(),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::io("open", &self.path, e)),
         }
@@ -280,6 +318,8 @@ pub fn sweep_workspace(workspace: &Path, grace: std::time::Duration) -> Result<(
         if !recorder.path().is_file() {
             continue;
         }
+        // An empty record of a run that stopped (its process killed before it removed it).
+        recorder.remove_if_empty()?;
         match stop_recorded(&recorder, grace) {
             Ok(Some(Leftover {
                 mut record,
@@ -449,7 +489,47 @@ mod tests {
     }
 
     #[test]
-    fn a_workspace_sweep_passes_over_emptied_records() {
+    fn a_link_or_a_pipe_at_the_records_name_is_replaced_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("precious.txt");
+        std::fs::write(&outside, "keep me").unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let link = || std::os::unix::fs::symlink(&outside, recorder.path()).unwrap();
+
+        link();
+        assert!(matches!(recorder.read(), Err(StoreError::Parse { .. })));
+        recorder
+            .record(ChildKind::Tool, "t", Some("c1"), &some_group())
+            .unwrap();
+        assert!(!recorder.path().is_symlink());
+        assert_eq!(recorder.read().unwrap().unwrap().name, "t");
+
+        std::fs::remove_file(recorder.path()).unwrap();
+        link();
+        recorder.clear().unwrap();
+        assert!(!recorder.path().exists(), "the link is removed");
+
+        std::fs::hard_link(&outside, recorder.path()).unwrap();
+        recorder
+            .record(ChildKind::Tool, "t", Some("c2"), &some_group())
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+
+        std::fs::remove_file(recorder.path()).unwrap();
+        nix::unistd::mkfifo(recorder.path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(matches!(recorder.read(), Err(StoreError::Parse { .. })));
+        recorder
+            .record(ChildKind::Tool, "t", Some("c3"), &some_group())
+            .unwrap();
+        assert_eq!(
+            recorder.read().unwrap().unwrap().action_id.as_deref(),
+            Some("c3")
+        );
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+    }
+
+    #[test]
+    fn a_workspace_sweep_removes_empty_records() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join(".delta/run1");
         std::fs::create_dir_all(&run).unwrap();
@@ -459,7 +539,7 @@ mod tests {
             .unwrap();
         recorder.clear().unwrap();
         sweep_workspace(dir.path(), Duration::from_millis(10)).unwrap();
-        assert_eq!(std::fs::metadata(recorder.path()).unwrap().len(), 0);
+        assert!(!recorder.path().exists());
     }
 
     #[test]
