@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{HookName, HookSpec};
 use crate::events::{HookStatus, timestamp};
+use crate::io_files::Folders;
 use crate::process::record::{ChildKind, Recorder};
 use crate::process::{self, Spawn};
 
@@ -65,6 +66,8 @@ pub struct HookRunner {
     clock: store::Clock,
     redactor: llm::Redactor,
     recorder: Option<Recorder>,
+    /// Where the hooks' `io/` files are written (the run folder: `dir` is its `io/hooks`).
+    folders: Folders,
     /// The sandbox hooks run in, like the agent's tools.
     confine: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
@@ -95,6 +98,13 @@ impl HookRunner {
         Self {
             hooks,
             dir: hooks_dir.to_path_buf(),
+            folders: Folders::new(
+                hooks_dir
+                    .parent()
+                    .and_then(Path::parent)
+                    .unwrap_or(hooks_dir)
+                    .to_path_buf(),
+            ),
             next: highest + 1,
             workspace: workspace.to_path_buf(),
             env,
@@ -124,7 +134,7 @@ impl HookRunner {
 
     /// Writes the hook's `input/` files (context and payload, keys scrubbed) and its command.
     fn write_inputs(
-        &self,
+        &mut self,
         name: HookName,
         spec: &HookSpec,
         io: &Path,
@@ -132,7 +142,7 @@ impl HookRunner {
         payload: &Value,
     ) -> std::io::Result<()> {
         for sub in ["input", "output", "execution_meta"] {
-            std::fs::create_dir_all(io.join(sub))?;
+            self.folders.make_folder(&io.join(sub))?;
         }
         let context = json!({
             "hook_name": name.as_str(),
@@ -140,7 +150,8 @@ impl HookRunner {
             "run_id": self.run_id,
             "timestamp": timestamp(self.clock.now()),
         });
-        std::fs::write(io.join("input/context.json"), pretty(&context))?;
+        self.folders
+            .write(&io.join("input/context.json"), pretty(&context).as_bytes())?;
         let payload_file = if name == HookName::PreLlmReq {
             "proposed_payload.json"
         } else {
@@ -155,10 +166,12 @@ impl HookRunner {
             scrubbed = copy;
             &scrubbed
         };
-        std::fs::write(io.join("input").join(payload_file), pretty(payload))?;
-        std::fs::write(
-            io.join("execution_meta/command.txt"),
-            spec.command.join(" "),
+        let payload = pretty(payload);
+        self.folders
+            .write(&io.join("input").join(payload_file), payload.as_bytes())?;
+        self.folders.write(
+            &io.join("execution_meta/command.txt"),
+            spec.command.join(" ").as_bytes(),
         )?;
         Ok(())
     }
@@ -222,10 +235,21 @@ impl HookRunner {
             }
         };
         let meta = io.join("execution_meta");
-        let _ = std::fs::write(meta.join("stdout.log"), self.redactor.redact_bytes(&stdout));
-        let _ = std::fs::write(meta.join("stderr.log"), self.redactor.redact_bytes(&stderr));
-        let _ = std::fs::write(meta.join("exit_code.txt"), exit_code.to_string());
-        let _ = std::fs::write(meta.join("duration_ms.txt"), millis.to_string());
+        let files = [
+            (
+                "stdout.log",
+                self.redactor.redact_bytes(&stdout).into_owned(),
+            ),
+            (
+                "stderr.log",
+                self.redactor.redact_bytes(&stderr).into_owned(),
+            ),
+            ("exit_code.txt", exit_code.to_string().into_bytes()),
+            ("duration_ms.txt", millis.to_string().into_bytes()),
+        ];
+        for (name, bytes) in files {
+            let _ = self.folders.write(&meta.join(name), &bytes);
+        }
         let status = if exit_code == 0 {
             HookStatus::Success
         } else {

@@ -18,6 +18,7 @@ pub mod env;
 pub mod events;
 pub mod fleet;
 pub mod hooks;
+mod io_files;
 pub mod mcp_servers;
 pub mod metadata;
 pub mod playback;

@@ -15,6 +15,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+
+use crate::io_files::Folders;
 use std::time::{Duration, Instant};
 
 /// Longest a record waits before it is written.
@@ -132,14 +134,16 @@ pub struct IoWriter {
 }
 
 impl IoWriter {
-    /// Starts the writer thread.
-    pub fn start() -> Self {
+    /// Starts the writer thread for the records of the run folder `root` (every record's path is
+    /// below it).
+    pub fn start(root: PathBuf) -> Self {
         let shared = Arc::new(Shared::default());
         let failures = Failures::default();
         let thread = {
             let shared = Arc::clone(&shared);
             let failures = Arc::clone(&failures);
-            std::thread::spawn(move || write_batches(&shared, &failures))
+            let mut folders = Folders::new(root);
+            std::thread::spawn(move || write_batches(&shared, &mut folders, &failures))
         };
         Self {
             shared,
@@ -192,7 +196,7 @@ impl IoWriter {
 
 /// The writer thread: waits for a batch to be due, writes it outside the lock, until the engine is
 /// done with it.
-fn write_batches(shared: &Shared, failures: &Mutex<Vec<Failed>>) {
+fn write_batches(shared: &Shared, folders: &mut Folders, failures: &Mutex<Vec<Failed>>) {
     loop {
         let mut queue = shared.lock();
         while !queue.due() {
@@ -216,7 +220,7 @@ fn write_batches(shared: &Shared, failures: &Mutex<Vec<Failed>>) {
         let ticket = queue.flushes_asked;
         let closing = queue.closing;
         drop(queue);
-        write_all(&mut batch, failures);
+        write_all(&mut batch, folders, failures);
         shared.lock().flushes_done = ticket;
         shared.flushed.notify_all();
         if closing {
@@ -227,15 +231,14 @@ fn write_batches(shared: &Shared, failures: &Mutex<Vec<Failed>>) {
 
 /// Writes the pending records. A missing record must not stop a run: one that fails is removed (not
 /// left empty or cut short) and kept in `failures`.
-fn write_all(pending: &mut Vec<(PathBuf, Parts)>, failures: &Mutex<Vec<Failed>>) {
+fn write_all(
+    pending: &mut Vec<(PathBuf, Parts)>,
+    folders: &mut Folders,
+    failures: &Mutex<Vec<Failed>>,
+) {
     let mut failed = Vec::new();
     for (path, parts) in pending.drain(..) {
-        // A part produced here that panics costs its record, not the writer.
-        let written =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write_record(&path, parts)))
-                .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&path);
+        if let Err(e) = write_record(folders, &path, parts) {
             failed.push(Failed {
                 path,
                 error: e.to_string(),
@@ -249,35 +252,26 @@ fn write_all(pending: &mut Vec<(PathBuf, Parts)>, failures: &Mutex<Vec<Failed>>)
     }
 }
 
-/// Writes one record, creating its folder when it is missing. The record is a new file: whatever
-/// was at its name before (a link a tool made, say) is removed, never written through.
-fn write_record(path: &std::path::Path, parts: Parts) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let create = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(path)
-    };
-    let file = match create() {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            create()?
+/// Writes one record as a new file below the run folder (see [`Folders`]); removes it if the
+/// writing fails. A part produced here that panics costs its record, not the writer.
+fn write_record(
+    folders: &mut Folders,
+    path: &std::path::Path,
+    parts: Parts,
+) -> std::io::Result<()> {
+    let created = folders.create(path)?;
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, &created.file);
+        for part in parts {
+            part.write_to(&mut out)?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::remove_file(path)?;
-            create()?
-        }
-        other => other?,
-    };
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
-    for part in parts {
-        part.write_to(&mut out)?;
+        std::io::Write::flush(&mut out)
+    }))
+    .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")));
+    if written.is_err() {
+        folders.remove(&created);
     }
-    std::io::Write::flush(&mut out)
+    written
 }
 
 impl Drop for IoWriter {
@@ -297,7 +291,7 @@ mod tests {
     #[test]
     fn writes_in_order_and_flush_waits() {
         let dir = tempfile::tempdir().unwrap();
-        let w = IoWriter::start();
+        let w = IoWriter::start(dir.path().to_path_buf());
         for i in 0..20 {
             w.write(
                 dir.path().join(format!("d/{i}.txt")),
@@ -330,7 +324,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("io")).unwrap();
         let record = dir.path().join("io/c1.json");
         std::os::unix::fs::symlink(&outside, &record).unwrap();
-        let w = IoWriter::start();
+        let w = IoWriter::start(dir.path().to_path_buf());
         w.write(record.clone(), vec!["{}".into()]);
         w.write(
             dir.path().join("io/c2.json"),
@@ -356,7 +350,7 @@ mod tests {
         // named after an existing folder cannot be written.
         std::fs::write(dir.path().join("blocked"), "").unwrap();
         std::fs::create_dir_all(dir.path().join("ok/sub")).unwrap();
-        let w = IoWriter::start();
+        let w = IoWriter::start(dir.path().to_path_buf());
         w.write(dir.path().join("blocked/d/a.txt"), vec!["x".into()]);
         w.write(dir.path().join("ok/sub"), vec!["y".into()]);
         w.write(dir.path().join("ok/b.txt"), vec!["z".into()]);

@@ -266,6 +266,7 @@ impl<'a> Engine<'a> {
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let tools = ToolRegistry::new(&setup.agent);
         let window = compact::Window::new(&setup.agent, &opened.events);
+        let io = IoWriter::start(setup.run.root.clone());
         let mut engine = Self {
             setup,
             journal: opened.journal.with_upstream(upstream),
@@ -285,7 +286,7 @@ impl<'a> Engine<'a> {
             host_tools: None,
             tool_env,
             started: Instant::now(),
-            io: IoWriter::start(),
+            io,
             llm_worker: None,
             no_streaming: false,
             programs: process::ProgramCache::default(),
