@@ -21,9 +21,14 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
-/// The run folder, and the folders below it opened so far.
+/// Folders kept open at most (each hook's run has folders of its own: they are not all kept).
+const KEPT_OPEN: usize = 8;
+
+/// The run folder (opened once, on first use, without following a link), and the folders below
+/// it opened lately.
 pub(crate) struct Folders {
     root: PathBuf,
+    root_fd: Option<OwnedFd>,
     open: HashMap<PathBuf, OwnedFd>,
 }
 
@@ -35,20 +40,32 @@ pub(crate) struct Created {
 }
 
 impl Folders {
-    /// Records go below `root` (the run folder, opened as it is named).
+    /// Records go below `root` (the run folder).
     pub(crate) fn new(root: PathBuf) -> Self {
         Self {
             root,
+            root_fd: None,
             open: HashMap::new(),
         }
     }
 
-    /// Creates the record `path` (below the run folder) as a new file.
+    /// Creates the record `path` (below the run folder) as a new file. A folder kept open that has
+    /// been removed since is made again.
     pub(crate) fn create(&mut self, path: &Path) -> io::Result<Created> {
         let (dir, name) = self.split(path)?;
+        match self.create_in(&dir, name.clone()) {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => {
+                self.open.remove(&dir);
+                self.create_in(&dir, name)
+            }
+            other => other,
+        }
+    }
+
+    fn create_in(&mut self, dir: &Path, name: PathBuf) -> io::Result<Created> {
         let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
         let mode = Mode::from_bits_truncate(0o666);
-        let folder = self.folder(&dir)?;
+        let folder = self.folder(dir)?;
         let fd = match openat(
             folder.as_fd(),
             name.as_os_str(),
@@ -68,7 +85,7 @@ impl Folders {
         };
         Ok(Created {
             file: File::from(fd),
-            dir,
+            dir: dir.to_path_buf(),
             name,
         })
     }
@@ -119,15 +136,34 @@ impl Folders {
     /// link and created when missing; kept open for the next records.
     fn folder(&mut self, dir: &Path) -> io::Result<&OwnedFd> {
         if !self.open.contains_key(dir) {
-            let mut fd = File::open(&self.root)?.into();
-            for name in dir.iter() {
-                fd = open_folder(&fd, name)?;
+            let root = match self.root_fd.take() {
+                Some(fd) => fd,
+                None => open_root(&self.root)?,
+            };
+            let walked = dir
+                .iter()
+                .try_fold(root.try_clone()?, |fd, name| open_folder(&fd, name));
+            self.root_fd = Some(root);
+            if self.open.len() >= KEPT_OPEN {
+                self.open.clear();
             }
-            self.open.insert(dir.to_path_buf(), fd);
+            self.open.insert(dir.to_path_buf(), walked?);
         }
         self.open
             .get(dir)
             .ok_or_else(|| io::Error::other("folder not kept"))
+    }
+}
+
+/// The run folder itself: a link or anything but a folder at its name is refused.
+fn open_root(root: &Path) -> io::Result<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    match nix::fcntl::open(root, flags, Mode::empty()) {
+        Err(Errno::ELOOP | Errno::ENOTDIR) => Err(io::Error::other(format!(
+            "the run folder {} is a link or not a folder",
+            root.display()
+        ))),
+        other => Ok(other?),
     }
 }
 
@@ -193,5 +229,37 @@ mod tests {
         assert!(folders.write(&outside.join("y.json"), b"{}").is_err());
         assert!(folders.write(&run.join("io/../y.json"), b"{}").is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn folders_kept_open_are_few_and_one_removed_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        let open_fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let mut folders = Folders::new(run.clone());
+        folders.write(&run.join("io/a.json"), b"1").unwrap();
+        let before = open_fds();
+        for n in 0..100 {
+            folders
+                .write(&run.join(format!("io/hooks/{n:03}_x/input/c.json")), b"{}")
+                .unwrap();
+        }
+        // Other tests of this binary open files meanwhile: a margin, far below one per folder.
+        assert!(
+            open_fds() <= before + KEPT_OPEN + 8,
+            "folders are not all kept open"
+        );
+
+        std::fs::remove_dir_all(run.join("io")).unwrap();
+        folders.write(&run.join("io/b.json"), b"2").unwrap();
+        assert_eq!(std::fs::read(run.join("io/b.json")).unwrap(), b"2");
+
+        let moved = dir.path().join("moved");
+        std::fs::rename(&run, &moved).unwrap();
+        std::os::unix::fs::symlink(&moved, &run).unwrap();
+        let mut fresh = Folders::new(run.clone());
+        let refused = fresh.write(&run.join("io/c.json"), b"3").unwrap_err();
+        assert!(refused.to_string().contains("run folder"), "{refused}");
     }
 }

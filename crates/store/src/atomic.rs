@@ -237,6 +237,21 @@ fn set_permissions_like(file: &File, existing: &Path) {
 #[cfg(not(unix))]
 fn set_permissions_like(_file: &File, _existing: &Path) {}
 
+/// `options` set not to follow a symbolic link at the file's name (it fails with `ELOOP` instead)
+/// and not to wait on a pipe: for the store's own files (lock files, journals) in folders a
+/// sandboxed tool may write, which must never be written through a link it put there.
+pub fn own_file(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+    }
+    #[cfg(not(unix))]
+    {
+        options
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,12 +53,10 @@ impl Journal {
     /// Like [`Journal::open`] with an explicit durability mode.
     pub fn open_with(path: &Path, durability: Durability) -> StoreResult<Self> {
         let existed = path.exists();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| StoreError::io("open journal", path, e))?;
+        let mut file =
+            crate::atomic::own_file(OpenOptions::new().read(true).append(true).create(true))
+                .open(path)
+                .map_err(|e| StoreError::io("open journal", path, e))?;
         if !existed {
             sync_dir(parent_dir(path))?;
         }
@@ -632,8 +630,7 @@ pub fn recover_with<T: Send, E: std::fmt::Display>(
     let Some(torn) = contents.torn_tail else {
         return Ok(None);
     };
-    let file = OpenOptions::new()
-        .write(true)
+    let file = crate::atomic::own_file(OpenOptions::new().write(true))
         .open(path)
         .map_err(|e| StoreError::io("open journal", path, e))?;
     file.set_len(contents.complete_len)
@@ -647,6 +644,20 @@ pub fn recover_with<T: Send, E: std::fmt::Display>(
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+
+    #[cfg(unix)]
+    #[test]
+    fn a_journal_that_is_a_link_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("precious.txt");
+        std::fs::write(&outside, "keep me").unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        assert!(Journal::open(&path).is_err());
+        // Its target ends without a line end: a torn tail the recovery would cut off.
+        assert!(recover::<Value>(&path).is_err());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+    }
 
     #[test]
     fn a_journal_read_in_blocks_gives_every_record_in_order_or_says_it_is_not_clean() {

@@ -90,8 +90,8 @@ impl RunLock {
     /// Probing takes a shared lock for an instant, so a concurrent [`RunLock::acquire`] could see the
     /// file as busy during that instant.
     pub fn probe(path: &Path) -> StoreResult<LockState> {
-        let mut file = match OpenOptions::new().read(true).open(path) {
-            Ok(f) => f,
+        let mut file = match crate::atomic::own_file(OpenOptions::new().read(true)).open(path) {
+            Ok(f) => plain_file(f, path)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockState::Free),
             Err(e) => return Err(StoreError::io("open lock file", path, e)),
         };
@@ -126,13 +126,36 @@ impl Drop for RunLock {
 }
 
 fn open_lock_file(path: &Path) -> StoreResult<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| StoreError::io("open lock file", path, e))
+    let file = crate::atomic::own_file(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )
+    .open(path)
+    .map_err(|e| StoreError::io("open lock file", path, e))?;
+    plain_file(file, path)
+}
+
+/// `file` (opened at `path`) if it is a regular file with one name; a lock file is written, and
+/// must not be another file reached through a link someone put at its name.
+fn plain_file(file: File, path: &Path) -> StoreResult<File> {
+    let meta = file
+        .metadata()
+        .map_err(|e| StoreError::io("inspect lock file", path, e))?;
+    #[cfg(unix)]
+    let single = std::os::unix::fs::MetadataExt::nlink(&meta) == 1;
+    #[cfg(not(unix))]
+    let single = true;
+    if meta.is_file() && single {
+        return Ok(file);
+    }
+    Err(StoreError::io(
+        "use lock file",
+        path,
+        std::io::Error::other("not a regular file with one name (remove it)"),
+    ))
 }
 
 fn read_holder(file: &mut File) -> Option<LockHolder> {
@@ -180,6 +203,29 @@ mod tests {
 
     fn holder(cmd: &str) -> LockHolder {
         LockHolder::current(jiff::Timestamp::UNIX_EPOCH, Some(cmd))
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_at_the_lock_files_name_is_refused_and_its_target_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("precious.txt");
+        std::fs::write(&outside, "keep me").unwrap();
+        let lock = dir.path().join("run.lock");
+        std::os::unix::fs::symlink(&outside, &lock).unwrap();
+        assert!(RunLock::acquire(&lock, &holder("a")).is_err());
+        assert!(RunLock::probe(&lock).is_err());
+        std::fs::remove_file(&lock).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("missing.txt"), &lock).unwrap();
+        assert!(RunLock::acquire(&lock, &holder("a")).is_err());
+        assert!(
+            !dir.path().join("missing.txt").exists(),
+            "nothing created through it"
+        );
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::hard_link(&outside, &lock).unwrap();
+        assert!(RunLock::acquire(&lock, &holder("a")).is_err());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
     }
 
     #[test]

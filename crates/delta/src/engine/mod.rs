@@ -258,9 +258,7 @@ impl<'a> Engine<'a> {
                     .collect()
             })
             .unwrap_or_default();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
+        let log = store::atomic::own_file(std::fs::OpenOptions::new().create(true).append(true))
             .open(setup.run.engine_log())
             .ok();
         let observer = RedactingObserver::new(observer, setup.redactor.clone());

@@ -152,9 +152,7 @@ impl Recorder {
     /// without waiting on a pipe; `None` when it is not a regular file with a single name (delta
     /// writes into its own files only: a tool may have put a link there).
     fn open_plain(&self, options: &mut OpenOptions) -> std::io::Result<Option<std::fs::File>> {
-        let opened = options
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(&self.path);
+        let opened = store::atomic::own_file(options).open(&self.path);
         let file = match opened {
             Ok(file) => file,
             // A link, or a pipe nobody reads.
