@@ -186,6 +186,26 @@ fn open_folder(parent: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     }
 }
 
+/// Removes what is at `dir`'s name unless it is a real folder (a link or a file a tool put in the
+/// run folder, which delta must not write or remove through); whether something was removed.
+pub(crate) fn unless_folder(dir: &Path) -> Result<bool, store::StoreError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(false),
+        Ok(_) => std::fs::remove_file(dir)
+            .map(|()| true)
+            .map_err(|e| store::StoreError::io("remove", dir, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(store::StoreError::io("inspect", dir, e)),
+    }
+}
+
+/// Makes `dir` (a folder of the run folder) a real folder, durably: a link or a file at its name is
+/// removed first (see [`unless_folder`]).
+pub(crate) fn own_folder(dir: &Path) -> Result<(), store::StoreError> {
+    unless_folder(dir)?;
+    store::atomic::create_dir_all_durable(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +281,23 @@ mod tests {
         let mut fresh = Folders::new(run.clone());
         let refused = fresh.write(&run.join("io/c.json"), b"3").unwrap_err();
         assert!(refused.to_string().contains("run folder"), "{refused}");
+    }
+
+    #[test]
+    fn a_link_where_a_folder_of_the_run_goes_is_removed_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("request.json"), "keep me").unwrap();
+        let interaction = dir.path().join("run/interaction");
+        std::fs::create_dir_all(dir.path().join("run")).unwrap();
+        std::os::unix::fs::symlink(&outside, &interaction).unwrap();
+        own_folder(&interaction).unwrap();
+        assert!(interaction.is_dir() && !interaction.is_symlink());
+        assert!(!unless_folder(&interaction).unwrap(), "a real folder stays");
+        assert_eq!(
+            std::fs::read_to_string(outside.join("request.json")).unwrap(),
+            "keep me"
+        );
     }
 }

@@ -408,13 +408,16 @@ impl Launcher {
         let redactor = self.redactor.clone();
         let path = path.to_path_buf();
         std::thread::spawn(move || {
+            // Not through a link a tool may have put in the run folder (`io/`, `io/mcp/`).
             if let Some(parent) = path.parent() {
-                let _ = std::fs::create_dir_all(parent);
+                let io = parent.parent().map(crate::io_files::own_folder);
+                if matches!(io, Some(Err(_))) || crate::io_files::own_folder(parent).is_err() {
+                    return;
+                }
             }
-            let Ok(mut file) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            let Ok(mut file) =
+                store::atomic::own_file(std::fs::OpenOptions::new().create(true).append(true))
+                    .open(&path)
             else {
                 return;
             };

@@ -134,7 +134,7 @@ pub fn decide(opened: &Opened, message: Option<&str>, caller: Caller) -> Result<
 pub fn prepare(opened: &Opened, decision: &Decision) -> Result<Option<String>, StoreError> {
     match decision {
         Decision::Answer(answer) => {
-            store::atomic::create_dir_all_durable(&opened.run.interaction())?;
+            crate::io_files::own_folder(&opened.run.interaction())?;
             store::write_atomic(&response_path(&opened.run), answer.as_bytes())?;
             Ok(None)
         }

@@ -138,14 +138,15 @@ fn open_lock_file(path: &Path) -> StoreResult<File> {
     plain_file(file, path)
 }
 
-/// `file` (opened at `path`) if it is a regular file with one name; a lock file is written, and
+/// `file` (opened at `path`) if it is a regular file with at most one name (none: removed by
+/// another process meanwhile, which [`RunLock::acquire`] retries); a lock file is written, and
 /// must not be another file reached through a link someone put at its name.
 fn plain_file(file: File, path: &Path) -> StoreResult<File> {
     let meta = file
         .metadata()
         .map_err(|e| StoreError::io("inspect lock file", path, e))?;
     #[cfg(unix)]
-    let single = std::os::unix::fs::MetadataExt::nlink(&meta) == 1;
+    let single = std::os::unix::fs::MetadataExt::nlink(&meta) <= 1;
     #[cfg(not(unix))]
     let single = true;
     if meta.is_file() && single {

@@ -197,6 +197,10 @@ impl Engine<'_> {
     /// Removes `interaction/request.json` and `response.txt` (durably: the directory is flushed).
     pub(super) fn remove_interaction_files(&mut self) -> Result<(), EngineError> {
         let dir = self.setup.run.interaction();
+        if crate::io_files::unless_folder(&dir)? {
+            // A link a tool put there: nothing of delta's to remove through it.
+            return Ok(());
+        }
         let mut removed = false;
         for name in ["response.txt", "request.json"] {
             let path = dir.join(name);
@@ -226,7 +230,7 @@ impl Engine<'_> {
     pub(super) fn pause(&mut self, request: InteractionRequest) -> Result<RunOutcome, EngineError> {
         self.report_io_failures(true)?;
         let dir = self.setup.run.interaction();
-        store::atomic::create_dir_all_durable(&dir)?;
+        crate::io_files::own_folder(&dir)?;
         if super::response_path(&self.setup.run).exists() {
             self.remove_interaction_files()?;
             self.system(
