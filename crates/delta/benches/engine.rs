@@ -331,10 +331,19 @@ fn report(label: &str, results: &Figures, beside: &Beside) {
         beside.spawn * 1e3,
         beside.appends * 1e3
     );
+    let plain = (
+        slope(&beside.reference, |r| r.wall),
+        slope(&beside.reference, |r| r.cpu),
+    );
     println!(
         "  a plain loop of the same steps  {:>8.3} ms wall, {:.3} ms CPU (request, append, spawn, append: the least it costs here)",
-        slope(&beside.reference, |r| r.wall) * 1e3,
-        slope(&beside.reference, |r| r.cpu) * 1e3
+        plain.0 * 1e3,
+        plain.1 * 1e3
+    );
+    println!(
+        "  delta beyond the plain loop     {:>8.3} ms wall, {:.3} ms CPU",
+        (slope(results, |r| r.wall) - plain.0) * 1e3,
+        (slope(results, |r| r.cpu) - plain.1) * 1e3
     );
     println!(
         "startup (run without tool calls)  {:>8.2} ms",
