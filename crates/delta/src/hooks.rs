@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{HookName, HookSpec};
 use crate::events::{HookStatus, timestamp};
-use crate::io_files::Folders;
+use crate::io_files::{Folders, read_own};
 use crate::process::record::{ChildKind, Recorder};
 use crate::process::{self, Spawn};
 
@@ -176,6 +176,23 @@ impl HookRunner {
         Ok(())
     }
 
+    /// The next hook folder's name, made now: a folder already in the way (a tool may write in the
+    /// run folder, and could lay out a hook's outputs in advance) is passed over.
+    fn next_folder(&mut self, name: HookName) -> String {
+        let mut tries = 0;
+        loop {
+            let folder = format!("{:03}_{}", self.next, name.as_str());
+            self.next = self.next.saturating_add(1);
+            tries += 1;
+            // Made, or cannot be made (then writing its inputs says why).
+            if !matches!(self.folders.new_folder(&self.dir.join(&folder)), Ok(false))
+                || tries > 1000
+            {
+                return folder;
+            }
+        }
+    }
+
     /// Runs hook `name` (if configured) with `payload`.
     pub fn run(
         &mut self,
@@ -185,8 +202,7 @@ impl HookRunner {
         interrupt: &AtomicBool,
     ) -> Option<HookOutcome> {
         let spec = self.hooks.get(&name)?.clone();
-        let folder = format!("{:03}_{}", self.next, name.as_str());
-        self.next += 1;
+        let folder = self.next_folder(name);
         let io = self.dir.join(&folder);
         let io_path_ref = format!("io/hooks/{folder}/");
         let mut problems = Vec::new();
@@ -282,8 +298,7 @@ impl HookRunner {
             outcome.final_payload =
                 read_json(&out.join("final_payload.json"), &mut outcome.problems);
             if outcome.final_payload.is_none() {
-                outcome.payload_override =
-                    std::fs::read_to_string(out.join("payload_override.dat")).ok();
+                outcome.payload_override = read_own(&out.join("payload_override.dat"), MAX_OUTPUT);
             }
             outcome.control = read_json(&out.join("control.json"), &mut outcome.problems);
         }
@@ -295,8 +310,11 @@ fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
+/// The most of a hook's output file read (a request is the largest).
+const MAX_OUTPUT: u64 = 256 << 20;
+
 fn read_json(path: &Path, problems: &mut Vec<String>) -> Option<Value> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = read_own(path, MAX_OUTPUT)?;
     match serde_json::from_str(&text) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -331,6 +349,31 @@ mod tests {
             store::Clock::Fixed("2026-01-01T00:00:00Z".parse().unwrap()),
             llm::Redactor::new(["SECRET"]),
         )
+    }
+
+    #[test]
+    fn outputs_laid_out_in_advance_or_reached_through_a_link_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = runner(
+            dir.path(),
+            HookName::PreLlmReq,
+            // Succeeds, and points control.json at a file outside its folder.
+            r#"ln -s "$DELTA_HOOK_IO_PATH/../../../outside.json" "$DELTA_HOOK_IO_PATH/output/control.json""#,
+            Duration::from_secs(5),
+        );
+        // What a tool could leave for the next hook before it runs.
+        let planted = dir.path().join("io/hooks/001_pre_llm_req/output");
+        std::fs::create_dir_all(&planted).unwrap();
+        std::fs::write(planted.join("final_payload.json"), r#"{"model":"planted"}"#).unwrap();
+        std::fs::write(dir.path().join("outside.json"), r#"{"skip":true}"#).unwrap();
+        let flag = AtomicBool::new(false);
+        let out = r
+            .run(HookName::PreLlmReq, 1, &json!({"model": "m"}), &flag)
+            .unwrap();
+        assert_eq!(out.status, HookStatus::Success, "{:?}", out.problems);
+        assert_eq!(out.io_path_ref, "io/hooks/002_pre_llm_req/");
+        assert_eq!(out.final_payload, None);
+        assert_eq!(out.control, None, "a link is not read through");
     }
 
     #[test]

@@ -106,6 +106,22 @@ impl Folders {
         self.folder(&dir.join(name)).map(|_| ())
     }
 
+    /// Makes the folder `path` (below the run folder), which must not exist yet: `false` when
+    /// something is at its name already.
+    pub(crate) fn new_folder(&mut self, path: &Path) -> io::Result<bool> {
+        let (dir, name) = self.split(path)?;
+        let parent = self.folder(&dir)?;
+        match mkdirat(
+            parent.as_fd(),
+            name.as_os_str(),
+            Mode::from_bits_truncate(0o777),
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::EEXIST) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Removes a record created by [`Folders::create`] (its writing failed).
     pub(crate) fn remove(&mut self, created: &Created) {
         if let Ok(folder) = self.folder(&created.dir) {
@@ -184,6 +200,20 @@ fn open_folder(parent: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
         ))),
         other => Ok(other?),
     }
+}
+
+/// The text of the file `path` when it is a regular file (not reached through a link, not a pipe),
+/// at most `limit` bytes of it: what a hook wrote for delta to read.
+pub(crate) fn read_own(path: &Path, limit: u64) -> Option<String> {
+    let file = store::atomic::own_file(std::fs::OpenOptions::new().read(true))
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, limit), &mut text).ok()?;
+    Some(text)
 }
 
 /// Removes what is at `dir`'s name unless it is a real folder (a link or a file a tool put in the
