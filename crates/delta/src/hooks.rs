@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{HookName, HookSpec};
 use crate::events::{HookStatus, timestamp};
-use crate::io_files::{Folders, read_own};
+use crate::io_files::Folders;
 use crate::process::record::{ChildKind, Recorder};
 use crate::process::{self, Spawn};
 
@@ -176,21 +176,19 @@ impl HookRunner {
         Ok(())
     }
 
-    /// The next hook folder's name, made now: a folder already in the way (a tool may write in the
-    /// run folder, and could lay out a hook's outputs in advance) is passed over.
-    fn next_folder(&mut self, name: HookName) -> String {
-        let mut tries = 0;
-        loop {
+    /// The next hook folder's name, and whether delta has just made it: a folder already in the
+    /// way (a tool may write in the run folder, and could lay out a hook's outputs in advance) is
+    /// passed over; one that cannot be made is not read from.
+    fn next_folder(&mut self, name: HookName) -> (String, bool) {
+        for _ in 0..1000 {
             let folder = format!("{:03}_{}", self.next, name.as_str());
             self.next = self.next.saturating_add(1);
-            tries += 1;
-            // Made, or cannot be made (then writing its inputs says why).
-            if !matches!(self.folders.new_folder(&self.dir.join(&folder)), Ok(false))
-                || tries > 1000
-            {
-                return folder;
+            match self.folders.new_folder(&self.dir.join(&folder)) {
+                Ok(false) => continue,
+                made => return (folder, made.is_ok()),
             }
         }
+        (format!("{:03}_{}", self.next, name.as_str()), false)
     }
 
     /// Runs hook `name` (if configured) with `payload`.
@@ -202,14 +200,22 @@ impl HookRunner {
         interrupt: &AtomicBool,
     ) -> Option<HookOutcome> {
         let spec = self.hooks.get(&name)?.clone();
-        let folder = self.next_folder(name);
+        let (folder, made) = self.next_folder(name);
         let io = self.dir.join(&folder);
         let io_path_ref = format!("io/hooks/{folder}/");
         let mut problems = Vec::new();
         let prepared = self.write_inputs(name, &spec, &io, step_index, payload);
-        if let Err(e) = prepared {
+        if let Err(e) = &prepared {
             problems.push(format!("cannot prepare {}: {e}", io.display()));
         }
+        if !made && prepared.is_ok() {
+            problems.push(format!(
+                "{} was there before the hook ran: its outputs are not read",
+                io.display()
+            ));
+        }
+        // Outputs are read only from a folder delta made and prepared for this run of the hook.
+        let ours = made && prepared.is_ok();
         let mut env = self.env.clone();
         env.push(("DELTA_RUN_ID".into(), self.run_id.clone()));
         env.push(("DELTA_HOOK_IO_PATH".into(), io.display().to_string()));
@@ -293,14 +299,16 @@ impl HookRunner {
             control: None,
             problems,
         };
-        if status == HookStatus::Success {
+        if status == HookStatus::Success && ours {
             let out = io.join("output");
-            outcome.final_payload =
-                read_json(&out.join("final_payload.json"), &mut outcome.problems);
+            let folders = &mut self.folders;
+            let problems = &mut outcome.problems;
+            outcome.final_payload = read_json(folders, &out.join("final_payload.json"), problems);
             if outcome.final_payload.is_none() {
-                outcome.payload_override = read_own(&out.join("payload_override.dat"), MAX_OUTPUT);
+                outcome.payload_override =
+                    folders.read(&out.join("payload_override.dat"), MAX_OUTPUT);
             }
-            outcome.control = read_json(&out.join("control.json"), &mut outcome.problems);
+            outcome.control = read_json(folders, &out.join("control.json"), problems);
         }
         Some(outcome)
     }
@@ -313,8 +321,10 @@ fn pretty(value: &Value) -> String {
 /// The most of a hook's output file read (a request is the largest).
 const MAX_OUTPUT: u64 = 256 << 20;
 
-fn read_json(path: &Path, problems: &mut Vec<String>) -> Option<Value> {
-    let text = read_own(path, MAX_OUTPUT)?;
+/// A hook's output file `path` as JSON (read through `folders`); invalid JSON is noted in
+/// `problems`.
+fn read_json(folders: &mut Folders, path: &Path, problems: &mut Vec<String>) -> Option<Value> {
+    let text = folders.read(path, MAX_OUTPUT)?;
     match serde_json::from_str(&text) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -374,6 +384,23 @@ mod tests {
         assert_eq!(out.io_path_ref, "io/hooks/002_pre_llm_req/");
         assert_eq!(out.final_payload, None);
         assert_eq!(out.control, None, "a link is not read through");
+
+        // The hooks' folder itself replaced by a link: nothing is made or read there.
+        let outside = dir.path().join("elsewhere");
+        std::fs::create_dir_all(outside.join("003_pre_llm_req/output")).unwrap();
+        std::fs::write(
+            outside.join("003_pre_llm_req/output/final_payload.json"),
+            r#"{"model":"planted"}"#,
+        )
+        .unwrap();
+        std::fs::rename(dir.path().join("io/hooks"), dir.path().join("io/old")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.path().join("io/hooks")).unwrap();
+        let out = r
+            .run(HookName::PreLlmReq, 2, &json!({"model": "m"}), &flag)
+            .unwrap();
+        assert_eq!(out.final_payload, None);
+        assert!(!out.problems.is_empty());
+        assert!(!outside.join("003_pre_llm_req/input").exists());
     }
 
     #[test]

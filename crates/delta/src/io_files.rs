@@ -33,8 +33,8 @@ pub(crate) struct Folders {
 }
 
 /// A record being written: its file, and where to remove it from should the writing fail.
-pub(crate) struct Created {
-    pub(crate) file: File,
+struct Created {
+    file: File,
     dir: PathBuf,
     name: PathBuf,
 }
@@ -51,7 +51,7 @@ impl Folders {
 
     /// Creates the record `path` (below the run folder) as a new file. A folder kept open that has
     /// been removed since is made again.
-    pub(crate) fn create(&mut self, path: &Path) -> io::Result<Created> {
+    fn create(&mut self, path: &Path) -> io::Result<Created> {
         let (dir, name) = self.split(path)?;
         match self.create_in(&dir, name.clone()) {
             Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => {
@@ -63,23 +63,21 @@ impl Folders {
     }
 
     fn create_in(&mut self, dir: &Path, name: PathBuf) -> io::Result<Created> {
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
-        let mode = Mode::from_bits_truncate(0o666);
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let folder = self.folder(dir)?;
-        let fd = match openat(
-            folder.as_fd(),
-            name.as_os_str(),
-            flags | OFlag::O_CLOEXEC,
-            mode,
-        ) {
+        let open = || {
+            openat(
+                folder.as_fd(),
+                name.as_os_str(),
+                flags,
+                Mode::from_bits_truncate(0o666),
+            )
+        };
+        let fd = match open() {
             Err(Errno::EEXIST) => {
                 unlinkat(folder.as_fd(), name.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
-                openat(
-                    folder.as_fd(),
-                    name.as_os_str(),
-                    flags | OFlag::O_CLOEXEC,
-                    mode,
-                )?
+                open()?
             }
             other => other?,
         };
@@ -90,14 +88,38 @@ impl Folders {
         })
     }
 
-    /// Writes `bytes` as the new record `path` (removed again if the writing fails).
-    pub(crate) fn write(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    /// Creates the record `path` and has `fill` write it; removes it again if that fails.
+    pub(crate) fn write_with(
+        &mut self,
+        path: &Path,
+        fill: impl FnOnce(&File) -> io::Result<()>,
+    ) -> io::Result<()> {
         let created = self.create(path)?;
-        let written = std::io::Write::write_all(&mut &created.file, bytes);
+        let written = fill(&created.file);
         if written.is_err() {
             self.remove(&created);
         }
         written
+    }
+
+    /// Writes `bytes` as the new record `path` (removed again if the writing fails).
+    pub(crate) fn write(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.write_with(path, |mut file| std::io::Write::write_all(&mut file, bytes))
+    }
+
+    /// The text of the file `path` (below the run folder, reached without following a link) when it
+    /// is a regular file, at most `limit` bytes of it: what a hook wrote for delta to read.
+    pub(crate) fn read(&mut self, path: &Path, limit: u64) -> Option<String> {
+        let (dir, name) = self.split(path).ok()?;
+        let folder = self.folder(&dir).ok()?;
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let file = File::from(openat(folder.as_fd(), name.as_os_str(), flags, Mode::empty()).ok()?);
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        io::Read::read_to_string(&mut io::Read::take(file, limit), &mut text).ok()?;
+        Some(text)
     }
 
     /// Makes sure the folder `path` (below the run folder) exists, created name by name.
@@ -123,7 +145,7 @@ impl Folders {
     }
 
     /// Removes a record created by [`Folders::create`] (its writing failed).
-    pub(crate) fn remove(&mut self, created: &Created) {
+    fn remove(&mut self, created: &Created) {
         if let Ok(folder) = self.folder(&created.dir) {
             let _ = unlinkat(
                 folder.as_fd(),
@@ -200,20 +222,6 @@ fn open_folder(parent: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
         ))),
         other => Ok(other?),
     }
-}
-
-/// The text of the file `path` when it is a regular file (not reached through a link, not a pipe),
-/// at most `limit` bytes of it: what a hook wrote for delta to read.
-pub(crate) fn read_own(path: &Path, limit: u64) -> Option<String> {
-    let file = store::atomic::own_file(std::fs::OpenOptions::new().read(true))
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, limit), &mut text).ok()?;
-    Some(text)
 }
 
 /// Removes what is at `dir`'s name unless it is a real folder (a link or a file a tool put in the

@@ -259,19 +259,16 @@ fn write_record(
     path: &std::path::Path,
     parts: Parts,
 ) -> std::io::Result<()> {
-    let created = folders.create(path)?;
-    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut out = std::io::BufWriter::with_capacity(64 * 1024, &created.file);
-        for part in parts {
-            part.write_to(&mut out)?;
-        }
-        std::io::Write::flush(&mut out)
-    }))
-    .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")));
-    if written.is_err() {
-        folders.remove(&created);
-    }
-    written
+    folders.write_with(path, |file| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+            for part in parts {
+                part.write_to(&mut out)?;
+            }
+            std::io::Write::flush(&mut out)
+        }))
+        .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")))
+    })
 }
 
 impl Drop for IoWriter {

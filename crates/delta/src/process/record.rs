@@ -214,8 +214,7 @@ impl Recorder {
     /// Removes the file when it records nothing (a run stops with none of its processes running).
     pub fn remove_if_empty(&self) -> Result<(), StoreError> {
         match std::fs::metadata(&self.path) {
-            Ok(meta) if meta.len() == 0 => std::fs::remove_file(&self.path)
-                .map_err(|e| StoreError::io("remove", &self.path, e)),
+            Ok(meta) if meta.len() == 0 => self.discard(),
             Ok(_) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::io("inspect", &self.path, e)),
