@@ -14,6 +14,11 @@
 //! With `DELTA_BENCH_BASELINE=/path/to/an/older/delta`, that binary is measured too, its runs
 //! alternating with this build's, so that both see the same machine: the before/after comparison of
 //! a change, in one run.
+//!
+//! To run the built benchmark on another machine (more cores, a quieter one), copy it with the
+//! binaries and name them: `DELTA_BENCH_DELTA` is the build measured (this build's `delta` by
+//! default), `DELTA_BENCH_DIR` the folder the runs work in (the build's temporary folder by
+//! default).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::process::{Command, Stdio};
@@ -24,6 +29,12 @@ use serde_json::json;
 use testkit::{Reply, ScriptedServer};
 
 const REPEATS: usize = 7;
+
+/// The `delta` measured: `DELTA_BENCH_DELTA`, else this build's.
+fn this_build() -> std::path::PathBuf {
+    std::env::var_os("DELTA_BENCH_DELTA")
+        .map_or_else(|| env!("CARGO_BIN_EXE_delta").into(), Into::into)
+}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -159,7 +170,7 @@ fn syncs(iterations: usize, dir: &std::path::Path) -> Option<usize> {
     strace
         .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
         .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_delta"));
+        .arg(this_build());
     let status = run_args(&mut strace, &agent, &sandbox, iterations, &server)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -353,8 +364,11 @@ fn report(label: &str, results: &Figures, beside: &Beside) {
 
 fn main() {
     // Benchmark in the build folder (a real disk, like a workspace), not necessarily /tmp.
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let mut binaries = vec![std::path::PathBuf::from(env!("CARGO_BIN_EXE_delta"))];
+    let dir = std::env::var_os("DELTA_BENCH_DIR").map_or_else(
+        || env!("CARGO_TARGET_TMPDIR").into(),
+        std::path::PathBuf::from,
+    );
+    let mut binaries = vec![this_build()];
     let baseline = std::env::var_os("DELTA_BENCH_BASELINE").map(std::path::PathBuf::from);
     binaries.extend(baseline.clone());
     let (figures, reference) = measure(&binaries, &dir);

@@ -244,9 +244,13 @@ fn generate(
     };
     let out = match ctx.recorder {
         Some(recorder) => {
-            let run = process::run_recorded(&spawn, ctx.interrupt, &mut |group| {
-                recorder.record(ChildKind::Generator, id, None, group)
-            });
+            let recording = process::Recording {
+                recorder,
+                kind: ChildKind::Generator,
+                name: id,
+                action_id: None,
+            };
+            let run = process::run_recorded(&spawn, ctx.interrupt, recording);
             // The group has ended (or never ran) once `run_recorded` returns.
             let _ = recorder.clear();
             run

@@ -229,9 +229,13 @@ impl HookRunner {
         };
         let run = match &self.recorder {
             Some(recorder) => {
-                let run = process::run_recorded(&spawn, interrupt, &mut |group| {
-                    recorder.record(ChildKind::Hook, name.as_str(), None, group)
-                });
+                let recording = process::Recording {
+                    recorder,
+                    kind: ChildKind::Hook,
+                    name: name.as_str(),
+                    action_id: None,
+                };
+                let run = process::run_recorded(&spawn, interrupt, recording);
                 // The group has ended (or never ran) once `run_recorded` returns.
                 if let Err(e) = recorder.clear() {
                     problems.push(e.to_string());

@@ -1,38 +1,52 @@
-//! Starting a program that waits, before it runs, until the parent lets it go.
+//! Starting a program that never runs before its parent's preparations hold.
 //!
 //! A parent that records a child after starting it leaves a window in which the program runs
-//! unrecorded. Here the child, before `exec`, writes its pid to one pipe and blocks reading a second
-//! one. The parent (on the calling thread) reads the pid, does what must come first (record the
-//! group, check for an interrupt) and then writes one byte to let the child go. If the parent decides
-//! otherwise, or dies, the child reads end-of-file instead and exits without running the program: it
-//! either runs after the parent's preparations or not at all.
+//! unrecorded. Two ways close it here:
+//!
+//! - [`start`]: the child writes its own record before `exec`. The parent prepares the record's line
+//!   with room for the pid and start time, which only the child knows before it runs; the child
+//!   fills them in, writes the line at the start of the open record file (one write of at most a
+//!   page), checks the parent's interrupt flag and only then calls `exec`. The calling thread waits
+//!   in `clone` until then: a start costs one process creation and no exchange between threads.
+//! - [`spawn`]: the child, before `exec`, writes its pid to one pipe and blocks reading a second one.
+//!   The parent reads the pid, does what must come first (anything: a record too long for one
+//!   write, say) and then writes one byte to let the child go. If the parent decides otherwise, or
+//!   dies, the child reads end-of-file instead and exits without running the program. The child is
+//!   created by a thread kept for this ([`on_spawner`]), so that the calling thread is free to open
+//!   the gate.
 //!
 //! The child is created the way `posix_spawn` creates one: with `clone(CLONE_VM | CLONE_VFORK)`, on a
 //! stack of its own, sharing the parent's memory until `exec`. A `fork` copies the page tables of the
 //! whole process and leaves every page copy-on-write, which made each tool start cost the engine
-//! about as much again as the tool itself; sharing the memory costs nothing. Only the thread that
-//! calls `clone` waits (until the child has called `exec` or exited); it is a thread kept for this
-//! ([`on_spawner`]), so the calling thread is free to open the gate.
+//! about as much again as the tool itself; sharing the memory costs nothing. The child leaves why it
+//! stopped, if it did, in that shared memory, where the creating thread reads it once `clone`
+//! returns.
 //!
-//! A program with a sandbox ([`Confine`]) enters it after the gate, before `exec`: `no_new_privs`, a
-//! Landlock ruleset, a seccomp program, all prepared by the parent (delta's `sandbox` module).
+//! A program with a sandbox ([`Confine`]) enters it after its record and the gate, before `exec`:
+//! `no_new_privs`, a Landlock ruleset, a seccomp program, all prepared by the parent (delta's
+//! `sandbox` module).
 //!
 //! This crate holds the workspace's only `unsafe` blocks (the lint denies them everywhere else;
-//! `dygram-wasm` allows it for the `no_mangle` attributes of its exports, with no block). The child runs in the parent's memory while
-//! the parent's other threads go on, so between `clone` and `exec` it makes only plain system calls on
-//! values prepared beforehand: it allocates nothing, takes no lock and calls no Rust code that could
-//! panic. Signals are blocked while it is created, and their handlers reset before they are
-//! unblocked, so no handler of the parent ever runs in the child.
+//! `dygram-wasm` allows it for the `no_mangle` attributes of its exports, with no block). The child
+//! runs in the parent's memory while the parent's other threads go on, so between `clone` and `exec`
+//! it makes only plain system calls on values prepared beforehand (module `child`). Signals are blocked
+//! while it is created, and their handlers reset before they are unblocked, so no handler of the
+//! parent ever runs in the child.
 #![allow(unsafe_code)]
 
-use std::ffi::{CString, c_char, c_int, c_void};
+use std::ffi::{CString, c_char};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::sync::mpsc;
 
 use nix::libc;
+
+mod child;
+
+use child::{GO, Plan, RecordPlan, Report, Stage, child_main};
 
 /// One instruction of a seccomp program, in the kernel's layout (`struct sock_filter`).
 #[repr(C)]
@@ -48,17 +62,8 @@ pub struct Instruction {
     pub k: u32,
 }
 
-/// The byte that lets the child go.
-const GO: u8 = b'g';
 /// The child's stack until `exec`: it makes a few system calls on small values.
 const CHILD_STACK: usize = 64 * 1024;
-/// Where the child stopped, when it did not reach `exec`.
-const STAGE_GROUP: u8 = 1;
-const STAGE_STDIO: u8 = 2;
-const STAGE_FOLDER: u8 = 3;
-const STAGE_GATE: u8 = 4;
-const STAGE_EXEC: u8 = 5;
-const STAGE_SANDBOX: u8 = 6;
 
 /// Why a gated program did not start.
 #[derive(Debug)]
@@ -132,6 +137,8 @@ impl Program {
 pub struct Started {
     /// Its pid, which is also its process group.
     pub pid: i32,
+    /// Its start time in clock ticks after boot, when the child read it for its record.
+    pub start_ticks: Option<u64>,
     /// Its standard input, when it was given a pipe.
     pub stdin: Option<std::fs::File>,
     /// Its standard output.
@@ -140,8 +147,51 @@ pub struct Started {
     pub stderr: std::fs::File,
 }
 
+/// The record a child writes for itself before `exec` ([`start`]): one line (at most a page, so that
+/// a child killed during the write leaves it whole or not at all) written at the start of `file`,
+/// which is then cut to it.
+#[derive(Debug)]
+pub struct SelfRecord {
+    /// The open record file, a regular file; the caller keeps it open until [`start`] returns.
+    pub file: RawFd,
+    /// The line. The child writes its pid right-aligned in `pid_at` (at least 10 bytes) and its start
+    /// time in clock ticks after boot in `ticks_at` (at least 20 bytes; `null` when it cannot read
+    /// it), spaces before them: JSON reads the number alone.
+    pub line: Vec<u8>,
+    /// Where the pid goes.
+    pub pid_at: std::ops::Range<usize>,
+    /// Where the start time goes.
+    pub ticks_at: std::ops::Range<usize>,
+}
+
+/// The longest record a child writes: one write of at most a page is never cut short.
+pub const SELF_RECORD_MAX: usize = 4096;
+
+/// Why [`start`] did not start a program; it never ran.
+#[derive(Debug)]
+pub enum StartError {
+    /// It could not be started (program not found, bad working folder, ...).
+    Start(io::Error),
+    /// Its record could not be written.
+    Record(io::Error),
+    /// The interrupt flag was raised before it would have run.
+    Interrupted,
+}
+
+/// How [`start`] starts a program, beside the program itself.
+#[derive(Debug, Default)]
+pub struct Start<'a> {
+    /// A record the child writes before its program runs; the program never runs unrecorded.
+    pub record: Option<SelfRecord>,
+    /// Checked by the child after its record is written: raised, the program never runs.
+    pub interrupt: Option<&'a AtomicBool>,
+    /// Where the child's pid is stored from the moment it exists (the kernel writes it as the child
+    /// is created), so that another thread can kill it while this one waits for its `exec`.
+    pub pid_to: Option<&'a AtomicI32>,
+}
+
 /// A pipe whose two ends are above the standard descriptors: the child's standard streams are set up
-/// (with `dup2` onto 0, 1 and 2) before the gate, and must not replace a descriptor it still needs.
+/// (with `dup2` onto 0, 1 and 2) first, and must not replace a descriptor it still needs.
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let (reader, writer) = io::pipe()?;
     Ok((above_std(reader.into())?, above_std(writer.into())?))
@@ -157,37 +207,43 @@ fn above_std(fd: OwnedFd) -> io::Result<OwnedFd> {
     }
 }
 
-/// The child's ends and the descriptors it closes, by number.
-struct ChildFds {
-    stdin: OwnedFd,
+/// The child's standard streams and ours: standard input a pipe only with `stdin`, else `/dev/null`.
+struct Stdio {
+    child: [OwnedFd; 3],
+    stdin: Option<OwnedFd>,
     stdout: OwnedFd,
     stderr: OwnedFd,
-    pid_write: OwnedFd,
-    go_read: OwnedFd,
-    report: OwnedFd,
-    /// The parent's ends of the gate, which the child must not keep.
-    pid_read: RawFd,
-    go_write: RawFd,
 }
 
-/// Everything the child reads, by address: it lives on the creating thread until `clone` returns,
-/// which is after the child's `exec` (or exit).
-struct Plan {
-    /// Enter a sandbox: `no_new_privs`, then `ruleset` (when not -1) and `filter` (when not null).
-    confine: bool,
-    ruleset: c_int,
-    filter: *const libc::sock_fprog,
-    path: *const c_char,
-    argv: *const *const c_char,
-    shell_argv: *const *const c_char,
-    envp: *const *const c_char,
-    cwd: *const c_char,
-    stdio: [RawFd; 3],
-    pid_write: RawFd,
-    pid_read: RawFd,
-    go_read: RawFd,
-    go_write: RawFd,
-    report: RawFd,
+impl Stdio {
+    fn new(stdin: bool) -> io::Result<Self> {
+        let (stdin_read, stdin_write) = if stdin {
+            let (r, w) = pipe()?;
+            (r, Some(w))
+        } else {
+            (above_std(std::fs::File::open("/dev/null")?.into())?, None)
+        };
+        let (stdout_read, stdout_write) = pipe()?;
+        let (stderr_read, stderr_write) = pipe()?;
+        Ok(Self {
+            child: [stdin_read, stdout_write, stderr_write],
+            stdin: stdin_write,
+            stdout: stdout_read,
+            stderr: stderr_read,
+        })
+    }
+
+    /// Ours, once the child has its own (after `clone` returned, its copies are closed by `exec` or
+    /// its exit, and ours go now, so that the program's output ends when its own copies close).
+    fn started(self, pid: i32, start_ticks: Option<u64>) -> Started {
+        Started {
+            pid,
+            start_ticks,
+            stdin: self.stdin.map(std::fs::File::from),
+            stdout: self.stdout.into(),
+            stderr: self.stderr.into(),
+        }
+    }
 }
 
 /// Null-terminated pointers to `strings`, valid while they live.
@@ -201,9 +257,9 @@ fn pointers<'a>(strings: impl Iterator<Item = &'a std::ffi::CStr>) -> Vec<*const
 /// Work for the spawning thread.
 type SpawnJob = Box<dyn FnOnce() + Send>;
 
-/// Runs `job` on the thread that creates children (it waits in `clone` until a child has passed the
-/// gate). One thread, started on first use, serves every start: a thread per tool cost more than the
-/// rest of the gate. Should it be gone, a thread of its own runs the job.
+/// Runs `job` on the thread that creates held children (it waits in `clone` until a child has passed
+/// the gate). One thread, started on first use, serves every start: a thread per start cost more than
+/// the rest of the gate. Should it be gone, a thread of its own runs the job.
 fn on_spawner(job: SpawnJob) {
     static SPAWNER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<SpawnJob>>> =
         std::sync::OnceLock::new();
@@ -222,21 +278,21 @@ fn on_spawner(job: SpawnJob) {
     }
 }
 
-/// Why the child ended before `exec`, as it reported.
-enum Failure {
-    /// It read end-of-file at the gate.
-    Refused,
-    /// A step failed with this error.
-    Os(io::Error),
+/// What the child is given beside the program, by descriptor number and address.
+struct Extras<'a> {
+    close: [RawFd; 2],
+    gate: Option<(RawFd, RawFd)>,
+    record: Option<&'a mut SelfRecord>,
+    interrupt: Option<&'a AtomicBool>,
+    pid_to: Option<&'a AtomicI32>,
 }
 
-/// What the creating thread found: the child's pid, or why it did not run (with its pid, if it
-/// existed).
-type Created = Result<i32, (Option<i32>, Failure)>;
+/// What `create` found: the child's pid and the report it left (its stage is [`Stage::None`] when it
+/// called `exec`), or why it could not be created.
+type Created = io::Result<(i32, Report)>;
 
-/// Creates the child on this thread and waits until it has called `exec` or exited: the pid, or why
-/// it did not run.
-fn create(program: &Program, fds: ChildFds, report: OwnedFd) -> Created {
+/// Creates the child on this thread and waits until it has called `exec` or exited.
+fn create(program: &Program, stdio: [RawFd; 3], extras: Extras<'_>) -> Created {
     let argv = pointers(program.argv.iter().map(CString::as_c_str));
     // A file that `exec` refuses as having no known format is run by the shell, as `execvp` does.
     let shell = c"/bin/sh";
@@ -251,7 +307,14 @@ fn create(program: &Program, fds: ChildFds, report: OwnedFd) -> Created {
         len: u16::try_from(f.len()).unwrap_or(u16::MAX),
         filter: f.as_ptr().cast_mut().cast(),
     });
-    let plan = Plan {
+    let record = extras.record.map(|r| RecordPlan {
+        fd: r.file,
+        line: r.line.as_mut_ptr(),
+        len: r.line.len(),
+        pid_at: (r.pid_at.start, r.pid_at.end),
+        ticks_at: (r.ticks_at.start, r.ticks_at.end),
+    });
+    let mut plan = Plan {
         confine: program.confine.is_some(),
         ruleset: program
             .confine
@@ -264,34 +327,37 @@ fn create(program: &Program, fds: ChildFds, report: OwnedFd) -> Created {
         shell_argv: shell_argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: program.cwd.as_ptr(),
-        stdio: [
-            fds.stdin.as_raw_fd(),
-            fds.stdout.as_raw_fd(),
-            fds.stderr.as_raw_fd(),
-        ],
-        pid_write: fds.pid_write.as_raw_fd(),
-        pid_read: fds.pid_read,
-        go_read: fds.go_read.as_raw_fd(),
-        go_write: fds.go_write,
-        report: fds.report.as_raw_fd(),
+        stdio,
+        close: extras.close,
+        gate: extras.gate,
+        record,
+        interrupt: extras
+            .interrupt
+            .map_or(std::ptr::null(), std::ptr::from_ref),
+        report: Report {
+            stage: Stage::None,
+            errno: 0,
+            start_ticks: None,
+        },
     };
-    let pid = clone_held(&plan).map_err(|e| (None, Failure::Os(e)))?;
-    // The child's copies of its ends were closed by `exec` (close-on-exec) or by its exit; ours go
-    // now, so that the program's output and the report below end when the child's do.
-    drop(fds);
-    match child_report(report) {
-        None => Ok(pid),
-        Some(failure) => Err((Some(pid), failure)),
-    }
+    let pid = clone_child(&mut plan, extras.pid_to)?;
+    Ok((pid, plan.report))
 }
 
 /// Creates the child that runs [`child_main`] with `plan`; returns once it has called `exec` or
-/// exited (`CLONE_VFORK`).
-fn clone_held(plan: &Plan) -> io::Result<i32> {
+/// exited (`CLONE_VFORK`). With `pid_to`, the kernel stores the child's pid there as it creates it.
+fn clone_child(plan: &mut Plan, pid_to: Option<&AtomicI32>) -> io::Result<i32> {
     let mut stack = vec![0u8; CHILD_STACK];
-    // SAFETY: the child runs `child_main` on `stack`, reading `plan`, which outlive `clone`: with
-    // CLONE_VFORK it returns only once the child has called `exec` or exited. Signals stay blocked on
-    // this thread while the child is created (the child starts with this mask), and are restored.
+    let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let ptid = pid_to.map_or(std::ptr::null_mut(), AtomicI32::as_ptr);
+    if !ptid.is_null() {
+        flags |= libc::CLONE_PARENT_SETTID;
+    }
+    // SAFETY: the child runs `child_main` on `stack`, with `plan`, which outlive `clone`: with
+    // CLONE_VFORK it returns only once the child has called `exec` or exited, and nothing else
+    // touches the plan meanwhile. `ptid` is an atomic integer that outlives the call. Signals stay
+    // blocked on this thread while the child is created (the child starts with this mask), and are
+    // restored.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut before: libc::sigset_t = std::mem::zeroed();
@@ -302,121 +368,13 @@ fn clone_held(plan: &Plan) -> io::Result<i32> {
         let pid = libc::clone(
             child_main,
             top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            std::ptr::from_ref(plan).cast_mut().cast(),
+            flags,
+            std::ptr::from_mut(plan).cast(),
+            ptid,
         );
         let error = io::Error::last_os_error();
         libc::pthread_sigmask(libc::SIG_SETMASK, &raw const before, std::ptr::null_mut());
         if pid < 0 { Err(error) } else { Ok(pid) }
-    }
-}
-
-/// What a child that ended before `exec` wrote on `report`; `None` when it wrote nothing (its
-/// `exec` closed the pipe).
-fn child_report(report: OwnedFd) -> Option<Failure> {
-    let mut bytes = Vec::with_capacity(5);
-    let _ = std::fs::File::from(report).read_to_end(&mut bytes);
-    match bytes.as_slice() {
-        [] => None,
-        [STAGE_GATE, ..] => Some(Failure::Refused),
-        [_, errno @ ..] => {
-            let errno = <[u8; 4]>::try_from(errno).map_or(libc::EIO, c_int::from_ne_bytes);
-            Some(Failure::Os(io::Error::from_raw_os_error(errno)))
-        }
-    }
-}
-
-/// The child, from `clone` to `exec`. Returns only by `exec` or `_exit`.
-///
-/// # Safety
-/// `arg` points to a [`Plan`] that outlives the call. Runs in the parent's memory while its other
-/// threads go on: only plain system calls on the plan's values, no allocation, no lock, no panic.
-extern "C" fn child_main(arg: *mut c_void) -> c_int {
-    // SAFETY: see the function's documentation; every call below is a system call wrapper on
-    // descriptor numbers, the plan's strings, or locals.
-    unsafe {
-        let plan = &*(arg.cast_const().cast::<Plan>());
-        let fail = |stage: u8| -> ! {
-            let errno = *libc::__errno_location();
-            let mut message = [stage, 0, 0, 0, 0];
-            message[1..].copy_from_slice(&errno.to_ne_bytes());
-            libc::write(plan.report, message.as_ptr().cast(), message.len());
-            libc::_exit(127)
-        };
-        // The parent's handlers must not run here: every caught signal gets its default action (as
-        // `exec` would give it), SIGPIPE too (a Rust parent ignores it), and only then are signals
-        // unblocked.
-        for signal in 1..65 {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), &raw mut action) == 0
-                && action.sa_sigaction != libc::SIG_DFL
-                && (action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
-            {
-                let mut default: libc::sigaction = std::mem::zeroed();
-                default.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(signal, &raw const default, std::ptr::null_mut());
-            }
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut none);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
-        if libc::setpgid(0, 0) != 0 {
-            fail(STAGE_GROUP);
-        }
-        for (target, fd) in plan.stdio.iter().enumerate() {
-            if libc::dup2(*fd, target as c_int) < 0 {
-                fail(STAGE_STDIO);
-            }
-        }
-        if libc::chdir(plan.cwd) != 0 {
-            fail(STAGE_FOLDER);
-        }
-        // Without its own copy of the gate's write end, the child sees end-of-file once the parent's
-        // copy is closed: when the parent refuses, and when it dies.
-        libc::close(plan.go_write);
-        libc::close(plan.pid_read);
-        let pid = libc::getpid().to_ne_bytes();
-        if libc::write(plan.pid_write, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
-            fail(STAGE_GATE);
-        }
-        libc::close(plan.pid_write);
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(plan.go_read, (&raw mut byte).cast(), 1);
-            if n == 1 && byte == GO {
-                break;
-            }
-            if n < 0 && *libc::__errno_location() == libc::EINTR {
-                continue;
-            }
-            fail(STAGE_GATE);
-        }
-        libc::close(plan.go_read);
-        if plan.confine {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                fail(STAGE_SANDBOX);
-            }
-            if plan.ruleset >= 0
-                && libc::syscall(libc::SYS_landlock_restrict_self, plan.ruleset, 0) != 0
-            {
-                fail(STAGE_SANDBOX);
-            }
-            if !plan.filter.is_null()
-                && libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0,
-                    plan.filter,
-                ) != 0
-            {
-                fail(STAGE_SANDBOX);
-            }
-        }
-        libc::execve(plan.path, plan.argv, plan.envp);
-        if *libc::__errno_location() == libc::ENOEXEC {
-            libc::execve(*plan.shell_argv, plan.shell_argv, plan.envp);
-        }
-        fail(STAGE_EXEC)
     }
 }
 
@@ -425,49 +383,45 @@ fn reap(pid: i32) {
     let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
 }
 
-/// The parent's ends of a gated child's pipes.
-struct ParentEnds {
-    stdin: Option<OwnedFd>,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    pid_read: OwnedFd,
-    go_write: OwnedFd,
-    report: OwnedFd,
+/// The error a child reported, if it stopped before `exec` (reaped then).
+fn stopped(pid: i32, report: &Report) -> Option<(Stage, io::Error)> {
+    if report.stage == Stage::None {
+        return None;
+    }
+    reap(pid);
+    Some((report.stage, io::Error::from_raw_os_error(report.errno)))
 }
 
-/// Every pipe a gated child needs (standard input a pipe only with `stdin`, else `/dev/null`): the
-/// child's ends and ours.
-fn pipes(stdin: bool) -> io::Result<(ChildFds, ParentEnds)> {
-    let (stdin_read, stdin_write) = if stdin {
-        let (r, w) = pipe()?;
-        (r, Some(w))
-    } else {
-        (above_std(std::fs::File::open("/dev/null")?.into())?, None)
+/// Starts `program` in its own process group, on this thread (which waits only until the child has
+/// called `exec`). With a record, the child writes it before its program runs; with an interrupt
+/// flag, it checks the flag after that and does not run its program when the flag is raised.
+pub fn start(program: &Program, how: Start<'_>) -> Result<Started, StartError> {
+    let mut record = how.record;
+    if let Some(r) = &record {
+        let fits = |at: &std::ops::Range<usize>, least| at.end <= r.line.len() && at.len() >= least;
+        if r.line.len() > SELF_RECORD_MAX || !fits(&r.pid_at, 10) || !fits(&r.ticks_at, 20) {
+            return Err(StartError::Record(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a record longer than a page, or without room for the pid and start time",
+            )));
+        }
+    }
+    let stdio = Stdio::new(program.stdin).map_err(StartError::Start)?;
+    let extras = Extras {
+        close: [-1, -1],
+        gate: None,
+        record: record.as_mut(),
+        interrupt: how.interrupt,
+        pid_to: how.pid_to,
     };
-    let (stdout_read, stdout_write) = pipe()?;
-    let (stderr_read, stderr_write) = pipe()?;
-    let (pid_read, pid_write) = pipe()?;
-    let (go_read, go_write) = pipe()?;
-    let (report_read, report_write) = pipe()?;
-    let child = ChildFds {
-        stdin: stdin_read,
-        stdout: stdout_write,
-        stderr: stderr_write,
-        pid_write,
-        go_read,
-        report: report_write,
-        pid_read: pid_read.as_raw_fd(),
-        go_write: go_write.as_raw_fd(),
-    };
-    let ours = ParentEnds {
-        stdin: stdin_write,
-        stdout: stdout_read,
-        stderr: stderr_read,
-        pid_read,
-        go_write,
-        report: report_read,
-    };
-    Ok((child, ours))
+    let child_ends = std::array::from_fn(|i| stdio.child[i].as_raw_fd());
+    let (pid, report) = create(program, child_ends, extras).map_err(StartError::Start)?;
+    match stopped(pid, &report) {
+        None => Ok(stdio.started(pid, report.start_ticks)),
+        Some((Stage::Interrupted, _)) => Err(StartError::Interrupted),
+        Some((Stage::Record, e)) => Err(StartError::Record(e)),
+        Some((_, e)) => Err(StartError::Start(e)),
+    }
 }
 
 /// The pid the child announces at the gate, or `None` when it ended before.
@@ -477,70 +431,75 @@ fn announced_pid(pid_read: OwnedFd) -> Option<i32> {
     Some(i32::from_ne_bytes(pid))
 }
 
-/// Reaps a child that did not run its program, and says why: what it reported, else `otherwise`.
-fn why_not(created: Created, otherwise: impl FnOnce() -> io::Error) -> io::Error {
-    match created {
-        Ok(pid) => {
-            reap(pid);
-            otherwise()
-        }
-        Err((child, failure)) => {
-            if let Some(child) = child {
-                reap(child);
-            }
-            match failure {
-                Failure::Os(e) => e,
-                Failure::Refused => otherwise(),
-            }
-        }
-    }
-}
-
 /// Starts `program` held at the gate (in its own process group, which exists while it waits), calls
 /// `decide` with its pid, and lets the program run only if `decide` agrees.
 pub fn spawn<E>(
     program: Program,
     decide: impl FnOnce(i32) -> Result<(), E>,
 ) -> Result<Started, GateError<E>> {
-    let (fds, ours) = pipes(program.stdin).map_err(GateError::Start)?;
+    let stdio = Stdio::new(program.stdin).map_err(GateError::Start)?;
+    let ((pid_read, pid_write), (go_read, go_write)) = pipe()
+        .and_then(|announce| Ok((announce, pipe()?)))
+        .map_err(GateError::Start)?;
+    let child_ends: [RawFd; 3] = std::array::from_fn(|i| stdio.child[i].as_raw_fd());
+    let gate = (pid_write.as_raw_fd(), go_read.as_raw_fd());
+    let close = [pid_read.as_raw_fd(), go_write.as_raw_fd()];
     let (tx, rx) = mpsc::channel();
-    let report = ours.report;
     on_spawner(Box::new(move || {
-        let _ = tx.send(create(&program, fds, report));
+        let extras = Extras {
+            close,
+            gate: Some(gate),
+            record: None,
+            interrupt: None,
+            pid_to: None,
+        };
+        let created = create(&program, child_ends, extras);
+        // The child's ends go once it has called `exec` or exited.
+        drop((pid_write, go_read));
+        let _ = tx.send(created);
     }));
     let created = move || {
-        rx.recv().unwrap_or_else(|_| {
-            let gone = io::Error::other("the spawning thread ended");
-            Err((None, Failure::Os(gone)))
-        })
+        rx.recv()
+            .unwrap_or_else(|_| Err(io::Error::other("the spawning thread ended")))
     };
-    let Some(pid) = announced_pid(ours.pid_read) else {
+    // Why a child that did not run its program stopped: what it reported, else `otherwise`.
+    let why_not = |created: Created, otherwise: &dyn Fn() -> io::Error| -> io::Error {
+        match created {
+            Err(e) => e,
+            Ok((pid, report)) => match stopped(pid, &report) {
+                Some((Stage::Gate, _)) => otherwise(),
+                Some((_, e)) => e,
+                None => {
+                    reap(pid);
+                    otherwise()
+                }
+            },
+        }
+    };
+    let Some(pid) = announced_pid(pid_read) else {
         // The child ended before the gate (working folder, ...): it reported why.
-        drop(ours.go_write);
+        drop(go_write);
         let early = || io::Error::other("the program started without passing the gate");
-        return Err(GateError::Start(why_not(created(), early)));
+        return Err(GateError::Start(why_not(created(), &early)));
     };
     if let Err(refusal) = decide(pid) {
         // End-of-file at the gate: the child exits without running the program.
-        drop(ours.go_write);
-        why_not(created(), || io::Error::other("refused"));
+        drop(go_write);
+        why_not(created(), &|| io::Error::other("refused"));
         return Err(GateError::Refused(refusal));
     }
     // The write end closes with the file: the child has what it needs.
-    let opened = std::fs::File::from(ours.go_write).write_all(&[GO]);
+    let opened = std::fs::File::from(go_write).write_all(&[GO]);
     match (opened, created()) {
-        (Ok(()), Ok(pid)) => Ok(Started {
-            pid,
-            stdin: ours.stdin.map(std::fs::File::from),
-            stdout: ours.stdout.into(),
-            stderr: ours.stderr.into(),
-        }),
+        (Ok(()), Ok((pid, report))) if report.stage == Stage::None => Ok(stdio.started(pid, None)),
         (opened, created) => {
-            let at_gate = || {
-                let stopped = || io::Error::other("the program stopped at the gate");
-                opened.err().unwrap_or_else(stopped)
-            };
-            Err(GateError::Start(why_not(created, at_gate)))
+            let stopped = || io::Error::other("the program stopped at the gate");
+            let at_gate = opened.err();
+            Err(GateError::Start(why_not(created, &|| {
+                at_gate
+                    .as_ref()
+                    .map_or_else(stopped, |e| io::Error::new(e.kind(), e.to_string()))
+            })))
         }
     }
 }
@@ -554,4 +513,115 @@ pub fn exit_notice(pid: i32) -> Option<OwnedFd> {
     let fd = RawFd::try_from(fd).ok().filter(|fd| *fd >= 0)?;
     // SAFETY: `fd` was just returned by the kernel and belongs to nobody else.
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    fn shell(script: &str, cwd: &Path) -> Program {
+        let argv = ["sh".to_string(), "-c".to_string(), script.to_string()];
+        let env = [("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        Program::new("/bin/sh", &argv, &env, cwd, false).unwrap()
+    }
+
+    /// A record line with slots for the pid and start time.
+    fn record(file: RawFd) -> SelfRecord {
+        let line = br#"{"pgid":2147483647,"start_ticks":18446744073709551615}"#.to_vec();
+        SelfRecord {
+            file,
+            line,
+            pid_at: 8..18,
+            ticks_at: 33..53,
+        }
+    }
+
+    fn output(started: Started) -> (String, i32) {
+        let mut text = String::new();
+        let mut stdout = started.stdout;
+        stdout.read_to_string(&mut text).unwrap();
+        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(started.pid), None);
+        let code = match status.unwrap() {
+            nix::sys::wait::WaitStatus::Exited(_, code) => code,
+            other => panic!("{other:?}"),
+        };
+        (text, code)
+    }
+
+    #[test]
+    fn a_child_writes_its_record_before_its_program_runs() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("gate-record-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        // A longer earlier record is cut to the new one.
+        file.write_all_at(&[b'x'; 200], 0).unwrap();
+        let script = format!("cat {}; echo; echo $$", path.display());
+        let pid = AtomicI32::new(0);
+        let how = Start {
+            record: Some(record(file.as_raw_fd())),
+            interrupt: Some(&AtomicBool::new(false)),
+            pid_to: Some(&pid),
+        };
+        let started = start(&shell(&script, &dir), how).unwrap();
+        assert_eq!(pid.load(std::sync::atomic::Ordering::SeqCst), started.pid);
+        let ticks = started.start_ticks.unwrap();
+        let child = started.pid;
+        let (text, code) = output(started);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(code, 0);
+        let (line, shell_pid) = text.trim_end().rsplit_once('\n').unwrap();
+        assert_eq!(shell_pid, child.to_string());
+        let expected = format!(r#"{{"pgid":{child:>10},"start_ticks":{ticks:>20}}}"#);
+        assert_eq!(line, expected);
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_keeps_the_program_from_running() {
+        let dir = std::env::temp_dir();
+        let marker = dir.join(format!("gate-ran-{}", std::process::id()));
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let how = Start {
+            record: Some(record(full.as_raw_fd())),
+            ..Start::default()
+        };
+        let script = format!("touch {}", marker.display());
+        match start(&shell(&script, &dir), how) {
+            Err(StartError::Record(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC)),
+            other => panic!("{other:?}"),
+        }
+        // Without room for its values, or longer than a page, a record is refused up front.
+        let mut bad = record(full.as_raw_fd());
+        bad.pid_at = 8..12;
+        let how = Start {
+            record: Some(bad),
+            ..Start::default()
+        };
+        assert!(matches!(
+            start(&shell(&script, &dir), how),
+            Err(StartError::Record(_))
+        ));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!marker.exists(), "the program ran");
+    }
+
+    #[test]
+    fn a_raised_interrupt_keeps_the_program_from_running() {
+        let dir = std::env::temp_dir();
+        let marker = dir.join(format!("gate-interrupted-{}", std::process::id()));
+        let how = Start {
+            interrupt: Some(&AtomicBool::new(true)),
+            ..Start::default()
+        };
+        let script = format!("touch {}", marker.display());
+        assert!(matches!(
+            start(&shell(&script, &dir), how),
+            Err(StartError::Interrupted)
+        ));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!marker.exists(), "the program ran");
+    }
 }

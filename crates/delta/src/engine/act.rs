@@ -253,9 +253,13 @@ impl Engine<'_> {
         let (id, name) = (call.id, call.name);
         let recorder = self.recorder();
         let interrupt = Arc::clone(&self.setup.interrupt);
-        let run = process::run_recorded(spawn, &interrupt, &mut |group| {
-            recorder.record(ChildKind::Tool, name, Some(id), group)
-        });
+        let recording = process::Recording {
+            recorder: &recorder,
+            kind: ChildKind::Tool,
+            name,
+            action_id: Some(id),
+        };
+        let run = process::run_recorded(spawn, &interrupt, recording);
         let out = match run {
             Ok(out) => out,
             Err(RunError::Interrupted) => {

@@ -226,6 +226,16 @@ pub fn stop(group: &GroupId, grace: Duration) -> Stopped {
     Stopped::Killed
 }
 
+/// Kills child `pid`, which is being started (it may not lead its group yet), and its group, without
+/// waiting: the process is about to exit.
+pub fn kill_starting(pid: i32) {
+    if !can_be_ours(pid) {
+        return;
+    }
+    let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+}
+
 /// Kills `group` (SIGKILL) and waits, a few seconds at most, until none of it is alive. For a group
 /// this process started and is about to give up on (interrupt, deadline, exit).
 pub fn kill(group: &GroupId) {

@@ -6,9 +6,11 @@
 //! deadline passes, or the interrupt flag is raised, the whole group is killed: grandchildren too,
 //! and [`run`] returns only once none of the group is left.
 //!
-//! A child is held before `exec` until the parent has noted its group (for
-//! [`kill_running`]), recorded it (with [`run_recorded`]) and checked for an interrupt: its program
-//! never runs unnoted, and an interrupt that comes while it is being started stops it before it runs.
+//! A child's pid is noted from the moment it exists (for [`kill_running`]). Before `exec`, a child
+//! started with [`run_recorded`] writes its own record (its pid and start time are known to it
+//! first), and every child checks the interrupt flag: its program never runs unrecorded, and an
+//! interrupt that comes while it is being started stops it before it runs. A record too long for one
+//! write is written by the parent instead, while the child waits at a gate.
 
 pub mod group;
 pub mod record;
@@ -17,13 +19,14 @@ mod watch;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use process_gate as gate;
 use store::StoreError;
 
 use group::GroupId;
+use record::{ChildKind, Prepared, Recorder};
 
 /// Most bytes kept per output stream; the rest is read, counted ([`Outcome::dropped`]) and dropped.
 pub const MAX_CAPTURE: usize = 64 * 1024 * 1024;
@@ -154,14 +157,24 @@ fn exit_notice(pid: i32) -> Option<std::os::fd::OwnedFd> {
 /// The process group of the program running now. Programs run one at a time.
 static RUNNING: Mutex<Option<GroupId>> = Mutex::new(None);
 
+/// The pid of the child being started, from the moment it exists (the kernel stores it as it creates
+/// the child) until its group is in [`RUNNING`]; 0 when none.
+static STARTING: AtomicI32 = AtomicI32::new(0);
+
 fn set_running(group: Option<GroupId>) {
     *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = group;
 }
 
 /// Kills the program running now, with everything it started, and returns once none of it is left
-/// (for a forced exit: the process is about to end and must not leave a tool behind). A program still
-/// held before `exec` is killed too.
+/// (for a forced exit: the process is about to end and must not leave a tool behind). A child still
+/// being started is killed too; one created after this call sees the interrupt flag (raised before
+/// a forced exit) and never runs its program.
 pub fn kill_running() {
+    // The starting child first: its group is noted in RUNNING before it is forgotten here.
+    let starting = STARTING.load(Ordering::SeqCst);
+    if starting != 0 {
+        group::kill_starting(starting);
+    }
     let group = RUNNING.lock().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some(group) = group {
         group::kill(&group);
@@ -177,6 +190,19 @@ impl Drop for RunningGuard {
     }
 }
 
+/// What a child is recorded as in its run's `process.json` ([`run_recorded`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Recording<'a> {
+    /// The run's record.
+    pub recorder: &'a Recorder,
+    /// What the child is.
+    pub kind: ChildKind,
+    /// The tool's, hook's or context source's name.
+    pub name: &'a str,
+    /// The tool call it runs (tools only).
+    pub action_id: Option<&'a str>,
+}
+
 /// Why the gate did not let a program go.
 enum Refusal {
     Interrupted,
@@ -188,7 +214,39 @@ enum Refusal {
 /// An error means the program did not run: it could not be started (not found, not executable, bad
 /// folder), or an interrupt came while it was being started.
 pub fn run(spawn: &Spawn, interrupt: &AtomicBool) -> Result<Outcome, RunError> {
-    run_recorded(spawn, interrupt, &mut |_| Ok(()))
+    let began = Instant::now();
+    let _running = RunningGuard;
+    let started = start(spawn, interrupt, None)?;
+    finish(spawn, interrupt, began, started)
+}
+
+/// [`run`], with the child's process group recorded as `recording` before its program starts. If
+/// the record cannot be written, the program never runs ([`RunError::Record`]). The record stays
+/// when this returns: the caller clears it once what happened is kept.
+pub fn run_recorded(
+    spawn: &Spawn,
+    interrupt: &AtomicBool,
+    recording: Recording<'_>,
+) -> Result<Outcome, RunError> {
+    let began = Instant::now();
+    let _running = RunningGuard;
+    let started = match recording
+        .recorder
+        .prepare(recording.kind, recording.name, recording.action_id)
+        .map_err(RunError::Record)?
+    {
+        Some(prepared) => start(
+            spawn,
+            interrupt,
+            Some((prepared, recording.recorder.path())),
+        )?,
+        // Too long for the child to write in one go: the parent writes it while the child waits.
+        None => start_gated(spawn, interrupt, &mut |group| {
+            let r = &recording;
+            r.recorder.record(r.kind, r.name, r.action_id, group)
+        })?,
+    };
+    finish(spawn, interrupt, began, started)
 }
 
 /// The program to start for `spawn`: its first word is looked up on the `PATH` of the given
@@ -223,8 +281,48 @@ fn program(spawn: &Spawn) -> Result<gate::Program, RunError> {
     .map_err(RunError::Start)
 }
 
-/// Creates the child for `spawn` (in its own process group), notes and records its group, and lets
-/// its program go unless an interrupt came meanwhile.
+/// Starts the child for `spawn` in its own process group; it writes `prepared` (when given) and
+/// checks `interrupt` before its program runs. Its pid is noted from the moment it exists, so that a
+/// forced exit kills it even while it is being started.
+fn start(
+    spawn: &Spawn,
+    interrupt: &AtomicBool,
+    prepared: Option<(Prepared, &std::path::Path)>,
+) -> Result<(gate::Started, GroupId), RunError> {
+    let program = program(spawn)?;
+    let (prepared, path) = prepared.unzip();
+    let (record, _file) = prepared.map(|p| (p.record, p.file)).unzip();
+    let how = gate::Start {
+        record,
+        interrupt: Some(interrupt),
+        pid_to: Some(&STARTING),
+    };
+    let started = gate::start(&program, how);
+    let started = started.map(|child| {
+        let group = match child.start_ticks {
+            Some(ticks) => GroupId {
+                pgid: child.pid,
+                start_ticks: Some(ticks),
+                boot_id: group::boot_id(),
+            },
+            None => GroupId::of_leader(child.pid),
+        };
+        set_running(Some(group.clone()));
+        (child, group)
+    });
+    STARTING.store(0, Ordering::SeqCst);
+    started.map_err(|e| match e {
+        gate::StartError::Start(e) => RunError::Start(e),
+        gate::StartError::Interrupted => RunError::Interrupted,
+        gate::StartError::Record(e) => {
+            let path = path.map(std::path::Path::to_path_buf).unwrap_or_default();
+            RunError::Record(StoreError::io("write", path, e))
+        }
+    })
+}
+
+/// Creates the child for `spawn` (in its own process group) held at the gate, notes and records its
+/// group, and lets its program go unless an interrupt came meanwhile.
 fn start_gated(
     spawn: &Spawn,
     interrupt: &AtomicBool,
@@ -255,16 +353,14 @@ fn start_gated(
     Ok((child, group))
 }
 
-/// [`run`], calling `record` with the child's process group after the child exists and before its
-/// program starts. If `record` fails, the program never runs ([`RunError::Record`]).
-pub fn run_recorded(
+/// Feeds the started program its input and watches it to its end, deadline (counted from `start`)
+/// or interruption.
+fn finish(
     spawn: &Spawn,
     interrupt: &AtomicBool,
-    record: &mut dyn FnMut(&GroupId) -> Result<(), StoreError>,
+    start: Instant,
+    (child, group): (gate::Started, GroupId),
 ) -> Result<Outcome, RunError> {
-    let start = Instant::now();
-    let _running = RunningGuard;
-    let (child, group) = start_gated(spawn, interrupt, record)?;
     if let (Some(input), Some(mut pipe)) = (spawn.stdin.clone(), child.stdin) {
         std::thread::spawn(move || {
             // A tool that exits without reading its input closes the pipe; that is not an error.
@@ -401,51 +497,107 @@ mod tests {
         false
     }
 
+    /// A recorder in `dir`, and what a child is recorded as: a tool call whose id is `call_id`.
+    fn recording<'a>(recorder: &'a Recorder, call_id: &'a str) -> Recording<'a> {
+        Recording {
+            recorder,
+            kind: ChildKind::Tool,
+            name: "t",
+            action_id: Some(call_id),
+        }
+    }
+
+    /// A call id too long for the child to write its record itself: the parent writes it at the
+    /// gate instead.
+    fn long_id() -> String {
+        "c".repeat(5000)
+    }
+
     #[test]
-    fn a_program_starts_only_once_its_group_is_recorded() {
+    fn a_program_finds_its_group_recorded_when_it_starts() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("started");
-        let script = format!("echo $$ > {}", marker.display());
-        let flag = AtomicBool::new(false);
-        let mut recorded = None;
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let script = format!("cat {}; echo; echo $$", recorder.path().display());
+        for call_id in ["c1".to_string(), long_id()] {
+            let flag = AtomicBool::new(false);
+            let out = run_recorded(
+                &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+                &flag,
+                recording(&recorder, &call_id),
+            )
+            .unwrap();
+            assert!(out.success(), "{out:?}");
+            let text = String::from_utf8(out.stdout).unwrap();
+            let (seen, pid) = text.trim_end().rsplit_once('\n').unwrap();
+            let seen: record::ProcessRecord = serde_json::from_str(seen).unwrap();
+            let pid: i32 = pid.parse().unwrap();
+            assert_eq!(seen.group.pgid, pid, "the recorded group is the program's");
+            assert_eq!(seen.action_id.as_deref(), Some(call_id.as_str()));
+            assert!(seen.group.verifiable());
+            // The start time the program recorded is its own, as anyone reads it.
+            let stored = recorder.read().unwrap().unwrap();
+            assert_eq!(stored, seen);
+            recorder.clear().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_recorded_group_is_the_one_a_reader_of_proc_finds_alive() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let script = "sleep 30";
+        let flag = Arc::new(AtomicBool::new(false));
+        let (f, path) = (Arc::clone(&flag), recorder.path().to_path_buf());
+        // Read from another thread while the program runs, as a process taking the run over would.
+        let watcher = std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                let seen = Recorder::new(path.clone()).read().ok().flatten();
+                if let Some(seen) = seen.filter(|s| s.action_id.as_deref() == Some("c2")) {
+                    let alive = group::liveness(&seen.group);
+                    f.store(true, Ordering::SeqCst);
+                    return alive;
+                }
+                assert!(Instant::now() < end, "no record");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
         let out = run_recorded(
-            &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+            &spawn(&["sh", "-c", script], None, Duration::from_secs(60)),
             &flag,
-            &mut |group| {
-                // The child exists (in its own group) but its program has not started.
-                assert!(matches!(group::liveness(group), group::Liveness::Alive(_)));
-                std::thread::sleep(Duration::from_millis(300));
-                assert!(!marker.exists(), "the program ran before it was recorded");
-                recorded = Some(group.clone());
-                Ok(())
-            },
+            recording(&recorder, "c2"),
         )
         .unwrap();
-        assert!(out.success());
-        let pid: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let recorded = recorded.unwrap();
-        assert_eq!(recorded.pgid, pid, "the recorded group is the program's");
-        assert!(recorded.verifiable());
+        assert!(out.interrupted);
+        assert!(matches!(watcher.join().unwrap(), group::Liveness::Alive(_)));
+        let seen = recorder.read().unwrap().unwrap();
+        assert_eq!(group::liveness(&seen.group), group::Liveness::Gone);
     }
 
     #[test]
     fn an_interrupt_while_a_program_is_started_keeps_it_from_running() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
+        let recorder = Recorder::new(dir.path().join("process.json"));
         let script = format!("touch {}", marker.display());
-        let flag = AtomicBool::new(false);
-        let result = run_recorded(
+        // Raised before the child checks it, once its record is written, whichever writes it.
+        let flag = AtomicBool::new(true);
+        for call_id in ["c1".to_string(), long_id()] {
+            let result = run_recorded(
+                &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+                &flag,
+                recording(&recorder, &call_id),
+            );
+            assert!(matches!(result, Err(RunError::Interrupted)), "{result:?}");
+            // A child that writes its own record does so before it checks; the parent checks first.
+            if let Some(seen) = recorder.read().unwrap() {
+                assert_eq!(group::liveness(&seen.group), group::Liveness::Gone);
+            }
+            recorder.clear().unwrap();
+        }
+        let result = run(
             &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
             &flag,
-            &mut |_| {
-                // SIGINT arrives while the record is being written.
-                flag.store(true, Ordering::SeqCst);
-                Ok(())
-            },
         );
         assert!(matches!(result, Err(RunError::Interrupted)), "{result:?}");
         assert!(!appears(&marker), "the program ran");
@@ -457,46 +609,39 @@ mod tests {
         let marker = dir.path().join("ran");
         let script = format!("touch {}", marker.display());
         let flag = AtomicBool::new(false);
-        let mut leader = None;
-        let result = run_recorded(
-            &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
-            &flag,
-            &mut |group| {
-                leader = Some(group.clone());
-                Err(StoreError::Io {
-                    action: "write",
-                    path: dir.path().join("process.json"),
-                    source: std::io::Error::other("disk full"),
-                })
-            },
-        );
-        match result {
-            Err(e @ RunError::Record(_)) => assert!(e.to_string().contains("disk full"), "{e}"),
-            other => panic!("{other:?}"),
+        // The record's folder does not exist.
+        let recorder = Recorder::new(dir.path().join("gone").join("process.json"));
+        for call_id in ["c1".to_string(), long_id()] {
+            let result = run_recorded(
+                &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
+                &flag,
+                recording(&recorder, &call_id),
+            );
+            match result {
+                Err(e @ RunError::Record(_)) => {
+                    assert!(e.to_string().contains("process.json"), "{e}")
+                }
+                other => panic!("{other:?}"),
+            }
         }
         assert!(!appears(&marker), "the program ran");
-        assert_eq!(
-            group::liveness(&leader.unwrap()),
-            group::Liveness::Gone,
-            "the held child is gone"
-        );
     }
 
     #[test]
-    fn a_bad_working_folder_is_a_start_error() {
+    fn a_bad_working_folder_is_a_start_error_and_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
         let flag = AtomicBool::new(false);
         let mut s = spawn(&["true"], None, Duration::from_secs(5));
         s.cwd = std::path::PathBuf::from("/nonexistent/folder/xyz");
-        let mut called = false;
-        let result = run_recorded(&s, &flag, &mut |_| {
-            called = true;
-            Ok(())
-        });
+        let result = run_recorded(&s, &flag, recording(&recorder, "c1"));
         assert!(matches!(result, Err(RunError::Start(_))), "{result:?}");
-        assert!(
-            !called,
-            "nothing to record for a child that never reached the gate"
-        );
+        assert_eq!(recorder.read().unwrap(), None, "a child that never ran");
+        let result = run(&s, &flag);
+        match result {
+            Err(RunError::Start(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -504,6 +649,7 @@ mod tests {
         let flag = Arc::new(AtomicBool::new(false));
         let f = Arc::clone(&flag);
         let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
         let marker = dir.path().join("started");
         let m = marker.clone();
         std::thread::spawn(move || {
@@ -514,24 +660,46 @@ mod tests {
             "trap '' TERM; (trap '' TERM; sleep 30) & sleep 30 & touch {}; wait",
             marker.display()
         );
-        let mut group = None;
         let out = run_recorded(
             &spawn(&["sh", "-c", &script], None, Duration::from_secs(60)),
             &flag,
-            &mut |g| {
-                group = Some(g.clone());
-                Ok(())
-            },
+            recording(&recorder, "c1"),
         )
         .unwrap();
         assert!(out.interrupted);
-        assert_eq!(group::liveness(&group.unwrap()), group::Liveness::Gone);
+        let group = recorder.read().unwrap().unwrap().group;
+        assert_eq!(group::liveness(&group), group::Liveness::Gone);
+    }
+
+    #[test]
+    fn a_forced_exit_kills_the_program_being_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let marker = dir.path().join("started");
+        let script = format!("(sleep 30) & touch {}; wait", marker.display());
+        let m = marker.clone();
+        let killer = std::thread::spawn(move || {
+            assert!(appears(&m));
+            kill_running();
+        });
+        let flag = AtomicBool::new(false);
+        let out = run_recorded(
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(60)),
+            &flag,
+            recording(&recorder, "c1"),
+        )
+        .unwrap();
+        killer.join().unwrap();
+        assert_eq!(out.exit_code, 128 + 9, "{out:?}");
+        let group = recorder.read().unwrap().unwrap().group;
+        assert_eq!(group::liveness(&group), group::Liveness::Gone);
     }
 
     const HELPER_DIR: &str = "DELTA_GATE_TEST_DIR";
 
-    /// Entry point for the test below, run in a child process: starts a program and, while it is held
-    /// at the gate, announces its group and waits to be killed. Does nothing without the variable.
+    /// Entry point for the test below, run in a child process: starts a program held at the gate (as
+    /// for a record only the parent can write) and, while it is held, announces its group and waits
+    /// to be killed. Does nothing without the variable.
     #[test]
     #[ignore = "run by a_held_program_never_runs_when_delta_dies_before_letting_it_go"]
     fn gate_helper() {
@@ -540,13 +708,14 @@ mod tests {
         };
         let flag = AtomicBool::new(false);
         let script = format!("touch {}", dir.join("ran").display());
-        let _ = run_recorded(
+        let recorder = Recorder::new(dir.join("process.json"));
+        let _ = start_gated(
             &spawn(&["sh", "-c", &script], None, Duration::from_secs(5)),
             &flag,
             &mut |group| {
                 std::fs::write(dir.join("group"), group.pgid.to_string()).unwrap();
                 std::thread::sleep(Duration::from_secs(30));
-                Ok(())
+                recorder.record(ChildKind::Tool, "t", Some(&long_id()), group)
             },
         );
     }

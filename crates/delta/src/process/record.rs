@@ -81,6 +81,15 @@ pub struct ProcessRecord {
     pub stopped: Option<Stopped>,
 }
 
+/// A record its child writes itself before its program runs ([`Recorder::prepare`]).
+#[derive(Debug)]
+pub struct Prepared {
+    /// What the child writes, and where.
+    pub record: process_gate::SelfRecord,
+    /// The open record file the child writes to, kept open until the program has started.
+    pub file: std::fs::File,
+}
+
 /// The record's file name in a run folder.
 pub const FILE_NAME: &str = "process.json";
 
@@ -123,6 +132,79 @@ impl Recorder {
             stopped: None,
         };
         self.write(&record)
+    }
+
+    /// The record of `kind` `name` (for tool call `action_id`) prepared for its child to write
+    /// itself before its program runs (see the gate's `start`): the line, with room for the pid and
+    /// start time, and the record file opened to write it. `None` when the line is longer than one
+    /// write of a page: the parent writes such a record itself, while the child waits ([`record`]).
+    ///
+    /// [`record`]: Self::record
+    pub fn prepare(
+        &self,
+        kind: ChildKind,
+        name: &str,
+        action_id: Option<&str>,
+    ) -> Result<Option<Prepared>, StoreError> {
+        // The largest values of each field hold their place in the line.
+        let template = ProcessRecord {
+            kind,
+            name: name.to_string(),
+            action_id: action_id.map(str::to_string),
+            host: store::hostname(),
+            group: GroupId {
+                pgid: i32::MAX,
+                start_ticks: Some(u64::MAX),
+                boot_id: group::boot_id(),
+            },
+            stopped: None,
+        };
+        let mut line = serde_json::to_vec(&template).map_err(|source| StoreError::Serialize {
+            path: self.path.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+        if line.len() > IN_PLACE_MAX {
+            return Ok(None);
+        }
+        // A key with its quotes cannot occur inside a string value, where quotes are escaped.
+        let slot = |key: &str, value: String| {
+            let text = format!("\"{key}\":{value}");
+            let at = line.windows(text.len()).position(|w| w == text.as_bytes());
+            at.map(|at| at + text.len() - value.len()..at + text.len())
+        };
+        let (Some(pid_at), Some(ticks_at)) = (
+            slot("pgid", i32::MAX.to_string()),
+            slot("start_ticks", u64::MAX.to_string()),
+        ) else {
+            return Ok(None);
+        };
+        let file = self.open_for_writing()?;
+        Ok(Some(Prepared {
+            record: process_gate::SelfRecord {
+                file: std::os::fd::AsRawFd::as_raw_fd(&file),
+                line,
+                pid_at,
+                ticks_at,
+            },
+            file,
+        }))
+    }
+
+    /// The record file opened to be written in place: created if missing, and made anew when
+    /// anything but a plain file of ours is at its name (a link a tool made, say), never written
+    /// through.
+    fn open_for_writing(&self) -> Result<std::fs::File, StoreError> {
+        let opened = self
+            .open_plain(OpenOptions::new().write(true).create(true).mode(0o600))
+            .map_err(|e| StoreError::io("open", &self.path, e))?;
+        if let Some(file) = opened {
+            return Ok(file);
+        }
+        self.discard()?;
+        store::atomic::own_file(OpenOptions::new().write(true).create_new(true).mode(0o600))
+            .open(&self.path)
+            .map_err(|e| StoreError::io("create", &self.path, e))
     }
 
     fn write(&self, record: &ProcessRecord) -> Result<(), StoreError> {
