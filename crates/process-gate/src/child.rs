@@ -17,7 +17,7 @@ pub(crate) const GO: u8 = b'g';
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Stage {
-    /// It has not stopped (it called `exec`, or was killed before it could say).
+    /// It has not stopped: it called `exec` (see [`Report::exec_called`]), or was killed before.
     None = 0,
     Group,
     Stdio,
@@ -36,6 +36,8 @@ pub(crate) enum Stage {
 pub(crate) struct Report {
     pub stage: Stage,
     pub errno: c_int,
+    /// Set just before `exec`: without it and without a stage, the child was killed before.
+    pub exec_called: bool,
     /// Its start time in clock ticks after boot, when it read it (to fill its record).
     pub start_ticks: Option<u64>,
 }
@@ -134,6 +136,7 @@ pub(crate) extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if plan.confine {
             confine(plan);
         }
+        plan.report.exec_called = true;
         libc::execve(plan.path, plan.argv, plan.envp);
         if *libc::__errno_location() == libc::ENOEXEC {
             libc::execve(*plan.shell_argv, plan.shell_argv, plan.envp);

@@ -39,7 +39,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 
 use nix::libc;
@@ -287,8 +287,8 @@ struct Extras<'a> {
     pid_to: Option<&'a AtomicI32>,
 }
 
-/// What `create` found: the child's pid and the report it left (its stage is [`Stage::None`] when it
-/// called `exec`), or why it could not be created.
+/// What `create` found: the child's pid and the report it left (see [`stopped`]), or why it could
+/// not be created.
 type Created = io::Result<(i32, Report)>;
 
 /// Creates the child on this thread and waits until it has called `exec` or exited.
@@ -337,6 +337,7 @@ fn create(program: &Program, stdio: [RawFd; 3], extras: Extras<'_>) -> Created {
         report: Report {
             stage: Stage::None,
             errno: 0,
+            exec_called: false,
             start_ticks: None,
         },
     };
@@ -383,13 +384,23 @@ fn reap(pid: i32) {
     let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
 }
 
-/// The error a child reported, if it stopped before `exec` (reaped then).
+/// Whether the child did not reach `exec`: it stopped (its report says where), or was killed.
+fn stopped_early(report: &Report) -> bool {
+    report.stage != Stage::None || !report.exec_called
+}
+
+/// The error a child reported, if it did not reach `exec` (reaped then). A child killed before it
+/// could say is reported as [`Stage::None`].
 fn stopped(pid: i32, report: &Report) -> Option<(Stage, io::Error)> {
-    if report.stage == Stage::None {
+    if !stopped_early(report) {
         return None;
     }
     reap(pid);
-    Some((report.stage, io::Error::from_raw_os_error(report.errno)))
+    let error = match report.stage {
+        Stage::None => io::Error::other("the program was killed before it started"),
+        _ => io::Error::from_raw_os_error(report.errno),
+    };
+    Some((report.stage, error))
 }
 
 /// Starts `program` in its own process group, on this thread (which waits only until the child has
@@ -406,6 +417,18 @@ pub fn start(program: &Program, how: Start<'_>) -> Result<Started, StartError> {
             )));
         }
     }
+    // The record's descriptor must not be one the child replaces with its standard streams.
+    let _moved = match record.as_mut().filter(|r| r.file < 3) {
+        Some(r) => {
+            // SAFETY: the caller keeps the descriptor open until this returns.
+            let copy = unsafe { std::os::fd::BorrowedFd::borrow_raw(r.file) }
+                .try_clone_to_owned()
+                .map_err(StartError::Record)?;
+            r.file = copy.as_raw_fd();
+            Some(copy)
+        }
+        None => None,
+    };
     let stdio = Stdio::new(program.stdin).map_err(StartError::Start)?;
     let extras = Extras {
         close: [-1, -1],
@@ -416,9 +439,15 @@ pub fn start(program: &Program, how: Start<'_>) -> Result<Started, StartError> {
     };
     let child_ends = std::array::from_fn(|i| stdio.child[i].as_raw_fd());
     let (pid, report) = create(program, child_ends, extras).map_err(StartError::Start)?;
+    if let (true, Some(pid_to)) = (stopped_early(&report), how.pid_to) {
+        // Forgotten before it is reaped: its number may go to another process then.
+        let _ = pid_to.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    let interrupted = || how.interrupt.is_some_and(|i| i.load(Ordering::SeqCst));
     match stopped(pid, &report) {
         None => Ok(stdio.started(pid, report.start_ticks)),
         Some((Stage::Interrupted, _)) => Err(StartError::Interrupted),
+        Some((Stage::None, _)) if interrupted() => Err(StartError::Interrupted),
         Some((Stage::Record, e)) => Err(StartError::Record(e)),
         Some((_, e)) => Err(StartError::Start(e)),
     }
@@ -491,7 +520,7 @@ pub fn spawn<E>(
     // The write end closes with the file: the child has what it needs.
     let opened = std::fs::File::from(go_write).write_all(&[GO]);
     match (opened, created()) {
-        (Ok(()), Ok((pid, report))) if report.stage == Stage::None => Ok(stdio.started(pid, None)),
+        (Ok(()), Ok((pid, report))) if !stopped_early(&report) => Ok(stdio.started(pid, None)),
         (opened, created) => {
             let stopped = || io::Error::other("the program stopped at the gate");
             let at_gate = opened.err();

@@ -167,8 +167,9 @@ fn set_running(group: Option<GroupId>) {
 
 /// Kills the program running now, with everything it started, and returns once none of it is left
 /// (for a forced exit: the process is about to end and must not leave a tool behind). A child still
-/// being started is killed too; one created after this call sees the interrupt flag (raised before
-/// a forced exit) and never runs its program.
+/// being started is killed too; one created after this call checks the interrupt flag before its
+/// program runs (the command line raises it before a forced exit). A process that runs several runs
+/// at once (a fleet worker) notes only the latest child here; the others are in their records.
 pub fn kill_running() {
     // The starting child first: its group is noted in RUNNING before it is forgotten here.
     let starting = STARTING.load(Ordering::SeqCst);
@@ -308,9 +309,10 @@ fn start(
             None => GroupId::of_leader(child.pid),
         };
         set_running(Some(group.clone()));
+        // Forgotten once noted above (a child that did not start was forgotten before its reaping).
+        let _ = STARTING.compare_exchange(child.pid, 0, Ordering::SeqCst, Ordering::SeqCst);
         (child, group)
     });
-    STARTING.store(0, Ordering::SeqCst);
     started.map_err(|e| match e {
         gate::StartError::Start(e) => RunError::Start(e),
         gate::StartError::Interrupted => RunError::Interrupted,
@@ -545,25 +547,20 @@ mod tests {
     fn a_recorded_group_is_the_one_a_reader_of_proc_finds_alive() {
         let dir = tempfile::tempdir().unwrap();
         let recorder = Recorder::new(dir.path().join("process.json"));
-        let script = "sleep 30";
+        let marker = dir.path().join("started");
+        let script = format!("touch {}; sleep 30", marker.display());
         let flag = Arc::new(AtomicBool::new(false));
         let (f, path) = (Arc::clone(&flag), recorder.path().to_path_buf());
-        // Read from another thread while the program runs, as a process taking the run over would.
+        // Read from another thread once the program runs, as a process taking the run over would.
         let watcher = std::thread::spawn(move || {
-            let end = Instant::now() + Duration::from_secs(10);
-            loop {
-                let seen = Recorder::new(path.clone()).read().ok().flatten();
-                if let Some(seen) = seen.filter(|s| s.action_id.as_deref() == Some("c2")) {
-                    let alive = group::liveness(&seen.group);
-                    f.store(true, Ordering::SeqCst);
-                    return alive;
-                }
-                assert!(Instant::now() < end, "no record");
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            assert!(appears_within(&marker, Duration::from_secs(10)));
+            let seen = Recorder::new(path).read().unwrap().unwrap();
+            let alive = group::liveness(&seen.group);
+            f.store(true, Ordering::SeqCst);
+            alive
         });
         let out = run_recorded(
-            &spawn(&["sh", "-c", script], None, Duration::from_secs(60)),
+            &spawn(&["sh", "-c", &script], None, Duration::from_secs(60)),
             &flag,
             recording(&recorder, "c2"),
         )
@@ -572,6 +569,35 @@ mod tests {
         assert!(matches!(watcher.join().unwrap(), group::Liveness::Alive(_)));
         let seen = recorder.read().unwrap().unwrap();
         assert_eq!(group::liveness(&seen.group), group::Liveness::Gone);
+    }
+
+    #[test]
+    fn a_record_the_child_cannot_write_is_a_record_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = format!("touch {}", marker.display());
+        let recorder = Recorder::new(dir.path().join("process.json"));
+        let mut prepared = recorder
+            .prepare(ChildKind::Tool, "t", Some("c1"))
+            .unwrap()
+            .unwrap();
+        // Every write to it fails (ENOSPC).
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        prepared.record.file = std::os::fd::AsRawFd::as_raw_fd(&full);
+        let flag = AtomicBool::new(false);
+        let spawn = spawn(&["sh", "-c", &script], None, Duration::from_secs(5));
+        let result = start(&spawn, &flag, Some((prepared, recorder.path())));
+        match result {
+            Err(e @ RunError::Record(_)) => {
+                let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+                assert!(text.contains("process.json"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!appears(&marker), "the program ran");
     }
 
     #[test]
@@ -671,27 +697,72 @@ mod tests {
         assert_eq!(group::liveness(&group), group::Liveness::Gone);
     }
 
+    const FORCED_EXIT_DIR: &str = "DELTA_FORCED_EXIT_TEST_DIR";
+
+    /// Entry point for the test below, run in a process of its own (a forced exit acts on the
+    /// process's one running program, which other tests would share): runs a program, and once it
+    /// has started, forces the exit; also kills a child noted as being started. Does nothing
+    /// without the variable.
     #[test]
-    fn a_forced_exit_kills_the_program_being_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let recorder = Recorder::new(dir.path().join("process.json"));
-        let marker = dir.path().join("started");
+    #[ignore = "run by a_forced_exit_kills_the_running_program_and_one_being_started"]
+    fn forced_exit_helper() {
+        let Some(dir) = std::env::var_os(FORCED_EXIT_DIR).map(std::path::PathBuf::from) else {
+            return;
+        };
+        let mut starting = Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::write(dir.join("starting"), starting.id().to_string()).unwrap();
+        let marker = dir.join("started");
         let script = format!("(sleep 30) & touch {}; wait", marker.display());
-        let m = marker.clone();
-        let killer = std::thread::spawn(move || {
-            assert!(appears(&m));
+        let recorder = Recorder::new(dir.join("process.json"));
+        std::thread::spawn(move || {
+            assert!(appears_within(&marker, Duration::from_secs(20)));
+            // As if the kernel had just stored a child being started (the program above is
+            // noted as running by now).
+            STARTING.store(starting.id() as i32, Ordering::SeqCst);
             kill_running();
+            // Killed, it ends at once: exit 130 says so (a child left alive keeps its pid).
+            let code = match starting.wait() {
+                Ok(status) if status.code().is_none() => 130,
+                _ => 1,
+            };
+            std::process::exit(code);
         });
         let flag = AtomicBool::new(false);
         let out = run_recorded(
             &spawn(&["sh", "-c", &script], None, Duration::from_secs(60)),
             &flag,
             recording(&recorder, "c1"),
-        )
-        .unwrap();
-        killer.join().unwrap();
-        assert_eq!(out.exit_code, 128 + 9, "{out:?}");
-        let group = recorder.read().unwrap().unwrap().group;
+        );
+        // Killed: the forced exit ends the process meanwhile.
+        assert_eq!(out.unwrap().exit_code, 128 + 9);
+        std::thread::sleep(Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_forced_exit_kills_the_running_program_and_one_being_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "process::tests::forced_exit_helper",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env(FORCED_EXIT_DIR, dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(
+            status.code(),
+            Some(130),
+            "the child being started was not killed"
+        );
+        let group = Recorder::new(dir.path().join("process.json"))
+            .read()
+            .unwrap()
+            .unwrap()
+            .group;
         assert_eq!(group::liveness(&group), group::Liveness::Gone);
     }
 

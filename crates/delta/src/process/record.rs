@@ -2,8 +2,12 @@
 //! context generator; they run one at a time).
 //!
 //! The record is written after the child exists (its pid and start time are known) and before its
-//! program starts (see the gate in `process::run_recorded`), so a process of ours never runs
-//! unrecorded. A process that takes the run over after a crash finds the record and stops the group
+//! program starts, by the child itself ([`Recorder::prepare`] makes the line it fills in) or, for a
+//! record longer than a page, by delta while the child waits at a gate ([`Recorder::record`]); so a
+//! process of ours never runs unrecorded. A delta killed while its child writes the record leaves no
+//! gap either: until `exec` the child shares delta's open files, the run's lock (a `flock`, held by
+//! the open file) among them, so no process takes the run over and reads the record before the child
+//! has written it and run its program. A process that takes the run over after a crash finds the record and stops the group
 //! if it is still running ([`stop_recorded`]) before it settles the interrupted call.
 //!
 //! Records are not flushed to disk. A record has to outlive the delta process, not the machine: once
