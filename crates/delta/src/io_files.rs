@@ -88,6 +88,35 @@ impl Folders {
         })
     }
 
+    /// Creates `path` (below the run folder) as a new file opened for appending; `None` when
+    /// something is at its name already, which is neither removed nor followed.
+    pub(crate) fn create_appending(&mut self, path: &Path) -> io::Result<Option<File>> {
+        let (dir, name) = self.split(path)?;
+        let flags = OFlag::O_WRONLY
+            | OFlag::O_APPEND
+            | OFlag::O_CREAT
+            | OFlag::O_EXCL
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC;
+        let open = |folders: &mut Self| -> io::Result<Option<File>> {
+            let folder = folders.folder(&dir)?;
+            let mode = Mode::from_bits_truncate(0o666);
+            match openat(folder.as_fd(), name.as_os_str(), flags, mode) {
+                Ok(fd) => Ok(Some(File::from(fd))),
+                Err(Errno::EEXIST) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        };
+        match open(self) {
+            // A folder kept open that has been removed since is made again.
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => {
+                self.open.remove(&dir);
+                open(self)
+            }
+            other => other,
+        }
+    }
+
     /// Creates the record `path` and has `fill` write it; removes it again if that fails.
     pub(crate) fn write_with(
         &mut self,

@@ -19,6 +19,7 @@ pub mod events;
 pub mod fleet;
 pub mod hooks;
 mod io_files;
+mod io_packs;
 pub mod mcp_servers;
 pub mod metadata;
 pub mod playback;

@@ -1,22 +1,25 @@
 //! Writes the run's `io/` records (invocations, tool executions) on a background thread.
 //!
-//! These files are for people inspecting a run; the journal is what the engine relies on. Each
-//! record is one file (`io/invocations/<id>.json`, `io/tool_executions/<call>.json`): creating
-//! files is what a record costs most on many disks, and on ext4 every journal fsync also commits
-//! the metadata of files created since the previous one. The loop hands records to this writer,
-//! which writes them in batches: at most [`BATCH_DELAY`] after the first pending record, sooner
-//! when [`BATCH_BYTES`] are pending, and always on `flush` (the engine flushes when a run stops).
-//! The writer is woken once per batch, not per record.
+//! These records are for people inspecting a run; the journal is what the engine relies on. The
+//! records of `io/invocations/` and `io/tool_executions/` go in packs, many to a file (see the
+//! `io_packs` module), or in a file of their own when larger than a pack: creating files is what a
+//! record costs most on many disks. The loop hands records to this writer, which writes them in
+//! batches: at most [`BATCH_DELAY`] after the first pending record, sooner when [`BATCH_BYTES`]
+//! are pending, and always on `flush` (the engine flushes when a run stops). The writer is woken
+//! once per batch, not per record.
 //!
-//! A record that cannot be written (a full disk) is removed rather than left empty or cut short, and
-//! reported: [`IoWriter::failures`] gives each one with its path and error, for the engine to say
-//! in the journal which records are missing.
+//! A record that cannot be written (a full disk) leaves nothing (a file is removed rather than left
+//! empty or cut short, a pack is cut back to where the record began), and is reported:
+//! [`IoWriter::failures`] gives each one with its path (a pack's record: its folder) and error,
+//! for the engine to say in the journal which records are missing.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::io_files::Folders;
+use crate::io_packs::{PackWriter, fits};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Longest a record waits before it is written.
@@ -117,7 +120,8 @@ impl Shared {
 /// A record that could not be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failed {
-    /// The file it was meant for (removed if a part of it was written).
+    /// The file it was meant for (removed if a part of it was written), or the folder of a pack's
+    /// record (its error names the record).
     pub path: PathBuf,
     /// Why.
     pub error: String,
@@ -135,15 +139,19 @@ pub struct IoWriter {
 
 impl IoWriter {
     /// Starts the writer thread for the records of the run folder `root` (every record's path is
-    /// below it).
-    pub fn start(root: PathBuf) -> Self {
+    /// below it); the records of `io/invocations/` and `io/tool_executions/` go in packs named after
+    /// `packs` (a UUID v7; see the `io_packs` module).
+    pub fn start(root: PathBuf, packs: String) -> Self {
         let shared = Arc::new(Shared::default());
         let failures = Failures::default();
         let thread = {
             let shared = Arc::clone(&shared);
             let failures = Arc::clone(&failures);
-            let mut folders = Folders::new(root);
-            std::thread::spawn(move || write_batches(&shared, &mut folders, &failures))
+            let mut out = Out {
+                packs: Packers::new(&root, &packs),
+                folders: Folders::new(root),
+            };
+            std::thread::spawn(move || write_batches(&shared, &mut out, &failures))
         };
         Self {
             shared,
@@ -196,7 +204,7 @@ impl IoWriter {
 
 /// The writer thread: waits for a batch to be due, writes it outside the lock, until the engine is
 /// done with it.
-fn write_batches(shared: &Shared, folders: &mut Folders, failures: &Mutex<Vec<Failed>>) {
+fn write_batches(shared: &Shared, out: &mut Out, failures: &Mutex<Vec<Failed>>) {
     loop {
         let mut queue = shared.lock();
         while !queue.due() {
@@ -220,7 +228,7 @@ fn write_batches(shared: &Shared, folders: &mut Folders, failures: &Mutex<Vec<Fa
         let ticket = queue.flushes_asked;
         let closing = queue.closing;
         drop(queue);
-        write_all(&mut batch, folders, failures);
+        write_all(&mut batch, out, failures);
         shared.lock().flushes_done = ticket;
         shared.flushed.notify_all();
         if closing {
@@ -229,20 +237,46 @@ fn write_batches(shared: &Shared, folders: &mut Folders, failures: &Mutex<Vec<Fa
     }
 }
 
-/// Writes the pending records. A missing record must not stop a run: one that fails is removed (not
-/// left empty or cut short) and kept in `failures`.
-fn write_all(
-    pending: &mut Vec<(PathBuf, Parts)>,
-    folders: &mut Folders,
-    failures: &Mutex<Vec<Failed>>,
-) {
+/// Where records go: the packs of the folders that keep them so, and files below the run folder.
+struct Out {
+    packs: Packers,
+    folders: Folders,
+}
+
+/// The pack writers of `io/invocations` and `io/tool_executions`.
+struct Packers {
+    invocations: (PathBuf, PackWriter),
+    tool_executions: (PathBuf, PackWriter),
+}
+
+impl Packers {
+    fn new(root: &Path, id: &str) -> Self {
+        let writer = |dir: PathBuf| (dir.clone(), PackWriter::new(dir, id.to_string()));
+        Self {
+            invocations: writer(root.join("io/invocations")),
+            tool_executions: writer(root.join("io/tool_executions")),
+        }
+    }
+
+    /// The writer of the pack a record `<id>.json` at `path` goes in, and its id; `None` for records
+    /// kept as files of their own.
+    fn of<'p>(&mut self, path: &'p Path) -> Option<(&mut PackWriter, &'p str)> {
+        let id = path.file_name()?.to_str()?.strip_suffix(".json")?;
+        let dir = path.parent()?;
+        [&mut self.invocations, &mut self.tool_executions]
+            .into_iter()
+            .find(|(packed, _)| packed == dir)
+            .map(|(_, writer)| (writer, id))
+    }
+}
+
+/// Writes the pending records. A missing record must not stop a run: one that fails leaves nothing
+/// of it (not a file left empty or cut short, not part of a pack line) and is kept in `failures`.
+fn write_all(pending: &mut Vec<(PathBuf, Parts)>, out: &mut Out, failures: &Mutex<Vec<Failed>>) {
     let mut failed = Vec::new();
     for (path, parts) in pending.drain(..) {
-        if let Err(e) = write_record(folders, &path, parts) {
-            failed.push(Failed {
-                path,
-                error: e.to_string(),
-            });
+        if let Err(failure) = write_record(out, path, parts) {
+            failed.push(failure);
         }
     }
     if !failed.is_empty()
@@ -252,23 +286,46 @@ fn write_all(
     }
 }
 
-/// Writes one record as a new file below the run folder (see [`Folders`]); removes it if the
-/// writing fails. A part produced here that panics costs its record, not the writer.
-fn write_record(
-    folders: &mut Folders,
-    path: &std::path::Path,
-    parts: Parts,
-) -> std::io::Result<()> {
-    folders.write_with(path, |file| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
-            for part in parts {
-                part.write_to(&mut out)?;
-            }
-            std::io::Write::flush(&mut out)
-        }))
-        .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")))
-    })
+/// A record's parts, one after the other. A part produced here that panics costs its record, not
+/// the writer.
+fn render(parts: Parts, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for part in parts {
+            part.write_to(out)?;
+        }
+        out.flush()
+    }))
+    .unwrap_or_else(|_| Err(std::io::Error::other("producing the record failed")))
+}
+
+/// Writes one record: into its folder's pack when it fits one, else as a new file below the run
+/// folder (see [`Folders`]), removed if the writing fails.
+fn write_record(out: &mut Out, path: PathBuf, parts: Parts) -> Result<(), Failed> {
+    let failed = |path: PathBuf, error: String| Failed { path, error };
+    let known: usize = parts.iter().map(Content::len).sum();
+    if let Some((packs, id)) = out.packs.of(&path).filter(|(_, id)| fits(id, known)) {
+        let id = id.to_string();
+        // Named by its folder: no file of its name is left, and no line of it in a pack.
+        let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let in_pack = |e: std::io::Error| failed(folder.clone(), format!("record {id}: {e}"));
+        let mut bytes = Vec::with_capacity(known + 64);
+        render(parts, &mut bytes).map_err(in_pack)?;
+        if fits(&id, bytes.len()) {
+            return packs
+                .append(&mut out.folders, &id, &bytes)
+                .map(|_| ())
+                .map_err(in_pack);
+        }
+        let written = out.folders.write(&path, &bytes);
+        return written.map_err(|e| failed(path, e.to_string()));
+    }
+    let written = out.folders.write_with(&path, |file| {
+        render(
+            parts,
+            &mut std::io::BufWriter::with_capacity(64 * 1024, file),
+        )
+    });
+    written.map_err(|e| failed(path, e.to_string()))
 }
 
 impl Drop for IoWriter {
@@ -288,7 +345,7 @@ mod tests {
     #[test]
     fn writes_in_order_and_flush_waits() {
         let dir = tempfile::tempdir().unwrap();
-        let w = IoWriter::start(dir.path().to_path_buf());
+        let w = IoWriter::start(dir.path().to_path_buf(), "p".into());
         for i in 0..20 {
             w.write(
                 dir.path().join(format!("d/{i}.txt")),
@@ -314,6 +371,43 @@ mod tests {
     }
 
     #[test]
+    fn tool_and_model_records_go_in_packs_unless_larger_than_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = dir.path().join("io/tool_executions");
+        let w = IoWriter::start(dir.path().to_path_buf(), "p".into());
+        for i in 0..3 {
+            let record = format!("{{\"exit_code\":{i},\n\"stdout\":\"x\"}}\n");
+            w.write(
+                tools.join(format!("c{i}.json")),
+                vec![record.as_str().into()],
+            );
+        }
+        let big = format!(
+            "{{\"exit_code\":0,\n\"stdout\":\"{}\"}}\n",
+            "y".repeat(1 << 20)
+        );
+        w.write(tools.join("big.json"), vec![big.as_str().into()]);
+        // Not a pack's folder: a file of its own.
+        w.write(dir.path().join("io/other/c9.json"), vec!["{}".into()]);
+        w.write(
+            tools.join("c3.json"),
+            vec![Content::Later(Box::new(|| panic!("a bug")))],
+        );
+        w.flush();
+        assert!(tools.join("big.json").is_file());
+        assert!(dir.path().join("io/other/c9.json").is_file());
+        let packs = crate::io_packs::Packs::load(&tools);
+        let mut ids: Vec<&str> = packs.iter().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["c0", "c1", "c2"]);
+        assert_eq!(packs.get("c2").unwrap().head["exit_code"], 2);
+        let failed = w.failures();
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].path, tools);
+        assert!(failed[0].error.contains("record c3"), "{failed:?}");
+    }
+
+    #[test]
     fn a_link_at_a_records_name_is_replaced_not_written_through() {
         let dir = tempfile::tempdir().unwrap();
         let outside = dir.path().join("precious.txt");
@@ -321,7 +415,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("io")).unwrap();
         let record = dir.path().join("io/c1.json");
         std::os::unix::fs::symlink(&outside, &record).unwrap();
-        let w = IoWriter::start(dir.path().to_path_buf());
+        let w = IoWriter::start(dir.path().to_path_buf(), "p".into());
         w.write(record.clone(), vec!["{}".into()]);
         w.write(
             dir.path().join("io/c2.json"),
@@ -347,7 +441,7 @@ mod tests {
         // named after an existing folder cannot be written.
         std::fs::write(dir.path().join("blocked"), "").unwrap();
         std::fs::create_dir_all(dir.path().join("ok/sub")).unwrap();
-        let w = IoWriter::start(dir.path().to_path_buf());
+        let w = IoWriter::start(dir.path().to_path_buf(), "p".into());
         w.write(dir.path().join("blocked/d/a.txt"), vec!["x".into()]);
         w.write(dir.path().join("ok/sub"), vec!["y".into()]);
         w.write(dir.path().join("ok/b.txt"), vec!["z".into()]);

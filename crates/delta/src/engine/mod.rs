@@ -56,7 +56,7 @@ pub use human::{HumanInput, InputType, InteractionRequest};
 use io_writer::IoWriter;
 pub use progress::{Observer, Progress, Silent};
 pub use reason::EndReason;
-pub(crate) use records::{metadata as invocation_metadata, tool_record};
+pub(crate) use records::IoRecords;
 pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
 /// How the journal's note of the error that failed a run begins.
@@ -210,6 +210,22 @@ enum Asked {
     TooLong(ChatRequest, llm::window::Overflow),
 }
 
+/// The names of `io/tool_executions/` records in use: in packs, `<ref>.json`, or (runs made before)
+/// a folder `<ref>/`.
+fn execution_refs(dir: &std::path::Path) -> std::collections::HashSet<String> {
+    let packed = crate::io_packs::Packs::load(dir);
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    files
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| !name.starts_with("pack-"))
+        .map(|name| match name.strip_suffix(".json") {
+            Some(stem) => stem.to_string(),
+            None => name,
+        })
+        .chain(packed.iter().map(|(id, _)| id.to_string()))
+        .collect()
+}
+
 impl<'a> Engine<'a> {
     /// Opens the run's journal and prepares the loop. The caller holds the run lock.
     pub fn new(
@@ -245,26 +261,18 @@ impl<'a> Engine<'a> {
         // Tools see which run they serve (`delta sessions start` in a tool names it as the owner).
         tool_env.retain(|(k, _)| k != "DELTA_RUN_ID");
         tool_env.push(("DELTA_RUN_ID".into(), setup.run.run_id.clone()));
-        let exec_refs = std::fs::read_dir(setup.run.tool_executions())
-            .map(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    // A record is `<ref>.json` (a folder `<ref>/` in runs made before).
-                    .map(|name| match name.strip_suffix(".json") {
-                        Some(stem) => stem.to_string(),
-                        None => name,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let exec_refs = execution_refs(&setup.run.tool_executions());
         let log = store::atomic::own_file(std::fs::OpenOptions::new().create(true).append(true))
             .open(setup.run.engine_log())
             .ok();
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let tools = ToolRegistry::new(&setup.agent);
         let window = compact::Window::new(&setup.agent, &opened.events);
-        let io = IoWriter::start(setup.run.root.clone());
+        // Drawn apart from the run's ids (which a test may fix), so that the journal is the same.
+        let packs = store::IdSource::random()
+            .uuid_v7(setup.clock.now())
+            .to_string();
+        let io = IoWriter::start(setup.run.root.clone(), packs);
         let mut engine = Self {
             setup,
             journal: opened.journal.with_upstream(upstream),
@@ -778,7 +786,7 @@ impl<'a> Engine<'a> {
                 self.reclaim(request)?;
                 return Ok(Asked::Stop(Step::Stop(Box::new(self.fail(
                     format!(
-                        "LLM request failed: {e}\n(the request and the error are in io/invocations/{invocation_id}.json)"
+                        "LLM request failed: {e}\n(the request and the error are kept in io/invocations/, record {invocation_id})"
                     ),
                     iteration,
                 )?))));

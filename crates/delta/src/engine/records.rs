@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llm::{ChatRequest, ChatResponse, LlmError, Redactor};
+
+use crate::io_packs::Packs;
 use serde_json::{Value, json};
 
 use super::io_writer::Content;
@@ -144,12 +146,7 @@ fn read_head(path: &std::path::Path) -> Option<Value> {
     std::io::BufReader::new(std::fs::File::open(path).ok()?)
         .read_line(&mut first)
         .ok()?;
-    let line = first.trim_end();
-    let head = match line.strip_suffix(',') {
-        Some(open) => serde_json::from_str(&format!("{open}}}")),
-        None => serde_json::from_str(line),
-    };
-    head.ok().filter(Value::is_object)
+    crate::io_packs::head_of(&first)
 }
 
 /// Bytes received, as a JSON value of the record: as they are when they are JSON, else as a string
@@ -168,16 +165,6 @@ fn as_json(content: Content) -> Content {
 
 fn compact(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
-}
-
-/// The metadata of call `id`'s record under `dir` (`io/invocations/`): the first line of
-/// `<id>.json`, or `<id>/metadata.json` in a run made before.
-pub(crate) fn metadata(dir: &std::path::Path, id: &str) -> Option<Value> {
-    let file = dir.join(format!("{id}.json"));
-    if !file.exists() {
-        return store::atomic::read_json(&dir.join(id).join("metadata.json")).ok();
-    }
-    read_head(&file)?.get_mut("metadata").map(Value::take)
 }
 
 /// The record of a failed call: the request, the error, and the body the server sent if any.
@@ -211,33 +198,89 @@ pub(super) fn failed(
     )
 }
 
-/// The record of tool call `reference` under `dir` (`io/tool_executions/`): its path, and its
-/// exit code and duration in milliseconds where known. `<ref>.json` (whose first line holds them),
-/// or the folder `<ref>/` of a run made before (`exit_code.txt`, `duration_ms.txt`).
-pub(crate) fn tool_record(
-    dir: &std::path::Path,
-    reference: &str,
-) -> Option<(std::path::PathBuf, Option<i32>, Option<u64>)> {
-    let file = dir.join(format!("{reference}.json"));
-    if file.exists() {
-        let head = read_head(&file).unwrap_or(Value::Null);
-        let exit_code = head["exit_code"]
+/// The records of a folder of `io/` (`io/invocations/` or `io/tool_executions/`), read: each in a
+/// pack, or a file of its own `<id>.json`, or (runs made before either) a folder `<id>/`. The
+/// packs' indexes are read once, on the first lookup.
+pub(crate) struct IoRecords {
+    dir: std::path::PathBuf,
+    packs: std::sync::OnceLock<Packs>,
+}
+
+/// Where a record is, for a reader: the file that holds it, and its head.
+pub(crate) struct Found {
+    /// Its file (a pack, `<id>.json`, or the folder of a run made before).
+    pub(crate) path: std::path::PathBuf,
+    /// Its head (see [`object_parts`]); `Null` for a folder.
+    pub(crate) head: Value,
+}
+
+impl IoRecords {
+    /// The records of `dir`.
+    pub(crate) fn new(dir: std::path::PathBuf) -> Self {
+        Self {
+            dir,
+            packs: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The folder's packed records.
+    pub(crate) fn packs(&self) -> &Packs {
+        self.packs.get_or_init(|| Packs::load(&self.dir))
+    }
+
+    /// Record `id`: its own file, else its pack's entry, else the folder of a run made before.
+    pub(crate) fn find(&self, id: &str) -> Option<Found> {
+        let file = self.dir.join(format!("{id}.json"));
+        if file.exists() {
+            let head = read_head(&file).unwrap_or(Value::Null);
+            return Some(Found { path: file, head });
+        }
+        if let Some(packed) = self.packs().get(id) {
+            return Some(Found {
+                path: packed.pack.clone(),
+                head: packed.head.clone(),
+            });
+        }
+        let folder = self.dir.join(id);
+        folder.is_dir().then_some(Found {
+            path: folder,
+            head: Value::Null,
+        })
+    }
+
+    /// The metadata of LLM call `id` (of `io/invocations/`).
+    pub(crate) fn metadata(&self, id: &str) -> Option<Value> {
+        let found = self.find(id)?;
+        if found.head.is_null() {
+            return store::atomic::read_json(&found.path.join("metadata.json")).ok();
+        }
+        let mut head = found.head;
+        head.get_mut("metadata").map(Value::take)
+    }
+
+    /// Tool call `reference`'s record (of `io/tool_executions/`): where it is, and its exit code and
+    /// duration in milliseconds where known.
+    pub(crate) fn tool(
+        &self,
+        reference: &str,
+    ) -> Option<(std::path::PathBuf, Option<i32>, Option<u64>)> {
+        let found = self.find(reference)?;
+        if found.head.is_null() && found.path.is_dir() {
+            let read = |name: &str| {
+                std::fs::read_to_string(found.path.join(name))
+                    .ok()
+                    .map(|t| t.trim().to_string())
+            };
+            let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
+            let duration = read("duration_ms.txt").and_then(|d| d.parse().ok());
+            return Some((found.path, exit_code, duration));
+        }
+        let exit_code = found.head["exit_code"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok());
-        return Some((file, exit_code, head["duration_ms"].as_u64()));
+        let duration = found.head["duration_ms"].as_u64();
+        Some((found.path, exit_code, duration))
     }
-    let folder = dir.join(reference);
-    if !folder.is_dir() {
-        return None;
-    }
-    let read = |name: &str| {
-        std::fs::read_to_string(folder.join(name))
-            .ok()
-            .map(|t| t.trim().to_string())
-    };
-    let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
-    let duration = read("duration_ms.txt").and_then(|d| d.parse().ok());
-    Some((folder, exit_code, duration))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use serde_json::Value;
 use store::StoreError;
 
 use crate::engine::InteractionRequest;
+use crate::engine::IoRecords;
 use crate::events::{self, ActionStatus, Envelope, Event, Level};
 use crate::metadata::{RunStatus, TokenTotals};
 use crate::runs;
@@ -409,6 +410,9 @@ fn last_answer(journal: &Path) -> Option<String> {
 /// Puts entries together from journal lines.
 struct Builder<'r> {
     run: &'r RunDir,
+    /// The records of `io/invocations/` and `io/tool_executions/`.
+    invocations: IoRecords,
+    tools: IoRecords,
     entries: Vec<Entry>,
     calls: u64,
     model: Option<String>,
@@ -418,6 +422,8 @@ impl<'r> Builder<'r> {
     fn new(run: &'r RunDir) -> Self {
         Self {
             run,
+            invocations: IoRecords::new(run.invocations()),
+            tools: IoRecords::new(run.tool_executions()),
             entries: Vec::new(),
             calls: 0,
             model: None,
@@ -498,7 +504,7 @@ impl<'r> Builder<'r> {
         if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
             return None;
         }
-        crate::engine::invocation_metadata(&self.run.invocations(), id)
+        self.invocations.metadata(id)
     }
 
     /// Completes the open call `action_id` with its result.
@@ -512,7 +518,7 @@ impl<'r> Builder<'r> {
         let found = (!reference.is_empty()
             && !reference.contains(['/', '\\'])
             && !reference.starts_with('.'))
-        .then(|| crate::engine::tool_record(&self.run.tool_executions(), reference))
+        .then(|| self.tools.tool(reference))
         .flatten();
         let (record, exit_code, duration_ms) = match found {
             Some((path, exit_code, duration)) => (Some(path), exit_code, duration),
@@ -535,16 +541,27 @@ impl<'r> Builder<'r> {
     /// run went on, as after a request refused for its length), each before the first journal entry
     /// that came after it (by the time its id carries); the journal's own order is kept.
     fn add_failed_requests(&mut self) {
-        let Ok(dir) = std::fs::read_dir(self.run.invocations()) else {
-            return;
-        };
-        let mut failed: Vec<Entry> = dir
-            .flatten()
-            .filter_map(|entry| {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                // `<id>.json`, or the folder `<id>/` of a run made before.
-                let id = name.strip_suffix(".json").unwrap_or(&name);
-                let meta = crate::engine::invocation_metadata(&self.run.invocations(), id)?;
+        // `<id>.json` (a folder `<id>/` in a run made before), and the packs' records.
+        let files = std::fs::read_dir(self.run.invocations())
+            .map(|dir| {
+                dir.flatten()
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .filter(|name| !name.starts_with("pack-"))
+                    .map(|name| name.strip_suffix(".json").unwrap_or(&name).to_string())
+                    .collect()
+            })
+            .unwrap_or_else(|_| Vec::new());
+        let packed = self
+            .invocations
+            .packs()
+            .iter()
+            .map(|(id, _)| id.to_string());
+        let ids: std::collections::BTreeSet<String> = files.into_iter().chain(packed).collect();
+        let mut failed: Vec<Entry> = ids
+            .iter()
+            .filter_map(|id| {
+                let found = self.invocations.find(id)?;
+                let meta = self.invocations.metadata(id)?;
                 if meta["status"].as_str() != Some("FAILED") {
                     return None;
                 }
@@ -554,7 +571,7 @@ impl<'r> Builder<'r> {
                     error_kind: error["kind"].as_str().unwrap_or("error").to_string(),
                     message: error["message"].as_str().unwrap_or("").to_string(),
                     http_status: error["http_status"].as_u64(),
-                    record: entry.path(),
+                    record: found.path,
                 })
             })
             .collect();

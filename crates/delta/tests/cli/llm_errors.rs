@@ -122,13 +122,14 @@ fn an_echoed_key_never_reaches_a_file_or_the_terminal() {
     sb.assert_nowhere(KEY);
 }
 
-/// The records of `io/invocations/` of the latest run.
-fn invocations(sb: &Sandbox) -> Vec<std::path::PathBuf> {
-    let mut dirs: Vec<_> = std::fs::read_dir(sb.run_dir().join("io/invocations"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
+/// The ids of the records of `io/invocations/` of the latest run.
+fn invocations(sb: &Sandbox) -> Vec<String> {
+    crate::support::io_record_ids(&sb.run_dir().join("io/invocations"))
+}
+
+/// Record `id` of `io/invocations/` of the latest run.
+fn invocation(sb: &Sandbox, id: &str) -> serde_json::Value {
+    crate::support::invocation(&sb.run_dir(), id)
 }
 
 #[test]
@@ -152,9 +153,9 @@ fn a_failed_request_is_kept_under_io_invocations_with_its_error() {
         "{}",
         out.stderr
     );
-    let files = invocations(&sb);
-    assert_eq!(files.len(), 1, "{files:?}");
-    let record = crate::support::read_json(&files[0]);
+    let ids = invocations(&sb);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let record = invocation(&sb, &ids[0]);
     let meta = &record["metadata"];
     assert_eq!(meta["status"], "FAILED");
     assert_eq!(meta["error"]["kind"], "server");
@@ -171,13 +172,10 @@ fn a_failed_request_is_kept_under_io_invocations_with_its_error() {
     // A body that is no JSON is kept as text.
     assert_eq!(record["response"], body);
     // The journal points at the record.
-    let id = files[0].file_name().unwrap().to_string_lossy().into_owned();
     let fatal = &sb.events("SYSTEM_MESSAGE")[0]["payload"]["content"];
+    let fatal = fatal.as_str().unwrap();
     assert!(
-        fatal
-            .as_str()
-            .unwrap()
-            .contains(&format!("io/invocations/{id}")),
+        fatal.contains("io/invocations/") && fatal.contains(&format!("record {}", ids[0])),
         "{fatal}"
     );
 }
@@ -188,7 +186,7 @@ fn a_json_error_body_is_kept_as_response_json() {
     let sb = Sandbox::new(&agent_yaml("  - name: noop\n    exec: \"true\"\n"));
     let out = sb.run(Some(&server), "go", &[]);
     assert_eq!(out.code, 1);
-    let record = crate::support::read_json(&invocations(&sb)[0]);
+    let record = invocation(&sb, &invocations(&sb)[0]);
     let body = &record["response"];
     assert_eq!(body["error"]["message"], "model 'nope' does not exist");
     assert_eq!(record["metadata"]["error"]["kind"], "bad_request");

@@ -144,10 +144,7 @@ fn a_key_the_model_uses_as_a_call_id_a_tool_name_or_its_model_name_is_redacted_t
     assert_clean(&out, "run");
     let leaks = files_holding(&sb.ws(), KEY);
     assert!(leaks.is_empty(), "the key was written to {leaks:#?}");
-    let exec_dirs: Vec<String> = std::fs::read_dir(sb.run_dir().join("io/tool_executions"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let exec_dirs = crate::support::io_record_ids(&sb.run_dir().join("io/tool_executions"));
     assert!(
         exec_dirs.iter().all(|d| !d.contains(&KEY[3..])),
         "{exec_dirs:?}"

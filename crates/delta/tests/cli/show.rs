@@ -106,11 +106,10 @@ fn the_json_transcript_has_every_call_with_its_exit_code_and_the_totals() {
         ]
     );
     assert!(tools[1]["output"].as_str().unwrap().contains("broken"));
+    let record = tools[0]["record"].as_str().unwrap();
     assert!(
-        tools[0]["record"]
-            .as_str()
-            .unwrap()
-            .ends_with("io/tool_executions/c1.json")
+        record.contains("io/tool_executions/pack-") && record.ends_with(".jsonl"),
+        "{record}"
     );
     // The answer is the question's result.
     assert!(
@@ -153,10 +152,12 @@ fn a_failed_request_is_in_the_transcript_with_the_servers_message() {
     let text = show(&sb, &[]);
     assert!(text.contains("model request failed"), "{text}");
     assert!(text.contains(": FAILED"), "{text}");
-    // The same run with its records as runs made before the one-file layout kept them.
-    to_older_layout(&sb.run_dir());
-    let before: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
-    assert_eq!(failed(&before), [json!(400)], "{before:#}");
+    // The same run with its records as runs made before the packs kept them.
+    for layout in [Earlier::Files, Earlier::Folders] {
+        to_older_layout(&sb.run_dir(), layout);
+        let before: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+        assert_eq!(failed(&before), [json!(400)], "{before:#}");
+    }
 }
 
 #[test]
@@ -215,15 +216,41 @@ fn the_html_page_holds_the_tools_outputs_and_status_and_asks_the_network_for_not
     }
 }
 
-/// A run's `io/` records written the way runs made before the one-file layout wrote them (a
-/// folder per call): `request.json`, `response.json` or `.txt`, `metadata.json`; `command.txt`,
-/// `stdout.log`, `stderr.log`, `exit_code.txt`, `duration_ms.txt`.
-fn to_older_layout(run: &std::path::Path) {
+/// How runs made before the packs kept their `io/` records.
+#[derive(Clone, Copy)]
+enum Earlier {
+    /// A file per call, `<id>.json`.
+    Files,
+    /// A folder per call: `request.json`, `response.json` or `.txt`, `metadata.json`;
+    /// `command.txt`, `stdout.log`, `stderr.log`, `exit_code.txt`, `duration_ms.txt`.
+    Folders,
+}
+
+/// The `io/` records of the `io/` folder `dir`, by id, read and removed (packs and files alike).
+fn take_records(dir: &std::path::Path) -> Vec<(String, Value)> {
+    let ids = crate::support::io_record_ids(dir);
+    let records = ids
+        .into_iter()
+        .map(|id| {
+            let record = crate::support::io_record(dir, &id);
+            (id, record)
+        })
+        .collect();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    records
+}
+
+/// A run's `io/` records rewritten the way runs made before the packs wrote them.
+fn to_older_layout(run: &std::path::Path, layout: Earlier) {
     let invocations = run.join("io/invocations");
-    for entry in std::fs::read_dir(&invocations).unwrap() {
-        let path = entry.unwrap().path();
-        let record = crate::support::read_json(&path);
-        let dir = invocations.join(path.file_stem().unwrap());
+    for (id, record) in take_records(&invocations) {
+        if let Earlier::Files = layout {
+            std::fs::write(invocations.join(format!("{id}.json")), record.to_string()).unwrap();
+            continue;
+        }
+        let dir = invocations.join(&id);
         std::fs::create_dir_all(&dir).unwrap();
         for (key, file) in [("metadata", "metadata.json"), ("request", "request.json")] {
             std::fs::write(dir.join(file), record[key].to_string()).unwrap();
@@ -233,13 +260,27 @@ fn to_older_layout(run: &std::path::Path) {
             Value::String(text) => std::fs::write(dir.join("response.txt"), text).unwrap(),
             other => std::fs::write(dir.join("response.json"), other.to_string()).unwrap(),
         }
-        std::fs::remove_file(&path).unwrap();
     }
     let tools = run.join("io/tool_executions");
-    for entry in std::fs::read_dir(&tools).unwrap() {
-        let path = entry.unwrap().path();
-        let record = crate::support::read_json(&path);
-        let dir = tools.join(path.file_stem().unwrap());
+    for (id, record) in take_records(&tools) {
+        if let Earlier::Files = layout {
+            // The head on the first line, as that layout wrote it.
+            let mut head = serde_json::Map::new();
+            let mut rest = serde_json::Map::new();
+            for (key, value) in record.as_object().unwrap() {
+                let into = match key.as_str() {
+                    "exit_code" | "duration_ms" | "command" => &mut head,
+                    _ => &mut rest,
+                };
+                into.insert(key.clone(), value.clone());
+            }
+            let head = Value::Object(head).to_string();
+            let rest = Value::Object(rest).to_string();
+            let text = format!("{},\n{}", head.strip_suffix('}').unwrap(), &rest[1..]);
+            std::fs::write(tools.join(format!("{id}.json")), text).unwrap();
+            continue;
+        }
+        let dir = tools.join(&id);
         std::fs::create_dir_all(&dir).unwrap();
         let text = |key: &str| match &record[key] {
             Value::String(s) => s.clone(),
@@ -254,16 +295,13 @@ fn to_older_layout(run: &std::path::Path) {
         ] {
             std::fs::write(dir.join(file), text(key)).unwrap();
         }
-        std::fs::remove_file(&path).unwrap();
     }
 }
 
 #[test]
-fn runs_made_before_the_one_file_records_show_the_same() {
+fn runs_made_before_the_packs_show_the_same() {
     let sb = completed_run();
     let now: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
-    to_older_layout(&sb.run_dir());
-    let before: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
     let calls = |t: &Value| -> Vec<(Value, Value, Value)> {
         t["entries"]
             .as_array()
@@ -279,10 +317,8 @@ fn runs_made_before_the_one_file_records_show_the_same() {
             })
             .collect()
     };
-    assert_eq!(calls(&before), calls(&now));
-    // The model's calls carry their duration from the records' metadata, in both layouts.
+    // The model's calls carry their duration from the records' metadata, in every layout.
     assert!(calls(&now).iter().any(|(_, ms, _)| ms.is_u64()), "{now:#}");
-    assert_eq!(before["usage"], now["usage"]);
     let records = |t: &Value| -> Vec<String> {
         t["entries"]
             .as_array()
@@ -291,14 +327,23 @@ fn runs_made_before_the_one_file_records_show_the_same() {
             .filter_map(|e| e["record"].as_str().map(str::to_string))
             .collect()
     };
+    assert!(!records(&now).is_empty());
     assert!(
-        records(&now).iter().all(|r| r.ends_with(".json")),
+        records(&now).iter().all(|r| r.ends_with(".jsonl")),
         "{now:#}"
     );
-    assert!(
-        records(&before).iter().all(|r| !r.ends_with(".json")),
-        "{before:#}"
-    );
-    assert_eq!(records(&now).len(), records(&before).len());
-    assert!(!records(&now).is_empty());
+    for (layout, suffix) in [(Earlier::Files, Some(".json")), (Earlier::Folders, None)] {
+        to_older_layout(&sb.run_dir(), layout);
+        let before: Value = serde_json::from_str(&show(&sb, &["--format", "json"])).unwrap();
+        assert_eq!(calls(&before), calls(&now));
+        assert_eq!(before["usage"], now["usage"]);
+        assert_eq!(records(&now).len(), records(&before).len());
+        for record in records(&before) {
+            let path = std::path::Path::new(&record);
+            match suffix {
+                Some(suffix) => assert!(record.ends_with(suffix), "{before:#}"),
+                None => assert!(path.is_dir(), "{before:#}"),
+            }
+        }
+    }
 }

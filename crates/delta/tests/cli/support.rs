@@ -205,20 +205,64 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// The record of tool call `call` of a run (`io/tool_executions/<call>.json`): `exit_code`,
-/// `duration_ms`, `command`, `stdout`, `stderr` (and what a kind of tool adds).
-pub fn tool_record(run_dir: &Path, call: &str) -> Value {
-    read_json(
-        &run_dir
-            .join("io/tool_executions")
-            .join(format!("{call}.json")),
-    )
+/// Record `id` of the `io/` folder `dir`: the file `<id>.json`, else the last line with that id in
+/// the folder's packs (`pack-*.jsonl`, one record per line, its `id` first), without the `id`.
+pub fn io_record(dir: &Path, id: &str) -> Value {
+    let file = dir.join(format!("{id}.json"));
+    if file.exists() {
+        return read_json(&file);
+    }
+    let mut packs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    packs.sort();
+    let mut found = None;
+    for pack in packs {
+        for line in std::fs::read_to_string(&pack).unwrap().lines() {
+            let Ok(mut record) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            if record["id"] == id {
+                record.as_object_mut().unwrap().remove("id");
+                found = Some(record);
+            }
+        }
+    }
+    found.unwrap_or_else(|| panic!("no record {id} in {}", dir.display()))
 }
 
-/// The record of LLM call `id` of a run (`io/invocations/<id>.json`): `metadata`, `request`,
+/// The ids of the records of the `io/` folder `dir`, in files of their own or in packs.
+pub fn io_record_ids(dir: &Path) -> Vec<String> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".jsonl") {
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                if let Ok(record) = serde_json::from_str::<Value>(line) {
+                    ids.push(record["id"].as_str().unwrap().to_string());
+                }
+            }
+        } else if !name.ends_with(".index") {
+            ids.push(name.strip_suffix(".json").unwrap_or(&name).to_string());
+        }
+    }
+    ids.sort();
+    ids
+}
+
+/// The record of tool call `call` of a run (in `io/tool_executions/`): `exit_code`,
+/// `duration_ms`, `command`, `stdout`, `stderr` (and what a kind of tool adds).
+pub fn tool_record(run_dir: &Path, call: &str) -> Value {
+    io_record(&run_dir.join("io/tool_executions"), call)
+}
+
+/// The record of LLM call `id` of a run (in `io/invocations/`): `metadata`, `request`,
 /// `response`.
 pub fn invocation(run_dir: &Path, id: &str) -> Value {
-    read_json(&run_dir.join("io/invocations").join(format!("{id}.json")))
+    io_record(&run_dir.join("io/invocations"), id)
 }
 
 /// The bodies of the requests the server received, as JSON.

@@ -259,10 +259,6 @@ fn model_chosen_call_ids_cannot_escape_the_run_folder() {
         .unwrap()
         .to_string();
     assert_eq!(exec_ref, "_________escape");
-    assert!(
-        sb.run_dir()
-            .join("io/tool_executions")
-            .join(format!("{exec_ref}.json"))
-            .is_file()
-    );
+    let recorded = crate::support::io_record_ids(&sb.run_dir().join("io/tool_executions"));
+    assert_eq!(recorded, [exec_ref]);
 }
