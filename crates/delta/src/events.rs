@@ -127,7 +127,7 @@ pub enum Event {
     Thought {
         /// Its text (`""` if none).
         content: String,
-        /// The record `io/invocations/<id>.json`.
+        /// The id of its record in `io/invocations/`.
         llm_invocation_ref: String,
         /// Tool calls, when there are any.
         #[serde(
@@ -161,7 +161,7 @@ pub enum Event {
         status: ActionStatus,
         /// What the model sees.
         observation_content: String,
-        /// The record `io/tool_executions/<ref>.json` (`""` when nothing ran).
+        /// The id of its record in `io/tool_executions/` (`""` when nothing ran).
         execution_ref: String,
     },
     /// A note from the engine.
@@ -200,7 +200,7 @@ pub enum Event {
         tokens_after: u64,
         /// The context window in force, in tokens (configured, or learned from a refusal).
         window: u64,
-        /// The record `io/invocations/<id>.json`.of the summarizing call (`summarize` only).
+        /// The id of the summarizing call's record in `io/invocations/` (`summarize` only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         llm_invocation_ref: Option<String>,
     },

@@ -20,8 +20,10 @@
 //! record that cannot be written (a full disk) is cut off again and reported, like a record file
 //! that is removed. Packs are created without following a link (see [`Folders`]).
 //!
-//! `jq -c 'select(.id == "c1")' io/tool_executions/pack-*.jsonl` prints a record. Readers go
-//! through the packs in the order of their names, which is the order they were written in.
+//! `jq -cR 'fromjson? | select(.id == "c1")' io/tool_executions/pack-*.jsonl` prints a record (a
+//! line cut short is passed over; so is, by delta, a whole line whose index line was cut). Readers
+//! go through the packs in the order of their names, which is the order they were written in (the
+//! time of the process's start on this host's clock, then the pack's number).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -33,8 +35,8 @@ use serde_json::Value;
 
 use crate::io_files::Folders;
 
-/// The largest pack: the store's largest `io/` document.
-pub const PACK_MAX: u64 = 1 << 20;
+/// The largest pack, and the largest index: the store's largest `io/` document.
+pub const PACK_MAX: u64 = crate::fleet::copy::MAX_IO_DOCUMENT;
 
 /// Tries at most this many pack names taken by something else before giving up.
 const NUMBER_TRIES: u32 = 1000;
@@ -139,10 +141,24 @@ impl PackWriter {
         let line = pack_line(id, record);
         let first = record.split(|b| *b == b'\n').next().unwrap_or_default();
         let head = head_of(&String::from_utf8_lossy(first)).unwrap_or(Value::Null);
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|o| o.len + line.len() as u64 > PACK_MAX)
+        let index_line = |at: u64| -> io::Result<Vec<u8>> {
+            let entry = IndexLine {
+                id: id.to_string(),
+                at,
+                len: line.len() as u64,
+                head: head.clone(),
+            };
+            let mut bytes = serde_json::to_vec(&entry)?;
+            bytes.push(b'\n');
+            Ok(bytes)
+        };
+        // The pack and its index each stay within one store document.
+        let full = |o: &Open| -> io::Result<bool> {
+            let index = index_line(o.len)?.len() as u64;
+            Ok(o.len + line.len() as u64 > PACK_MAX || o.index_len + index > PACK_MAX)
+        };
+        if let Some(open) = &self.open
+            && full(open)?
         {
             self.open = None;
         }
@@ -153,14 +169,7 @@ impl PackWriter {
                 self.open.insert(open)
             }
         };
-        let entry = IndexLine {
-            id: id.to_string(),
-            at: open.len,
-            len: line.len() as u64,
-            head,
-        };
-        let mut index_line = serde_json::to_vec(&entry)?;
-        index_line.push(b'\n');
+        let index_line = index_line(open.len)?;
         let written = open
             .data
             .write_all(&line)
@@ -185,7 +194,7 @@ impl PackWriter {
     fn start(&mut self, folders: &mut Folders) -> io::Result<Open> {
         for _ in 0..NUMBER_TRIES {
             self.started += 1;
-            let stem = format!("{}-{:03}", self.id, self.started);
+            let stem = format!("{}-{:06}", self.id, self.started);
             let Some(data) = folders.create_appending(&self.dir.join(pack_name(&stem)))? else {
                 continue;
             };
@@ -205,6 +214,24 @@ impl PackWriter {
             self.dir.display()
         )))
     }
+}
+
+/// `path` opened to be read when it is a regular file: not through a link, and not waiting on a
+/// pipe (a tool may put either in the run folder).
+fn plain_file(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// Whether `name` is that of a pack or of its index (a record's own file may start with `pack-`
+/// too: ids are the model's).
+pub(crate) fn is_pack_file(name: &str) -> bool {
+    name.starts_with("pack-") && (name.ends_with(".jsonl") || name.ends_with(".index"))
 }
 
 /// A record found in a pack.
@@ -242,13 +269,17 @@ impl Packs {
         let mut records = HashMap::new();
         for stem in stems {
             let pack = dir.join(pack_name(&stem));
-            let Ok(size) = std::fs::metadata(&pack).map(|m| m.len()) else {
+            let Some(size) = plain_file(&pack)
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.len())
+            else {
                 continue;
             };
-            let Ok(index) = File::open(dir.join(index_name(&stem))) else {
+            let Some(index) = plain_file(&dir.join(index_name(&stem))) else {
                 continue;
             };
-            for line in io::BufReader::new(index).lines() {
+            // An index is never larger than a pack; a larger file is not one delta wrote.
+            for line in io::BufReader::new(io::Read::take(index, PACK_MAX)).lines() {
                 let Ok(line) = line else { break };
                 let Ok(entry) = serde_json::from_str::<IndexLine>(&line) else {
                     continue;
@@ -320,7 +351,7 @@ mod tests {
         );
         let pack = writer.append(&mut folders, "c1", &one).unwrap();
         assert_eq!(writer.append(&mut folders, "c2", &two).unwrap(), pack);
-        assert_eq!(pack, io.join(format!("pack-{ID}-001.jsonl")));
+        assert_eq!(pack, io.join(format!("pack-{ID}-000001.jsonl")));
         let text = std::fs::read_to_string(&pack).unwrap();
         let lines: Vec<Value> = text
             .lines()
@@ -343,7 +374,7 @@ mod tests {
         let mut later = PackWriter::new(io.clone(), LATER.into());
         let next = later.append(&mut folders, "c3", &one).unwrap();
         later.append(&mut folders, "c1", &two).unwrap();
-        assert_eq!(next, io.join(format!("pack-{LATER}-001.jsonl")));
+        assert_eq!(next, io.join(format!("pack-{LATER}-000001.jsonl")));
         let packs = Packs::load(&io);
         assert_eq!(packs.iter().count(), 3);
         assert_eq!(packs.get("c1").unwrap().head, json!({"exit_code": 1}));
@@ -372,6 +403,55 @@ mod tests {
     }
 
     #[test]
+    fn an_index_is_closed_before_it_passes_the_size_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = dir.path().join("io/tool_executions");
+        let mut folders = Folders::new(dir.path().to_path_buf());
+        let mut writer = PackWriter::new(io.clone(), ID.into());
+        // A head as long as the record: its index line is the longer.
+        let small = br#"{"exit_code":0,"duration_ms":1,"command":"true"}"#;
+        let mut packs = std::collections::BTreeSet::new();
+        for i in 0..12_000 {
+            packs.insert(
+                writer
+                    .append(&mut folders, &format!("c{i}"), small)
+                    .unwrap(),
+            );
+        }
+        assert!(packs.len() >= 2, "{packs:?}");
+        for entry in std::fs::read_dir(&io).unwrap() {
+            let path = entry.unwrap().path();
+            assert!(
+                std::fs::metadata(&path).unwrap().len() <= PACK_MAX,
+                "{}",
+                path.display()
+            );
+        }
+        assert_eq!(Packs::load(&io).iter().count(), 12_000);
+    }
+
+    #[test]
+    fn a_pipe_or_a_link_at_an_index_name_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = dir.path().join("io/tool_executions");
+        std::fs::create_dir_all(&io).unwrap();
+        let fifo = io.join("pack-a-000001.index");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        std::fs::write(io.join("pack-a-000001.jsonl"), "").unwrap();
+        let elsewhere = dir.path().join("elsewhere.index");
+        std::fs::write(
+            &elsewhere,
+            "{\"id\":\"x\",\"at\":0,\"len\":0,\"head\":null}\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&elsewhere, io.join("pack-b-000001.index")).unwrap();
+        std::fs::write(io.join("pack-b-000001.jsonl"), "").unwrap();
+        // Returns (a pipe nobody writes would block a plain open), and finds nothing.
+        assert_eq!(Packs::load(&io).iter().count(), 0);
+        assert!(is_pack_file("pack-b-000001.index") && !is_pack_file("pack-1.json"));
+    }
+
+    #[test]
     fn records_cut_short_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let io = dir.path().join("io/tool_executions");
@@ -382,7 +462,7 @@ mod tests {
         writer.append(&mut folders, "c2", &one).unwrap();
         drop(writer);
         // As a process killed while appending leaves them: the last line cut, an index line cut.
-        let pack = io.join(format!("pack-{ID}-001.jsonl"));
+        let pack = io.join(format!("pack-{ID}-000001.jsonl"));
         let len = std::fs::metadata(&pack).unwrap().len();
         File::options()
             .write(true)
@@ -392,7 +472,7 @@ mod tests {
             .unwrap();
         let mut index = File::options()
             .append(true)
-            .open(io.join(format!("pack-{ID}-001.index")))
+            .open(io.join(format!("pack-{ID}-000001.index")))
             .unwrap();
         index.write_all(b"{\"id\":\"c3\",\"at\":").unwrap();
         let packs = Packs::load(&io);
@@ -408,19 +488,22 @@ mod tests {
         std::fs::create_dir_all(&io).unwrap();
         let outside = dir.path().join("outside");
         std::fs::write(&outside, "mine").unwrap();
-        std::os::unix::fs::symlink(&outside, io.join(format!("pack-{ID}-001.jsonl"))).unwrap();
+        std::os::unix::fs::symlink(&outside, io.join(format!("pack-{ID}-000001.jsonl"))).unwrap();
         let mut folders = Folders::new(dir.path().to_path_buf());
         let mut writer = PackWriter::new(io.clone(), ID.into());
         let one = record(&json!({"exit_code": 0}), "\"stdout\":\"x\"");
         let pack = writer.append(&mut folders, "c1", &one).unwrap();
-        assert_eq!(pack, io.join(format!("pack-{ID}-002.jsonl")));
+        assert_eq!(pack, io.join(format!("pack-{ID}-000002.jsonl")));
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
     }
 
     #[test]
     fn names_and_heads() {
-        assert_eq!(stem_of_index("pack-a-001.index"), Some("a-001".into()));
-        assert_eq!(stem_of_index("pack-a-001.jsonl"), None);
+        assert_eq!(
+            stem_of_index("pack-a-000001.index"),
+            Some("a-000001".into())
+        );
+        assert_eq!(stem_of_index("pack-a-000001.jsonl"), None);
         assert_eq!(stem_of_index("c1.json"), None);
         assert_eq!(
             head_of("{\"metadata\":{\"a\":1},"),

@@ -377,7 +377,7 @@ impl Engine<'_> {
         name
     }
 
-    /// Keeps what the tool of `exec_ref` did in `io/tool_executions/<ref>.json`: its exit code,
+    /// Keeps what the tool of `exec_ref` did in `io/tool_executions/` (record `<ref>`): its exit code,
     /// time and command on the first line, then both streams (each ending with a mark where its
     /// capture stopped, if it did).
     pub(super) fn write_execution(&self, exec_ref: &str, command: &str, out: &process::Outcome) {
@@ -399,10 +399,11 @@ impl Engine<'_> {
             if dropped > 0 {
                 text.push_str(&observation::cut_mark(dropped));
             }
-            // Encoded on the writer thread: a stream may be large.
-            super::io_writer::Content::Later(Box::new(move || {
-                serde_json::to_vec(&text).unwrap_or_default()
-            }))
+            // Encoded on the writer thread: a stream may be large (its JSON is at least as long).
+            super::io_writer::Content::LaterSized(
+                text.len() + 2,
+                Box::new(move || serde_json::to_vec(&text).unwrap_or_default()),
+            )
         };
         let head = json!({
             "exit_code": out.exit_code,

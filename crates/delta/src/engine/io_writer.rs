@@ -38,6 +38,9 @@ pub enum Content {
     Shared(std::sync::Arc<Vec<u8>>),
     /// A function producing them.
     Later(Render),
+    /// A function producing at least this many bytes (a tool's output, say: whether the record
+    /// fits a pack is known before it is produced).
+    LaterSized(usize, Render),
     /// Bytes shared with someone else, scrubbed of the run's secrets as they are written: copied
     /// only where a secret was found (a request can be megabytes).
     Scrubbed(llm::Redactor, std::sync::Arc<Vec<u8>>),
@@ -55,6 +58,7 @@ impl Content {
             Self::Now(b) => b.len(),
             Self::Shared(b) | Self::Scrubbed(_, b) => b.len(),
             Self::Later(_) => 0,
+            Self::LaterSized(len, _) => *len,
         }
     }
 
@@ -63,7 +67,7 @@ impl Content {
         match self {
             Self::Now(b) => out.write_all(&b),
             Self::Shared(b) => out.write_all(b.as_slice()),
-            Self::Later(render) => out.write_all(&render()),
+            Self::Later(render) | Self::LaterSized(_, render) => out.write_all(&render()),
             Self::Scrubbed(redactor, b) => out.write_all(&redactor.redact_bytes(&b)),
         }
     }

@@ -217,7 +217,7 @@ fn execution_refs(dir: &std::path::Path) -> std::collections::HashSet<String> {
     let files = std::fs::read_dir(dir).into_iter().flatten().flatten();
     files
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| !name.starts_with("pack-"))
+        .filter(|name| !crate::io_packs::is_pack_file(name))
         .map(|name| match name.strip_suffix(".json") {
             Some(stem) => stem.to_string(),
             None => name,
@@ -268,10 +268,9 @@ impl<'a> Engine<'a> {
         let observer = RedactingObserver::new(observer, setup.redactor.clone());
         let tools = ToolRegistry::new(&setup.agent);
         let window = compact::Window::new(&setup.agent, &opened.events);
-        // Drawn apart from the run's ids (which a test may fix), so that the journal is the same.
-        let packs = store::IdSource::random()
-            .uuid_v7(setup.clock.now())
-            .to_string();
+        // Not journaled: from this host's clock (packs sort by it, even where a test fixes the
+        // run's clock) and random bits apart from the run's ids (which a test may fix too).
+        let packs = uuid::Uuid::now_v7().to_string();
         let io = IoWriter::start(setup.run.root.clone(), packs);
         let mut engine = Self {
             setup,
@@ -680,12 +679,12 @@ impl<'a> Engine<'a> {
         self.io.write(self.invocation_record(id), parts);
     }
 
-    /// `io/invocations/<id>.json`.
+    /// `io/invocations/<id>.json`: the record's name (it goes in a pack unless too large for one).
     fn invocation_record(&self, id: &str) -> PathBuf {
         self.setup.run.invocations().join(format!("{id}.json"))
     }
 
-    /// Keeps a failed call's request and error (and the server's body) in `io/invocations/<id>.json`.
+    /// Keeps a failed call's request and error (and the server's body) in `io/invocations/`.
     fn save_failed_invocation(
         &self,
         id: &str,

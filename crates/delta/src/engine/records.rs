@@ -1,4 +1,5 @@
-//! The record of an LLM call, answered or failed: `io/invocations/<id>.json`, one JSON object.
+//! The records of `io/`: of an LLM call, answered or failed (in `io/invocations/`), one JSON
+//! object, and how they are read back ([`IoRecords`]).
 //!
 //! * `metadata`: model, client, duration, `status` (`SUCCESS` or `FAILED`), token usage and stop
 //!   reason of an answer, or the `error` (`kind`, `message`, `http_status`) of a failed call;
@@ -8,10 +9,13 @@
 //!   playback) the equivalent chat-completions object. A failed call keeps the error body the
 //!   server sent, as received: JSON as it is, anything else as a string (none: no `response`).
 //!
-//! The metadata is the file's first line (`{"metadata":{…},`), so that a reader that wants it
-//! alone (`delta show`) reads one line, however large the request. The request's bytes are put
-//! in as they were sent, without being parsed again. Runs made before this layout have a folder
-//! per call (`request.json`, `response.json` or `.txt`, `metadata.json`); [`metadata`] reads both.
+//! A record's head (here the metadata) is its first line (`{"metadata":{…},`), which a pack's
+//! index keeps too, so that a reader that wants it alone (`delta show`) does not read the request.
+//! The request's bytes are put in as they were sent, without being parsed again. A record goes in
+//! a pack (see the `io_packs` module) unless it is too large for one: then it is a file of its own,
+//! `<id>.json`. Runs made before the packs have a file per call, and runs made before that a
+//! folder per call (`request.json`, `response.json` or `.txt`, `metadata.json`); [`IoRecords`]
+//! reads all three.
 //!
 //! Every byte passes through the run's redactor.
 
@@ -155,7 +159,10 @@ fn as_json(content: Content) -> Content {
     Content::Later(Box::new(move || {
         let mut bytes = Vec::new();
         let _ = content.write_to(&mut bytes);
-        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok() {
+        // Checked for UTF-8 too: a JSON reader skips over the strings it ignores.
+        if std::str::from_utf8(&bytes).is_ok()
+            && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
+        {
             bytes
         } else {
             compact(&Value::String(String::from_utf8_lossy(&bytes).into_owned()))
@@ -293,6 +300,16 @@ mod tests {
             part.write_to(&mut bytes).unwrap();
         }
         bytes
+    }
+
+    #[test]
+    fn a_body_is_kept_as_json_only_when_it_is_json_in_utf8() {
+        let kept = |bytes: &[u8]| written(vec![as_json(bytes.to_vec().into())]);
+        assert_eq!(kept(b"{\"a\": 1}"), b"{\"a\": 1}");
+        assert_eq!(kept(b"oops"), b"\"oops\"");
+        // A JSON string with a byte that is not UTF-8 becomes a string of its own, readable.
+        let text = kept(b"\"\xff\"");
+        assert!(serde_json::from_slice::<Value>(&text).unwrap().is_string());
     }
 
     #[test]

@@ -179,6 +179,7 @@ fn entry_html(entry: &Entry) -> String {
             message,
             http_status,
             record,
+            record_id,
         } => {
             let status = http_status
                 .map(|s| format!(", HTTP {s}"))
@@ -186,7 +187,7 @@ fn entry_html(entry: &Entry) -> String {
             let body = format!(
                 "{}<div class=\"meta\">record: <code>{}</code></div>",
                 text_block(message),
-                escape(&record.display().to_string())
+                escape(&super::record_label(record, Some(record_id)))
             );
             item(
                 "error",
@@ -252,7 +253,7 @@ fn tool_html(tool: &ToolEntry) -> String {
         let _ = writeln!(
             body,
             "<div class=\"meta\">full output: <code>{}</code></div>",
-            escape(&record.display().to_string())
+            escape(&super::record_label(record, tool.record_id.as_deref()))
         );
     }
     body.push_str("</details>");

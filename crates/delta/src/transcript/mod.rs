@@ -93,8 +93,11 @@ pub enum Entry {
         message: String,
         /// The server's HTTP status, if it answered.
         http_status: Option<u64>,
-        /// The record's folder.
+        /// The file holding its record (a pack of `io/invocations/`, `<id>.json`, or the folder of a
+        /// run made before).
         record: PathBuf,
+        /// The record's id (the invocation's).
+        record_id: String,
     },
     /// The oldest part of the conversation was replaced to fit the context window.
     Compaction(CompactionEntry),
@@ -208,9 +211,13 @@ pub struct ToolEntry {
     pub duration_ms: Option<u64>,
     /// What the model saw of it.
     pub output: String,
-    /// The record with its full output (`io/tool_executions/<ref>.json`; a folder with
-    /// `stdout.log` and `stderr.log` in runs made before), where one was written.
+    /// The file holding the record with its full output (a pack of `io/tool_executions/`, or
+    /// `<ref>.json`; a folder with `stdout.log` and `stderr.log` in runs made before), where one
+    /// was written.
     pub record: Option<PathBuf>,
+    /// The record's id in that file (a pack holds many).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
     /// The child run of an agent tool's call (in `agents/<call>-<line>/` of the run's folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sub_run: Option<Box<Transcript>>,
@@ -239,6 +246,7 @@ impl ToolEntry {
             duration_ms: None,
             output: String::new(),
             record: None,
+            record_id: None,
             sub_run: None,
             request_seq: 0,
         }
@@ -329,6 +337,17 @@ fn final_answer(entries: &[Entry]) -> Option<String> {
 }
 
 /// The question in `interaction/request.json`.
+/// Where a record is, for people: its file, and its id when the file is a pack (which holds many).
+pub(crate) fn record_label(path: &Path, id: Option<&str>) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    match (name, id) {
+        (Some(name), Some(id)) if crate::io_packs::is_pack_file(&name) => {
+            format!("{} (record {id})", path.display())
+        }
+        _ => path.display().to_string(),
+    }
+}
+
 fn pending_question(run: &RunDir) -> Option<String> {
     store::atomic::read_json::<InteractionRequest>(&run.interaction().join("request.json"))
         .ok()
@@ -533,6 +552,7 @@ impl<'r> Builder<'r> {
             tool.exit_code = exit_code;
             tool.duration_ms = duration_ms;
             tool.output = output;
+            tool.record_id = record.is_some().then(|| reference.to_string());
             tool.record = record;
         }
     }
@@ -546,7 +566,7 @@ impl<'r> Builder<'r> {
             .map(|dir| {
                 dir.flatten()
                     .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                    .filter(|name| !name.starts_with("pack-"))
+                    .filter(|name| !crate::io_packs::is_pack_file(name))
                     .map(|name| name.strip_suffix(".json").unwrap_or(&name).to_string())
                     .collect()
             })
@@ -572,6 +592,7 @@ impl<'r> Builder<'r> {
                     message: error["message"].as_str().unwrap_or("").to_string(),
                     http_status: error["http_status"].as_u64(),
                     record: found.path,
+                    record_id: id.clone(),
                 })
             })
             .collect();

@@ -85,6 +85,7 @@ fn entry_text(entry: &Entry) -> String {
             message,
             http_status,
             record,
+            record_id,
         } => format!(
             "[{}] model request failed ({error_kind}{})\n{}  record: {}\n",
             clock(time),
@@ -92,7 +93,7 @@ fn entry_text(entry: &Entry) -> String {
                 .map(|s| format!(", HTTP {s}"))
                 .unwrap_or_default(),
             indented(message, "  "),
-            record.display()
+            super::record_label(record, Some(record_id))
         ),
         Entry::Compaction(c) => format!(
             "[{}] {}\n{}",
@@ -134,7 +135,8 @@ fn tool_text(tool: &ToolEntry) -> String {
     if let Some(record) = &tool.record
         && (rest > 0 || tool.output.contains("total characters]"))
     {
-        let _ = writeln!(out, "  full output: {}", record.display());
+        let label = super::record_label(record, tool.record_id.as_deref());
+        let _ = writeln!(out, "  full output: {label}");
     }
     if let Some(child) = &tool.sub_run {
         let _ = writeln!(

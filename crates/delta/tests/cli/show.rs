@@ -111,6 +111,8 @@ fn the_json_transcript_has_every_call_with_its_exit_code_and_the_totals() {
         record.contains("io/tool_executions/pack-") && record.ends_with(".jsonl"),
         "{record}"
     );
+    // The pack holds many records: this one's id says which.
+    assert_eq!(tools[0]["record_id"], "c1");
     // The answer is the question's result.
     assert!(
         tools[2]["output"].as_str().unwrap().contains("blue"),
