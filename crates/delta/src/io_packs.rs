@@ -218,7 +218,7 @@ impl PackWriter {
 
 /// `path` opened to be read when it is a regular file: not through a link, and not waiting on a
 /// pipe (a tool may put either in the run folder).
-fn plain_file(path: &Path) -> Option<File> {
+pub(crate) fn plain_file(path: &Path) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = File::options()
         .read(true)
@@ -310,13 +310,14 @@ impl Packs {
     }
 }
 
-#[cfg(test)]
 impl Packed {
     /// The record's line (a JSON object, its id first).
     pub(crate) fn read(&self) -> io::Result<Vec<u8>> {
         use std::os::unix::fs::FileExt;
-        let mut bytes = vec![0; usize::try_from(self.len).unwrap_or(0)];
-        File::open(&self.pack)?.read_exact_at(&mut bytes, self.at)?;
+        let pack =
+            plain_file(&self.pack).ok_or_else(|| io::Error::other("not a pack of delta's"))?;
+        let mut bytes = vec![0; usize::try_from(self.len.min(PACK_MAX)).unwrap_or(0)];
+        pack.read_exact_at(&mut bytes, self.at)?;
         Ok(bytes)
     }
 }

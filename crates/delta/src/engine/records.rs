@@ -147,7 +147,9 @@ pub(super) fn object_parts(head: &Value, fields: Vec<(&str, Content)>) -> Parts 
 fn read_head(path: &std::path::Path) -> Option<Value> {
     use std::io::BufRead;
     let mut first = String::new();
-    std::io::BufReader::new(std::fs::File::open(path).ok()?)
+    // Not through a link or a pipe a tool put in the run folder; a head is one line of a record.
+    let file = crate::io_packs::plain_file(path)?;
+    std::io::BufReader::new(std::io::Read::take(file, crate::io_packs::PACK_MAX))
         .read_line(&mut first)
         .ok()?;
     crate::io_packs::head_of(&first)
@@ -255,6 +257,36 @@ impl IoRecords {
         })
     }
 
+    /// Record `id` as kept, one JSON object: a pack's line (its `id` first), a file of its own, or
+    /// (runs made before either) the files of its folder gathered (`command`, `stdout`, `stderr`,
+    /// `exit_code`, `duration_ms`; `metadata`, `request`, `response`).
+    pub(crate) fn read(&self, id: &str) -> Option<Result<Value, store::StoreError>> {
+        let found = self.find(id)?;
+        let parse = |path: &std::path::Path, bytes: Vec<u8>| {
+            serde_json::from_slice(&bytes).map_err(|source| store::StoreError::Parse {
+                path: path.to_path_buf(),
+                source,
+            })
+        };
+        if found.path.is_dir() {
+            return Some(Ok(gather_folder(&found.path)));
+        }
+        let bytes = match self.packs().get(id).filter(|p| p.pack == found.path) {
+            Some(packed) => packed.read(),
+            None => crate::io_packs::plain_file(&found.path)
+                .ok_or_else(|| std::io::Error::other("not a record of delta's"))
+                .and_then(|mut file| {
+                    let mut bytes = Vec::new();
+                    std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+                }),
+        };
+        Some(
+            bytes
+                .map_err(|e| store::StoreError::io("read", &found.path, e))
+                .and_then(|bytes| parse(&found.path, bytes)),
+        )
+    }
+
     /// The metadata of LLM call `id` (of `io/invocations/`).
     pub(crate) fn metadata(&self, id: &str) -> Option<Value> {
         let found = self.find(id)?;
@@ -288,6 +320,36 @@ impl IoRecords {
         let duration = found.head["duration_ms"].as_u64();
         Some((found.path, exit_code, duration))
     }
+}
+
+/// The record of a folder of a run made before the one-file records, as one object: each file's
+/// content under its name's stem, JSON where it is JSON, else text.
+fn gather_folder(folder: &std::path::Path) -> Value {
+    let mut object = serde_json::Map::new();
+    let mut names: Vec<std::path::PathBuf> = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    names.sort();
+    for path in names {
+        let (Some(stem), Ok(text)) = (path.file_stem(), std::fs::read_to_string(&path)) else {
+            continue;
+        };
+        let json = path.extension().is_some_and(|x| x == "json");
+        let value = match stem.to_str() {
+            Some("exit_code" | "duration_ms") => serde_json::from_str(text.trim()).ok(),
+            _ if json => serde_json::from_str(&text).ok(),
+            _ => None,
+        };
+        object.insert(
+            stem.to_string_lossy().into_owned(),
+            value.unwrap_or(Value::String(text)),
+        );
+    }
+    Value::Object(object)
 }
 
 #[cfg(test)]

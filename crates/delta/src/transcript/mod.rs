@@ -337,6 +337,26 @@ fn final_answer(entries: &[Entry]) -> Option<String> {
 }
 
 /// The question in `interaction/request.json`.
+/// Whether `id` can name an `io/` record: a plain name, never a path.
+pub fn is_record_id(id: &str) -> bool {
+    !id.is_empty() && !id.contains(['/', '\\', '\0']) && !id.starts_with('.')
+}
+
+/// Record `id` of `run`'s `io/` as kept, one JSON object: a tool call's (its `action_id`, or the
+/// `execution_ref` of its result), else an LLM call's (the `llm_invocation_ref` of a `THOUGHT`);
+/// `None` when the run has no such record. `id` must be a plain name ([`is_record_id`]).
+pub fn record(run: &RunDir, id: &str) -> Result<Option<Value>, TranscriptError> {
+    if !is_record_id(id) {
+        return Ok(None);
+    }
+    for dir in [run.tool_executions(), run.invocations()] {
+        if let Some(read) = IoRecords::new(dir).read(id) {
+            return Ok(Some(read?));
+        }
+    }
+    Ok(None)
+}
+
 /// Where a record is, for people: its file, and its id when the file is a pack (which holds many).
 pub(crate) fn record_label(path: &Path, id: Option<&str>) -> String {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());

@@ -349,3 +349,48 @@ fn runs_made_before_the_packs_show_the_same() {
         }
     }
 }
+
+#[test]
+fn one_record_is_printed_whole_whichever_way_the_run_keeps_it() {
+    let sb = completed_run();
+    let record = |sb: &Sandbox, id: &str| -> Value {
+        serde_json::from_str(&show(sb, &["--record", id])).unwrap()
+    };
+    let c1 = record(&sb, "c1");
+    assert_eq!(c1["id"], "c1");
+    assert_eq!(c1["exit_code"], 0);
+    assert_eq!(c1["stdout"], "hello <b>world</b>\n");
+    let c2 = record(&sb, "c2");
+    assert_eq!(
+        (c2["exit_code"].clone(), c2["stderr"].clone()),
+        (json!(3), json!("broken\n"))
+    );
+    // A model call's, by the id its THOUGHT names.
+    let thought = &sb.events("THOUGHT")[0]["payload"];
+    let invocation = thought["llm_invocation_ref"].as_str().unwrap();
+    let call = record(&sb, invocation);
+    assert_eq!(call["metadata"]["status"], "SUCCESS");
+    assert_eq!(
+        call["request"]["messages"][1]["content"], "Paint the fence",
+        "{call:#}"
+    );
+    for layout in [Earlier::Files, Earlier::Folders] {
+        to_older_layout(&sb.run_dir(), layout);
+        let before = record(&sb, "c1");
+        assert_eq!(before["stdout"], c1["stdout"]);
+        assert_eq!(before["exit_code"], 0);
+        assert_eq!(record(&sb, invocation)["metadata"], call["metadata"]);
+    }
+    // Not a record, and not a name: errors that say so, nothing printed.
+    for (id, code, says) in [
+        ("c9", 1, "no record c9"),
+        ("../journal", 64, "not a record id"),
+    ] {
+        let mut cmd = sb.delta(None);
+        cmd.args(["show", "-w", "ws", "--record", id]);
+        let out = output(cmd);
+        assert_eq!(out.code, code, "{}", out.stderr);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+        assert_eq!(out.stdout, "");
+    }
+}
