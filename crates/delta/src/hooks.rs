@@ -261,17 +261,12 @@ impl HookRunner {
             }
         };
         let meta = io.join("execution_meta");
-        let files = [
-            (
-                "stdout.log",
-                self.redactor.redact_bytes(&stdout).into_owned(),
-            ),
-            (
-                "stderr.log",
-                self.redactor.redact_bytes(&stderr).into_owned(),
-            ),
-            ("exit_code.txt", exit_code.to_string().into_bytes()),
-            ("duration_ms.txt", millis.to_string().into_bytes()),
+        // Copied only where a secret was found.
+        let files: [(&str, std::borrow::Cow<[u8]>); 4] = [
+            ("stdout.log", self.redactor.redact_bytes(&stdout)),
+            ("stderr.log", self.redactor.redact_bytes(&stderr)),
+            ("exit_code.txt", exit_code.to_string().into_bytes().into()),
+            ("duration_ms.txt", millis.to_string().into_bytes().into()),
         ];
         for (name, bytes) in files {
             let _ = self.folders.write(&meta.join(name), &bytes);

@@ -49,69 +49,57 @@ impl Folders {
         }
     }
 
-    /// Creates the record `path` (below the run folder) as a new file. A folder kept open that has
-    /// been removed since is made again.
+    /// Creates the record `path` (below the run folder) as a new file, whatever was at its name
+    /// removed first (not followed).
     fn create(&mut self, path: &Path) -> io::Result<Created> {
         let (dir, name) = self.split(path)?;
-        match self.create_in(&dir, name.clone()) {
-            Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => {
-                self.open.remove(&dir);
-                self.create_in(&dir, name)
-            }
-            other => other,
-        }
-    }
-
-    fn create_in(&mut self, dir: &Path, name: PathBuf) -> io::Result<Created> {
-        let flags =
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let folder = self.folder(dir)?;
-        let open = || {
-            openat(
-                folder.as_fd(),
-                name.as_os_str(),
-                flags,
-                Mode::from_bits_truncate(0o666),
-            )
-        };
-        let fd = match open() {
-            Err(Errno::EEXIST) => {
-                unlinkat(folder.as_fd(), name.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
-                open()?
-            }
-            other => other?,
-        };
-        Ok(Created {
-            file: File::from(fd),
-            dir: dir.to_path_buf(),
-            name,
-        })
+        let file = self
+            .create_new(&dir, &name, OFlag::empty(), true)?
+            .ok_or_else(|| io::Error::from_raw_os_error(nix::libc::EEXIST))?;
+        Ok(Created { file, dir, name })
     }
 
     /// Creates `path` (below the run folder) as a new file opened for appending; `None` when
     /// something is at its name already, which is neither removed nor followed.
     pub(crate) fn create_appending(&mut self, path: &Path) -> io::Result<Option<File>> {
         let (dir, name) = self.split(path)?;
+        self.create_new(&dir, &name, OFlag::O_APPEND, false)
+    }
+
+    /// Creates `name` in the folder `dir` (relative to the run folder) as a new file, opened to
+    /// write with `extra` flags, without following a link. What is at its name already is removed
+    /// first with `replace`, else left (`None`). A folder kept open that has been removed since is
+    /// made again.
+    fn create_new(
+        &mut self,
+        dir: &Path,
+        name: &Path,
+        extra: OFlag,
+        replace: bool,
+    ) -> io::Result<Option<File>> {
         let flags = OFlag::O_WRONLY
-            | OFlag::O_APPEND
             | OFlag::O_CREAT
             | OFlag::O_EXCL
             | OFlag::O_NOFOLLOW
-            | OFlag::O_CLOEXEC;
-        let open = |folders: &mut Self| -> io::Result<Option<File>> {
-            let folder = folders.folder(&dir)?;
-            let mode = Mode::from_bits_truncate(0o666);
-            match openat(folder.as_fd(), name.as_os_str(), flags, mode) {
-                Ok(fd) => Ok(Some(File::from(fd))),
-                Err(Errno::EEXIST) => Ok(None),
-                Err(e) => Err(e.into()),
-            }
+            | OFlag::O_CLOEXEC
+            | extra;
+        let attempt = |folders: &mut Self| -> io::Result<Option<File>> {
+            let folder = folders.folder(dir)?;
+            let open = || openat(folder.as_fd(), name, flags, Mode::from_bits_truncate(0o666));
+            let fd = match open() {
+                Err(Errno::EEXIST) if replace => {
+                    unlinkat(folder.as_fd(), name, UnlinkatFlags::NoRemoveDir)?;
+                    open()?
+                }
+                Err(Errno::EEXIST) => return Ok(None),
+                other => other?,
+            };
+            Ok(Some(File::from(fd)))
         };
-        match open(self) {
-            // A folder kept open that has been removed since is made again.
+        match attempt(self) {
             Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => {
-                self.open.remove(&dir);
-                open(self)
+                self.open.remove(dir);
+                attempt(self)
             }
             other => other,
         }

@@ -98,8 +98,6 @@ pub(crate) fn fits(id: &str, len: usize) -> bool {
 
 /// The pack being appended to.
 struct Open {
-    /// Its name's stem (`<uuid>-<n>`).
-    stem: String,
     data: File,
     index: File,
     /// Bytes in `data` (its records are appended at this offset).
@@ -110,7 +108,7 @@ struct Open {
 /// Appends one process's records of one folder to its packs.
 pub(crate) struct PackWriter {
     /// The folder (`io/invocations` or `io/tool_executions` of the run folder).
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The id of this process's packs (a UUID v7: names in the order of their writing).
     id: String,
     /// Packs started so far.
@@ -130,35 +128,31 @@ impl PackWriter {
         }
     }
 
-    /// Appends `record` (one JSON object, at most [`fits`]) as the record `id`; the pack it went
-    /// to. On failure nothing of it stays.
+    /// Appends `record` (one JSON object, at most [`fits`]) as the record `id`. On failure nothing
+    /// of it stays.
     pub(crate) fn append(
         &mut self,
         folders: &mut Folders,
         id: &str,
         record: &[u8],
-    ) -> io::Result<PathBuf> {
+    ) -> io::Result<()> {
         let line = pack_line(id, record);
         let first = record.split(|b| *b == b'\n').next().unwrap_or_default();
-        let head = head_of(&String::from_utf8_lossy(first)).unwrap_or(Value::Null);
-        let index_line = |at: u64| -> io::Result<Vec<u8>> {
-            let entry = IndexLine {
-                id: id.to_string(),
-                at,
-                len: line.len() as u64,
-                head: head.clone(),
-            };
-            let mut bytes = serde_json::to_vec(&entry)?;
+        let encode = |entry: &IndexLine| -> io::Result<Vec<u8>> {
+            let mut bytes = serde_json::to_vec(entry)?;
             bytes.push(b'\n');
             Ok(bytes)
         };
-        // The pack and its index each stay within one store document.
-        let full = |o: &Open| -> io::Result<bool> {
-            let index = index_line(o.len)?.len() as u64;
-            Ok(o.len + line.len() as u64 > PACK_MAX || o.index_len + index > PACK_MAX)
+        let mut entry = IndexLine {
+            id: id.to_string(),
+            at: self.open.as_ref().map_or(0, |o| o.len),
+            len: line.len() as u64,
+            head: head_of(&String::from_utf8_lossy(first)).unwrap_or(Value::Null),
         };
-        if let Some(open) = &self.open
-            && full(open)?
+        let mut index_line = encode(&entry)?;
+        // The pack and its index each stay within one store document.
+        if let Some(o) = &self.open
+            && (o.len + entry.len > PACK_MAX || o.index_len + index_line.len() as u64 > PACK_MAX)
         {
             self.open = None;
         }
@@ -169,7 +163,11 @@ impl PackWriter {
                 self.open.insert(open)
             }
         };
-        let index_line = index_line(open.len)?;
+        if entry.at != open.len {
+            // A new pack: the record starts at its beginning.
+            entry.at = open.len;
+            index_line = encode(&entry)?;
+        }
         let written = open
             .data
             .write_all(&line)
@@ -185,9 +183,9 @@ impl PackWriter {
             }
             return Err(e);
         }
-        open.len += line.len() as u64;
+        open.len += entry.len;
         open.index_len += index_line.len() as u64;
-        Ok(self.dir.join(pack_name(&open.stem)))
+        Ok(())
     }
 
     /// Starts the next pack: the next number whose two names are free.
@@ -202,7 +200,6 @@ impl PackWriter {
                 continue;
             };
             return Ok(Open {
-                stem,
                 data,
                 index,
                 len: 0,
@@ -216,16 +213,12 @@ impl PackWriter {
     }
 }
 
-/// `path` opened to be read when it is a regular file: not through a link, and not waiting on a
-/// pipe (a tool may put either in the run folder).
+/// `path` opened to be read when it is a regular file of delta's: not through a link, and not
+/// waiting on a pipe (a tool may put either in the run folder).
 pub(crate) fn plain_file(path: &Path) -> Option<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = File::options()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
+    store::atomic::open_own(path, File::options().read(true))
+        .ok()
+        .flatten()
 }
 
 /// Whether `name` is that of a pack or of its index (a record's own file may start with `pack-`
@@ -330,6 +323,11 @@ mod tests {
     const ID: &str = "0190a000-0000-7000-8000-000000000001";
     const LATER: &str = "0190a000-0000-7000-8000-000000000002";
 
+    /// The pack record `id` of `io` is in.
+    fn pack_of(io: &Path, id: &str) -> PathBuf {
+        Packs::load(io).get(id).unwrap().pack.clone()
+    }
+
     fn record(head: &Value, rest: &str) -> Vec<u8> {
         let head = serde_json::to_string(head).unwrap();
         format!("{},\n{rest}}}\n", head.strip_suffix('}').unwrap()).into_bytes()
@@ -350,8 +348,10 @@ mod tests {
             &json!({"exit_code": 1}),
             "\"response\":{\n  \"x\": [1,\n 2]\n}",
         );
-        let pack = writer.append(&mut folders, "c1", &one).unwrap();
-        assert_eq!(writer.append(&mut folders, "c2", &two).unwrap(), pack);
+        writer.append(&mut folders, "c1", &one).unwrap();
+        writer.append(&mut folders, "c2", &two).unwrap();
+        let pack = pack_of(&io, "c1");
+        assert_eq!(pack_of(&io, "c2"), pack);
         assert_eq!(pack, io.join(format!("pack-{ID}-000001.jsonl")));
         let text = std::fs::read_to_string(&pack).unwrap();
         let lines: Vec<Value> = text
@@ -373,9 +373,12 @@ mod tests {
         assert_eq!(packs.iter().count(), 2);
         // A later process starts a pack of its own; a record written again is the later one.
         let mut later = PackWriter::new(io.clone(), LATER.into());
-        let next = later.append(&mut folders, "c3", &one).unwrap();
+        later.append(&mut folders, "c3", &one).unwrap();
         later.append(&mut folders, "c1", &two).unwrap();
-        assert_eq!(next, io.join(format!("pack-{LATER}-000001.jsonl")));
+        assert_eq!(
+            pack_of(&io, "c3"),
+            io.join(format!("pack-{LATER}-000001.jsonl"))
+        );
         let packs = Packs::load(&io);
         assert_eq!(packs.iter().count(), 3);
         assert_eq!(packs.get("c1").unwrap().head, json!({"exit_code": 1}));
@@ -391,9 +394,10 @@ mod tests {
             &json!({"metadata": {}}),
             &format!("\"request\":\"{}\"", "x".repeat(400_000)),
         );
-        let packs: Vec<PathBuf> = (0..5)
-            .map(|i| writer.append(&mut folders, &format!("r{i}"), &big).unwrap())
-            .collect();
+        for i in 0..5 {
+            writer.append(&mut folders, &format!("r{i}"), &big).unwrap();
+        }
+        let packs: Vec<PathBuf> = (0..5).map(|i| pack_of(&io, &format!("r{i}"))).collect();
         assert_eq!(packs[0], packs[1]);
         assert_ne!(packs[1], packs[2], "a third would pass the size");
         for pack in &packs {
@@ -411,14 +415,15 @@ mod tests {
         let mut writer = PackWriter::new(io.clone(), ID.into());
         // A head as long as the record: its index line is the longer.
         let small = br#"{"exit_code":0,"duration_ms":1,"command":"true"}"#;
-        let mut packs = std::collections::BTreeSet::new();
         for i in 0..12_000 {
-            packs.insert(
-                writer
-                    .append(&mut folders, &format!("c{i}"), small)
-                    .unwrap(),
-            );
+            writer
+                .append(&mut folders, &format!("c{i}"), small)
+                .unwrap();
         }
+        let packs: std::collections::BTreeSet<PathBuf> = Packs::load(&io)
+            .iter()
+            .map(|(_, p)| p.pack.clone())
+            .collect();
         assert!(packs.len() >= 2, "{packs:?}");
         for entry in std::fs::read_dir(&io).unwrap() {
             let path = entry.unwrap().path();
@@ -493,8 +498,11 @@ mod tests {
         let mut folders = Folders::new(dir.path().to_path_buf());
         let mut writer = PackWriter::new(io.clone(), ID.into());
         let one = record(&json!({"exit_code": 0}), "\"stdout\":\"x\"");
-        let pack = writer.append(&mut folders, "c1", &one).unwrap();
-        assert_eq!(pack, io.join(format!("pack-{ID}-000002.jsonl")));
+        writer.append(&mut folders, "c1", &one).unwrap();
+        assert_eq!(
+            pack_of(&io, "c1"),
+            io.join(format!("pack-{ID}-000002.jsonl"))
+        );
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
     }
 

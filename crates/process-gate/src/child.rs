@@ -38,7 +38,7 @@ pub(crate) struct Report {
     pub errno: c_int,
     /// Set just before `exec`: without it and without a stage, the child was killed before.
     pub exec_called: bool,
-    /// Its start time in clock ticks after boot, when it read it (to fill its record).
+    /// Its start time in clock ticks after boot (`None` where it could not be read).
     pub start_ticks: Option<u64>,
 }
 
@@ -122,12 +122,13 @@ pub(crate) extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if let Some((announce, go)) = plan.gate {
             hold(plan, announce, go);
         }
-        if let Some(record) = plan.record {
-            let start_ticks = own_start_ticks();
-            plan.report.start_ticks = start_ticks;
-            if !write_record(&record, start_ticks) {
-                fail(plan, Stage::Record);
-            }
+        // Read here, where it costs no lookup by pid, for the parent too.
+        let start_ticks = own_start_ticks();
+        plan.report.start_ticks = start_ticks;
+        if let Some(record) = plan.record
+            && !write_record(&record, start_ticks)
+        {
+            fail(plan, Stage::Record);
         }
         if !plan.interrupt.is_null() && (*plan.interrupt).load(Ordering::SeqCst) {
             *libc::__errno_location() = libc::EINTR;

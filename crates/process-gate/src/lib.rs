@@ -12,8 +12,8 @@
 //!   The parent reads the pid, does what must come first (anything: a record too long for one
 //!   write, say) and then writes one byte to let the child go. If the parent decides otherwise, or
 //!   dies, the child reads end-of-file instead and exits without running the program. The child is
-//!   created by a thread kept for this ([`on_spawner`]), so that the calling thread is free to open
-//!   the gate.
+//!   created by a thread of its own, so that the calling thread is free to open the gate. Only
+//!   records too long for one write take this way.
 //!
 //! The child is created the way `posix_spawn` creates one: with `clone(CLONE_VM | CLONE_VFORK)`, on a
 //! stack of its own, sharing the parent's memory until `exec`. A `fork` copies the page tables of the
@@ -40,7 +40,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::mpsc;
 
 use nix::libc;
 
@@ -137,7 +136,8 @@ impl Program {
 pub struct Started {
     /// Its pid, which is also its process group.
     pub pid: i32,
-    /// Its start time in clock ticks after boot, when the child read it for its record.
+    /// Its start time in clock ticks after boot, as the child read it before `exec` (`None` where it
+    /// could not be read, and for a child started at the gate).
     pub start_ticks: Option<u64>,
     /// Its standard input, when it was given a pipe.
     pub stdin: Option<std::fs::File>,
@@ -152,8 +152,8 @@ pub struct Started {
 /// which is then cut to it.
 #[derive(Debug)]
 pub struct SelfRecord {
-    /// The open record file, a regular file; the caller keeps it open until [`start`] returns.
-    pub file: RawFd,
+    /// The open record file, a regular file.
+    pub file: OwnedFd,
     /// The line. The child writes its pid right-aligned in `pid_at` (at least 10 bytes) and its start
     /// time in clock ticks after boot in `ticks_at` (at least 20 bytes; `null` when it cannot read
     /// it), spaces before them: JSON reads the number alone.
@@ -254,30 +254,6 @@ fn pointers<'a>(strings: impl Iterator<Item = &'a std::ffi::CStr>) -> Vec<*const
         .collect()
 }
 
-/// Work for the spawning thread.
-type SpawnJob = Box<dyn FnOnce() + Send>;
-
-/// Runs `job` on the thread that creates held children (it waits in `clone` until a child has passed
-/// the gate). One thread, started on first use, serves every start: a thread per start cost more than
-/// the rest of the gate. Should it be gone, a thread of its own runs the job.
-fn on_spawner(job: SpawnJob) {
-    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<SpawnJob>>> =
-        std::sync::OnceLock::new();
-    let sender = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<SpawnJob>();
-        std::thread::spawn(move || {
-            for job in rx {
-                job();
-            }
-        });
-        std::sync::Mutex::new(tx)
-    });
-    let sent = sender.lock().unwrap_or_else(|p| p.into_inner()).send(job);
-    if let Err(mpsc::SendError(job)) = sent {
-        std::thread::spawn(job);
-    }
-}
-
 /// What the child is given beside the program, by descriptor number and address.
 struct Extras<'a> {
     close: [RawFd; 2],
@@ -308,7 +284,7 @@ fn create(program: &Program, stdio: [RawFd; 3], extras: Extras<'_>) -> Created {
         filter: f.as_ptr().cast_mut().cast(),
     });
     let record = extras.record.map(|r| RecordPlan {
-        fd: r.file,
+        fd: r.file.as_raw_fd(),
         line: r.line.as_mut_ptr(),
         len: r.line.len(),
         pid_at: (r.pid_at.start, r.pid_at.end),
@@ -417,18 +393,11 @@ pub fn start(program: &Program, how: Start<'_>) -> Result<Started, StartError> {
             )));
         }
     }
-    // The record's descriptor must not be one the child replaces with its standard streams.
-    let _moved = match record.as_mut().filter(|r| r.file < 3) {
-        Some(r) => {
-            // SAFETY: the caller keeps the descriptor open until this returns.
-            let copy = unsafe { std::os::fd::BorrowedFd::borrow_raw(r.file) }
-                .try_clone_to_owned()
-                .map_err(StartError::Record)?;
-            r.file = copy.as_raw_fd();
-            Some(copy)
-        }
-        None => None,
-    };
+    // The record's descriptor must not be one the child replaces with its standard streams
+    // (`try_clone` duplicates to the lowest free descriptor from 3 up).
+    if let Some(r) = record.as_mut().filter(|r| r.file.as_raw_fd() < 3) {
+        r.file = r.file.try_clone().map_err(StartError::Record)?;
+    }
     let stdio = Stdio::new(program.stdin).map_err(StartError::Start)?;
     let extras = Extras {
         close: [-1, -1],
@@ -463,7 +432,7 @@ fn announced_pid(pid_read: OwnedFd) -> Option<i32> {
 /// Starts `program` held at the gate (in its own process group, which exists while it waits), calls
 /// `decide` with its pid, and lets the program run only if `decide` agrees.
 pub fn spawn<E>(
-    program: Program,
+    program: &Program,
     decide: impl FnOnce(i32) -> Result<(), E>,
 ) -> Result<Started, GateError<E>> {
     let stdio = Stdio::new(program.stdin).map_err(GateError::Start)?;
@@ -473,24 +442,39 @@ pub fn spawn<E>(
     let child_ends: [RawFd; 3] = std::array::from_fn(|i| stdio.child[i].as_raw_fd());
     let gate = (pid_write.as_raw_fd(), go_read.as_raw_fd());
     let close = [pid_read.as_raw_fd(), go_write.as_raw_fd()];
-    let (tx, rx) = mpsc::channel();
-    on_spawner(Box::new(move || {
-        let extras = Extras {
-            close,
-            gate: Some(gate),
-            record: None,
-            interrupt: None,
-            pid_to: None,
+    // The creating thread waits in `clone` until the child has passed the gate; this one opens it.
+    std::thread::scope(|scope| {
+        let creating = scope.spawn(move || {
+            let extras = Extras {
+                close,
+                gate: Some(gate),
+                record: None,
+                interrupt: None,
+                pid_to: None,
+            };
+            let created = create(program, child_ends, extras);
+            // The child's ends go once it has called `exec` or exited.
+            drop((pid_write, go_read));
+            created
+        });
+        let created = move || {
+            creating
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the creating thread panicked")))
         };
-        let created = create(&program, child_ends, extras);
-        // The child's ends go once it has called `exec` or exited.
-        drop((pid_write, go_read));
-        let _ = tx.send(created);
-    }));
-    let created = move || {
-        rx.recv()
-            .unwrap_or_else(|_| Err(io::Error::other("the spawning thread ended")))
-    };
+        let_the_child_go(stdio, pid_read, go_write, created, decide)
+    })
+}
+
+/// The parent's side of the gate: reads the pid the child announces, has `decide` decide, and
+/// lets the child go or refuses it; `created` waits for the creating thread's result.
+fn let_the_child_go<E>(
+    stdio: Stdio,
+    pid_read: OwnedFd,
+    go_write: OwnedFd,
+    created: impl FnOnce() -> Created,
+    decide: impl FnOnce(i32) -> Result<(), E>,
+) -> Result<Started, GateError<E>> {
     // Why a child that did not run its program stopped: what it reported, else `otherwise`.
     let why_not = |created: Created, otherwise: &dyn Fn() -> io::Error| -> io::Error {
         match created {
@@ -556,7 +540,7 @@ mod tests {
     }
 
     /// A record line with slots for the pid and start time.
-    fn record(file: RawFd) -> SelfRecord {
+    fn record(file: OwnedFd) -> SelfRecord {
         let line = br#"{"pgid":2147483647,"start_ticks":18446744073709551615}"#.to_vec();
         SelfRecord {
             file,
@@ -588,7 +572,7 @@ mod tests {
         let script = format!("cat {}; echo; echo $$", path.display());
         let pid = AtomicI32::new(0);
         let how = Start {
-            record: Some(record(file.as_raw_fd())),
+            record: Some(record(file.try_clone().unwrap().into())),
             interrupt: Some(&AtomicBool::new(false)),
             pid_to: Some(&pid),
         };
@@ -614,7 +598,7 @@ mod tests {
             .open("/dev/full")
             .unwrap();
         let how = Start {
-            record: Some(record(full.as_raw_fd())),
+            record: Some(record(full.try_clone().unwrap().into())),
             ..Start::default()
         };
         let script = format!("touch {}", marker.display());
@@ -623,7 +607,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Without room for its values, or longer than a page, a record is refused up front.
-        let mut bad = record(full.as_raw_fd());
+        let mut bad = record(full.into());
         bad.pid_at = 8..12;
         let how = Start {
             record: Some(bad),

@@ -252,6 +252,24 @@ pub fn own_file(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions
     }
 }
 
+/// The file at `path` opened with `options` ([`own_file`]: no link followed, no waiting on a pipe)
+/// when it is a regular file with one name; `None` when anything else is there (a link, a pipe, a
+/// file with another name a tool could have made), which must be neither written nor trusted.
+pub fn open_own(path: &Path, options: &mut std::fs::OpenOptions) -> std::io::Result<Option<File>> {
+    let file = match own_file(options).open(path) {
+        Ok(file) => file,
+        #[cfg(unix)]
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    #[cfg(unix)]
+    let single = std::os::unix::fs::MetadataExt::nlink(&meta) == 1;
+    #[cfg(not(unix))]
+    let single = true;
+    Ok((meta.is_file() && single).then_some(file))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -400,7 +400,7 @@ impl Engine<'_> {
                 text.push_str(&observation::cut_mark(dropped));
             }
             // Encoded on the writer thread: a stream may be large (its JSON is at least as long).
-            super::io_writer::Content::LaterSized(
+            super::io_writer::Content::Later(
                 text.len() + 2,
                 Box::new(move || serde_json::to_vec(&text).unwrap_or_default()),
             )

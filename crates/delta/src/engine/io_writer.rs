@@ -36,11 +36,9 @@ pub enum Content {
     Now(Vec<u8>),
     /// Bytes shared with someone else (no copy is made).
     Shared(std::sync::Arc<Vec<u8>>),
-    /// A function producing them.
-    Later(Render),
-    /// A function producing at least this many bytes (a tool's output, say: whether the record
-    /// fits a pack is known before it is produced).
-    LaterSized(usize, Render),
+    /// A function producing them, at least as many bytes as given (a tool's output, say: whether
+    /// the record fits a pack is known before it is produced; 0 when not known).
+    Later(usize, Render),
     /// Bytes shared with someone else, scrubbed of the run's secrets as they are written: copied
     /// only where a secret was found (a request can be megabytes).
     Scrubbed(llm::Redactor, std::sync::Arc<Vec<u8>>),
@@ -57,8 +55,7 @@ impl Content {
         match self {
             Self::Now(b) => b.len(),
             Self::Shared(b) | Self::Scrubbed(_, b) => b.len(),
-            Self::Later(_) => 0,
-            Self::LaterSized(len, _) => *len,
+            Self::Later(len, _) => *len,
         }
     }
 
@@ -67,7 +64,7 @@ impl Content {
         match self {
             Self::Now(b) => out.write_all(&b),
             Self::Shared(b) => out.write_all(b.as_slice()),
-            Self::Later(render) | Self::LaterSized(_, render) => out.write_all(&render()),
+            Self::Later(_, render) => out.write_all(&render()),
             Self::Scrubbed(redactor, b) => out.write_all(&redactor.redact_bytes(&b)),
         }
     }
@@ -248,18 +245,12 @@ struct Out {
 }
 
 /// The pack writers of `io/invocations` and `io/tool_executions`.
-struct Packers {
-    invocations: (PathBuf, PackWriter),
-    tool_executions: (PathBuf, PackWriter),
-}
+struct Packers([PackWriter; 2]);
 
 impl Packers {
     fn new(root: &Path, id: &str) -> Self {
-        let writer = |dir: PathBuf| (dir.clone(), PackWriter::new(dir, id.to_string()));
-        Self {
-            invocations: writer(root.join("io/invocations")),
-            tool_executions: writer(root.join("io/tool_executions")),
-        }
+        let writer = |dir: &str| PackWriter::new(root.join(dir), id.to_string());
+        Self([writer("io/invocations"), writer("io/tool_executions")])
     }
 
     /// The writer of the pack a record `<id>.json` at `path` goes in, and its id; `None` for records
@@ -267,10 +258,8 @@ impl Packers {
     fn of<'p>(&mut self, path: &'p Path) -> Option<(&mut PackWriter, &'p str)> {
         let id = path.file_name()?.to_str()?.strip_suffix(".json")?;
         let dir = path.parent()?;
-        [&mut self.invocations, &mut self.tool_executions]
-            .into_iter()
-            .find(|(packed, _)| packed == dir)
-            .map(|(_, writer)| (writer, id))
+        let writer = self.0.iter_mut().find(|w| w.dir == dir)?;
+        Some((writer, id))
     }
 }
 
@@ -315,10 +304,7 @@ fn write_record(out: &mut Out, path: PathBuf, parts: Parts) -> Result<(), Failed
         let mut bytes = Vec::with_capacity(known + 64);
         render(parts, &mut bytes).map_err(in_pack)?;
         if fits(&id, bytes.len()) {
-            return packs
-                .append(&mut out.folders, &id, &bytes)
-                .map(|_| ())
-                .map_err(in_pack);
+            return packs.append(&mut out.folders, &id, &bytes).map_err(in_pack);
         }
         let written = out.folders.write(&path, &bytes);
         return written.map_err(|e| failed(path, e.to_string()));
@@ -365,7 +351,7 @@ mod tests {
         }
         w.write(
             dir.path().join("last.txt"),
-            vec![Content::Later(Box::new(|| b"x".to_vec()))],
+            vec![Content::Later(0, Box::new(|| b"x".to_vec()))],
         );
         drop(w);
         assert!(
@@ -395,7 +381,7 @@ mod tests {
         w.write(dir.path().join("io/other/c9.json"), vec!["{}".into()]);
         w.write(
             tools.join("c3.json"),
-            vec![Content::Later(Box::new(|| panic!("a bug")))],
+            vec![Content::Later(0, Box::new(|| panic!("a bug")))],
         );
         w.flush();
         assert!(tools.join("big.json").is_file());
@@ -423,7 +409,7 @@ mod tests {
         w.write(record.clone(), vec!["{}".into()]);
         w.write(
             dir.path().join("io/c2.json"),
-            vec![Content::Later(Box::new(|| panic!("a bug")))],
+            vec![Content::Later(0, Box::new(|| panic!("a bug")))],
         );
         w.write(dir.path().join("io/c3.json"), vec!["{}".into()]);
         w.flush();

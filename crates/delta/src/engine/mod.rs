@@ -57,6 +57,7 @@ use io_writer::IoWriter;
 pub use progress::{Observer, Progress, Silent};
 pub use reason::EndReason;
 pub(crate) use records::IoRecords;
+pub use records::is_record_id;
 pub use registry::{AskHumanArgs, ToolRegistry, ask_human_definition};
 
 /// How the journal's note of the error that failed a run begins.
@@ -183,7 +184,7 @@ pub struct Engine<'a> {
     confinement: Option<Arc<crate::sandbox::Confinement>>,
     progress_saved: Instant,
     /// `io/tool_executions/` folder names in use (the writer creates them later).
-    exec_refs: std::collections::HashSet<String>,
+    exec_refs: std::collections::BTreeSet<String>,
     /// A tool's process group recorded by the process this one took the run over from, and what
     /// stopping it found (for the settled call's result).
     leftover: Option<Leftover>,
@@ -208,22 +209,6 @@ enum Asked {
     Stop(Step),
     /// The server refused the request for its length.
     TooLong(ChatRequest, llm::window::Overflow),
-}
-
-/// The names of `io/tool_executions/` records in use: in packs, `<ref>.json`, or (runs made before)
-/// a folder `<ref>/`.
-fn execution_refs(dir: &std::path::Path) -> std::collections::HashSet<String> {
-    let packed = crate::io_packs::Packs::load(dir);
-    let files = std::fs::read_dir(dir).into_iter().flatten().flatten();
-    files
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| !crate::io_packs::is_pack_file(name))
-        .map(|name| match name.strip_suffix(".json") {
-            Some(stem) => stem.to_string(),
-            None => name,
-        })
-        .chain(packed.iter().map(|(id, _)| id.to_string()))
-        .collect()
 }
 
 impl<'a> Engine<'a> {
@@ -261,7 +246,7 @@ impl<'a> Engine<'a> {
         // Tools see which run they serve (`delta sessions start` in a tool names it as the owner).
         tool_env.retain(|(k, _)| k != "DELTA_RUN_ID");
         tool_env.push(("DELTA_RUN_ID".into(), setup.run.run_id.clone()));
-        let exec_refs = execution_refs(&setup.run.tool_executions());
+        let exec_refs = IoRecords::new(setup.run.tool_executions()).ids();
         let log = store::atomic::own_file(std::fs::OpenOptions::new().create(true).append(true))
             .open(setup.run.engine_log())
             .ok();

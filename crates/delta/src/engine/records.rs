@@ -69,11 +69,14 @@ fn request_file(
         Some(bytes) => scrubbed(redactor, bytes),
         None => {
             let redactor = redactor.clone();
-            Content::Later(Box::new(move || {
-                redactor
-                    .redact_bytes(&wire_request(provider, &request))
-                    .into_owned()
-            }))
+            Content::Later(
+                0,
+                Box::new(move || {
+                    redactor
+                        .redact_bytes(&wire_request(provider, &request))
+                        .into_owned()
+                }),
+            )
         }
     }
 }
@@ -158,18 +161,21 @@ fn read_head(path: &std::path::Path) -> Option<Value> {
 /// Bytes received, as a JSON value of the record: as they are when they are JSON, else as a string
 /// (checked on the writer thread).
 fn as_json(content: Content) -> Content {
-    Content::Later(Box::new(move || {
-        let mut bytes = Vec::new();
-        let _ = content.write_to(&mut bytes);
-        // Checked for UTF-8 too: a JSON reader skips over the strings it ignores.
-        if std::str::from_utf8(&bytes).is_ok()
-            && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
-        {
-            bytes
-        } else {
-            compact(&Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-        }
-    }))
+    Content::Later(
+        0,
+        Box::new(move || {
+            let mut bytes = Vec::new();
+            let _ = content.write_to(&mut bytes);
+            // Checked for UTF-8 too: a JSON reader skips over the strings it ignores.
+            if std::str::from_utf8(&bytes).is_ok()
+                && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
+            {
+                bytes
+            } else {
+                compact(&Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+            }
+        }),
+    )
 }
 
 fn compact(value: &Value) -> Vec<u8> {
@@ -215,12 +221,19 @@ pub(crate) struct IoRecords {
     packs: std::sync::OnceLock<Packs>,
 }
 
-/// Where a record is, for a reader: the file that holds it, and its head.
-pub(crate) struct Found {
-    /// Its file (a pack, `<id>.json`, or the folder of a run made before).
-    pub(crate) path: std::path::PathBuf,
-    /// Its head (see [`object_parts`]); `Null` for a folder.
-    pub(crate) head: Value,
+/// Whether `id` can name an `io/` record: a plain name, never a path.
+pub fn is_record_id(id: &str) -> bool {
+    !id.is_empty() && !id.contains(['/', '\\', '\0']) && !id.starts_with('.')
+}
+
+/// Where a record is, for a reader.
+pub(crate) enum Found<'a> {
+    /// In a pack.
+    Packed(&'a crate::io_packs::Packed),
+    /// A file of its own, `<id>.json` (its head on its first line).
+    File(std::path::PathBuf),
+    /// The folder of a run made before the one-file records.
+    Folder(std::path::PathBuf),
 }
 
 impl IoRecords {
@@ -233,92 +246,108 @@ impl IoRecords {
     }
 
     /// The folder's packed records.
-    pub(crate) fn packs(&self) -> &Packs {
+    fn packs(&self) -> &Packs {
         self.packs.get_or_init(|| Packs::load(&self.dir))
     }
 
-    /// Record `id`: its own file, else its pack's entry, else the folder of a run made before.
-    pub(crate) fn find(&self, id: &str) -> Option<Found> {
-        let file = self.dir.join(format!("{id}.json"));
-        if file.exists() {
-            let head = read_head(&file).unwrap_or(Value::Null);
-            return Some(Found { path: file, head });
-        }
-        if let Some(packed) = self.packs().get(id) {
-            return Some(Found {
-                path: packed.pack.clone(),
-                head: packed.head.clone(),
-            });
-        }
-        let folder = self.dir.join(id);
-        folder.is_dir().then_some(Found {
-            path: folder,
-            head: Value::Null,
-        })
+    /// The ids of the folder's records, in packs, files of their own or (runs made before) folders.
+    pub(crate) fn ids(&self) -> std::collections::BTreeSet<String> {
+        let names = std::fs::read_dir(&self.dir).into_iter().flatten().flatten();
+        names
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| !crate::io_packs::is_pack_file(name))
+            .map(|name| match name.strip_suffix(".json") {
+                Some(stem) => stem.to_string(),
+                None => name,
+            })
+            .chain(self.packs().iter().map(|(id, _)| id.to_string()))
+            .collect()
     }
 
-    /// Record `id` as kept, one JSON object: a pack's line (its `id` first), a file of its own, or
-    /// (runs made before either) the files of its folder gathered (`command`, `stdout`, `stderr`,
-    /// `exit_code`, `duration_ms`; `metadata`, `request`, `response`).
-    pub(crate) fn read(&self, id: &str) -> Option<Result<Value, store::StoreError>> {
-        let found = self.find(id)?;
-        let parse = |path: &std::path::Path, bytes: Vec<u8>| {
-            serde_json::from_slice(&bytes).map_err(|source| store::StoreError::Parse {
-                path: path.to_path_buf(),
-                source,
-            })
-        };
-        if found.path.is_dir() {
-            return Some(Ok(gather_folder(&found.path)));
+    /// Record `id`: in a pack, else a file of its own, else the folder of a run made before (an id
+    /// is in one place: names in use are not chosen again). `None` for an id that is not a plain
+    /// name ([`is_record_id`]).
+    pub(crate) fn find(&self, id: &str) -> Option<Found<'_>> {
+        if !is_record_id(id) {
+            return None;
         }
-        let bytes = match self.packs().get(id).filter(|p| p.pack == found.path) {
-            Some(packed) => packed.read(),
-            None => crate::io_packs::plain_file(&found.path)
+        if let Some(packed) = self.packs().get(id) {
+            return Some(Found::Packed(packed));
+        }
+        let file = self.dir.join(format!("{id}.json"));
+        if file.exists() {
+            return Some(Found::File(file));
+        }
+        let folder = self.dir.join(id);
+        folder.is_dir().then_some(Found::Folder(folder))
+    }
+}
+
+impl Found<'_> {
+    /// The file or folder holding the record.
+    pub(crate) fn path(&self) -> std::path::PathBuf {
+        match self {
+            Self::Packed(packed) => packed.pack.clone(),
+            Self::File(path) | Self::Folder(path) => path.clone(),
+        }
+    }
+
+    /// Its head (see [`object_parts`]); `None` for a folder.
+    fn head(&self) -> Option<Value> {
+        match self {
+            Self::Packed(packed) => Some(packed.head.clone()),
+            Self::File(path) => read_head(path),
+            Self::Folder(_) => None,
+        }
+    }
+
+    /// The metadata of an LLM call's record (of `io/invocations/`).
+    pub(crate) fn metadata(&self) -> Option<Value> {
+        match self {
+            Self::Folder(folder) => store::atomic::read_json(&folder.join("metadata.json")).ok(),
+            _ => self.head()?.get_mut("metadata").map(Value::take),
+        }
+    }
+
+    /// A tool call's exit code and duration in milliseconds (of `io/tool_executions/`), where
+    /// known.
+    pub(crate) fn tool(&self) -> (Option<i32>, Option<u64>) {
+        if let Self::Folder(folder) = self {
+            let read = |name: &str| {
+                std::fs::read_to_string(folder.join(name))
+                    .ok()
+                    .map(|t| t.trim().to_string())
+            };
+            let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
+            return (
+                exit_code,
+                read("duration_ms.txt").and_then(|d| d.parse().ok()),
+            );
+        }
+        let head = self.head().unwrap_or(Value::Null);
+        let exit_code = head["exit_code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok());
+        (exit_code, head["duration_ms"].as_u64())
+    }
+
+    /// The record as kept, one JSON object: a pack's line (its `id` first), a file of its own, or
+    /// the files of a folder gathered (`command`, `stdout`, `stderr`, `exit_code`, `duration_ms`;
+    /// `metadata`, `request`, `response`).
+    pub(crate) fn read(&self) -> Result<Value, store::StoreError> {
+        let bytes = match self {
+            Self::Folder(folder) => return Ok(gather_folder(folder)),
+            Self::Packed(packed) => packed.read(),
+            Self::File(path) => crate::io_packs::plain_file(path)
                 .ok_or_else(|| std::io::Error::other("not a record of delta's"))
                 .and_then(|mut file| {
                     let mut bytes = Vec::new();
                     std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
                 }),
         };
-        Some(
-            bytes
-                .map_err(|e| store::StoreError::io("read", &found.path, e))
-                .and_then(|bytes| parse(&found.path, bytes)),
-        )
-    }
-
-    /// The metadata of LLM call `id` (of `io/invocations/`).
-    pub(crate) fn metadata(&self, id: &str) -> Option<Value> {
-        let found = self.find(id)?;
-        if found.head.is_null() {
-            return store::atomic::read_json(&found.path.join("metadata.json")).ok();
-        }
-        let mut head = found.head;
-        head.get_mut("metadata").map(Value::take)
-    }
-
-    /// Tool call `reference`'s record (of `io/tool_executions/`): where it is, and its exit code and
-    /// duration in milliseconds where known.
-    pub(crate) fn tool(
-        &self,
-        reference: &str,
-    ) -> Option<(std::path::PathBuf, Option<i32>, Option<u64>)> {
-        let found = self.find(reference)?;
-        if found.head.is_null() && found.path.is_dir() {
-            let read = |name: &str| {
-                std::fs::read_to_string(found.path.join(name))
-                    .ok()
-                    .map(|t| t.trim().to_string())
-            };
-            let exit_code = read("exit_code.txt").and_then(|c| c.parse().ok());
-            let duration = read("duration_ms.txt").and_then(|d| d.parse().ok());
-            return Some((found.path, exit_code, duration));
-        }
-        let exit_code = found.head["exit_code"]
-            .as_i64()
-            .and_then(|c| i32::try_from(c).ok());
-        let duration = found.head["duration_ms"].as_u64();
-        Some((found.path, exit_code, duration))
+        let path = self.path();
+        let bytes = bytes.map_err(|e| store::StoreError::io("read", &path, e))?;
+        serde_json::from_slice(&bytes).map_err(|source| store::StoreError::Parse { path, source })
     }
 }
 

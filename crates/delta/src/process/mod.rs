@@ -26,7 +26,7 @@ use process_gate as gate;
 use store::StoreError;
 
 use group::GroupId;
-use record::{ChildKind, Prepared, Recorder};
+use record::{ChildKind, Recorder};
 
 /// Most bytes kept per output stream; the rest is read, counted ([`Outcome::dropped`]) and dropped.
 pub const MAX_CAPTURE: usize = 64 * 1024 * 1024;
@@ -236,11 +236,7 @@ pub fn run_recorded(
         .prepare(recording.kind, recording.name, recording.action_id)
         .map_err(RunError::Record)?
     {
-        Some(prepared) => start(
-            spawn,
-            interrupt,
-            Some((prepared, recording.recorder.path())),
-        )?,
+        Some(record) => start(spawn, interrupt, Some((record, recording.recorder)))?,
         // Too long for the child to write in one go: the parent writes it while the child waits.
         None => start_gated(spawn, interrupt, &mut |group| {
             let r = &recording;
@@ -288,25 +284,21 @@ fn program(spawn: &Spawn) -> Result<gate::Program, RunError> {
 fn start(
     spawn: &Spawn,
     interrupt: &AtomicBool,
-    prepared: Option<(Prepared, &std::path::Path)>,
+    record: Option<(gate::SelfRecord, &Recorder)>,
 ) -> Result<(gate::Started, GroupId), RunError> {
     let program = program(spawn)?;
-    let (prepared, path) = prepared.unzip();
-    let (record, _file) = prepared.map(|p| (p.record, p.file)).unzip();
+    let (record, recorder) = record.unzip();
     let how = gate::Start {
         record,
         interrupt: Some(interrupt),
         pid_to: Some(&STARTING),
     };
-    let started = gate::start(&program, how);
-    let started = started.map(|child| {
-        let group = match child.start_ticks {
-            Some(ticks) => GroupId {
-                pgid: child.pid,
-                start_ticks: Some(ticks),
-                boot_id: group::boot_id(),
-            },
-            None => GroupId::of_leader(child.pid),
+    let started = gate::start(&program, how).map(|child| {
+        // The start time the child read for its record, so that the two always agree.
+        let group = GroupId {
+            pgid: child.pid,
+            start_ticks: child.start_ticks,
+            boot_id: group::boot_id(),
         };
         set_running(Some(group.clone()));
         // Forgotten once noted above (a child that did not start was forgotten before its reaping).
@@ -317,7 +309,7 @@ fn start(
         gate::StartError::Start(e) => RunError::Start(e),
         gate::StartError::Interrupted => RunError::Interrupted,
         gate::StartError::Record(e) => {
-            let path = path.map(std::path::Path::to_path_buf).unwrap_or_default();
+            let path = recorder.map(|r| r.path().to_path_buf()).unwrap_or_default();
             RunError::Record(StoreError::io("write", path, e))
         }
     })
@@ -331,7 +323,7 @@ fn start_gated(
     record: &mut dyn FnMut(&GroupId) -> Result<(), StoreError>,
 ) -> Result<(gate::Started, GroupId), RunError> {
     let mut started = None;
-    let gated = gate::spawn(program(spawn)?, |pid| {
+    let gated = gate::spawn(&program(spawn)?, |pid| {
         let group = GroupId::of_leader(pid);
         // Noted first, so that a forced exit kills the child even while it is being recorded.
         set_running(Some(group.clone()));

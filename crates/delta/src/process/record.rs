@@ -33,7 +33,7 @@
 
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -85,13 +85,18 @@ pub struct ProcessRecord {
     pub stopped: Option<Stopped>,
 }
 
-/// A record its child writes itself before its program runs ([`Recorder::prepare`]).
-#[derive(Debug)]
-pub struct Prepared {
-    /// What the child writes, and where.
-    pub record: process_gate::SelfRecord,
-    /// The open record file the child writes to, kept open until the program has started.
-    pub file: std::fs::File,
+impl ProcessRecord {
+    /// A record of `group`, running `kind` `name` (for tool call `action_id`) on this host.
+    fn new(kind: ChildKind, name: &str, action_id: Option<&str>, group: GroupId) -> Self {
+        Self {
+            kind,
+            name: name.to_string(),
+            action_id: action_id.map(str::to_string),
+            host: store::hostname(),
+            group,
+            stopped: None,
+        }
+    }
 }
 
 /// The record's file name in a run folder.
@@ -99,7 +104,7 @@ pub const FILE_NAME: &str = "process.json";
 
 /// The longest record written in place: one write of at most a page is never cut short by the
 /// writer's death.
-const IN_PLACE_MAX: usize = 4096;
+const IN_PLACE_MAX: usize = process_gate::SELF_RECORD_MAX;
 
 /// Writes and clears one run's `process.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,15 +132,7 @@ impl Recorder {
         action_id: Option<&str>,
         group: &GroupId,
     ) -> Result<(), StoreError> {
-        let record = ProcessRecord {
-            kind,
-            name: name.to_string(),
-            action_id: action_id.map(str::to_string),
-            host: store::hostname(),
-            group: group.clone(),
-            stopped: None,
-        };
-        self.write(&record)
+        self.write(&ProcessRecord::new(kind, name, action_id, group.clone()))
     }
 
     /// The record of `kind` `name` (for tool call `action_id`) prepared for its child to write
@@ -149,25 +146,14 @@ impl Recorder {
         kind: ChildKind,
         name: &str,
         action_id: Option<&str>,
-    ) -> Result<Option<Prepared>, StoreError> {
+    ) -> Result<Option<process_gate::SelfRecord>, StoreError> {
         // The largest values of each field hold their place in the line.
-        let template = ProcessRecord {
-            kind,
-            name: name.to_string(),
-            action_id: action_id.map(str::to_string),
-            host: store::hostname(),
-            group: GroupId {
-                pgid: i32::MAX,
-                start_ticks: Some(u64::MAX),
-                boot_id: group::boot_id(),
-            },
-            stopped: None,
+        let group = GroupId {
+            pgid: i32::MAX,
+            start_ticks: Some(u64::MAX),
+            boot_id: group::boot_id(),
         };
-        let mut line = serde_json::to_vec(&template).map_err(|source| StoreError::Serialize {
-            path: self.path.clone(),
-            source,
-        })?;
-        line.push(b'\n');
+        let line = self.line(&ProcessRecord::new(kind, name, action_id, group))?;
         if line.len() > IN_PLACE_MAX {
             return Ok(None);
         }
@@ -183,16 +169,22 @@ impl Recorder {
         ) else {
             return Ok(None);
         };
-        let file = self.open_for_writing()?;
-        Ok(Some(Prepared {
-            record: process_gate::SelfRecord {
-                file: std::os::fd::AsRawFd::as_raw_fd(&file),
-                line,
-                pid_at,
-                ticks_at,
-            },
-            file,
+        Ok(Some(process_gate::SelfRecord {
+            file: self.open_for_writing()?.into(),
+            line,
+            pid_at,
+            ticks_at,
         }))
+    }
+
+    /// `record` as the file's line.
+    fn line(&self, record: &ProcessRecord) -> Result<Vec<u8>, StoreError> {
+        let mut line = serde_json::to_vec(record).map_err(|source| StoreError::Serialize {
+            path: self.path.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+        Ok(line)
     }
 
     /// The record file opened to be written in place: created if missing, and made anew when
@@ -211,44 +203,23 @@ impl Recorder {
             .map_err(|e| StoreError::io("create", &self.path, e))
     }
 
+    /// Writes `record` in place in one write, or, longer than a page, replaces the file.
     fn write(&self, record: &ProcessRecord) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(record).map_err(|source| StoreError::Serialize {
-            path: self.path.clone(),
-            source,
-        })?;
-        line.push(b'\n');
-        let file = if line.len() > IN_PLACE_MAX {
-            None
-        } else {
-            self.open_plain(OpenOptions::new().write(true).create(true).mode(0o600))
-                .map_err(|e| StoreError::io("open", &self.path, e))?
-        };
-        // Anything but a plain file of ours at the record's name (a link a tool made, say) is
-        // replaced, never written through.
-        let Some(file) = file else {
+        let line = self.line(record)?;
+        if line.len() > IN_PLACE_MAX {
             return store::write_atomic_lazy(&self.path, &line);
-        };
+        }
+        let file = self.open_for_writing()?;
         file.write_all_at(&line, 0)
             .map_err(|e| StoreError::io("write", &self.path, e))?;
         file.set_len(line.len() as u64)
             .map_err(|e| StoreError::io("truncate", &self.path, e))
     }
 
-    /// The file at the record's name opened with `options`, without following a symbolic link and
-    /// without waiting on a pipe; `None` when it is not a regular file with a single name (delta
-    /// writes into its own files only: a tool may have put a link there).
+    /// The file at the record's name opened with `options`, when it is a regular file with a single
+    /// name (delta writes into its own files only: a tool may have put a link there).
     fn open_plain(&self, options: &mut OpenOptions) -> std::io::Result<Option<std::fs::File>> {
-        let opened = store::atomic::own_file(options).open(&self.path);
-        let file = match opened {
-            Ok(file) => file,
-            // A link, or a pipe nobody reads.
-            Err(e) if matches!(e.raw_os_error(), Some(nix::libc::ELOOP | nix::libc::ENXIO)) => {
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
-        let meta = file.metadata()?;
-        Ok((meta.is_file() && meta.nlink() == 1).then_some(file))
+        store::atomic::open_own(&self.path, options)
     }
 
     /// The record, if there is one. An unreadable record is reported, not ignored; so is anything

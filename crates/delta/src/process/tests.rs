@@ -174,7 +174,7 @@ fn a_record_the_child_cannot_write_is_a_record_error_naming_the_file() {
     let marker = dir.path().join("ran");
     let script = format!("touch {}", marker.display());
     let recorder = Recorder::new(dir.path().join("process.json"));
-    let mut prepared = recorder
+    let mut record = recorder
         .prepare(ChildKind::Tool, "t", Some("c1"))
         .unwrap()
         .unwrap();
@@ -183,10 +183,10 @@ fn a_record_the_child_cannot_write_is_a_record_error_naming_the_file() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    prepared.record.file = std::os::fd::AsRawFd::as_raw_fd(&full);
+    record.file = full.into();
     let flag = AtomicBool::new(false);
     let spawn = spawn(&["sh", "-c", &script], None, Duration::from_secs(5));
-    let result = start(&spawn, &flag, Some((prepared, recorder.path())));
+    let result = start(&spawn, &flag, Some((record, &recorder)));
     match result {
         Err(e @ RunError::Record(_)) => {
             let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());

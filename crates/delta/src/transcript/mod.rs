@@ -17,6 +17,7 @@ use store::StoreError;
 
 use crate::engine::InteractionRequest;
 use crate::engine::IoRecords;
+pub use crate::engine::is_record_id;
 use crate::events::{self, ActionStatus, Envelope, Event, Level};
 use crate::metadata::{RunStatus, TokenTotals};
 use crate::runs;
@@ -336,22 +337,13 @@ fn final_answer(entries: &[Entry]) -> Option<String> {
     })
 }
 
-/// The question in `interaction/request.json`.
-/// Whether `id` can name an `io/` record: a plain name, never a path.
-pub fn is_record_id(id: &str) -> bool {
-    !id.is_empty() && !id.contains(['/', '\\', '\0']) && !id.starts_with('.')
-}
-
 /// Record `id` of `run`'s `io/` as kept, one JSON object: a tool call's (its `action_id`, or the
 /// `execution_ref` of its result), else an LLM call's (the `llm_invocation_ref` of a `THOUGHT`);
 /// `None` when the run has no such record. `id` must be a plain name ([`is_record_id`]).
 pub fn record(run: &RunDir, id: &str) -> Result<Option<Value>, TranscriptError> {
-    if !is_record_id(id) {
-        return Ok(None);
-    }
     for dir in [run.tool_executions(), run.invocations()] {
-        if let Some(read) = IoRecords::new(dir).read(id) {
-            return Ok(Some(read?));
+        if let Some(found) = IoRecords::new(dir).find(id) {
+            return Ok(Some(found.read()?));
         }
     }
     Ok(None)
@@ -368,6 +360,7 @@ pub(crate) fn record_label(path: &Path, id: Option<&str>) -> String {
     }
 }
 
+/// The question in `interaction/request.json`.
 fn pending_question(run: &RunDir) -> Option<String> {
     store::atomic::read_json::<InteractionRequest>(&run.interaction().join("request.json"))
         .ok()
@@ -447,8 +440,7 @@ fn last_answer(journal: &Path) -> Option<String> {
 }
 
 /// Puts entries together from journal lines.
-struct Builder<'r> {
-    run: &'r RunDir,
+struct Builder {
     /// The records of `io/invocations/` and `io/tool_executions/`.
     invocations: IoRecords,
     tools: IoRecords,
@@ -457,10 +449,9 @@ struct Builder<'r> {
     model: Option<String>,
 }
 
-impl<'r> Builder<'r> {
-    fn new(run: &'r RunDir) -> Self {
+impl Builder {
+    fn new(run: &RunDir) -> Self {
         Self {
-            run,
             invocations: IoRecords::new(run.invocations()),
             tools: IoRecords::new(run.tool_executions()),
             entries: Vec::new(),
@@ -540,10 +531,7 @@ impl<'r> Builder<'r> {
     }
 
     fn invocation_metadata(&self, id: &str) -> Option<Value> {
-        if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
-            return None;
-        }
-        self.invocations.metadata(id)
+        self.invocations.find(id)?.metadata()
     }
 
     /// Completes the open call `action_id` with its result.
@@ -554,14 +542,9 @@ impl<'r> Builder<'r> {
         output: String,
         reference: &str,
     ) {
-        let found = (!reference.is_empty()
-            && !reference.contains(['/', '\\'])
-            && !reference.starts_with('.'))
-        .then(|| self.tools.tool(reference))
-        .flatten();
-        let (record, exit_code, duration_ms) = match found {
-            Some((path, exit_code, duration)) => (Some(path), exit_code, duration),
-            None => (None, None, None),
+        let (record, (exit_code, duration_ms)) = match self.tools.find(reference) {
+            Some(found) => (Some(found.path()), found.tool()),
+            None => (None, (None, None)),
         };
         let open = self.entries.iter_mut().rev().find_map(|e| match e {
             Entry::Tool(t) if t.action_id == action_id && t.status.is_none() => Some(t),
@@ -581,27 +564,12 @@ impl<'r> Builder<'r> {
     /// run went on, as after a request refused for its length), each before the first journal entry
     /// that came after it (by the time its id carries); the journal's own order is kept.
     fn add_failed_requests(&mut self) {
-        // `<id>.json` (a folder `<id>/` in a run made before), and the packs' records.
-        let files = std::fs::read_dir(self.run.invocations())
-            .map(|dir| {
-                dir.flatten()
-                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                    .filter(|name| !crate::io_packs::is_pack_file(name))
-                    .map(|name| name.strip_suffix(".json").unwrap_or(&name).to_string())
-                    .collect()
-            })
-            .unwrap_or_else(|_| Vec::new());
-        let packed = self
-            .invocations
-            .packs()
-            .iter()
-            .map(|(id, _)| id.to_string());
-        let ids: std::collections::BTreeSet<String> = files.into_iter().chain(packed).collect();
+        let ids = self.invocations.ids();
         let mut failed: Vec<Entry> = ids
             .iter()
             .filter_map(|id| {
                 let found = self.invocations.find(id)?;
-                let meta = self.invocations.metadata(id)?;
+                let meta = found.metadata()?;
                 if meta["status"].as_str() != Some("FAILED") {
                     return None;
                 }
@@ -611,7 +579,7 @@ impl<'r> Builder<'r> {
                     error_kind: error["kind"].as_str().unwrap_or("error").to_string(),
                     message: error["message"].as_str().unwrap_or("").to_string(),
                     http_status: error["http_status"].as_u64(),
-                    record: found.path,
+                    record: found.path(),
                     record_id: id.clone(),
                 })
             })
