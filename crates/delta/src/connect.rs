@@ -174,10 +174,14 @@ pub fn connect(
         Some(p) => Arc::clone(p) as Arc<dyn LlmClient>,
         None => conn.client,
     };
+    let mut redactor = conn.redactor;
+    for planted in env.ignored_secrets() {
+        redactor.add(planted);
+    }
     Ok(Connection {
         client,
         notices: conn.notices,
-        redactor: conn.redactor,
+        redactor,
         endpoint: conn.endpoint,
         playback,
     })

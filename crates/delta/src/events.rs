@@ -276,6 +276,15 @@ pub struct RunJournal {
     upstream: Option<std::sync::Arc<dyn Upstream>>,
     /// Lines written locally without a flush, not yet sent upstream (with the `seq` of the first).
     unsent: Option<(u64, Vec<String>)>,
+    /// The file's bytes hashed as they are written, from [`RunJournal::track`] on (the run's seal).
+    tracked: Option<Tracked>,
+}
+
+/// A running SHA-256 of a journal: what it held when tracking began, then every line appended.
+#[derive(Clone)]
+struct Tracked {
+    hasher: sha2::Sha256,
+    bytes: u64,
 }
 
 impl std::fmt::Debug for RunJournal {
@@ -368,7 +377,40 @@ impl RunJournal {
             clock,
             upstream: None,
             unsent: None,
+            tracked: None,
         })
+    }
+
+    /// Hashes the journal as it is now (through this open file) and every line appended from now
+    /// on, for [`RunJournal::digest`]. Returns the length and SHA-256 (hex) of its first
+    /// `checkpoint` bytes, where it is that long, for checking a seal.
+    pub fn track(&mut self, checkpoint: u64) -> Result<Option<(u64, String)>, StoreError> {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        let mut at = 0u64;
+        let mut at_checkpoint = (checkpoint == 0).then(|| (0, hex(hasher.clone())));
+        let bytes = self.journal.read_prefix(None, |block| {
+            let len = block.len() as u64;
+            if at_checkpoint.is_none() && at + len >= checkpoint {
+                let (head, tail) = block.split_at(usize::try_from(checkpoint - at).unwrap_or(0));
+                hasher.update(head);
+                at_checkpoint = Some((checkpoint, hex(hasher.clone())));
+                hasher.update(tail);
+            } else {
+                hasher.update(block);
+            }
+            at += len;
+        })?;
+        self.tracked = Some(Tracked { hasher, bytes });
+        Ok(at_checkpoint)
+    }
+
+    /// The length and SHA-256 (hex) of everything this journal holds, when it is tracked: what it
+    /// held when [`RunJournal::track`] was called, and what was appended since.
+    pub fn digest(&self) -> Option<(u64, String)> {
+        self.tracked
+            .as_ref()
+            .map(|t| (t.bytes, hex(t.hasher.clone())))
     }
 
     /// Opens (creating) the journal at `path`, cutting off a torn last line if a crash left one.
@@ -467,6 +509,16 @@ impl RunJournal {
         self
     }
 
+    /// The journal's first `len` bytes (all with `None`), a block at a time, read through this open
+    /// file; returns how many there were.
+    pub fn read_prefix(
+        &self,
+        len: Option<u64>,
+        take: impl FnMut(&[u8]),
+    ) -> Result<u64, StoreError> {
+        self.journal.read_prefix(len, take)
+    }
+
     /// Flushes deferred events, if any.
     pub fn sync(&mut self) -> Result<(), StoreError> {
         self.send(None)?;
@@ -504,27 +556,34 @@ impl RunJournal {
             kind: tagged["type"].as_str().unwrap_or_default().to_string(),
             payload: tagged.get("payload").cloned().unwrap_or(Value::Null),
         };
+        let line = serde_json::to_string(&envelope).map_err(|source| StoreError::Serialize {
+            path: self.journal.path().to_path_buf(),
+            source,
+        })?;
         if self.upstream.is_some() {
             // The store first: a line it refuses (a lost lease) is never written or acted on here.
-            let line =
-                serde_json::to_string(&envelope).map_err(|source| StoreError::Serialize {
-                    path: self.journal.path().to_path_buf(),
-                    source,
-                })?;
             if flush {
                 self.send(Some((envelope.seq, &line)))?;
                 self.journal.append_raw(&line)?;
             } else {
                 self.journal.append_raw_unsynced(&line)?;
-                self.unsent
-                    .get_or_insert_with(|| (envelope.seq, Vec::new()))
-                    .1
-                    .push(line);
             }
         } else if flush {
-            self.journal.append(&envelope)?;
+            self.journal.append_raw(&line)?;
         } else {
-            self.journal.append_unsynced(&envelope)?;
+            self.journal.append_raw_unsynced(&line)?;
+        }
+        if let Some(tracked) = &mut self.tracked {
+            use sha2::Digest;
+            tracked.hasher.update(line.as_bytes());
+            tracked.hasher.update(b"\n");
+            tracked.bytes += line.len() as u64 + 1;
+        }
+        if self.upstream.is_some() && !flush {
+            self.unsent
+                .get_or_insert_with(|| (envelope.seq, Vec::new()))
+                .1
+                .push(line);
         }
         self.next_seq += 1;
         Ok(envelope)
@@ -534,6 +593,16 @@ impl RunJournal {
     pub fn path(&self) -> &Path {
         self.journal.path()
     }
+}
+
+/// A finished SHA-256 as hex.
+fn hex(hasher: sha2::Sha256) -> String {
+    use sha2::Digest;
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Why a journal cannot be resumed from.

@@ -81,14 +81,19 @@ fn pack_line(id: &str, record: &[u8]) -> Vec<u8> {
     let body = record.trim_ascii();
     let fields = body.strip_prefix(b"{").unwrap_or(body);
     let mut line = Vec::with_capacity(body.len() + id.len() + 16);
-    line.extend_from_slice(b"{\"id\":");
-    line.extend_from_slice(Value::from(id).to_string().as_bytes());
+    line.extend_from_slice(&line_start(id));
     if !fields.trim_ascii_start().starts_with(b"}") {
         line.push(b',');
     }
     line.extend(fields.iter().map(|b| if *b == b'\n' { b' ' } else { *b }));
     line.push(b'\n');
     line
+}
+
+/// How the line of record `id` starts: `{"id":` and the id as a JSON string (its closing quote
+/// tells it from an id it is the start of).
+fn line_start(id: &str) -> Vec<u8> {
+    format!("{{\"id\":{}", Value::from(id)).into_bytes()
 }
 
 /// Whether a record of `len` bytes goes in a pack rather than a file of its own.
@@ -230,6 +235,8 @@ pub(crate) fn is_pack_file(name: &str) -> bool {
 /// A record found in a pack.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Packed {
+    /// Its id.
+    pub(crate) id: String,
     /// The pack.
     pub(crate) pack: PathBuf,
     /// Where its line starts, and its length.
@@ -281,6 +288,7 @@ impl Packs {
                     continue;
                 }
                 let packed = Packed {
+                    id: entry.id.clone(),
                     pack: pack.clone(),
                     at: entry.at,
                     len: entry.len,
@@ -304,13 +312,23 @@ impl Packs {
 }
 
 impl Packed {
-    /// The record's line (a JSON object, its id first).
+    /// The record's line (a JSON object, its id first). A line of another record (an index that
+    /// is not its pack's) is an error: a record is never shown for another.
     pub(crate) fn read(&self) -> io::Result<Vec<u8>> {
         use std::os::unix::fs::FileExt;
         let pack =
             plain_file(&self.pack).ok_or_else(|| io::Error::other("not a pack of delta's"))?;
         let mut bytes = vec![0; usize::try_from(self.len.min(PACK_MAX)).unwrap_or(0)];
         pack.read_exact_at(&mut bytes, self.at)?;
+        if !bytes.starts_with(&line_start(&self.id)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "its index puts record {} at byte {}, where another record's line is",
+                    self.id, self.at
+                ),
+            ));
+        }
         Ok(bytes)
     }
 }

@@ -31,6 +31,7 @@ pub mod run_result;
 pub mod runner;
 pub mod runs;
 pub mod sandbox;
+pub mod seal;
 pub mod session;
 pub mod shells;
 pub mod stream;

@@ -140,7 +140,8 @@ impl McpServers {
         Ok((servers, secrets))
     }
 
-    /// Scrubs the run's secrets from what a server writes to its log, too.
+    /// Scrubs the run's secrets from what a server writes to its log and the tools it describes,
+    /// too.
     pub fn set_redactor(&mut self, redactor: llm::Redactor) {
         self.launcher.redactor = redactor;
     }
@@ -158,21 +159,10 @@ impl McpServers {
 
     /// Stops the servers a previous process of the run left running (recorded in the run folder).
     pub fn stop_leftovers(&self) -> Vec<String> {
-        let Some(record) = &self.launcher.record else {
-            return Vec::new();
-        };
-        let Ok(bytes) = std::fs::read(record) else {
-            return Vec::new();
-        };
-        let left: Vec<(String, GroupId)> = serde_json::from_slice(&bytes).unwrap_or_default();
-        let mut stopped = Vec::new();
-        for (name, group) in left {
-            if group::stop(&group, STOP_GRACE).was_running() {
-                stopped.push(name);
-            }
-        }
-        let _ = std::fs::remove_file(record);
-        stopped
+        self.launcher
+            .record
+            .as_deref()
+            .map_or_else(Vec::new, stop_recorded)
     }
 
     /// Starts every server and lists its tools, all at once (each on a thread of its own: a run
@@ -216,20 +206,29 @@ impl McpServers {
         Ok(())
     }
 
-    /// The tools of every server that runs, as the model sees them. A tool whose combined name a
-    /// model would refuse is left out; the second value names those.
+    /// The tools of every server that runs, as the model sees them: their descriptions, titles and
+    /// schemas scrubbed of the run's secrets (a server writes them, and may write what it was given).
+    /// A tool whose combined name a model would refuse, or whose name holds a secret, is left out;
+    /// the second value names those.
     pub fn tools(&self) -> (Vec<McpTool>, Vec<String>) {
+        let redactor = &self.launcher.redactor;
         let mut offered = Vec::new();
         let mut refused = Vec::new();
         for (server, slot) in self.slots.iter().enumerate() {
             for info in &slot.tools {
                 match mcp::model_tool_name(&slot.spec.name, &info.name) {
-                    Some(model_name) if !info.name.is_empty() => offered.push(McpTool {
-                        model_name,
-                        server,
-                        info: info.clone(),
-                    }),
-                    _ => refused.push(format!("{}/{}", slot.spec.name, info.name)),
+                    Some(model_name) if !info.name.is_empty() && !redactor.leaks(&info.name) => {
+                        offered.push(McpTool {
+                            model_name,
+                            server,
+                            info: scrubbed(info, redactor),
+                        });
+                    }
+                    _ => refused.push(format!(
+                        "{}/{}",
+                        slot.spec.name,
+                        redactor.redact(&info.name)
+                    )),
                 }
             }
         }
@@ -326,6 +325,23 @@ impl McpServers {
     }
 }
 
+/// Stops the stdio servers that `record` (a run's [`RECORD_FILE`]) names and that still run, then
+/// removes the record; the names of those that ran. For the holder of the run's lock.
+pub fn stop_recorded(record: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(record) else {
+        return Vec::new();
+    };
+    let left: Vec<(String, GroupId)> = serde_json::from_slice(&bytes).unwrap_or_default();
+    let mut stopped = Vec::new();
+    for (name, group) in left {
+        if group::stop(&group, STOP_GRACE).was_running() {
+            stopped.push(name);
+        }
+    }
+    let _ = std::fs::remove_file(record);
+    stopped
+}
+
 impl Launcher {
     /// Starts the server of `spec` (a stdio server's group recorded as soon as it runs), initializes
     /// it and lists its tools.
@@ -349,6 +365,8 @@ impl Launcher {
             McpTransport::Stdio {
                 command, args, env, ..
             } => {
+                let server_env: Vec<(String, String)> =
+                    self.env.iter().chain(env).cloned().collect();
                 let mut child = match &self.sandbox {
                     Some(policy) => crate::sandbox::command(
                         &crate::shells::host_program(),
@@ -356,17 +374,19 @@ impl Launcher {
                         &self.workspace,
                         command,
                         args,
+                        &server_env,
                     ),
                     None => {
                         let mut plain = Command::new(command);
-                        plain.args(args);
+                        plain
+                            .args(args)
+                            .env_clear()
+                            .envs(server_env.iter().map(|(k, v)| (k, v)));
                         plain
                     }
                 };
                 child
                     .current_dir(spec.start_dir(&self.agent_dir, &self.workspace))
-                    .env_clear()
-                    .envs(self.env.iter().chain(env).map(|(k, v)| (k, v)))
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(if self.logs.is_some() {
@@ -453,13 +473,27 @@ impl Drop for McpServers {
     }
 }
 
+/// `info` as the model may read it: its description, title and schema with every secret of
+/// `redactor` replaced (its name, which calls use, as it is).
+fn scrubbed(info: &mcp::ToolInfo, redactor: &llm::Redactor) -> mcp::ToolInfo {
+    let text = |t: &Option<String>| t.as_deref().map(|t| redactor.redact(t).into_owned());
+    let mut input_schema = info.input_schema.clone();
+    redactor.redact_json(&mut input_schema);
+    mcp::ToolInfo {
+        name: info.name.clone(),
+        description: text(&info.description),
+        input_schema,
+        title: text(&info.title),
+    }
+}
+
 /// What to say of the MCP tools a run does not offer: `refused` (names a model would refuse,
 /// `server/tool`) and `skipped` (names taken already).
 pub fn left_out(refused: &[String], skipped: &[String]) -> Vec<String> {
     let mut warnings = Vec::new();
     if !refused.is_empty() {
         warnings.push(format!(
-            "MCP tools not offered: their names are not ones a model accepts (1-64 letters, digits, _ or - with the server's prefix): {}",
+            "MCP tools not offered: their names are not ones a model accepts (1-64 letters, digits, _ or - with the server's prefix) or hold a secret: {}",
             refused.join(", ")
         ));
     }
@@ -486,7 +520,15 @@ pub fn offered_tools(
         workspace,
         agent_dir: &agent.dir,
     };
-    let (mut servers, _) = McpServers::new(&agent.mcp_servers, &lookup, &places, env.for_child())?;
+    let (mut servers, secrets) =
+        McpServers::new(&agent.mcp_servers, &lookup, &places, env.for_child())?;
+    // What a run would scrub from the tools it offers: the servers' secrets and delta's keys.
+    let keys = env
+        .secret_names()
+        .into_iter()
+        .filter_map(|name| env.get(name));
+    let keys: Vec<String> = keys.map(str::to_string).collect();
+    servers.set_redactor(llm::Redactor::new(secrets.into_iter().chain(keys)));
     servers.set_sandbox(agent.sandbox.clone());
     servers.start_all()?;
     let (tools, refused) = servers.tools();

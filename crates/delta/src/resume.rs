@@ -48,6 +48,16 @@ pub enum Decision {
     StartNew,
 }
 
+impl Decision {
+    /// The person's answer this decision carries (`continue -m` on a waiting run).
+    pub fn answer(&self) -> Option<String> {
+        match self {
+            Self::Answer(answer) => Some(answer.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// Why a run was not picked up: the message it needs is missing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {

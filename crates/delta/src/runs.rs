@@ -388,6 +388,12 @@ pub enum RemoveError {
     /// Its record is in a store: this folder is only its working copy.
     #[error("run {0} is kept in a store; this folder is only its working copy")]
     KeptInStore(String),
+    /// The processes of its shell sessions could not be stopped (nothing was removed).
+    #[error("cannot stop the shell sessions of run {run}: {source}")]
+    Sessions {
+        run: String,
+        source: Box<crate::shells::ShellError>,
+    },
     /// Its files could not be removed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -398,7 +404,8 @@ pub enum RemoveError {
 pub const REMOVING_PREFIX: &str = ".removing-";
 
 /// Removes run `run_id` of `workspace` with all its files, under the workspace's and the run's locks
-/// (a run a live process works on is [`OpenError::Busy`]). The folder is first renamed out of sight,
+/// (a run a live process works on is [`OpenError::Busy`]). What the run started that outlives its
+/// processes (see [`stop_processes`]) is stopped first. The folder is then renamed out of sight,
 /// then deleted, so that a removal cut short never leaves half a run; `LATEST` then names the
 /// newest run left, if any.
 pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(), RemoveError> {
@@ -413,6 +420,7 @@ pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(),
     if run.root.join(crate::events::UPSTREAM_MARKER).exists() {
         return Err(RemoveError::KeptInStore(run_id.to_string()));
     }
+    stop_processes(&run)?;
     let aside = workspace
         .join(".delta")
         .join(format!("{REMOVING_PREFIX}{run_id}"));
@@ -420,6 +428,7 @@ pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(),
     std::fs::rename(&run.root, &aside).map_err(|e| StoreError::io("rename", &run.root, e))?;
     store::atomic::sync_dir(&workspace.join(".delta"))?;
     remove_leftover(&aside)?;
+    crate::seal::remove(&run);
     if crate::workspace::latest(workspace).as_deref() == Some(run_id) {
         match list(workspace)?.first() {
             Some(newest) => crate::workspace::set_latest(workspace, &newest.run.run_id)?,
@@ -430,6 +439,27 @@ pub fn remove(workspace: &Path, run_id: &str, clock: store::Clock) -> Result<(),
         }
     }
     drop((run_lock, workspace_lock));
+    Ok(())
+}
+
+/// Stops what run `run` started that outlives a delta process while the run waits (for an answer,
+/// or after a pause between turns) or after its process died: the processes of the shell sessions
+/// it owns (their saved state stays) and the MCP servers recorded in its folder. The processes of
+/// its tools and hooks are stopped by the workspace's lock ([`lock_workspace`]). For the holder of
+/// the run's lock.
+fn stop_processes(run: &RunDir) -> Result<(), RemoveError> {
+    crate::mcp_servers::stop_recorded(&run.root.join(crate::mcp_servers::RECORD_FILE));
+    let sessions = crate::shells::ShellSessions::new(
+        run.workspace.join(crate::shells::DEFAULT_DIR),
+        crate::shells::host_program(),
+        Vec::new(),
+    );
+    sessions
+        .stop_owned(&run.run_id)
+        .map_err(|source| RemoveError::Sessions {
+            run: run.run_id.clone(),
+            source: Box::new(source),
+        })?;
     Ok(())
 }
 

@@ -35,6 +35,7 @@ pub fn started(launching: &Launching<'_>) -> Value {
         "model": launching.agent.llm.model,
         "resuming": launching.resuming.map(|s| s.as_str()),
         "max_iterations": launching.max_iterations,
+        "policy": crate::agent::policy::to_json(launching.agent),
     })
 }
 

@@ -180,6 +180,7 @@ impl DeltaAgents {
             process_ends: false,
             upstream: None,
             depth: 0,
+            confine_as: None,
         }
     }
 }

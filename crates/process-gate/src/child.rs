@@ -28,6 +28,8 @@ pub(crate) enum Stage {
     Interrupted,
     Sandbox,
     Exec,
+    /// Joining the sandbox's namespaces.
+    Namespace,
 }
 
 /// What the child leaves for the parent, which reads it once `clone` has returned (the child has
@@ -59,6 +61,10 @@ pub(crate) struct RecordPlan {
 pub(crate) struct Plan {
     /// Enter a sandbox: `no_new_privs`, then `ruleset` (when not -1) and `filter` (when not null).
     pub confine: bool,
+    /// Namespaces joined before anything else reads a path (when not -1): a user namespace, then a
+    /// mount namespace.
+    pub user_ns: c_int,
+    pub mount_ns: c_int,
     pub ruleset: c_int,
     pub filter: *const libc::sock_fprog,
     pub path: *const c_char,
@@ -108,13 +114,22 @@ pub(crate) extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 libc::close(fd);
             }
         }
-        if libc::setpgid(0, 0) != 0 {
+        // A session of its own: a group of its own (its pid), and no controlling terminal, so that
+        // the program can neither open `/dev/tty` nor queue keystrokes into it.
+        if libc::setsid() < 0 {
             fail(plan, Stage::Group);
         }
         for (target, fd) in (0..).zip(plan.stdio) {
             if libc::dup2(fd, target) < 0 {
                 fail(plan, Stage::Stdio);
             }
+        }
+        // Joining a mount namespace moves the root and the working folder to its own: first.
+        if plan.user_ns >= 0 && libc::setns(plan.user_ns, libc::CLONE_NEWUSER) != 0 {
+            fail(plan, Stage::Namespace);
+        }
+        if plan.mount_ns >= 0 && libc::setns(plan.mount_ns, libc::CLONE_NEWNS) != 0 {
+            fail(plan, Stage::Namespace);
         }
         if libc::chdir(plan.cwd) != 0 {
             fail(plan, Stage::Folder);

@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use nix::libc;
 
 mod child;
+pub mod harden;
 
 use child::{GO, Plan, RecordPlan, Report, Stage, child_main};
 
@@ -83,10 +84,14 @@ pub struct Program {
     confine: Option<Confine>,
 }
 
-/// A sandbox the child enters after the gate, before `exec` (delta's `sandbox` prepares it):
-/// `no_new_privs`, then the Landlock ruleset, then the seccomp program.
+/// A sandbox the child enters (delta's `sandbox` prepares it): first the namespaces, before it
+/// changes to its working folder; after the gate, `no_new_privs`, the Landlock ruleset, then the
+/// seccomp program.
 #[derive(Debug, Clone)]
 pub struct Confine {
+    /// Namespaces to join, from [`harden::private_mounts`]'s holder: a user namespace (absent when
+    /// the caller is root) and a mount namespace; the caller keeps them open until the spawn returns.
+    pub namespaces: Option<(Option<RawFd>, RawFd)>,
     /// A Landlock ruleset's descriptor; the caller keeps it open until the spawn returns.
     pub ruleset: Option<RawFd>,
     /// A seccomp program.
@@ -290,8 +295,11 @@ fn create(program: &Program, stdio: [RawFd; 3], extras: Extras<'_>) -> Created {
         pid_at: (r.pid_at.start, r.pid_at.end),
         ticks_at: (r.ticks_at.start, r.ticks_at.end),
     });
+    let namespaces = program.confine.as_ref().and_then(|c| c.namespaces);
     let mut plan = Plan {
         confine: program.confine.is_some(),
+        user_ns: namespaces.and_then(|(user, _)| user).unwrap_or(-1),
+        mount_ns: namespaces.map_or(-1, |(_, mount)| mount),
         ruleset: program
             .confine
             .as_ref()

@@ -111,6 +111,31 @@ impl Journal {
         self.write_line(&line, false)
     }
 
+    /// Feeds the journal's first `len` bytes (all of them with `None`) to `take`, a block at a
+    /// time, read through this open file (not its path, which another process may have replaced);
+    /// returns how many bytes there were. Fewer than `len` when the file is shorter.
+    pub fn read_prefix(&self, len: Option<u64>, mut take: impl FnMut(&[u8])) -> StoreResult<u64> {
+        use std::os::unix::fs::FileExt;
+        let io = |e| StoreError::io("read", &self.path, e);
+        let size = self.file.metadata().map_err(io)?.len();
+        let end = len.map_or(size, |len| len.min(size));
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        while at < end {
+            let want = usize::try_from(end - at).map_or(buffer.len(), |n| n.min(buffer.len()));
+            let Some(block) = buffer.get_mut(..want) else {
+                break;
+            };
+            let n = self.file.read_at(block, at).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            take(block.get(..n).unwrap_or_default());
+            at += n as u64;
+        }
+        Ok(at)
+    }
+
     /// Whether lines were appended since the last flush.
     pub fn is_dirty(&self) -> bool {
         self.dirty

@@ -3,6 +3,7 @@
 pub mod mcp;
 mod modules;
 pub mod permissions;
+pub mod policy;
 mod raw;
 mod sections;
 pub mod tools;
@@ -535,9 +536,21 @@ fn sandbox_policy(
     Some(SandboxPolicy {
         filesystem,
         network: raw.value.network.unwrap_or(false),
-        writable: raw.value.writable.iter().map(PathBuf::from).collect(),
-        readable: raw.value.readable.iter().map(PathBuf::from).collect(),
+        writable: raw.value.writable.iter().map(|p| home_path(p)).collect(),
+        readable: raw.value.readable.iter().map(|p| home_path(p)).collect(),
     })
+}
+
+/// `~` and `~/…` as the user's home folder (`HOME`); any other path as written.
+fn home_path(text: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    match (text.strip_prefix('~'), home) {
+        (Some(""), Some(home)) => PathBuf::from(home),
+        (Some(rest), Some(home)) if rest.starts_with('/') => {
+            PathBuf::from(home).join(rest.trim_start_matches('/'))
+        }
+        _ => PathBuf::from(text),
+    }
 }
 
 /// With `sessions: true`, no tool of the agent may have the name of a built-in session tool.

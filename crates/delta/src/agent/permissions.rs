@@ -9,13 +9,18 @@
 //!     - {tool: "run", command: "git push*", action: deny}
 //! ```
 //!
-//! A rule matches on the tool's name (a glob: `*` any text, `?` one character) and, when it has
+//! A rule matches on the tool's name (a glob: `*` any text, `?` one character); when it has
 //! `command`, on the call's resolved command line (a shell tool's command, `session_exec ID: …`, an
-//! MCP tool's name and arguments as JSON).
+//! MCP tool's name and arguments as JSON) or on any one of the call's argument values (so that
+//! `git push*` matches the script a `bash -c ${script}` tool is given, and a value sent on standard
+//! input is seen too); when it has `args`, on the named arguments' values. Runs of whitespace count
+//! as one space on both sides. A glob over a shell command is a speed bump, not a wall: a shell can
+//! spell the same command in endless ways (`git -C . push`, `g=git; $g push`, a script).
 
 use std::path::Path;
 
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use crate::diag::Diagnostic;
 
@@ -37,6 +42,20 @@ impl Action {
         }
     }
 
+    /// The stricter of two actions (deny, then ask, then allow).
+    pub fn stricter(self, other: Self) -> Self {
+        let rank = |a: Self| match a {
+            Self::Allow => 0,
+            Self::Ask => 1,
+            Self::Deny => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Allow => "allow",
@@ -51,26 +70,60 @@ impl Action {
 pub struct Rule {
     pub tool: String,
     pub command: Option<String>,
+    /// Globs on named arguments' values: every one must match.
+    pub args: Vec<(String, String)>,
     pub action: Action,
 }
 
 impl Rule {
     /// `tool: "delete_*", action: ask` as written.
     pub fn describe(&self) -> String {
-        match &self.command {
-            Some(command) => format!(
-                "tool {:?}, command {:?}: {}",
-                self.tool,
-                command,
-                self.action.as_str()
-            ),
-            None => format!("tool {:?}: {}", self.tool, self.action.as_str()),
+        let mut parts = vec![format!("tool {:?}", self.tool)];
+        if let Some(command) = &self.command {
+            parts.push(format!("command {command:?}"));
         }
+        for (name, pattern) in &self.args {
+            parts.push(format!("{name} {pattern:?}"));
+        }
+        format!("{}: {}", parts.join(", "), self.action.as_str())
     }
 
-    fn matches(&self, tool: &str, command: &str) -> bool {
-        glob(&self.tool, tool) && self.command.as_deref().is_none_or(|c| glob(c, command))
+    fn matches(&self, call: &CallView<'_>) -> bool {
+        let value = |name: &str| {
+            call.args
+                .get(name)
+                .and_then(crate::agent::tools::value_text)
+        };
+        glob(&self.tool, call.tool)
+            && self.command.as_deref().is_none_or(|pattern| {
+                let pattern = spaced(pattern);
+                glob(&pattern, &spaced(call.resolved))
+                    || call
+                        .args
+                        .values()
+                        .filter_map(crate::agent::tools::value_text)
+                        .any(|v| glob(&pattern, &spaced(&v)))
+            })
+            && self.args.iter().all(|(name, pattern)| {
+                value(name).is_some_and(|v| glob(&spaced(pattern), &spaced(&v)))
+            })
     }
+}
+
+/// A call as the rules see it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    /// The tool's name.
+    pub tool: &'a str,
+    /// Its arguments.
+    pub args: &'a Map<String, Value>,
+    /// Its resolved command line.
+    pub resolved: &'a str,
+}
+
+/// `text` with each run of whitespace made one space, and none at either end.
+fn spaced(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The permissions of an agent.
@@ -78,6 +131,9 @@ impl Rule {
 pub struct Permissions {
     pub default: Action,
     pub rules: Vec<Rule>,
+    /// `--approve all` for this invocation: the questions (`ask`) are answered yes, each decision
+    /// journaled; a `deny` still refuses.
+    pub approve_all: bool,
 }
 
 /// What decided a call.
@@ -99,10 +155,10 @@ impl Decider {
 }
 
 impl Permissions {
-    /// What happens to a call of `tool` whose resolved command line is `command`.
-    pub fn decide(&self, tool: &str, command: &str) -> (Action, Decider) {
+    /// What happens to `call`.
+    pub fn decide(&self, call: &CallView<'_>) -> (Action, Decider) {
         for (i, rule) in self.rules.iter().enumerate() {
-            if rule.matches(tool, command) {
+            if rule.matches(call) {
                 return (rule.action, Decider::Rule(i + 1, rule.clone()));
             }
         }
@@ -123,6 +179,9 @@ pub struct RawPermissions {
 pub struct RawRule {
     pub tool: String,
     pub command: Option<String>,
+    /// Globs on named arguments' values.
+    #[serde(default)]
+    pub args: std::collections::BTreeMap<String, String>,
     pub action: String,
 }
 
@@ -149,10 +208,15 @@ pub fn load(raw: &RawPermissions, file: &Path, diags: &mut Vec<Diagnostic>) -> P
         .map(|(i, r)| Rule {
             tool: r.tool.clone(),
             command: r.command.clone(),
+            args: r.args.clone().into_iter().collect(),
             action: action(&r.action, format!("permissions.rules[{i}].action"), diags),
         })
         .collect();
-    Permissions { default, rules }
+    Permissions {
+        default,
+        rules,
+        approve_all: false,
+    }
 }
 
 /// Why a `--permissions` file could not be used.
@@ -244,18 +308,59 @@ mod tests {
                 Rule {
                     tool: "run".into(),
                     command: Some("git push*".into()),
+                    args: Vec::new(),
+                    action: Action::Deny,
+                },
+                Rule {
+                    tool: "write".into(),
+                    command: None,
+                    args: vec![("path".into(), "/etc/*".into())],
                     action: Action::Deny,
                 },
                 Rule {
                     tool: "run".into(),
                     command: None,
+                    args: Vec::new(),
                     action: Action::Ask,
                 },
             ],
+            approve_all: false,
         };
-        assert_eq!(permissions.decide("run", "git push origin").0, Action::Deny);
-        assert_eq!(permissions.decide("run", "ls").0, Action::Ask);
-        let (action, by) = permissions.decide("other", "x");
+        let none = Map::new();
+        let call = |tool, resolved, args| CallView {
+            tool,
+            args,
+            resolved,
+        };
+        let decide = |c: CallView<'_>| permissions.decide(&c).0;
+        assert_eq!(decide(call("run", "git push origin", &none)), Action::Deny);
+        // Whitespace is one space; the script a shell tool is given counts, and so does stdin's value.
+        assert_eq!(
+            decide(call("run", "git   push  origin", &none)),
+            Action::Deny
+        );
+        let script: Map<String, Value> =
+            [("script".to_string(), Value::from(" git\tpush --force"))]
+                .into_iter()
+                .collect();
+        assert_eq!(
+            decide(call("run", "bash -c git push", &script)),
+            Action::Deny
+        );
+        assert_eq!(
+            decide(call("run", "sh -c \"$1\" -- x", &script)),
+            Action::Deny
+        );
+        assert_eq!(decide(call("run", "ls", &none)), Action::Ask);
+        // A rule on an argument's value.
+        let path = |p: &str| -> Map<String, Value> {
+            [("path".to_string(), Value::from(p))].into_iter().collect()
+        };
+        let (etc, notes) = (path("/etc/passwd"), path("notes.txt"));
+        assert_eq!(decide(call("write", "tee", &etc)), Action::Deny);
+        assert_eq!(decide(call("write", "tee", &notes)), Action::Allow);
+        assert_eq!(decide(call("write", "tee", &none)), Action::Allow);
+        let (action, by) = permissions.decide(&call("other", "x", &none));
         assert_eq!((action, by), (Action::Allow, Decider::Default));
     }
 }

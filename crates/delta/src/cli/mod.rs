@@ -244,7 +244,12 @@ fn sandboxed(args: &[std::ffi::OsString]) -> ExitCode {
         .collect();
     let error = match text.as_slice() {
         [_, _, policy, workspace, dashes, argv @ ..] if dashes == "--" => {
-            delta::sandbox::enter_and_exec(policy, std::path::Path::new(workspace), argv)
+            delta::sandbox::enter_and_exec(
+                policy,
+                std::path::Path::new(workspace),
+                argv,
+                &mut |warning| eprint_line(&format!("warning: {warning}")),
+            )
         }
         _ => delta::sandbox::SandboxError::Filter(
             "usage: delta __sandboxed POLICY WORKSPACE -- PROGRAM [ARGS...]".into(),
@@ -283,6 +288,32 @@ pub fn main() -> ExitCode {
         .is_some_and(|a| a == delta::sandbox::ENTER_COMMAND)
     {
         return sandboxed(&args);
+    }
+    // `delta __mounts POLICY WORKSPACE`: holds the read-only mounts of a run's tools (internal; see
+    // delta::sandbox).
+    if args
+        .get(1)
+        .is_some_and(|a| a == delta::sandbox::HOLD_COMMAND)
+    {
+        let Some([policy, workspace]) = args.get(2..4) else {
+            eprint_line("error: usage: delta __mounts POLICY WORKSPACE");
+            return ExitCode::from(2);
+        };
+        return match delta::sandbox::hold_enter(
+            &policy.to_string_lossy(),
+            std::path::Path::new(workspace),
+        ) {
+            Ok(user) => {
+                print_out(&format!("{}\n", delta::sandbox::ready_line(user)));
+                // The namespaces are held until delta has opened them and closes this pipe.
+                let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprint_line(&format!("error: {e}"));
+                ExitCode::from(1)
+            }
+        };
     }
     if args.len() == 1 {
         let _ = Cli::command().print_help();

@@ -65,6 +65,7 @@ impl SandboxArgs {
         let mut approvals = delta::runner::Approvals {
             all: self.approve.is_some(),
             rules: Vec::new(),
+            default_at_least: None,
         };
         if let Some(file) = &self.permissions {
             approvals.rules = delta::agent::permissions::read_rules(file).map_err(|e| {
@@ -120,19 +121,26 @@ pub fn show_agent(agent: &Agent, verbose: bool) {
         eprint_line(&format!("warning: {w}"));
     }
     if verbose {
-        match &agent.sandbox {
-            Some(policy) if policy.confines() => {
-                eprint_line(&format!("Sandbox: {}", policy.describe()));
-            }
-            _ => eprint_line(
-                "Sandbox: none: the agent's tools run unsandboxed, with your rights (add sandbox: to agent.yaml, or --sandbox workspace-write)",
-            ),
-        }
         eprint_line("Loaded tools:");
         for t in &agent.tools {
             eprint_line(&format!("  - {}: {}", t.name, t.display_command()));
         }
     }
+}
+
+/// The sandbox and permissions in force (`-v`): the agent's, as this call applies them.
+fn show_policy(agent: &Agent) {
+    match &agent.sandbox {
+        Some(policy) if policy.confines() => {
+            eprint_line(&format!("  Sandbox:        {}", policy.describe()));
+        }
+        _ => eprint_line(
+            "  Sandbox:        none: the agent's tools run unsandboxed, with your rights (add sandbox: to agent.yaml, or --sandbox workspace-write)",
+        ),
+    }
+    let permissions = delta::agent::policy::describe(agent);
+    let permissions = permissions.split_once("; ").map_or("", |(_, p)| p);
+    eprint_line(&format!("  Permissions:    {permissions}"));
 }
 
 /// Runs `request` and reports how the run stopped.
@@ -204,6 +212,7 @@ pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<Atomic
         upstream: None,
         stream_text: false,
         depth: 0,
+        confine_as: None,
     }
 }
 
@@ -304,8 +313,18 @@ impl Host for CliHost<'_> {
             Notice::WorkspaceCreated { name: None, path } => {
                 eprint_line(&format!("Created work directory: {}", path.display()));
             }
+            Notice::EnvIgnored { file, names } => eprint_line(&format!(
+                "warning: ignored {} from {}: the run's tools can write a file inside the \
+                 workspace, so it configures neither delta nor a program's loader (set them in \
+                 the environment or the agent's .env)",
+                names.join(", "),
+                file.display()
+            )),
             Notice::Launching(launching) => {
                 banner(launching);
+                if self.flags.verbose {
+                    show_policy(launching.agent);
+                }
                 if self.flags.format == RunFormat::StreamJson {
                     print_out(&format!("{}\n", delta::stream::started(launching)));
                 }

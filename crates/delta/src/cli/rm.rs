@@ -10,7 +10,9 @@ use super::{CliError, Exit, WorkspaceArg, eprint_line, print_out};
 /// Remove a run: its journal, metadata and io/ records, for good.
 ///
 /// The run must be named (no default: removing is not undone). A run a live process works on is
-/// refused (exit 75). A local run whose record is kept in a store is refused: remove it from the
+/// refused (exit 75). What the run started that outlives delta (the processes of its shell
+/// sessions, as while it waits for an answer, and MCP servers a killed process left) is stopped
+/// first. A local run whose record is kept in a store is refused: remove it from the
 /// store with --store (its working copy stays on disk). With --store, the run leaves the store
 /// (queue included); its working copy, if any, is left as it is.
 ///
@@ -77,6 +79,10 @@ fn remove_error(e: RemoveError) -> CliError {
             let hint = invalid.hint();
             CliError::usage(e.to_string()).hint(hint)
         }
+        RemoveError::Sessions { .. } => CliError::from_error(e).hint(
+            "nothing was removed; check the sessions folder (.sessions) of the workspace, then run \
+             delta rm again",
+        ),
         RemoveError::Store(s) => super::store_error(s),
     }
 }

@@ -74,6 +74,9 @@ enum SessionsCommand {
         dir: PathBuf,
         #[arg(long)]
         rebuild: bool,
+        /// The sandbox of the session's process (JSON), from the run that drives it.
+        #[arg(long, value_name = "POLICY")]
+        sandbox: Option<String>,
     },
 }
 
@@ -178,7 +181,6 @@ fn run(args: SessionsArgs) -> Result<ExitCode, ShellError> {
                 pty,
                 work_dir: cwd,
                 owner_run: std::env::var("DELTA_RUN_ID").ok().filter(|r| !r.is_empty()),
-                sandbox: None,
             })?;
             print_json(&json!({
                 "session_id": meta.session_id,
@@ -217,7 +219,23 @@ fn run(args: SessionsArgs) -> Result<ExitCode, ShellError> {
         SessionsCommand::Cleanup => {
             print_json(&json!({"cleaned": sessions.cleanup()?}));
         }
-        SessionsCommand::Host { dir, rebuild } => shells::host::run(&dir, rebuild)?,
+        SessionsCommand::Host {
+            dir,
+            rebuild,
+            sandbox,
+        } => {
+            let sandbox = match sandbox.as_deref().map(serde_json::from_str) {
+                None => None,
+                Some(Ok(policy)) => Some(policy),
+                Some(Err(e)) => {
+                    return Err(ShellError::Protocol(
+                        dir.display().to_string(),
+                        format!("bad sandbox policy: {e}"),
+                    ));
+                }
+            };
+            shells::host::run(&dir, rebuild, sandbox)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

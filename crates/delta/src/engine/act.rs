@@ -123,7 +123,7 @@ impl Engine<'_> {
     ) -> Result<Begin<'a>, EngineError> {
         // The agent's permissions come first: a call refused, or waiting for approval, never started.
         if let super::approvals::Permission::Stop(outcome) =
-            self.check_permission(id, name, resolved)?
+            self.check_permission(id, name, args, resolved)?
         {
             return Ok(Begin::Done(outcome));
         }

@@ -129,6 +129,7 @@ impl Engine<'_> {
             input_type: question.input_type,
             sensitive: question.sensitive,
             action_id: Some(id.to_string()),
+            action_digest: None,
         }
     }
 
@@ -301,4 +302,8 @@ pub struct InteractionRequest {
     /// The `ask_human` call it asks for: `interaction/response.txt` answers this call only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action_id: Option<String>,
+    /// For an approval: the digest of the exact call asked about (its id, tool, arguments and
+    /// resolved command); an answer approves that call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_digest: Option<String>,
 }

@@ -98,6 +98,15 @@ pub enum EngineError {
     /// run instead).
     #[error(transparent)]
     Context(#[from] context::SourceError),
+    /// The run's seal could not be checked or written: its journal changed behind delta's back.
+    #[error(transparent)]
+    Seal(Box<crate::seal::SealError>),
+}
+
+impl From<crate::seal::SealError> for EngineError {
+    fn from(e: crate::seal::SealError) -> Self {
+        Self::Seal(Box::new(e))
+    }
 }
 
 /// Everything a run needs.
@@ -135,6 +144,10 @@ pub struct EngineSetup {
     pub upstream: Option<Arc<dyn crate::events::Upstream>>,
     /// Report the model's text as it arrives ([`Progress::TextDelta`]), where the server can stream.
     pub stream_text: bool,
+    /// The person's answer given to this process (`continue -m`) for the question the run waits
+    /// on: the only answer an approval takes besides one typed at the terminal (`-i`), never one
+    /// found in a file a tool could have written.
+    pub answer: Option<String>,
 }
 
 /// The key of `metadata.json`'s extra fields that says the run was paused between turns as asked
@@ -148,6 +161,9 @@ pub struct Engine<'a> {
     /// The journal's events (the context is rebuilt from them every iteration), or those from
     /// the model's last answer on where the rest is kept as the conversation (`kept`).
     typed: Vec<Event>,
+    /// The run's seal, outside the workspace: the journal as delta wrote it, and what only a
+    /// person decides (see [`crate::seal`]).
+    seal: crate::seal::Seal,
     /// What is kept of the events before `typed`.
     kept: history::Kept,
     /// The journal has the run's first events (`RUN_START`).
@@ -257,9 +273,17 @@ impl<'a> Engine<'a> {
         // run's clock) and random bits apart from the run's ids (which a test may fix too).
         let packs = uuid::Uuid::now_v7().to_string();
         let io = IoWriter::start(setup.run.root.clone(), packs);
+        let mut journal = opened.journal.with_upstream(upstream);
+        // Before anything acts on what was read: the journal must still start as delta left it.
+        let seal = if setup.resuming {
+            crate::seal::Seal::open(&setup.run, &mut journal)?
+        } else {
+            crate::seal::Seal::fresh(&setup.run, &mut journal)?
+        };
         let mut engine = Self {
             setup,
-            journal: opened.journal.with_upstream(upstream),
+            journal,
+            seal,
             window,
             thoughts_before: opened.thoughts_before,
             seqs: opened.seqs,
@@ -353,7 +377,16 @@ impl<'a> Engine<'a> {
         self.metadata.save(&self.setup.run.metadata())?;
         self.metadata.send(self.setup.upstream.as_deref())?;
         self.progress_saved = Instant::now();
+        self.seal_now();
         Ok(())
+    }
+
+    /// Seals the journal as written so far ([`crate::seal`]). A seal that cannot be written leaves
+    /// the last one, which still holds (the journal only grew); it is noted, never fatal.
+    fn seal_now(&mut self) {
+        if let Err(e) = self.seal.save(&self.setup.run, &mut self.journal) {
+            self.log(&format!("cannot seal the journal: {e}"));
+        }
     }
 
     /// Progress (iteration count, tokens) is rewritten at most once a second while the run goes on;
@@ -363,6 +396,7 @@ impl<'a> Engine<'a> {
             self.metadata.save_progress(&self.setup.run.metadata())?;
             self.metadata.send(self.setup.upstream.as_deref())?;
             self.progress_saved = Instant::now();
+            self.seal_now();
         }
         Ok(())
     }
@@ -453,6 +487,7 @@ impl<'a> Engine<'a> {
     /// Runs the loop until the run completes, fails, waits for a human, or is interrupted.
     pub fn run(&mut self, initial_message: Option<&str>) -> Result<RunOutcome, EngineError> {
         let result = self.run_loop(initial_message);
+        self.seal_now();
         self.io.flush();
         if let Err(e) = self.recorder().remove_if_empty() {
             self.log(&format!("cannot remove the empty process record: {e}"));
@@ -476,6 +511,15 @@ impl<'a> Engine<'a> {
         }
         if let Some(error) = self.prepare_sandbox() {
             return self.fail(error, 0);
+        }
+        // What this process applies, after flags and a parent's limits: said once per process.
+        if crate::agent::policy::any(&self.setup.agent) {
+            let line = format!(
+                "{}{}",
+                crate::agent::policy::JOURNAL_PREFIX,
+                crate::agent::policy::describe(&self.setup.agent)
+            );
+            self.system(Level::Info, &line)?;
         }
         if !self.setup.resuming
             && let Some(error) = self.start_mcp()?
@@ -807,6 +851,9 @@ impl<'a> Engine<'a> {
             } else {
                 self.redact(call.id)
             };
+            // One id, one call: a second call of the answer with the same id gets another, so that
+            // its approval, request and result can never be taken for the first's.
+            let id = unique_id(id, &calls);
             calls.push((id, self.redact(call.name), call.arguments.clone()));
         }
         let records: Vec<ToolCallRecord> = calls
@@ -867,6 +914,18 @@ impl<'a> Engine<'a> {
         }
         Ok(Step::Continue)
     }
+}
+
+/// `id`, or `id_2`, `id_3`, … when a call of `calls` has it already.
+fn unique_id(id: String, calls: &[Call]) -> String {
+    let taken = |candidate: &str| calls.iter().any(|(seen, _, _)| seen == candidate);
+    if !taken(&id) {
+        return id;
+    }
+    (2..)
+        .map(|n| format!("{id}_{n}"))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or(id)
 }
 
 /// Brings the counts of `metadata` up to the journal's `events`: the iterations are the model's answers

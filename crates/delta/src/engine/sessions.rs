@@ -24,6 +24,7 @@ impl Engine<'_> {
             shells::host_program(),
             self.tool_env.clone(),
         )
+        .confined(self.setup.agent.sandbox.clone())
     }
 
     /// Runs call `id` of a built-in session tool.
@@ -66,7 +67,6 @@ impl Engine<'_> {
                     id: session,
                     work_dir: self.setup.run.workspace.clone(),
                     owner_run: Some(self.setup.run.run_id.clone()),
-                    sandbox: self.setup.agent.sandbox.clone(),
                 };
                 described(sessions.start(&options).map(|meta| {
                     json!({"session_id": meta.session_id, "command": meta.command,

@@ -188,6 +188,10 @@ pub fn materialize(
         text.push('\n');
     }
     store::write_atomic(&run.journal(), text.as_bytes())?;
+    // The store's journal is the run's record, and its question the one a person was shown: the
+    // copy is sealed from them (a seal of this copy's earlier journal says nothing of it).
+    let question = get_json::<crate::engine::InteractionRequest>(store, &run_id, super::QUESTION)?;
+    crate::seal::write_for(&run, text.as_bytes(), question.as_ref())?;
     let mut metadata = match get_json::<RunMetadata>(store, &run_id, METADATA)? {
         Some(metadata) => metadata,
         None => begun(&run_id, submission, clock),

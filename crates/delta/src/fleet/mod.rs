@@ -77,6 +77,9 @@ pub enum FleetError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A working copy's seal could not be written.
+    #[error(transparent)]
+    Seal(Box<crate::seal::SealError>),
     /// The run has no submission (it was not made by `delta submit` or `delta import`).
     #[error("run {0} has no submission.json in the store: it was not submitted or imported")]
     NotSubmitted(String),
@@ -101,6 +104,12 @@ pub enum FleetError {
         "run {0} is in the store with another journal than the workspace's: it is not this import"
     )]
     ImportDiffers(String),
+}
+
+impl From<crate::seal::SealError> for FleetError {
+    fn from(e: crate::seal::SealError) -> Self {
+        Self::Seal(Box::new(e))
+    }
 }
 
 impl FleetError {

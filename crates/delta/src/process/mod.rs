@@ -271,6 +271,7 @@ fn program(spawn: &Spawn) -> Result<gate::Program, RunError> {
     )
     .map(|program| {
         program.confined(spawn.confine.as_ref().map(|c| gate::Confine {
+            namespaces: c.namespace_fds(),
             ruleset: c.ruleset_fd(),
             filter: c.filter(),
         }))

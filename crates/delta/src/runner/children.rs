@@ -23,8 +23,8 @@ pub const MAX_DEPTH: u32 = 4;
 pub(super) struct ChildRuns<'h> {
     host: &'h mut dyn Host,
     model: Option<String>,
-    /// The parent's sandbox: a child is confined at least as much.
-    parent_sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The parent's sandbox and workspace: a child is confined at least as much.
+    parent_sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>,
     /// The parent is a run kept in a store (its children would not be).
     in_store: bool,
     approvals: Approvals,
@@ -43,14 +43,27 @@ impl<'h> ChildRuns<'h> {
         host: &'h mut dyn Host,
         options: &mut Options,
         agent: &Agent,
-        env: &Env,
+        (env, workspace): (&Env, &std::path::Path),
     ) -> Self {
+        // The parent's own rules come first for its children, and its default is a floor.
+        let mut approvals = options.approvals.clone();
+        if let Some(permissions) = &agent.permissions {
+            approvals.rules.extend(permissions.rules.iter().cloned());
+            approvals.default_at_least = Some(
+                approvals
+                    .default_at_least
+                    .map_or(permissions.default, |d| d.stricter(permissions.default)),
+            );
+        }
         Self {
             host,
             model: options.model.clone(),
-            parent_sandbox: agent.sandbox.clone(),
+            parent_sandbox: agent
+                .sandbox
+                .clone()
+                .map(|policy| (policy, workspace.to_path_buf())),
             in_store: options.upstream.is_some(),
-            approvals: options.approvals.clone(),
+            approvals,
             env: env.clone(),
             cwd: options.cwd.clone(),
             clock: options.clock,
@@ -60,23 +73,28 @@ impl<'h> ChildRuns<'h> {
         }
     }
 
-    /// The options of a child runner for an agent whose sandbox is `child`: the stricter of it
-    /// and the parent's, setting by setting.
-    fn options(&mut self, child: Option<crate::sandbox::SandboxPolicy>) -> Options {
-        let (sandbox, network) = match (&self.parent_sandbox, child) {
-            (Some(parent), Some(child)) => (
-                Some(stricter(parent.filesystem, child.filesystem)),
-                Some(parent.network && child.network),
+    /// The options of a child runner, in `workspace`, for an agent whose sandbox is `child`: held
+    /// within the parent's, setting by setting (`readable:` and `writable:` included).
+    fn options(
+        &mut self,
+        child: Option<crate::sandbox::SandboxPolicy>,
+        workspace: &std::path::Path,
+    ) -> Options {
+        let confine_as = match (&self.parent_sandbox, child) {
+            (Some((parent, parent_ws)), child) => Some(
+                child
+                    .unwrap_or_else(|| parent.clone())
+                    .within(parent, parent_ws, workspace),
             ),
-            (Some(parent), None) => (Some(parent.filesystem), Some(parent.network)),
-            (None, _) => (None, None),
+            (None, child) => child,
         };
         Options {
             max_iterations: None,
             pause_after: None,
             model: self.model.clone(),
-            sandbox,
-            network,
+            sandbox: None,
+            network: None,
+            confine_as,
             approvals: self.approvals.clone(),
             stream_text: false,
             interactive: false,
@@ -125,7 +143,7 @@ impl SubAgents for ChildRuns<'_> {
             Request::Continue(_) => agent::load(&call.agent).ok().and_then(|a| a.sandbox),
         };
         let runner = Runner {
-            options: self.options(child_sandbox),
+            options: self.options(child_sandbox, &call.workspace),
             observer,
             human: None,
             host: &mut *self.host,
@@ -187,16 +205,6 @@ fn request(call: &ChildCall<'_>) -> Result<Request, ChildStop> {
     }
 }
 
-/// The stricter of two filesystem modes (read-only, then workspace-write, then off).
-fn stricter(a: crate::sandbox::FsMode, b: crate::sandbox::FsMode) -> crate::sandbox::FsMode {
-    use crate::sandbox::FsMode::{Off, ReadOnly, WorkspaceWrite};
-    match (a, b) {
-        (ReadOnly, _) | (_, ReadOnly) => ReadOnly,
-        (WorkspaceWrite, _) | (_, WorkspaceWrite) => WorkspaceWrite,
-        (Off, Off) => Off,
-    }
-}
-
 /// The question child run `run` waits on.
 fn read_request(run: &crate::workspace::RunDir) -> Option<InteractionRequest> {
     store::atomic::read_json::<InteractionRequest>(&run.interaction().join("request.json")).ok()
@@ -223,6 +231,7 @@ fn stop_of(run: &crate::workspace::RunDir, status: RunStatus) -> ChildStop {
                 input_type: crate::engine::InputType::Text,
                 sensitive: false,
                 action_id: None,
+                action_digest: None,
             });
             if let Some(Outcome::Question(q)) = outcome {
                 asked.prompt = q;

@@ -69,6 +69,7 @@ impl Runner<'_> {
             resuming: true,
             upstream: self.options.upstream.clone(),
             stream_text: false,
+            answer: None,
         };
         let mut engine = Engine::new(setup, opened.metadata, self.observer, None)?;
         let compaction = engine.compact_now()?;

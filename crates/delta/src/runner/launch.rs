@@ -28,6 +28,8 @@ pub(super) struct Picked {
     pub recovered: Option<String>,
     /// The run was started by an earlier process.
     pub resuming: bool,
+    /// The person's answer given to this call (`continue -m`) for the question the run waits on.
+    pub answer: Option<String>,
 }
 
 impl Runner<'_> {
@@ -38,6 +40,7 @@ impl Runner<'_> {
         ws: &Path,
         opened: Opened,
         message: Option<String>,
+        answer: Option<String>,
     ) -> Result<Finished, RunnerError> {
         let marker = opened.run.root.join(crate::events::UPSTREAM_MARKER);
         if self.options.upstream.is_none() && marker.exists() {
@@ -51,7 +54,7 @@ impl Runner<'_> {
             workspace_lock: opened.workspace_lock,
             lock: opened.lock,
         };
-        self.pick_up(ws, session, message, opened.crashed)
+        self.pick_up(ws, session, (message, answer), opened.crashed)
     }
 
     /// Goes on with `session`, a run started earlier (or a fork of one): loads its agent and
@@ -60,7 +63,7 @@ impl Runner<'_> {
         mut self,
         ws: &Path,
         session: Session,
-        message: Option<String>,
+        (message, answer): (Option<String>, Option<String>),
         recovered: Option<String>,
     ) -> Result<Finished, RunnerError> {
         let agent = self.load_agent(Path::new(&session.metadata.agent_ref))?;
@@ -76,6 +79,7 @@ impl Runner<'_> {
             message,
             recovered,
             resuming: true,
+            answer,
         })
     }
 
@@ -88,9 +92,23 @@ impl Runner<'_> {
     }
 
     /// The environment of a run of `agent` in `ws`: the base one, completed by `.env` files.
-    pub(super) fn environment(&self, ws: &Path, agent: &Agent) -> Result<Env, RunnerError> {
+    pub(super) fn environment(&mut self, ws: &Path, agent: &Agent) -> Result<Env, RunnerError> {
         let mut env = self.options.env.clone();
         env.load_cascade(ws, &agent.dir, &self.options.cwd)?;
+        for file in &env.loaded_files {
+            let names: Vec<&str> = env
+                .ignored()
+                .iter()
+                .filter(|(_, f)| f == file)
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if !names.is_empty() {
+                self.host.notice(Notice::EnvIgnored {
+                    file,
+                    names: &names,
+                });
+            }
+        }
         env.add_secret_names(agent::mcp::secret_vars(&agent.mcp_servers));
         Ok(env)
     }
@@ -115,6 +133,7 @@ impl Runner<'_> {
             message,
             recovered,
             resuming,
+            answer,
         } = picked;
         if let Some(record) = &self.options.last_workspace_record {
             runs::remember_workspace(record, &workspace);
@@ -152,7 +171,9 @@ impl Runner<'_> {
             .tools
             .iter()
             .any(|t| t.syntax == crate::agent::tools::Syntax::Agent)
-            .then(|| super::children::ChildRuns::new(self.host, &mut options, &agent, &env));
+            .then(|| {
+                super::children::ChildRuns::new(self.host, &mut options, &agent, (&env, &workspace))
+            });
         // Replayed answers cost nothing: a playback run has no cost.
         let priced = conn.playback.is_none();
         // The secrets the MCP servers' env and headers bring in are scrubbed like the API key.
@@ -172,6 +193,7 @@ impl Runner<'_> {
             resuming,
             upstream: options.upstream.clone(),
             stream_text: options.stream_text,
+            answer,
         };
         let human = if options.interactive {
             self.human

@@ -94,6 +94,8 @@ pub struct Continue {
 pub struct Approvals {
     pub all: bool,
     pub rules: Vec<Rule>,
+    /// A default no laxer than this (a child run is held to its parent's: the stricter of both).
+    pub default_at_least: Option<Action>,
 }
 
 /// Settings of this process that apply whatever the request.
@@ -139,6 +141,9 @@ pub struct Options {
     /// How many agent tools deep this runner runs (0: a run of its own; a child's runner is one
     /// deeper, up to [`children::MAX_DEPTH`]).
     pub depth: u32,
+    /// The whole sandbox, instead of the agent's and `sandbox`/`network` (a child run's: its
+    /// agent's held within its parent's).
+    pub confine_as: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl Options {
@@ -147,19 +152,29 @@ impl Options {
         if let Some(model) = self.model.as_ref().filter(|m| !m.trim().is_empty()) {
             agent.llm.model = Some(model.clone());
         }
-        if self.approvals.all {
-            agent.permissions = None;
-        } else if !self.approvals.rules.is_empty() {
+        if !self.approvals.rules.is_empty() || self.approvals.default_at_least.is_some() {
             let mut permissions = agent.permissions.clone().unwrap_or(Permissions {
                 default: Action::Allow,
                 rules: Vec::new(),
+                approve_all: false,
             });
             let mut rules = self.approvals.rules.clone();
             rules.append(&mut permissions.rules);
             permissions.rules = rules;
+            if let Some(floor) = self.approvals.default_at_least {
+                permissions.default = permissions.default.stricter(floor);
+            }
             agent.permissions = Some(permissions);
         }
-        if self.sandbox.is_some() || self.network.is_some() {
+        // `--approve all` answers the questions; it never lifts a `deny`.
+        if self.approvals.all
+            && let Some(permissions) = agent.permissions.as_mut()
+        {
+            permissions.approve_all = true;
+        }
+        if let Some(policy) = &self.confine_as {
+            agent.sandbox = Some(policy.clone());
+        } else if self.sandbox.is_some() || self.network.is_some() {
             let mut policy = agent
                 .sandbox
                 .clone()
@@ -239,6 +254,14 @@ pub enum Notice<'a> {
     },
     /// The loop is about to start.
     Launching(&'a Launching<'a>),
+    /// Variables of a `.env` file inside the workspace were left out: the run's tools can write
+    /// that file, so it configures neither delta nor a program's loader.
+    EnvIgnored {
+        /// The file.
+        file: &'a Path,
+        /// The variables left out.
+        names: &'a [&'a str],
+    },
 }
 
 /// What is run, for the banner.
@@ -445,6 +468,7 @@ impl RunnerError {
             }
             Self::InvalidRunId(e) => Some(e.hint()),
             Self::Store(e) => store_hint(e),
+            Self::Engine(EngineError::Seal(e)) => e.hint(),
             Self::Open { .. }
             | Self::Env(_)
             | Self::Bind(_)

@@ -40,7 +40,8 @@ impl Runner<'_> {
                         workspace: &ws,
                     });
                     let message = resume::prepare(&opened, &decision)?;
-                    return self.resume(&ws, *opened, message);
+                    let answer = decision.answer();
+                    return self.resume(&ws, *opened, message, answer);
                 }
                 RunInWorkspace::New {
                     workspace_lock: lock,
@@ -76,6 +77,7 @@ impl Runner<'_> {
             message: None,
             recovered: None,
             resuming: false,
+            answer: None,
         })
     }
 
@@ -160,7 +162,8 @@ impl Runner<'_> {
             decision: &decision,
             response: &response,
         });
-        self.resume(&ws, opened, message)
+        let answer = decision.answer();
+        self.resume(&ws, opened, message, answer)
     }
 
     /// The workspace `continue` names, which must hold runs.
@@ -226,7 +229,7 @@ impl Runner<'_> {
             from: &source.run_id,
             iteration,
         });
-        self.pick_up(ws, session, message, None)
+        self.pick_up(ws, session, (message, None), None)
     }
 }
 

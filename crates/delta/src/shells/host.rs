@@ -69,23 +69,38 @@ pub struct ProgramStart {
 }
 
 impl ProgramStart {
-    fn of(meta: &SessionMeta, dir: &Path) -> Self {
-        let sandbox = meta.sandbox.clone().map(|mut policy| {
+    /// `policy` is the one the host was started with (by the run that drives the session), never
+    /// one read from the session's folder.
+    fn of(policy: Option<crate::sandbox::SandboxPolicy>, meta: &SessionMeta, dir: &Path) -> Self {
+        let sandbox = policy.map(|mut policy| {
             policy.writable.push(dir.to_path_buf());
             (policy, PathBuf::from(&meta.work_dir))
         });
         Self { sandbox }
     }
 
-    /// The command that starts `program args`.
-    pub fn command(&self, program: &str, args: &[String]) -> std::process::Command {
+    /// The command that starts `program args` with exactly `env`.
+    pub fn command(
+        &self,
+        program: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> std::process::Command {
         match &self.sandbox {
-            Some((policy, workspace)) => {
-                crate::sandbox::command(&super::host_program(), policy, workspace, program, args)
-            }
+            Some((policy, workspace)) => crate::sandbox::command(
+                &super::host_program(),
+                policy,
+                workspace,
+                program,
+                args,
+                env,
+            ),
             None => {
                 let mut command = std::process::Command::new(program);
-                command.args(args);
+                command
+                    .args(args)
+                    .env_clear()
+                    .envs(env.iter().map(|(k, v)| (k, v)));
                 command
             }
         }
@@ -118,6 +133,8 @@ impl Live {
 struct Host {
     dir: PathBuf,
     meta: SessionMeta,
+    /// The sandbox the session's process runs in, as the host was started with it.
+    sandbox: Option<crate::sandbox::SandboxPolicy>,
     /// The environment the host started with: what saved state is told apart from.
     base_env: Vec<(String, String)>,
     socket: PathBuf,
@@ -132,7 +149,11 @@ struct Host {
 
 /// Runs the host of the session in `dir` until it is told to stop. Returns when the host could
 /// not start (the error) or has stopped. `rebuild`: the session had a process before, which is gone.
-pub fn run(dir: &Path, rebuild: bool) -> Result<(), ShellError> {
+pub fn run(
+    dir: &Path,
+    rebuild: bool,
+    sandbox: Option<crate::sandbox::SandboxPolicy>,
+) -> Result<(), ShellError> {
     // A group leader cannot start a session; the host is started as an ordinary child, so it is not.
     nix::unistd::setsid().map_err(|e| ShellError::Terminal(format!("setsid: {e}")))?;
     let meta = files::read_meta(dir)?;
@@ -145,6 +166,7 @@ pub fn run(dir: &Path, rebuild: bool) -> Result<(), ShellError> {
     let mut host = Host {
         dir: dir.to_path_buf(),
         meta,
+        sandbox,
         base_env: std::env::vars().collect(),
         socket,
         live: None,
@@ -216,7 +238,7 @@ impl Host {
             }
             None => (work_dir, self.base_env.clone(), false),
         };
-        let launcher = ProgramStart::of(&self.meta, &self.dir);
+        let launcher = ProgramStart::of(self.sandbox.clone(), &self.meta, &self.dir);
         let live = if self.meta.pty {
             Live::Pty(Pty::start(&self.meta.command, &cwd, &env, &launcher)?)
         } else {

@@ -16,6 +16,7 @@
 pub mod child;
 pub mod files;
 pub mod host;
+mod peer;
 pub mod pty;
 pub mod shell;
 pub mod wire;
@@ -115,9 +116,6 @@ pub struct SessionMeta {
     /// The run that started the session (its cleanup stops the session's process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_run: Option<String>,
-    /// The sandbox the session's shell or program runs in (its run's agent's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// `host.json`: the host, its session's live process, its socket.
@@ -218,8 +216,6 @@ pub struct StartOptions {
     pub work_dir: PathBuf,
     /// The run that owns it.
     pub owner_run: Option<String>,
-    /// The sandbox its process runs in.
-    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// The sessions of one folder.
@@ -230,6 +226,9 @@ pub struct ShellSessions {
     host_program: PathBuf,
     /// The environment a new host (and so the session's process) starts with.
     env: Vec<(String, String)>,
+    /// The sandbox of the run that drives these sessions: each host is started with it, and a host
+    /// is used only when it is a process of this binary, unconfined, started with exactly it.
+    sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 impl ShellSessions {
@@ -239,7 +238,15 @@ impl ShellSessions {
             dir,
             host_program,
             env,
+            sandbox: None,
         }
+    }
+
+    /// The same sessions, whose processes run in `sandbox` (the policy of the run that drives
+    /// them; nothing on disk changes it).
+    pub fn confined(mut self, sandbox: Option<crate::sandbox::SandboxPolicy>) -> Self {
+        self.sandbox = sandbox.filter(crate::sandbox::SandboxPolicy::confines);
+        self
     }
 
     fn session_dir(&self, id: &str) -> Result<PathBuf, ShellError> {
@@ -306,10 +313,6 @@ impl ShellSessions {
             execution_count: 0,
             pty: options.pty,
             owner_run: options.owner_run.clone(),
-            sandbox: options
-                .sandbox
-                .clone()
-                .filter(crate::sandbox::SandboxPolicy::confines),
         };
         files::write_meta(&dir, &meta)?;
         let _lock = files::lock(&dir)?;
@@ -331,11 +334,11 @@ impl ShellSessions {
         }
         let stream = {
             let _lock = files::lock(&dir)?;
-            match connect(&dir) {
+            match self.connect(&dir) {
                 Some(stream) => stream,
                 None => {
                     self.launch_host(&dir, &meta, true)?;
-                    connect(&dir).ok_or_else(|| ShellError::HostStart {
+                    self.connect(&dir).ok_or_else(|| ShellError::HostStart {
                         id: id.to_string(),
                         why: "its socket does not answer".into(),
                     })?
@@ -480,6 +483,7 @@ impl ShellSessions {
         if rebuild {
             command.arg("--rebuild");
         }
+        command.args(self.host_sandbox_args());
         let mut child = command.spawn().map_err(|source| ShellError::Spawn {
             program: self.host_program.display().to_string(),
             source,
@@ -513,6 +517,36 @@ impl ShellSessions {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+impl ShellSessions {
+    /// The arguments that give a host its sandbox.
+    fn host_sandbox_args(&self) -> Vec<String> {
+        match &self.sandbox {
+            Some(policy) => vec![
+                "--sandbox".into(),
+                serde_json::to_string(policy).unwrap_or_default(),
+            ],
+            None => Vec::new(),
+        }
+    }
+
+    /// A connection to the session's host, when it answers and, for confined sessions, is one
+    /// started for them ([`peer::is_host_for`]): `host.json` and the socket lie in a folder the
+    /// session's own programs can write.
+    fn connect(&self, dir: &Path) -> Option<UnixStream> {
+        let stream = connect(dir)?;
+        if self.sandbox.is_none() {
+            return Some(stream);
+        }
+        let mut expected = vec![
+            "sessions".to_string(),
+            "__host".to_string(),
+            dir.display().to_string(),
+        ];
+        expected.extend(self.host_sandbox_args());
+        peer::is_host_for(&stream, &expected).then_some(stream)
     }
 }
 

@@ -62,10 +62,12 @@ impl Pty {
             env.push(("TERM".into(), "dumb".into()));
         }
         let child = start
-            .command("/bin/sh", &["-c".to_string(), format!("exec {command}")])
+            .command(
+                "/bin/sh",
+                &["-c".to_string(), format!("exec {command}")],
+                &env,
+            )
             .current_dir(cwd)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(stdio()?)
             .stdout(stdio()?)
             .stderr(stdio()?)

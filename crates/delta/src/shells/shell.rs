@@ -78,10 +78,8 @@ impl Shell {
     ) -> Result<Self, ShellError> {
         fresh_fifo(control)?;
         let mut child = start
-            .command(program, &["-s".to_string()])
+            .command(program, &["-s".to_string()], env)
             .current_dir(cwd)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -25,12 +25,23 @@ fn results(sb: &Sandbox) -> Vec<Value> {
         .collect()
 }
 
+/// The approval decisions journaled, each call's digest shown as `…` (its 64 hex digits checked).
 fn decisions(sb: &Sandbox) -> Vec<String> {
     sb.events("SYSTEM_MESSAGE")
         .iter()
         .filter_map(|e| e["payload"]["content"].as_str())
         .filter(|c| c.starts_with("Approval: "))
-        .map(str::to_string)
+        .map(|c| match c.split_once(" (call digest ") {
+            Some((head, digest)) => {
+                let hex = digest.trim_end_matches(')');
+                assert!(
+                    hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+                    "{c}"
+                );
+                format!("{head} (call digest …)")
+            }
+            None => c.to_string(),
+        })
         .collect()
 }
 
@@ -96,9 +107,9 @@ fn yes_runs_the_call_once_and_always_for_the_rest_of_the_run() {
     assert_eq!(
         decisions(&sb),
         [
-            "Approval: call c1 of write approved by the user",
-            "Approval: call c2 of write approved by the user for the rest of the run",
-            "Approval: write allowed: the user approved it for the rest of the run",
+            "Approval: call c1 of write approved by the user (call digest …)",
+            "Approval: call c2 of write approved by the user for the rest of the run (call digest …)",
+            "Approval: write allowed (call c3): the user approved it for the rest of the run",
         ]
     );
 }
@@ -213,6 +224,6 @@ fn a_crash_after_the_approval_settles_the_call_as_interrupted_without_asking_aga
     assert!(settled.contains("INTERRUPTED"), "{settled}");
     assert_eq!(
         decisions(&sb),
-        ["Approval: call c1 of run approved by the user"]
+        ["Approval: call c1 of run approved by the user (call digest …)"]
     );
 }

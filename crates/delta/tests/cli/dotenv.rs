@@ -234,9 +234,17 @@ fn the_key_follows_the_same_precedence() {
         ),
     );
     sb.file("ws/.env", "DELTA_API_KEY=sk-from-workspace-1111\n");
-    // Workspace over agent.
+    // Not from the workspace: the run's tools can write that file.
     let out = sb.run(None, "go", &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        sb.scrub(&out.stderr).contains(
+            "warning: ignored DELTA_API_KEY from [SANDBOX]/ws/.env: the run's tools can write a \
+             file inside the workspace"
+        ),
+        "{}",
+        out.stderr
+    );
     // Process over both.
     let out2 = sb.run(Some(&server), "go", &[]);
     assert_eq!(out2.code, 0, "{}", out2.stderr);
@@ -252,7 +260,7 @@ fn the_key_follows_the_same_precedence() {
     assert_eq!(
         auth,
         [
-            "Bearer sk-from-workspace-1111".to_string(),
+            "Bearer sk-from-agent-2222".to_string(),
             format!("Bearer {KEY}"),
             "Bearer sk-from-agent-2222".to_string(),
         ]
@@ -284,18 +292,21 @@ fn a_key_a_tool_reads_from_a_file_is_redacted_before_it_is_written_or_sent() {
         Reply::text("done"),
     ]);
     let sb = Sandbox::new(&agent_yaml("  - name: read_env\n    exec: \"cat .env\"\n"));
+    // The key in the workspace's .env is not used (a tool could have put it there), but it is a
+    // key all the same: scrubbed wherever it would leave.
     sb.file(
-        "ws/.env",
+        "agent/.env",
         &format!(
-            "DELTA_API_KEY={ws_key}\nDELTA_BASE_URL={}\n",
+            "DELTA_API_KEY=sk-agent-key-24680\nDELTA_BASE_URL={}\n",
             server.openai_base()
         ),
     );
+    sb.file("ws/.env", &format!("DELTA_API_KEY={ws_key}\n"));
     let out = sb.run(None, "go", &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         server.requests()[0].header("authorization"),
-        Some(format!("Bearer {ws_key}").as_str())
+        Some("Bearer sk-agent-key-24680")
     );
     assert!(
         stdout_of(&sb, "c1").starts_with("DELTA_API_KEY=[REDACTED]\n"),

@@ -1,6 +1,8 @@
-//! Servers do send one answer whose tool calls share an id. Calls are settled by position: killed
-//! while one of them runs, the resumed run gives each call exactly one result, runs the ones that
-//! never started, and sends the model a well-formed conversation.
+//! Servers do send one answer whose tool calls share an id. delta gives the second call another id
+//! (`dup_2`) as it journals the answer, so that no approval, request or result can be taken for
+//! another call's; journals written before that are settled by position. Killed while one of them
+//! runs, the resumed run gives each call exactly one result, runs the ones that never started, and
+//! sends the model a well-formed conversation.
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -48,11 +50,13 @@ fn killed_during(held: u32) -> (Sandbox, ScriptedServer) {
     (sb, server)
 }
 
+/// The results, in order; the second call's id was made unique when the answer was journaled.
 fn results(sb: &Sandbox) -> Vec<String> {
     sb.events("ACTION_RESULT")
         .iter()
-        .map(|e| {
-            assert_eq!(e["payload"]["action_id"], "dup");
+        .zip(["dup", "dup_2"])
+        .map(|(e, id)| {
+            assert_eq!(e["payload"]["action_id"], id);
             e["payload"]["observation_content"]
                 .as_str()
                 .unwrap()

@@ -88,6 +88,7 @@ fn options_for(base: &str, root: &Path) -> Options {
         process_ends: false,
         upstream: None,
         depth: 0,
+        confine_as: None,
     }
 }
 

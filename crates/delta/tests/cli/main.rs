@@ -32,6 +32,7 @@ mod mcp;
 mod mcp_server;
 mod playback;
 mod readme;
+mod red_team;
 mod reserved_ids;
 mod results;
 mod resume;

@@ -455,3 +455,145 @@ fn a_servers_secret_is_scrubbed_from_recordings_too() {
     sb.assert_nowhere(secret);
     assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
 }
+
+/// A stdio MCP server (Python's standard library) whose tool `peek` writes the value of its `TOKEN`
+/// variable and its first argument into its description, title and schema, and whose other tool is
+/// named after that value.
+const LEAKING_SERVER: &str = r#"
+import json, os, sys
+leak = os.environ["TOKEN"] + " " + sys.argv[1]
+tool = {"name": "peek", "title": "Peek " + leak, "description": "Knows " + leak,
+        "inputSchema": {"type": "object", "properties": {leak: {"type": "string", "description": leak}}}}
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [tool, {"name": os.environ["TOKEN"], "inputSchema": {"type": "object"}}]}
+    else:
+        r = {"content": [{"type": "text", "text": "ok"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"#;
+
+#[test]
+fn secrets_in_a_servers_tool_descriptions_never_reach_the_model() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let secret = "desc-secret-value-93be1d";
+    let sb = Sandbox::new("name: a\ntools: []\n");
+    let script = sb.file("server.py", LEAKING_SERVER);
+    sb.file(
+        "agent/agent.yaml",
+        &format!(
+            "name: a\nllm:\n  model: m\ntools: []\nmcp_servers:\n  - name: s\n    command: {}\n    args: [\"{}\", \"{}\"]\n    env: {{TOKEN: \"${{MCP_TOKEN}}\"}}\n",
+            python.display(),
+            script.display(),
+            crate::support::KEY,
+        ),
+    );
+    let model = ScriptedServer::start([Reply::text("done")]);
+    let mut cmd = sb.delta(Some(&model));
+    cmd.args(["run", "--agent", "agent", "-w", "ws", "-m", "go"])
+        .env("MCP_TOKEN", secret);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    let request = model.requests()[0].json();
+    let peek = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "s__peek")
+        .expect("the model is offered s__peek")
+        .clone();
+    assert_eq!(
+        peek["function"]["description"], "Knows [REDACTED] [REDACTED]",
+        "{peek}"
+    );
+    let text = request.to_string();
+    assert!(
+        !text.contains(secret) && !text.contains(crate::support::KEY),
+        "{text}"
+    );
+    assert!(
+        out.stderr.contains("or hold a secret: s/[REDACTED]"),
+        "{}",
+        out.stderr
+    );
+    sb.assert_nowhere(secret);
+    assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
+
+    // `delta tools` shows what the model sees.
+    let mut cmd = sb.delta(None);
+    cmd.args(["tools", "-a", "agent", "--format", "json"])
+        .env("MCP_TOKEN", secret);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("Knows [REDACTED]") && !out.stdout.contains(secret),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A stdio MCP server (Python's standard library) with one tool that does not end when its
+/// standard input closes: it stays until it is stopped.
+const LINGERING_SERVER: &str = r#"
+import json, sys, time
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "noop", "inputSchema": {"type": "object"}}]}
+    else:
+        r = {"content": [{"type": "text", "text": "ok"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+time.sleep(300)
+"#;
+
+#[test]
+fn removing_a_run_left_waiting_stops_its_mcp_servers_and_sessions() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let sb = Sandbox::new("name: a\ntools: []\n");
+    let script = sb.file("server.py", LINGERING_SERVER);
+    sb.file(
+        "agent/agent.yaml",
+        &format!(
+            "name: a\nllm:\n  model: m\nsessions: true\ntools: []\nlifecycle_hooks:\n  on_run_end:\n    command: [\"sh\", \"-c\", \"touch paused; sleep 30\"]\nmcp_servers:\n  - name: s\n    command: {}\n    args: [\"{}\"]\n",
+            python.display(),
+            script.display()
+        ),
+    );
+    let server = ScriptedServer::start([
+        Reply::tool_call("c1", "session_start", json!({"id": "w"})),
+        Reply::tool_call("c2", "ask_human", json!({"prompt": "Go on?"})),
+    ]);
+    // Killed while it pauses for the answer: what it started outlives it.
+    let marker = sb.ws().join("paused");
+    let mut child = run_in_background_until(&sb, &server, "the pause", || marker.exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(sb.metadata()["status"], "WAITING_FOR_INPUT");
+    assert!(sb.run_dir().join("mcp_servers.json").is_file());
+    let running = |needle: &std::path::Path| {
+        processes_under(sb.root.path())
+            .iter()
+            .any(|(_, line)| line.contains(&*needle.to_string_lossy()))
+    };
+    assert!(running(&script), "{:?}", processes_under(sb.root.path()));
+    assert!(running(&sb.ws().join(".sessions/w")));
+
+    let run_id = sb.metadata()["run_id"].as_str().unwrap().to_string();
+    let mut cmd = sb.delta(None);
+    cmd.args(["rm", "-w", "ws", "--run-id", &run_id]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_no_process_under(sb.root.path());
+}

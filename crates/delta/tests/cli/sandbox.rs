@@ -166,7 +166,17 @@ fn an_agent_without_a_sandbox_runs_as_before_and_says_so_with_v() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(results[0]["status"], "SUCCESS");
     assert!(sb.path("outside.txt").exists());
-    assert!(out.stderr.contains("Sandbox: none"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("  Sandbox:        none"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("  Permissions:    no permissions (every call runs)"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -125,6 +125,7 @@ const STREAM_SCHEMA: &[(&str, &[(&str, &str)])] = &[
             ("model", "string?"),
             ("resuming", "string?"),
             ("max_iterations", "number"),
+            ("policy", "object"),
         ],
     ),
     (

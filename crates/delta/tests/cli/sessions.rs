@@ -615,3 +615,60 @@ fn an_interrupt_stops_a_session_command_at_once() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert_no_process_under(&sb.ws());
 }
+
+/// `delta rm -w ws --run-id ID` (it must succeed).
+fn remove(sb: &Sandbox, run_id: &str) {
+    let mut cmd = sb.delta(None);
+    cmd.args(["rm", "-w", "ws", "--run-id", run_id]);
+    let out = output(cmd);
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+/// Run `id` of `sb`, which starts session `id` with a command left running in it, then waits for
+/// an answer.
+fn waiting_with_session(sb: &Sandbox, id: &str) {
+    let server = ScriptedServer::start([
+        call("c1", "session_start", json!({"id": id})),
+        call(
+            "c2",
+            "session_exec",
+            json!({"id": id, "command": "sleep 300 & echo started"}),
+        ),
+        call("c3", "ask_human", json!({"prompt": "Go on?"})),
+    ]);
+    let out = sb.run(Some(&server), "go", &["--run-id", id]);
+    assert_eq!(out.code, 101, "{out:?}");
+    assert_eq!(sb.metadata()["status"], "WAITING_FOR_INPUT");
+}
+
+#[test]
+fn removing_a_waiting_run_stops_the_sessions_it_owns() {
+    let sb = Sandbox::new(SESSIONS_AGENT);
+    waiting_with_session(&sb, "first");
+    waiting_with_session(&sb, "second");
+    let sessions = |sb: &Sandbox| -> Vec<String> {
+        let mut named: Vec<String> = ["first", "second"]
+            .into_iter()
+            .filter(|id| {
+                let dir = sb.ws().join(".sessions").join(id);
+                processes_under(&sb.ws())
+                    .iter()
+                    .any(|(_, line)| line.contains(&*dir.to_string_lossy()))
+            })
+            .map(str::to_string)
+            .collect();
+        named.sort();
+        named
+    };
+    assert_eq!(
+        sessions(&sb),
+        ["first", "second"],
+        "{:?}",
+        processes_under(&sb.ws())
+    );
+    remove(&sb, "first");
+    // The other run's session goes on.
+    assert_eq!(sessions(&sb), ["second"], "{:?}", processes_under(&sb.ws()));
+    remove(&sb, "second");
+    assert_no_process_under(&sb.ws());
+}

@@ -394,3 +394,85 @@ fn one_record_is_printed_whole_whichever_way_the_run_keeps_it() {
         assert_eq!(out.stdout, "");
     }
 }
+
+/// `delta show -w ws --record ID`: its exit code and output.
+fn show_record(sb: &Sandbox, id: &str) -> crate::support::Output {
+    let mut cmd = sb.delta(None);
+    cmd.args(["show", "-w", "ws", "--record", id]);
+    output(cmd)
+}
+
+/// The index of the pack of `dir` (a folder of `io/`) with the entries of `a` and `b` pointing at
+/// each other's lines, as an index left by another pack of the same name would.
+fn swap_in_index(dir: &std::path::Path, a: &str, b: &str) {
+    let index = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "index"))
+        .unwrap();
+    let mut lines: Vec<Value> = crate::support::read_jsonl(&index);
+    let at = |lines: &[Value], id: &str| lines.iter().position(|l| l["id"] == id).unwrap();
+    let (i, j) = (at(&lines, a), at(&lines, b));
+    for key in ["at", "len"] {
+        let held = lines[i][key].clone();
+        lines[i][key] = lines[j][key].clone();
+        lines[j][key] = held;
+    }
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&index, text).unwrap();
+}
+
+#[test]
+fn a_record_is_found_by_its_exact_id_only() {
+    let server = ScriptedServer::start([
+        Reply::tool_calls([
+            ToolCallSpec::new("c10", "echo", json!({"message": "ten"})),
+            ToolCallSpec::new("c1", "echo", json!({"message": "one"})),
+        ]),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(&agent_yaml(TOOLS));
+    assert_eq!(sb.run(Some(&server), "go", &[]).code, 0);
+    let stdout_of = |id: &str| -> Value {
+        let out = show_record(&sb, id);
+        assert_eq!(out.code, 0, "{id}: {}", out.stderr);
+        serde_json::from_str::<Value>(&out.stdout).unwrap()["stdout"].clone()
+    };
+    let missing = |id: &str| {
+        let out = show_record(&sb, id);
+        assert_eq!(out.code, 1, "{id}: {}", out.stdout);
+        assert!(
+            out.stderr.contains(&format!("no record {id}")),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(out.stdout, "");
+    };
+    assert_eq!(stdout_of("c1"), "one\n");
+    assert_eq!(stdout_of("c10"), "ten\n");
+    for id in ["c", "C1", "c1 ", "c10.json"] {
+        missing(id);
+    }
+    // An index whose entry names another record's line: that record is not shown as this one.
+    let tools = sb.run_dir().join("io/tool_executions");
+    swap_in_index(&tools, "c1", "c10");
+    for id in ["c1", "c10"] {
+        let out = show_record(&sb, id);
+        assert_ne!(out.code, 0, "{id}: {}", out.stdout);
+        assert_eq!(out.stdout, "");
+        assert!(
+            out.stderr.contains(&format!("record {id} at byte"))
+                && out.stderr.contains("another record's line"),
+            "{}",
+            out.stderr
+        );
+    }
+    swap_in_index(&tools, "c1", "c10");
+    // A file per call: the same.
+    to_older_layout(&sb.run_dir(), Earlier::Files);
+    assert_eq!(stdout_of("c1"), "one\n");
+    assert_eq!(stdout_of("c10"), "ten\n");
+    for id in ["c", "c1.json", "c10.json"] {
+        missing(id);
+    }
+}

@@ -136,6 +136,12 @@ impl Sandbox {
             .replace(&self.root.path().display().to_string(), "[SANDBOX]")
     }
 
+    /// Removes the seals of the sandbox's runs (kept under `HOME`, which is the sandbox): for a test
+    /// that makes a journal's state by hand.
+    pub fn forget_seals(&self) {
+        let _ = std::fs::remove_dir_all(self.path(".local/state/delta/seals"));
+    }
+
     /// Every file under the sandbox, as text, must not contain `needle`.
     pub fn assert_nowhere(&self, needle: &str) {
         fn walk(dir: &Path, needle: &str) {

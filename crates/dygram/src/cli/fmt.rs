@@ -16,7 +16,8 @@ use super::{CliError, Exit, eprint_line, print_out};
 /// (syntax errors, imports, a comment inside a statement), or cannot be read, is left untouched and
 /// named on stderr with the reason while the others are formatted; the exit code is then 1. With --check nothing is written: the files that would
 /// change are listed on stdout, and the exit code is 1 when there is any. With - the machine is
-/// read from standard input and the formatted text printed.
+/// read from standard input and the formatted text printed. A file given through a link is
+/// rewritten where the link points; the link stays.
 ///
 /// Examples:
 ///   dygram fmt machine.dy
@@ -86,10 +87,7 @@ pub fn run(args: FmtArgs) -> Result<Exit, CliError> {
             Ok(formatted) if formatted == read.text => Outcome::Unchanged,
             Ok(formatted) => {
                 if !args.check {
-                    store::write_atomic(file, formatted.as_bytes()).map_err(|e| {
-                        CliError::with_source(format!("cannot write {}", file.display()), e)
-                            .kind("unwritable_output")
-                    })?;
+                    write_formatted(file, &formatted)?;
                 }
                 Outcome::Changed
             }
@@ -106,6 +104,18 @@ pub fn run(args: FmtArgs) -> Result<Exit, CliError> {
     } else {
         Exit::Ok
     })
+}
+
+/// Replaces the text of `file` with `formatted`, atomically. A link is followed first: the file
+/// it names is replaced, and the link stays a link.
+fn write_formatted(file: &Path, formatted: &str) -> Result<(), CliError> {
+    let target = std::fs::canonicalize(file).map_err(|e| unwritable(file, e))?;
+    store::write_atomic(&target, formatted.as_bytes()).map_err(|e| unwritable(&target, e))
+}
+
+/// The error of a file that could not be written.
+fn unwritable(path: &Path, e: impl std::error::Error + Send + Sync + 'static) -> CliError {
+    CliError::with_source(format!("cannot write {}", path.display()), e).kind("unwritable_output")
 }
 
 /// `dygram fmt -`: the formatted text on stdout (or, refused, the text as it was, and why on

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 use dygram_core::imports::{self, Project};
-use dygram_runtime::files::Disk;
 use dygram_runtime::outputs::{self, Format};
 use dygram_syntax::source::SourceFile;
 use mcp::server::{Call, Handler, Listen, ServerInfo, ServerTool, ToolOutcome};
@@ -32,7 +31,8 @@ use super::{CliError, Exit};
 /// folder, as `dygram execute -i` run there: the same JSON report; `playback` names recordings),
 /// `answer` (the answer to a turn that waits for one, and the turn it lets go on), and `status`,
 /// `list`, `show` (as `dygram exec status|list|show --format json`). A machine is given as `file`
-/// (relative to the folder the server runs in; its imports are read) or as `text`. The server's
+/// (relative to the folder the server runs in; its imports are read) or as `text`. Imports are read
+/// inside that folder only: one that leads out of it (`..`, an absolute path, a link) is an error. The server's
 /// executions are the command line's: `dygram exec list` in that folder shows them.
 ///
 /// Examples:
@@ -126,7 +126,7 @@ enum ToolError {
 /// The arguments that name a machine.
 fn machine_schema(extra: Value) -> Value {
     let mut properties = json!({
-        "file": {"type": "string", "description": "A machine file (.dy, .dygram, .mach), relative to the server's folder; its imports are read."},
+        "file": {"type": "string", "description": "A machine file (.dy, .dygram, .mach), relative to the server's folder; its imports are read (inside that folder only)."},
         "text": {"type": "string", "description": "The machine's source, instead of a file."},
     });
     if let (Value::Object(p), Value::Object(more)) = (&mut properties, extra) {
@@ -249,13 +249,13 @@ impl Tools {
                 Ok(imports::load(
                     SourceFile::new(file, source),
                     Some(&path),
-                    &Disk,
+                    &files::Served::new(&self.root),
                 ))
             }
             (None, Some(source)) => Ok(imports::load(
                 SourceFile::new("machine.dy", source),
                 Some(&self.root.join("machine.dy")),
-                &Disk,
+                &files::Served::new(&self.root),
             )),
             _ => Err(ToolError::NoMachine),
         }

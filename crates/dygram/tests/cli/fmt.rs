@@ -99,3 +99,41 @@ fn standard_input_is_formatted_to_standard_output_with_the_indentation_asked() {
     let usage = d.run(&["fmt", "--indent", "0", "x.dy"]);
     assert_eq!(usage.code, 64, "{usage:?}");
 }
+
+#[test]
+fn a_link_stays_a_link_and_the_file_it_names_is_formatted() {
+    let d = Dir::with_file("machines/m.dy", MESSY);
+    std::os::unix::fs::symlink("machines/m.dy", d.path().join("link.dy")).unwrap();
+    let out = d.run(&["fmt", "link.dy"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "formatted link.dy\n"),
+        "{out:?}"
+    );
+    let link = d.path().join("link.dy");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "link.dy was replaced by a file"
+    );
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        std::path::Path::new("machines/m.dy")
+    );
+    let target = std::fs::read_to_string(d.path().join("machines/m.dy")).unwrap();
+    assert_ne!(target, MESSY);
+    assert!(target.contains("\n    prompt: \"check\";\n"), "{target}");
+    // Nothing was left beside the link or the file.
+    let names = |dir: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(d.path().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names("machines"), ["m.dy"]);
+    assert_eq!(names("."), ["link.dy", "machines"]);
+}

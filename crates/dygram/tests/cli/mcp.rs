@@ -316,3 +316,65 @@ fn with_a_store_the_tools_step_and_read_the_stores_executions() {
     let bad = d.run(&["mcp", "--store", "mysql://x"]);
     assert_eq!(bad.code, 64, "{}", bad.stderr);
 }
+
+/// A machine the served folder must not give away.
+const OUTSIDE: &str = "state Secret \"the password is hunter2-83a1\";\n";
+
+#[test]
+fn imports_that_leave_the_served_folder_are_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.dy"), OUTSIDE).unwrap();
+    std::fs::write(outside.path().join("notes.txt"), "hunter2-83a1\n").unwrap();
+    let d = Dir::with_file("lib/inner.dy", "state Inner \"kept\";\n");
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.dy"),
+        d.path().join("lib/link.dy"),
+    )
+    .unwrap();
+    let name = outside.path().file_name().unwrap().to_string_lossy();
+    let machine =
+        |path: &str| format!("import {{ Secret }} from \"{path}\";\nstate a;\na -> Secret;\n");
+    let mut c = client(&d);
+    // An import inside the folder is read.
+    let inner = done(
+        &mut c,
+        "render",
+        json!({"text": "import { Inner } from \"./lib/inner.dy\";\nstate a;\na -> Inner;\n"}),
+    );
+    assert!(inner["output"].to_string().contains("kept"), "{inner}");
+    let absolute = outside.path().join("secret.dy").display().to_string();
+    for path in [
+        format!("../{name}/secret.dy"),
+        absolute,
+        "./lib/link.dy".to_string(),
+        format!("../{name}/notes"),
+        format!("../{name}/notes.txt"),
+    ] {
+        let text = machine(&path);
+        // Given as text, and as a file of the folder.
+        d.write("main.dy", &text);
+        for given in [json!({"text": text}), json!({"file": "main.dy"})] {
+            let valid = done(&mut c, "validate", given.clone());
+            let said = valid["diagnostics"].to_string();
+            assert_eq!(valid["valid"], false, "{path}: {valid}");
+            assert!(said.contains("outside the served folder"), "{path}: {said}");
+            assert!(!said.contains("hunter2"), "{path}: {said}");
+            let rendered = c.call_tool("render", args(given), None).unwrap();
+            let raw = rendered.raw.to_string();
+            assert!(
+                rendered.is_error && !raw.contains("hunter2"),
+                "{path}: {raw}"
+            );
+        }
+        let executed = c
+            .call_tool("execute", args(json!({"file": "main.dy"})), None)
+            .unwrap();
+        let raw = executed.raw.to_string();
+        assert!(executed.is_error, "{path}: {raw}");
+        assert!(
+            raw.contains("outside the served folder") && !raw.contains("hunter2"),
+            "{path}: {raw}"
+        );
+    }
+    c.close();
+}

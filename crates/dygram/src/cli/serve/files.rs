@@ -1,7 +1,10 @@
 //! The machines under the served folder: listed, read and written by paths relative to it, never
 //! outside it.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+use dygram_core::imports::Files;
+use dygram_runtime::files::{Disk, canonical};
 
 /// Extensions of machine files.
 const MACHINES: [&str; 3] = ["dy", "dygram", "mach"];
@@ -40,6 +43,66 @@ pub fn machine(root: &Path, relative: &str) -> Result<PathBuf, PathError> {
         return Err(PathError::NotMachine(relative.to_string()));
     }
     inside(root, relative)
+}
+
+/// The disk as [`Files`] for the machines of the served folder: a file an import names outside
+/// it (by `..`, an absolute path or a link) is never read. Such a file is reported as there and
+/// its reading refused, so that whether it exists is not told either.
+pub struct Served {
+    /// The folder, its links followed.
+    root: PathBuf,
+}
+
+impl Served {
+    /// The files under `root`.
+    pub fn new(root: &Path) -> Self {
+        Self {
+            root: canonical(root),
+        }
+    }
+
+    /// `path` with its links followed where it exists, else as written with `..` applied; and
+    /// whether that is under the folder.
+    fn resolve(&self, path: &Path) -> (PathBuf, bool) {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| lexical(path));
+        let inside = real.starts_with(&self.root);
+        (real, inside)
+    }
+}
+
+impl Files for Served {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        match self.resolve(path) {
+            (real, true) => Disk.read(&real),
+            (_, false) => Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("it is outside the served folder {}", self.root.display()),
+            )),
+        }
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        !self.resolve(path).1 || Disk.is_file(path)
+    }
+
+    fn canonical(&self, path: &Path) -> PathBuf {
+        Disk.canonical(path)
+    }
+}
+
+/// `path` with `.` left out and each `..` taking away the name before it (links not followed).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The machine files under `root`, relative to it with `/` between names, sorted.
@@ -95,5 +158,27 @@ mod tests {
             Err(PathError::Outside(_))
         ));
         assert_eq!(list(dir.path()), ["sub/m.dy"]);
+    }
+
+    #[test]
+    fn served_files_are_read_inside_the_folder_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("served");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/m.dy"), "a;").unwrap();
+        std::fs::write(dir.path().join("secret.dy"), "b;").unwrap();
+        let served = Served::new(&root);
+        assert_eq!(served.read(&root.join("sub/../sub/m.dy")).unwrap(), "a;");
+        assert!(!served.is_file(&root.join("sub/missing.dy")));
+        for outside in ["sub/../../secret.dy", "../missing.dy", "/etc/hostname"] {
+            let path = root.join(outside);
+            // Reported as there whether it is or not; never read.
+            assert!(served.is_file(&path), "{outside}");
+            let refused = served.read(&path).unwrap_err();
+            assert!(
+                refused.to_string().contains("outside the served folder"),
+                "{outside}"
+            );
+        }
     }
 }

@@ -105,6 +105,7 @@ pub fn step(
         None => ManualInput::none(),
     };
     let mut host = PageHost {
+        files: files::Served::new(root),
         file,
         text,
         errors: Vec::new(),
@@ -203,6 +204,8 @@ fn call_error<E: std::fmt::Display>(e: CallError<E>) -> TurnError {
 /// or from the page (no API key is read for the page: a machine that needs a model uses
 /// recordings or waits for a manual answer).
 struct PageHost {
+    /// Where the machine's imports are read: the served folder only.
+    files: files::Served,
     file: PathBuf,
     text: String,
     errors: Vec<String>,
@@ -216,8 +219,7 @@ impl Host for PageHost {
             self.file.display().to_string(),
             self.text.as_str(),
         );
-        let project =
-            dygram_core::imports::load(source, Some(&self.file), &dygram_runtime::files::Disk);
+        let project = dygram_core::imports::load(source, Some(&self.file), &self.files);
         if project.has_errors() {
             self.errors = project
                 .entry()
