@@ -4,7 +4,8 @@
 //! `process.json` before its program runs, output captured), wall and CPU time, against a plain `std::process::Command`
 //! run of the same program, in one process, alternating, so the machine's noise hits both alike. The
 //! program is `true`: what is measured is the starting, not the tool. The recorded start is timed again
-//! in the sandbox of `workspace-write, network off` (Landlock and seccomp entered before `exec`).
+//! in the sandbox of `workspace-write, network off` (the read-only mounts' namespaces joined, Landlock
+//! and seccomp entered before `exec`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::process::{Command, Stdio};
@@ -55,11 +56,22 @@ fn main() {
     };
     let confined = Spawn {
         confine: delta::sandbox::SandboxPolicy::recommended()
-            .prepare(dir.path())
+            .prepare_with(
+                dir.path(),
+                std::path::Path::new(env!("CARGO_BIN_EXE_delta")),
+            )
             .ok()
             .flatten()
             .map(std::sync::Arc::new),
         ..spawn.clone()
+    };
+    let mounts = match confined
+        .confine
+        .as_deref()
+        .and_then(|c| c.metadata_unprotected())
+    {
+        None => "with its read-only mounts".to_string(),
+        Some(why) => format!("without read-only mounts: {why}"),
     };
     let recorder = Recorder::new(dir.path().join("process.json"));
     let interrupt = AtomicBool::new(false);
@@ -117,7 +129,7 @@ fn main() {
     } else {
         let sandboxed = medians(&sandboxed);
         println!(
-            "tool start in the sandbox           {:>6.3} ms wall, {:>6.3} ms CPU (workspace-write, network off)",
+            "tool start in the sandbox           {:>6.3} ms wall, {:>6.3} ms CPU (workspace-write, network off, {mounts})",
             sandboxed.0, sandboxed.1
         );
         println!(

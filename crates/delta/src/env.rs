@@ -124,9 +124,12 @@ impl Env {
         if let Some(root) = project_root(cwd) {
             candidates.push(root.join(".env"));
         }
+        // Where the file's name lies decides, not where a link there points: a link a tool made in
+        // the workspace may point anywhere.
         let inside = |path: &Path| {
             let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-            canonical(path).starts_with(canonical(workspace))
+            let folder = path.parent().map(canonical).unwrap_or_default();
+            folder.starts_with(canonical(workspace))
         };
         for path in candidates {
             if self.loaded_files.contains(&path) || !path.is_file() {
@@ -318,6 +321,17 @@ mod tests {
         assert_eq!(child.get("KEEP").map(String::as_str), Some("1"));
         assert!(!child.contains_key("LD_PRELOAD"));
         assert_eq!(child["DELTA_BASE_URL"], "http://good");
+        // A link in the workspace to a file elsewhere is the workspace's all the same.
+        let elsewhere = dir.path().join("elsewhere.env");
+        std::fs::write(&elsewhere, "DELTA_BASE_URL=http://evil\n").unwrap();
+        std::fs::remove_file(ws.join(".env")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.join(".env")).unwrap();
+        let mut env = Env::default();
+        env.load_cascade(&ws, &agent, &agent).unwrap();
+        assert_eq!(env.get("DELTA_BASE_URL"), Some("http://good"));
+        assert_eq!(env.ignored().len(), 1);
+        std::fs::remove_file(ws.join(".env")).unwrap();
+        std::fs::write(ws.join(".env"), "KEEP=1\n").unwrap();
         // The agent's folder inside the workspace is not trusted either.
         let inner = ws.join("agent");
         std::fs::create_dir_all(&inner).unwrap();

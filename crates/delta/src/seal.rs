@@ -34,6 +34,10 @@ pub struct SealState {
     pub journal_bytes: u64,
     /// The SHA-256 (hex) of those bytes.
     pub journal_sha256: String,
+    /// The agent folder the run was made with (`metadata.json`'s `agent_ref`, which a tool could
+    /// rewrite to have another agent loaded, without a sandbox).
+    #[serde(default)]
+    pub agent_ref: String,
     /// Tools the person approved for the rest of the run.
     #[serde(default)]
     pub approved_always: Vec<String>,
@@ -84,6 +88,30 @@ pub enum SealError {
         sealed: u64,
         found: u64,
     },
+    /// The run has no seal, though delta keeps seals: it is not taken as found unless the person
+    /// says so.
+    #[error(
+        "run {run_id} has no seal ({}): delta did not make it here, or made it before it sealed \
+         runs, so nothing vouches that its journal and metadata are what delta wrote",
+        .seal.display()
+    )]
+    Unsealed {
+        run_id: String,
+        workspace: PathBuf,
+        seal: PathBuf,
+    },
+    /// `metadata.json` names another agent than the one the run was made with.
+    #[error(
+        "run {run_id} was made with the agent {sealed}, but its metadata.json now names {found}: \
+         something other than delta rewrote it (the run's tools can write the workspace); delta \
+         will not load that agent"
+    )]
+    AgentChanged {
+        run_id: String,
+        sealed: String,
+        found: String,
+        seal: PathBuf,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -97,6 +125,16 @@ impl SealError {
     /// What a person can do about it.
     pub fn hint(&self) -> Option<String> {
         match self {
+            Self::Unsealed { workspace, .. } => Some(format!(
+                "if the run is yours (made before this version, or its workspace moved), take it as \
+                 it is: delta continue -w {} --adopt",
+                workspace.display()
+            )),
+            Self::AgentChanged { seal, .. } => Some(format!(
+                "start a new run; if you moved the agent yourself, remove {} to take the run as it \
+                 is now",
+                seal.display()
+            )),
             Self::Tampered { seal, .. } => Some(format!(
                 "start a new run; if you changed the journal yourself, remove {} to take it as it \
                  is now",
@@ -145,6 +183,7 @@ pub fn write_for(
     run: &RunDir,
     journal: &[u8],
     question: Option<&crate::engine::InteractionRequest>,
+    agent_ref: &str,
 ) -> Result<(), SealError> {
     let Some(path) = path_for(run) else {
         return Ok(());
@@ -153,10 +192,8 @@ pub fn write_for(
         run_id: run.run_id.clone(),
         workspace: run.workspace.display().to_string(),
         journal_bytes: journal.len() as u64,
-        journal_sha256: Sha256::digest(journal)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
+        journal_sha256: hex(&Sha256::digest(journal)),
+        agent_ref: agent_ref.to_string(),
         approved_always: Vec::new(),
         question: question.and_then(|q| {
             Some(SealedQuestion {
@@ -171,6 +208,69 @@ pub fn write_for(
     }
     store::write_json_atomic(&path, &state, true)?;
     Ok(())
+}
+
+/// Checks, before an agent is loaded for `run`, that `agent_ref` is the agent the run was sealed
+/// with (a run without a seal, or a seal from before agents were sealed, passes).
+pub fn check_agent(run: &RunDir, agent_ref: &str) -> Result<(), SealError> {
+    let Some(path) = path_for(run) else {
+        return Ok(());
+    };
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(());
+    };
+    let state: SealState = serde_json::from_slice(&bytes).map_err(|e| SealError::Io {
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
+    if state.agent_ref.is_empty() || state.agent_ref == agent_ref {
+        return Ok(());
+    }
+    Err(SealError::AgentChanged {
+        run_id: run.run_id.clone(),
+        sealed: state.agent_ref,
+        found: agent_ref.to_string(),
+        seal: path,
+    })
+}
+
+/// Checks, before `run` is copied (a fork), that its journal still starts with the sealed bytes
+/// and that `agent_ref` is its agent (a run without a seal passes: the copy is sealed anew).
+pub fn check_prefix(run: &RunDir, agent_ref: &str) -> Result<(), SealError> {
+    check_agent(run, agent_ref)?;
+    let Some(path) = path_for(run) else {
+        return Ok(());
+    };
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(());
+    };
+    let state: SealState = serde_json::from_slice(&bytes).map_err(|e| SealError::Io {
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
+    let journal = run.journal();
+    let text = std::fs::read(&journal).map_err(|source| SealError::Io {
+        path: journal.clone(),
+        source,
+    })?;
+    let sealed = usize::try_from(state.journal_bytes)
+        .ok()
+        .and_then(|n| text.get(..n));
+    let same = sealed.is_some_and(|prefix| hex(&Sha256::digest(prefix)) == state.journal_sha256);
+    if same {
+        return Ok(());
+    }
+    Err(SealError::Tampered {
+        run_id: run.run_id.clone(),
+        journal,
+        seal: path,
+        sealed: state.journal_bytes,
+        found: text.len() as u64,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Removes `run`'s seal, if any (the run is removed).

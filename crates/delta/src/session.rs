@@ -124,6 +124,9 @@ pub fn create(
     let mut syncs = store::atomic::DirSyncs::default();
     let run = RunDir::create_in(workspace, &run_id, &mut syncs)?;
     let acquired = RunLock::acquire(&run.lock(), &LockHolder::current(now, Some(command)))?;
+    // Sealed before its first line (an empty journal is a prefix of every journal): a run delta made
+    // is never found without a seal. A seal that cannot be written is written again by the engine.
+    let _ = crate::seal::write_for(&run, b"", None, &agent.dir.display().to_string());
     // The journal starts before the metadata exists: a run that can be listed (and resumed) always
     // has its first events, so an empty journal is never mistaken for a run that has not begun.
     let mut journal = crate::events::RunJournal::open(&run.journal(), clock)?
@@ -189,6 +192,9 @@ pub enum ForkError {
     /// Files could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The source run is not as delta wrote it.
+    #[error(transparent)]
+    Seal(Box<crate::seal::SealError>),
 }
 
 impl ForkError {
@@ -196,6 +202,7 @@ impl ForkError {
     pub fn hint(&self) -> Option<String> {
         match self {
             Self::Workspace(e) => e.hint(),
+            Self::Seal(e) => e.hint(),
             Self::TooFew { .. } | Self::Store(_) => None,
         }
     }
@@ -260,8 +267,11 @@ pub fn fork(
     command: &str,
 ) -> Result<Session, ForkError> {
     let workspace_lock = runs::lock_workspace(&source.workspace, clock, command)?;
-    let (events, _) = crate::events::read(&source.journal())?;
     let source_meta = RunMetadata::load(&source.metadata())?;
+    // What is copied is what delta wrote, with the agent it was made with.
+    crate::seal::check_prefix(source, &source_meta.agent_ref)
+        .map_err(|e| ForkError::Seal(Box::new(e)))?;
+    let (events, _) = crate::events::read(&source.journal())?;
     let cut = fork_point(&events, iteration).map_err(|have| ForkError::TooFew {
         run_id: source.run_id.clone(),
         have,
@@ -316,6 +326,9 @@ pub fn fork(
         extra,
     };
     metadata.save(&run.metadata())?;
+    if let Ok(text) = std::fs::read(run.journal()) {
+        let _ = crate::seal::write_for(&run, &text, None, &metadata.agent_ref);
+    }
     workspace::set_latest(&source.workspace, new_id)?;
     Ok(Session {
         run,

@@ -96,7 +96,7 @@ impl LayoutError {
                 let workspace = path.parent().and_then(Path::parent).unwrap_or(path);
                 format!(
                     "rename it to an ordinary run id; the run keeps its history: mv '{}' '{}', \
-                     then continue it with: delta continue -w '{}' --run-id {name}-run",
+                     then continue it with: delta continue -w '{}' --run-id {name}-run --adopt",
                     path.display(),
                     renamed.display(),
                     workspace.display()

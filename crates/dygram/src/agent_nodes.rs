@@ -181,6 +181,7 @@ impl DeltaAgents {
             upstream: None,
             depth: 0,
             confine_as: None,
+            adopt: false,
         }
     }
 }

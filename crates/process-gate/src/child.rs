@@ -224,6 +224,9 @@ unsafe fn hold(plan: &mut Plan, announce: RawFd, go: RawFd) {
 unsafe fn confine(plan: &mut Plan) {
     // SAFETY: plain system calls on the plan's values.
     unsafe {
+        if !crate::harden::drop_root_capabilities() {
+            fail(plan, Stage::Sandbox);
+        }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             fail(plan, Stage::Sandbox);
         }

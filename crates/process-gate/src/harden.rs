@@ -110,12 +110,74 @@ pub fn leave_terminal() -> io::Result<()> {
     }
 }
 
+/// For a process running as root: drops every capability, from the bounding set too, and locks
+/// the securebits so that no `exec` gives them back (a confined root could otherwise make device
+/// nodes, read physical memory, or undo its sandbox). Nothing to do for another user. False when a
+/// step failed (`errno` says why).
+///
+/// Plain system calls on locals: callable in a child between `clone` and `exec`.
+pub fn drop_root_capabilities() -> bool {
+    const SECUREBITS: libc::c_ulong = 0b1100_1111; // NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, each locked
+    const VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: plain system calls on constants and locals.
+    unsafe {
+        if libc::geteuid() != 0 {
+            return true;
+        }
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) != 0 {
+            return false;
+        }
+        for cap in 0..64 {
+            // Capabilities this kernel does not know are EINVAL: nothing to drop.
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let none = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        libc::syscall(libc::SYS_capset, &raw const header, none.as_ptr()) == 0
+    }
+}
+
 /// Loads `program` as this process's seccomp filter (`no_new_privs` first, which it needs). For a
 /// process about to `exec` the program to confine; children started through the gate load theirs
 /// between `clone` and `exec` instead.
 pub fn load_filter(program: &[Instruction]) -> io::Result<()> {
     let len = u16::try_from(program.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
+    if !drop_root_capabilities() {
+        return Err(io::Error::last_os_error());
+    }
     let fprog = libc::sock_fprog {
         len,
         filter: program.as_ptr().cast_mut().cast(),
@@ -141,6 +203,7 @@ pub fn load_filter(program: &[Instruction]) -> io::Result<()> {
 /// Puts this process in a mount namespace of its own in which every mount is read-only but
 /// `writable` (each a bind of itself, as writable as it was): there, `chmod`, `chown`, `utimensat`
 /// and extended attributes fail with `EROFS` outside those paths, which Landlock does not govern.
+/// With `own_terminals`, `/dev/pts` is a new, empty instance: the user's terminals are not there.
 /// As root, a mount namespace only (its mounts made private first, so that nothing propagates back);
 /// otherwise a user namespace too, mapping this user and group to themselves. Returns whether a user
 /// namespace was made.
@@ -149,7 +212,7 @@ pub fn load_filter(program: &[Instruction]) -> io::Result<()> {
 /// It is made dumpable for a user namespace (the kernel lets a process write its own maps only
 /// then): call it in a process that holds no secret, before it `exec`s or only holds namespaces.
 /// Paths in `writable` that do not exist are skipped.
-pub fn private_mounts(writable: &[&Path]) -> io::Result<bool> {
+pub fn private_mounts(writable: &[&Path], own_terminals: bool) -> io::Result<bool> {
     let paths: Vec<CString> = writable
         .iter()
         .filter(|p| p.exists())
@@ -214,6 +277,17 @@ pub fn private_mounts(writable: &[&Path]) -> io::Result<bool> {
                 libc::AT_FDCWD,
                 path.as_ptr(),
                 MOVE_MOUNT_F_EMPTY_PATH,
+            ))?;
+        }
+        // With `own_terminals`, a new instance of /dev/pts: programs may still open terminals of
+        // their own, but not see (nor read) the user's.
+        if own_terminals && Path::new("/dev/pts").is_dir() {
+            check(libc::mount(
+                c"devpts".as_ptr(),
+                c"/dev/pts".as_ptr(),
+                c"devpts".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                c"newinstance,ptmxmode=0666,mode=0620".as_ptr().cast(),
             ))?;
         }
     }

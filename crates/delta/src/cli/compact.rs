@@ -66,6 +66,7 @@ pub fn cmd_compact(args: CompactArgs) -> Result<(), CliError> {
             _ => super::result::RunFormat::Text,
         },
         mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
+        adopt: false,
     };
     let mut console = Console::new(false, false, false);
     let mut host = CliHost::new(&flags, clock);

@@ -98,6 +98,11 @@ pub struct ContinueArgs {
     #[arg(short, long)]
     interactive: bool,
 
+    /// Take a run that has no seal as it is found: one made before delta sealed runs, or whose
+    /// workspace moved (a run without a seal is refused otherwise; see docs/security.md).
+    #[arg(long)]
+    adopt: bool,
+
     /// What to print on stdout.
     #[arg(long, value_enum, default_value = "text")]
     format: RunFormat,
@@ -130,6 +135,7 @@ fn continue_run(args: ContinueArgs) -> Result<Exit, CliError> {
         verbose: args.verbose,
         format: args.format,
         mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
+        adopt: args.adopt,
     };
     if let (Some(url), Some(run_id)) = (args.store, &args.run_id) {
         let cont = StoreContinue {

@@ -291,6 +291,7 @@ pub fn cmd_worker(args: WorkerArgs) -> Result<Exit, CliError> {
         verbose: args.verbose,
         format: super::result::RunFormat::Text,
         mode: Flags::mode(None, args.playback.as_deref()),
+        adopt: false,
     };
     let config = WorkerConfig {
         url: args.store.store.clone(),

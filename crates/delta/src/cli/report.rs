@@ -38,6 +38,8 @@ pub struct Flags {
     pub verbose: bool,
     pub format: RunFormat,
     pub mode: LlmMode,
+    /// `continue --adopt`: take a run without a seal as it is.
+    pub adopt: bool,
 }
 
 /// `--sandbox MODE` and `--network on|off`: the sandbox for this call, instead of the agent's.
@@ -213,6 +215,7 @@ pub fn options(flags: &Flags, clock: Clock, ids: IdSource, interrupt: Arc<Atomic
         stream_text: false,
         depth: 0,
         confine_as: None,
+        adopt: flags.adopt,
     }
 }
 

@@ -152,6 +152,7 @@ fn run(args: RunArgs) -> Result<Exit, CliError> {
         verbose: args.verbose,
         format: args.format,
         mode: Flags::mode(args.record.as_deref(), args.playback.as_deref()),
+        adopt: false,
     };
     report::execute(request, &flags, clock, ids)
 }

@@ -75,8 +75,11 @@ enum SessionsCommand {
         #[arg(long)]
         rebuild: bool,
         /// The sandbox of the session's process (JSON), from the run that drives it.
-        #[arg(long, value_name = "POLICY")]
+        #[arg(long, value_name = "POLICY", requires = "workspace")]
         sandbox: Option<String>,
+        /// The workspace that sandbox is for.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
 }
 
@@ -223,10 +226,11 @@ fn run(args: SessionsArgs) -> Result<ExitCode, ShellError> {
             dir,
             rebuild,
             sandbox,
+            workspace,
         } => {
             let sandbox = match sandbox.as_deref().map(serde_json::from_str) {
                 None => None,
-                Some(Ok(policy)) => Some(policy),
+                Some(Ok(policy)) => workspace.map(|ws| (policy, ws)),
                 Some(Err(e)) => {
                     return Err(ShellError::Protocol(
                         dir.display().to_string(),

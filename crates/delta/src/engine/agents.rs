@@ -94,9 +94,15 @@ impl Engine<'_> {
         let empty = Map::new();
         let args = args.as_object().unwrap_or(&empty);
         let task = task_of(args).unwrap_or_default();
-        let answer = self
+        // The child's question is answered by the person's answer given to this process, never by
+        // a file on disk: the child may be asking for an approval, which only a person gives.
+        let asked = self
             .pending_for(id, false)
-            .and_then(|(request, answer)| Some((request.request_id, answer?)));
+            .map(|(request, _)| request.request_id);
+        let answer = match asked {
+            Some(request_id) => self.setup.answer.take().map(|text| (request_id, text)),
+            None => None,
+        };
         let stop = self.drive_child(id, &tool, &task, answer.clone());
         if answer.is_some() && stop != ChildStop::Interrupted {
             // The child has journaled the answer as its own: it answers nothing more.

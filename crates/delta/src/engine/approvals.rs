@@ -173,7 +173,9 @@ impl Engine<'_> {
                 asked.action_id == id && asked.digest == digest && asked.prompt == prompt
             }
             (None, true) => false,
-            (_, false) => true,
+            // A run without a seal (taken as found with --adopt, or where delta keeps no state):
+            // nothing vouches for the question; where seals are kept it is asked again, sealed.
+            (_, false) => crate::seal::state_dir().is_none(),
         };
         let shown = self
             .pending_for(id, false)

@@ -148,6 +148,8 @@ pub struct EngineSetup {
     /// on: the only answer an approval takes besides one typed at the terminal (`-i`), never one
     /// found in a file a tool could have written.
     pub answer: Option<String>,
+    /// Take a resumed run that has no seal as it is found (`continue --adopt`).
+    pub adopt: bool,
 }
 
 /// The key of `metadata.json`'s extra fields that says the run was paused between turns as asked
@@ -275,11 +277,23 @@ impl<'a> Engine<'a> {
         let io = IoWriter::start(setup.run.root.clone(), packs);
         let mut journal = opened.journal.with_upstream(upstream);
         // Before anything acts on what was read: the journal must still start as delta left it.
-        let seal = if setup.resuming {
-            crate::seal::Seal::open(&setup.run, &mut journal)?
+        let mut seal = if setup.resuming {
+            let seal = crate::seal::Seal::open(&setup.run, &mut journal)?;
+            if !seal.found() && !setup.adopt && crate::seal::state_dir().is_some() {
+                return Err(crate::seal::SealError::Unsealed {
+                    run_id: setup.run.run_id.clone(),
+                    workspace: setup.run.workspace.clone(),
+                    seal: crate::seal::path_for(&setup.run).unwrap_or_default(),
+                }
+                .into());
+            }
+            seal
         } else {
             crate::seal::Seal::fresh(&setup.run, &mut journal)?
         };
+        if seal.state.agent_ref.is_empty() {
+            seal.state.agent_ref.clone_from(&metadata.agent_ref);
+        }
         let mut engine = Self {
             setup,
             journal,

@@ -10,6 +10,15 @@ impl Engine<'_> {
     /// enforce it (the run fails: it never runs unconfined by accident).
     pub(super) fn prepare_sandbox(&mut self) -> Option<String> {
         let policy = self.setup.agent.sandbox.clone()?;
+        if let Some(path) = policy.exposes(&self.setup.run.workspace, &self.setup.agent.dir) {
+            return Some(format!(
+                "the sandbox lets the run's tools write {}, which holds the agent ({}): they could \
+                 rewrite its tools, hooks and sandbox for the next call; use a workspace outside \
+                 the agent's folder",
+                path.display(),
+                self.setup.agent.dir.display()
+            ));
+        }
         if let Some(state) = crate::seal::state_dir()
             && let Some(path) = policy.exposes(&self.setup.run.workspace, &state)
         {

@@ -24,7 +24,7 @@ impl Engine<'_> {
             shells::host_program(),
             self.tool_env.clone(),
         )
-        .confined(self.setup.agent.sandbox.clone())
+        .confined(self.setup.agent.sandbox.clone(), &self.setup.run.workspace)
     }
 
     /// Runs call `id` of a built-in session tool.

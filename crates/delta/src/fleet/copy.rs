@@ -191,11 +191,13 @@ pub fn materialize(
     // The store's journal is the run's record, and its question the one a person was shown: the
     // copy is sealed from them (a seal of this copy's earlier journal says nothing of it).
     let question = get_json::<crate::engine::InteractionRequest>(store, &run_id, super::QUESTION)?;
-    crate::seal::write_for(&run, text.as_bytes(), question.as_ref())?;
     let mut metadata = match get_json::<RunMetadata>(store, &run_id, METADATA)? {
         Some(metadata) => metadata,
         None => begun(&run_id, submission, clock),
     };
+    // The agent is the submission's, whatever the metadata says.
+    let agent = submission.agent.display().to_string();
+    crate::seal::write_for(&run, text.as_bytes(), question.as_ref(), &agent)?;
     if !copy.recorded {
         // The process records of the copy that ran before are not here: say nothing is known.
         metadata.boot_id = None;

@@ -95,6 +95,7 @@ impl<'h> ChildRuns<'h> {
             sandbox: None,
             network: None,
             confine_as,
+            adopt: false,
             approvals: self.approvals.clone(),
             stream_text: false,
             interactive: false,

@@ -70,6 +70,7 @@ impl Runner<'_> {
             upstream: self.options.upstream.clone(),
             stream_text: false,
             answer: None,
+            adopt: false,
         };
         let mut engine = Engine::new(setup, opened.metadata, self.observer, None)?;
         let compaction = engine.compact_now()?;

@@ -66,6 +66,9 @@ impl Runner<'_> {
         (message, answer): (Option<String>, Option<String>),
         recovered: Option<String>,
     ) -> Result<Finished, RunnerError> {
+        // Which agent a run is made with is the seal's to say, not metadata.json's.
+        crate::seal::check_agent(&session.run, &session.metadata.agent_ref)
+            .map_err(|e| RunnerError::Engine(e.into()))?;
         let agent = self.load_agent(Path::new(&session.metadata.agent_ref))?;
         let env = self.environment(ws, &agent)?;
         let conn = self.connect(&agent, &env)?;
@@ -194,6 +197,7 @@ impl Runner<'_> {
             upstream: options.upstream.clone(),
             stream_text: options.stream_text,
             answer,
+            adopt: options.adopt,
         };
         let human = if options.interactive {
             self.human

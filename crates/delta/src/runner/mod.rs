@@ -144,6 +144,9 @@ pub struct Options {
     /// The whole sandbox, instead of the agent's and `sandbox`/`network` (a child run's: its
     /// agent's held within its parent's).
     pub confine_as: Option<crate::sandbox::SandboxPolicy>,
+    /// Take a run that has no seal as it is found (`continue --adopt`): a run made before seals,
+    /// or whose workspace moved. Otherwise such a run is refused.
+    pub adopt: bool,
 }
 
 impl Options {

@@ -6,10 +6,14 @@
 //! It refuses, with `EACCES`:
 //! - reaching into other processes: `ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`;
 //! - queueing input into a terminal: `ioctl` `TIOCSTI` and `TIOCLINUX`;
-//! - changing the mounts it sees (which could undo a read-only path) and the kernel itself:
-//!   the mount calls, modules, `kexec`, `reboot`, `bpf`;
+//! - changing the mounts it sees (which could undo a read-only path) or joining namespaces
+//!   (`unshare`, `setns`), and the kernel itself: the mount calls, modules, `kexec`, `reboot`,
+//!   `bpf`, `perf_event_open`, `userfaultfd`, `iopl`/`ioperm`; the user's keyrings; files by
+//!   handle (`open_by_handle_at`), which pass every path rule;
+//! - `ioctl` `TIOCSCTTY`, `TIOCCONS`, `TIOCSETD`: taking a terminal, the console;
 //! - with the network off: `socket` of any family (Unix sockets too: a pathname or abstract socket
-//!   may be a server outside the run, a session host or a database), and `io_uring_setup`.
+//!   may be a server outside the run, a session host or a database), `io_uring_setup`, and
+//!   `socketpair` of datagram sockets (which can `sendto` any named socket). A stream
 //!   `socketpair` stays: its two ends are the process's own.
 //!
 //! A system call of another architecture (32-bit calls on a 64-bit kernel) kills the process.
@@ -26,11 +30,13 @@ const ARCH: u32 = 0xC000_00B7;
 compile_error!("the sandbox's seccomp program knows x86_64 and aarch64 only");
 
 /// System calls refused to every confined process.
-const ALWAYS: [libc::c_long; 21] = [
+const ALWAYS: [libc::c_long; 32] = [
+    // Reaching into other processes.
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
     libc::SYS_pidfd_getfd,
+    // Changing the mounts it sees, or joining other namespaces.
     libc::SYS_mount,
     libc::SYS_umount2,
     libc::SYS_pivot_root,
@@ -41,6 +47,9 @@ const ALWAYS: [libc::c_long; 21] = [
     libc::SYS_fsmount,
     libc::SYS_fspick,
     libc::SYS_mount_setattr,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    // The kernel itself.
     libc::SYS_init_module,
     libc::SYS_finit_module,
     libc::SYS_delete_module,
@@ -48,13 +57,36 @@ const ALWAYS: [libc::c_long; 21] = [
     libc::SYS_kexec_file_load,
     libc::SYS_reboot,
     libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_iopl,
+    libc::SYS_ioperm,
+    // The user's keyrings, shared with unconfined processes.
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    // Files by handle, past every path rule.
+    libc::SYS_name_to_handle_at,
+    libc::SYS_open_by_handle_at,
 ];
 
 /// System calls refused too when the network is off.
 const NETWORK: [libc::c_long; 2] = [libc::SYS_socket, libc::SYS_io_uring_setup];
 
-/// `ioctl` requests refused: they put bytes into a terminal's input, as if typed.
-const IOCTLS: [u32; 2] = [libc::TIOCSTI as u32, libc::TIOCLINUX as u32];
+/// `ioctl` requests refused: they put bytes into a terminal's input (as if typed), take a terminal
+/// as the controlling one, redirect the console or change a line discipline.
+const IOCTLS: [u32; 5] = [
+    libc::TIOCSTI as u32,
+    libc::TIOCLINUX as u32,
+    libc::TIOCSCTTY as u32,
+    libc::TIOCCONS as u32,
+    libc::TIOCSETD as u32,
+];
+
+/// The type bits of `socketpair`'s second argument (its flags above them), and the type refused
+/// with the network off: a datagram socket can `sendto` any named socket.
+const SOCKET_TYPE_MASK: u32 = 0xf;
+const SOCK_DGRAM: u32 = libc::SOCK_DGRAM as u32;
 
 /// Where the fields of `struct seccomp_data` are.
 const NR_AT: u32 = 0;
@@ -66,6 +98,7 @@ const ARG1_LOW_AT: u32 = 16 + 8;
 const LOAD_WORD: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JUMP_EQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JUMP_GE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const AND: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
 const RETURN: u16 = 0x06; // BPF_RET | BPF_K
 const ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
 const KILL: u32 = 0x8000_0000; // SECCOMP_RET_KILL_PROCESS
@@ -85,16 +118,41 @@ enum Step {
     },
 }
 
+fn plain(code: u16, k: u32) -> Step {
+    Step::Plain(Instruction {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    })
+}
+
+/// A check of one system call's second argument: when the number is `nr`, the argument (after
+/// `mask`, if any) is compared with each of `refused`, and the call allowed otherwise; another
+/// number goes past the block.
+fn argument_block(nr: libc::c_long, mask: Option<u32>, refused: &[u32]) -> Vec<Step> {
+    let mut block = vec![plain(LOAD_WORD, ARG1_LOW_AT)];
+    if let Some(mask) = mask {
+        block.push(plain(AND, mask));
+    }
+    block.extend(refused.iter().map(|k| Step::RefuseIf {
+        code: JUMP_EQ,
+        k: *k,
+    }));
+    block.push(plain(RETURN, ALLOW));
+    let skip = u8::try_from(block.len()).unwrap_or(u8::MAX);
+    let mut steps = vec![Step::Plain(Instruction {
+        code: JUMP_EQ,
+        jt: 0,
+        jf: skip,
+        k: nr as u32,
+    })];
+    steps.extend(block);
+    steps
+}
+
 /// The program for a process whose network is `network` (on or off).
 pub(super) fn program(network: bool) -> Vec<Instruction> {
-    let plain = |code, k| {
-        Step::Plain(Instruction {
-            code,
-            jt: 0,
-            jf: 0,
-            k,
-        })
-    };
     let mut steps = vec![
         plain(LOAD_WORD, ARCH_AT),
         Step::Plain(Instruction {
@@ -120,19 +178,13 @@ pub(super) fn program(network: bool) -> Vec<Instruction> {
             k: *nr as u32,
         });
     }
-    // `ioctl`: past its arguments' check when it is another call.
-    steps.push(Step::Plain(Instruction {
-        code: JUMP_EQ,
-        jt: 0,
-        jf: 1 + IOCTLS.len() as u8,
-        k: libc::SYS_ioctl as u32,
-    }));
-    steps.push(plain(LOAD_WORD, ARG1_LOW_AT));
-    for request in IOCTLS {
-        steps.push(Step::RefuseIf {
-            code: JUMP_EQ,
-            k: request,
-        });
+    steps.extend(argument_block(libc::SYS_ioctl, None, &IOCTLS));
+    if !network {
+        steps.extend(argument_block(
+            libc::SYS_socketpair,
+            Some(SOCKET_TYPE_MASK),
+            &[SOCK_DGRAM],
+        ));
     }
     steps.push(plain(RETURN, ALLOW));
     let refuse_at = steps.len();
@@ -173,6 +225,7 @@ mod tests {
                     let at = i.k as usize;
                     acc = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
                 }
+                AND => acc &= i.k,
                 JUMP_EQ | JUMP_GE => {
                     let hit = if i.code == JUMP_EQ {
                         acc == i.k
@@ -214,6 +267,22 @@ mod tests {
         assert_eq!(call(&on, libc::SYS_ioctl, sti | 0xffff_0000_0000), REFUSE);
         assert_eq!(call(&on, libc::SYS_ioctl, libc::TIOCLINUX), REFUSE);
         assert_eq!(call(&on, libc::SYS_ioctl, libc::TCGETS), ALLOW);
+        assert_eq!(call(&on, libc::SYS_ioctl, libc::TIOCSCTTY), REFUSE);
+        // socketpair: streams always; datagrams (whatever the flags) only with the network on.
+        let dgram = (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as u64;
+        assert_eq!(call(&off, libc::SYS_socketpair, dgram), REFUSE);
+        assert_eq!(call(&on, libc::SYS_socketpair, dgram), ALLOW);
+        assert_eq!(
+            call(&off, libc::SYS_socketpair, libc::SOCK_STREAM as u64),
+            ALLOW
+        );
+        assert_eq!(
+            call(&off, libc::SYS_socketpair, libc::SOCK_SEQPACKET as u64),
+            ALLOW
+        );
+        // A call after the argument blocks is still allowed, and one of the list refused.
+        assert_eq!(call(&off, libc::SYS_write, 0), ALLOW);
+        assert_eq!(call(&off, libc::SYS_unshare, 0), REFUSE);
         // Another architecture is killed; x32 numbers are refused.
         assert_eq!(run(&on, 0x4000_0003, libc::SYS_read as u32, 0), KILL);
         #[cfg(target_arch = "x86_64")]

@@ -220,6 +220,16 @@ impl SandboxPolicy {
     /// Prepares the ruleset and filter for tools that run in `workspace`; `None` when nothing is
     /// confined. An error when the kernel cannot enforce the mode.
     pub fn prepare(&self, workspace: &Path) -> Result<Option<Confinement>, SandboxError> {
+        self.prepare_with(workspace, &crate::shells::host_program())
+    }
+
+    /// [`SandboxPolicy::prepare`], with `delta` (the binary that holds the read-only mounts' namespaces)
+    /// named: for a program that is not delta itself.
+    pub fn prepare_with(
+        &self,
+        workspace: &Path,
+        delta: &Path,
+    ) -> Result<Option<Confinement>, SandboxError> {
         if !self.confines() {
             return Ok(None);
         }
@@ -232,7 +242,7 @@ impl SandboxPolicy {
         }
         let namespaces = match self.filesystem {
             FsMode::Off => Err("the filesystem is not confined".to_string()),
-            _ => mounts::hold(self, workspace),
+            _ => mounts::hold(self, workspace, delta),
         };
         Ok(Some(Confinement {
             ruleset: fd,
@@ -275,7 +285,9 @@ impl SandboxPolicy {
             let writable = self.writable_paths(workspace);
             let writable: Vec<&Path> = writable.iter().map(PathBuf::as_path).collect();
             // Where the kernel allows it: metadata outside the writable paths cannot change either.
-            if let Err(e) = process_gate::harden::private_mounts(&writable) {
+            // The session's own terminal (a program on a pseudo-terminal) lives in the user's
+            // /dev/pts: kept.
+            if let Err(e) = process_gate::harden::private_mounts(&writable, false) {
                 warn(&format!(
                     "the sandbox's read-only mounts could not be made: {e}"
                 ));
@@ -362,9 +374,11 @@ impl SandboxPolicy {
                 ))
             })
             .and_then(|r| {
+                // Everything but device nodes: one made in a writable folder would open a disk.
+                let devices = AccessFs::MakeChar | AccessFs::MakeBlock;
                 r.add_rules(path_beneath_rules(
                     existing(writable),
-                    AccessFs::from_all(abi),
+                    AccessFs::from_all(abi) & !devices,
                 ))
             })
             .map_err(unsupported)?;

@@ -41,9 +41,8 @@ impl Namespaces {
 
 /// Starts a holder for `policy`'s tools in `workspace` and opens its namespaces; why not, when that
 /// fails.
-pub fn hold(policy: &SandboxPolicy, workspace: &Path) -> Result<Namespaces, String> {
-    let host = crate::shells::host_program();
-    let mut child = Command::new(&host)
+pub fn hold(policy: &SandboxPolicy, workspace: &Path, host: &Path) -> Result<Namespaces, String> {
+    let mut child = Command::new(host)
         .arg(HOLD_COMMAND)
         .arg(serde_json::to_string(policy).unwrap_or_default())
         .arg(workspace)
@@ -97,7 +96,7 @@ pub fn hold_enter(policy: &str, workspace: &Path) -> Result<bool, String> {
         serde_json::from_str(policy).map_err(|e| format!("bad sandbox policy: {e}"))?;
     let writable = policy.writable_paths(workspace);
     let writable: Vec<&Path> = writable.iter().map(PathBuf::as_path).collect();
-    let user = process_gate::harden::private_mounts(&writable)
+    let user = process_gate::harden::private_mounts(&writable, true)
         .map_err(|e| format!("the kernel refused a mount namespace: {e}"))?;
     // Its parent opens the namespaces through /proc, which a non-dumpable process keeps closed.
     process_gate::harden::dumpable().map_err(|e| e.to_string())?;

@@ -89,6 +89,18 @@ pub fn lock(dir: &Path) -> Result<File, ShellError> {
     Ok(file)
 }
 
+/// Whether `path` is a socket where a host of the session in `dir` would listen: `host.sock` in
+/// its folder, or one in this user's private folder under `/tmp`; and a socket indeed (not a link).
+pub fn is_host_socket(dir: &Path, path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let private = PathBuf::from(format!("/tmp/delta-sessions-{uid}"));
+    let placed = *path == dir.join("host.sock")
+        || (path.parent() == Some(private.as_path())
+            && path.extension().is_some_and(|e| e == "sock"));
+    placed && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+}
+
 /// Where the host of session `id` in `dir` listens: `host.sock` in its folder, or, where that path
 /// is too long for a socket address, a folder of this user's under `/tmp` that only they can enter.
 pub fn socket_path(dir: &Path, id: &str) -> Result<PathBuf, ShellError> {

@@ -69,12 +69,12 @@ pub struct ProgramStart {
 }
 
 impl ProgramStart {
-    /// `policy` is the one the host was started with (by the run that drives the session), never
-    /// one read from the session's folder.
-    fn of(policy: Option<crate::sandbox::SandboxPolicy>, meta: &SessionMeta, dir: &Path) -> Self {
-        let sandbox = policy.map(|mut policy| {
+    /// `sandbox` is the policy and workspace the host was started with (by the run that drives the
+    /// session), never read from the session's folder, which the session's programs can write.
+    fn of(sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>, dir: &Path) -> Self {
+        let sandbox = sandbox.map(|(mut policy, workspace)| {
             policy.writable.push(dir.to_path_buf());
-            (policy, PathBuf::from(&meta.work_dir))
+            (policy, workspace)
         });
         Self { sandbox }
     }
@@ -133,8 +133,9 @@ impl Live {
 struct Host {
     dir: PathBuf,
     meta: SessionMeta,
-    /// The sandbox the session's process runs in, as the host was started with it.
-    sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The sandbox the session's process runs in and its workspace, as the host was started with
+    /// them.
+    sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>,
     /// The environment the host started with: what saved state is told apart from.
     base_env: Vec<(String, String)>,
     socket: PathBuf,
@@ -152,7 +153,7 @@ struct Host {
 pub fn run(
     dir: &Path,
     rebuild: bool,
-    sandbox: Option<crate::sandbox::SandboxPolicy>,
+    sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>,
 ) -> Result<(), ShellError> {
     // A group leader cannot start a session; the host is started as an ordinary child, so it is not.
     nix::unistd::setsid().map_err(|e| ShellError::Terminal(format!("setsid: {e}")))?;
@@ -238,7 +239,7 @@ impl Host {
             }
             None => (work_dir, self.base_env.clone(), false),
         };
-        let launcher = ProgramStart::of(self.sandbox.clone(), &self.meta, &self.dir);
+        let launcher = ProgramStart::of(self.sandbox.clone(), &self.dir);
         let live = if self.meta.pty {
             Live::Pty(Pty::start(&self.meta.command, &cwd, &env, &launcher)?)
         } else {

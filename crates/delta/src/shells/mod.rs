@@ -226,9 +226,10 @@ pub struct ShellSessions {
     host_program: PathBuf,
     /// The environment a new host (and so the session's process) starts with.
     env: Vec<(String, String)>,
-    /// The sandbox of the run that drives these sessions: each host is started with it, and a host
-    /// is used only when it is a process of this binary, unconfined, started with exactly it.
-    sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The sandbox of the run that drives these sessions, and its workspace: each host is started
+    /// with them, and a host is used only when it is a process of this binary, unconfined, started
+    /// with exactly them.
+    sandbox: Option<(crate::sandbox::SandboxPolicy, PathBuf)>,
 }
 
 impl ShellSessions {
@@ -242,10 +243,16 @@ impl ShellSessions {
         }
     }
 
-    /// The same sessions, whose processes run in `sandbox` (the policy of the run that drives
-    /// them; nothing on disk changes it).
-    pub fn confined(mut self, sandbox: Option<crate::sandbox::SandboxPolicy>) -> Self {
-        self.sandbox = sandbox.filter(crate::sandbox::SandboxPolicy::confines);
+    /// The same sessions, whose processes run in `sandbox` for `workspace` (the policy and
+    /// workspace of the run that drives them; nothing in a session's folder changes them).
+    pub fn confined(
+        mut self,
+        sandbox: Option<crate::sandbox::SandboxPolicy>,
+        workspace: &Path,
+    ) -> Self {
+        self.sandbox = sandbox
+            .filter(crate::sandbox::SandboxPolicy::confines)
+            .map(|policy| (policy, workspace.to_path_buf()));
         self
     }
 
@@ -462,14 +469,19 @@ impl ShellSessions {
     fn launch_host(&self, dir: &Path, meta: &SessionMeta, rebuild: bool) -> Result<(), ShellError> {
         stop_host(dir);
         let log = files::log_path(dir);
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|source| ShellError::Io {
-                path: log.clone(),
-                source,
-            })?;
+        // Not through a link, nor into a file with another name (the session's own programs can
+        // write its folder): a link there is an error, never a way to append elsewhere.
+        let log_file =
+            store::atomic::open_own(&log, std::fs::OpenOptions::new().create(true).append(true))
+                .and_then(|file| {
+                    file.ok_or_else(|| {
+                        std::io::Error::other("it is a link, or not a regular file of one name")
+                    })
+                })
+                .map_err(|source| ShellError::Io {
+                    path: log.clone(),
+                    source,
+                })?;
         let mut command = Command::new(&self.host_program);
         command
             .args(["sessions", "__host"])
@@ -524,9 +536,11 @@ impl ShellSessions {
     /// The arguments that give a host its sandbox.
     fn host_sandbox_args(&self) -> Vec<String> {
         match &self.sandbox {
-            Some(policy) => vec![
+            Some((policy, workspace)) => vec![
                 "--sandbox".into(),
                 serde_json::to_string(policy).unwrap_or_default(),
+                "--workspace".into(),
+                workspace.display().to_string(),
             ],
             None => Vec::new(),
         }
@@ -644,17 +658,30 @@ fn stop_host(dir: &Path) {
     let Ok(Some(record)) = files::read_host(dir) else {
         return;
     };
-    if let Ok(stream) = UnixStream::connect(&record.socket) {
+    // `host.json` may have been written by the session's own programs: nothing it names is asked
+    // or stopped unless it is this session's host (or a process of the host's session).
+    if files::is_host_socket(dir, &record.socket)
+        && let Ok(stream) = UnixStream::connect(&record.socket)
+    {
         let _ = stream.set_read_timeout(Some(HOST_STOP));
         let _ = ask("", &stream, &Request::Stop, None, Some(HOST_STOP));
     }
-    for group in [Some(&record.host), record.process.as_ref()]
-        .into_iter()
-        .flatten()
-    {
-        group::stop(group, Duration::from_millis(500));
+    let host = record.host.pgid;
+    if peer::is_host_of(host, dir) {
+        group::stop(&record.host, Duration::from_millis(500));
     }
-    let _ = std::fs::remove_file(&record.socket);
+    if let Some(process) = record
+        .process
+        .as_ref()
+        .filter(|p| peer::session_of(p.pgid) == Some(host))
+    {
+        group::stop(process, Duration::from_millis(500));
+    }
+    // `host.json` may have been written by the session's own programs: only a socket where a host
+    // puts one (its folder, or this user's private folder under /tmp) is removed.
+    if files::is_host_socket(dir, &record.socket) {
+        let _ = std::fs::remove_file(&record.socket);
+    }
     let _ = std::fs::remove_file(files::host_path(dir));
 }
 

@@ -22,6 +22,27 @@ pub(super) fn is_host_for(stream: &UnixStream, args: &[String]) -> bool {
     unconfined(pid) && command_line(pid).is_some_and(|line| same_host_args(&line, args))
 }
 
+/// Whether process `pid` is a session host serving `dir` (`… sessions __host DIR …`): what
+/// `host.json` names is stopped only then.
+pub(super) fn is_host_of(pid: i32, dir: &std::path::Path) -> bool {
+    let dir = dir.display().to_string();
+    command_line(pid).is_some_and(|line| {
+        line.get(..3).is_some_and(|head| {
+            head.first().is_some_and(|w| w == "sessions")
+                && head.get(1).is_some_and(|w| w == "__host")
+                && head.get(2) == Some(&dir)
+        })
+    })
+}
+
+/// The session (field 6 of `/proc/<pid>/stat`) of process `pid`.
+pub(super) fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    // After the name: state, ppid, pgrp, session.
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// Whether process `pid` has no seccomp filter (every confined process of delta's has one).
 fn unconfined(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {

@@ -125,8 +125,8 @@ fn after_a_crash_before_the_pause_an_earlier_questions_answer_is_not_used() {
         .rposition(|l| l.contains("\"ACTION_REQUEST\"") && l.contains("\"q2\""))
         .unwrap();
     std::fs::write(&journal, format!("{}\n", lines[..=cut].join("\n"))).unwrap();
-    // Made by hand, this state is no journal delta sealed: taken as found, as a run from before
-    // seals is.
+    // Made by hand, this state is no journal delta sealed: taken as found with --adopt, as a run
+    // from before seals is.
     sb.forget_seals();
     std::fs::write(interaction.join("request.json"), first_request).unwrap();
     std::fs::write(interaction.join("response.txt"), "one").unwrap();
@@ -137,7 +137,7 @@ fn after_a_crash_before_the_pause_an_earlier_questions_answer_is_not_used() {
     std::fs::write(&metadata, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
 
     let server2 = ScriptedServer::start([Reply::text("unused")]);
-    let out = continue_(&sb, &server2, &[]);
+    let out = continue_(&sb, &server2, &["--adopt"]);
     assert_eq!(
         out.code, 101,
         "the run waits for the second answer: {}",

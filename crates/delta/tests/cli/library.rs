@@ -89,6 +89,7 @@ fn options_for(base: &str, root: &Path) -> Options {
         upstream: None,
         depth: 0,
         confine_as: None,
+        adopt: false,
     }
 }
 

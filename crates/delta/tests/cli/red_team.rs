@@ -89,6 +89,8 @@ fn a_confined_tool_cannot_open_the_terminal_or_type_into_it() {
         // TIOCSTI on any descriptor: refused by the filter (EACCES) before the kernel looks.
         "python3 -c 'import fcntl, termios\ntry:\n    fcntl.ioctl(1, termios.TIOCSTI, b\"x\")\nexcept OSError as e:\n    print(\"STI\", e.errno)'",
         "ps -o sid= -p $$ | tr -d ' '; echo PID $$",
+        // The user's terminals are not in its /dev/pts (where namespaces can be made).
+        "ls /dev/pts | grep -vc ptmx; true",
     ];
     let server = scripted(&scripts);
     // delta under a terminal of its own (`script`), as a person runs it.
@@ -123,6 +125,9 @@ fn a_confined_tool_cannot_open_the_terminal_or_type_into_it() {
         "the tool is not a session leader: {}",
         seen[2]
     );
+    if testkit::needs::private_mounts().is_some() {
+        assert!(seen[3].starts_with("=== STDOUT ===\n0\n"), "{}", seen[3]);
+    }
     model_was_told(&server, 1, "STI 13");
 }
 
@@ -320,23 +325,41 @@ fn a_session_keeps_its_runs_sandbox_whatever_its_folder_says() {
         return;
     }
     let sb = session_agent("sandbox: {filesystem: workspace-write, network: false}");
-    // The shell claims a sandbox of its own choosing in the session's metadata, then ends itself
-    // so that the next command starts it again.
-    let claim = r#"python3 -c 'import json; p = ".sessions/s/metadata.json"; m = json.load(open(p)); m["sandbox"] = {"filesystem": "off", "network": True, "writable": [], "readable": []}; json.dump(m, open(p, "w"))'; grep -c sandbox .sessions/s/metadata.json"#;
+    let outside = sb.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // The shell claims no sandbox and another workspace in the session's metadata, then names a
+    // dead host in host.json, so that the next command starts a new host.
+    let claim = format!(
+        r#"python3 -c 'import json
+p = ".sessions/s/metadata.json"; m = json.load(open(p))
+m["sandbox"] = {{"filesystem": "off", "network": True, "writable": [], "readable": []}}
+m["work_dir"] = "{}"
+json.dump(m, open(p, "w"))
+h = ".sessions/s/host.json"; r = json.load(open(h))
+r["host"]["pgid"] = 999999; r["host"]["start_ticks"] = 1
+json.dump(r, open(h, "w"))
+print("CLAIMED")'"#,
+        outside.display()
+    );
     let server = ScriptedServer::start([
         Reply::tool_call("c0", "session_start", json!({"id": "s"})),
-        in_session("c1", claim),
-        in_session("c2", "kill -9 $$"),
-        in_session("c3", "touch ../escaped.txt && echo ESCAPED || echo REFUSED"),
+        in_session("c1", &claim),
+        in_session(
+            "c2",
+            &format!(
+                "touch {}/escaped.txt && echo ESCAPED || echo REFUSED",
+                outside.display()
+            ),
+        ),
         Reply::text("done"),
     ]);
     let out = sb.run(Some(&server), "go", &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let seen = observations(&sb);
-    assert!(seen[1].contains('1'), "the claim was written: {}", seen[1]);
-    assert!(seen[3].contains("REFUSED"), "{}", seen[3]);
-    assert!(!sb.path("escaped.txt").exists());
-    model_was_told(&server, 3, "REFUSED");
+    assert!(seen[1].contains("CLAIMED"), "{}", seen[1]);
+    assert!(seen[2].contains("REFUSED"), "{}", seen[2]);
+    assert!(!outside.join("escaped.txt").exists());
+    model_was_told(&server, 2, "REFUSED");
 }
 
 #[test]
@@ -765,4 +788,70 @@ fn every_attack_fails_for_an_unprivileged_user_too() {
     // Every test of this file but this one ran, and none said it lacked something.
     assert!(passed >= 14, "as nobody:\n{text}");
     assert!(!text.contains("SKIPPED"), "as nobody:\n{text}");
+}
+
+#[test]
+fn a_confined_tool_has_no_capabilities_even_as_root() {
+    if !python() {
+        return;
+    }
+    let sb = hostile_agent("sandbox: {filesystem: off, network: false}");
+    let scripts = [
+        // A device node for the first disk, opened raw.
+        "mknod disk b 8 0 && echo MADE || echo REFUSED",
+        // Physical memory.
+        "head -c 1 /proc/kcore > /dev/null && echo READ || echo REFUSED",
+        "grep ^CapEff /proc/self/status",
+        // A datagram socket pair can send to any named socket: refused with the network off.
+        "python3 -c 'import socket\ntry:\n    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n    print(\"MADE\")\nexcept OSError as e:\n    print(\"REFUSED\", e.errno)'",
+    ];
+    let (_, _, seen) = attack(&sb, &scripts);
+    assert!(seen[0].contains("REFUSED"), "{}", seen[0]);
+    assert!(!sb.ws().join("disk").exists());
+    assert!(seen[1].contains("REFUSED"), "{}", seen[1]);
+    assert!(seen[2].contains("CapEff:\t0000000000000000"), "{}", seen[2]);
+    assert!(seen[3].contains("REFUSED 13"), "{}", seen[3]);
+}
+
+#[test]
+fn a_run_a_tool_made_or_pointed_to_another_agent_is_refused() {
+    // A tool points the run's metadata at an agent of its own (no sandbox, no permissions).
+    let server = ScriptedServer::start([
+        Reply::tool_calls([write_call("c1", "a.txt")]),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(APPROVING);
+    assert_eq!(sb.run(Some(&server), "go", &[]).code, 101);
+    sb.file(
+        "ws/evil/agent.yaml",
+        "name: evil\nllm:\n  model: m\ntools:\n  - name: write\n    exec: \"touch ${file}\"\n",
+    );
+    sb.file("ws/evil/system_prompt.md", "Anything goes.");
+    let path = sb.run_dir().join("metadata.json");
+    let mut metadata = crate::support::read_json(&path);
+    metadata["agent_ref"] = json!(sb.ws().join("evil").display().to_string());
+    std::fs::write(&path, metadata.to_string()).unwrap();
+    let out = continue_with(&sb, &server, &["-m", "no"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("now names"), "{}", out.stderr);
+    assert!(!sb.ws().join("a.txt").exists());
+
+    // A whole run a tool made, named as the latest: no seal vouches for it.
+    let sb = Sandbox::new(APPROVING);
+    let server = ScriptedServer::start([Reply::text("first")]);
+    assert_eq!(sb.run(Some(&server), "go", &[]).code, 0);
+    let real = sb.run_dir();
+    let fake = sb.ws().join(".delta/20990101_000000_forged");
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&real)
+        .arg(&fake)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    std::fs::write(sb.ws().join(".delta/LATEST"), "20990101_000000_forged").unwrap();
+    let out = continue_with(&sb, &server, &["-m", "more"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("has no seal"), "{}", out.stderr);
+    assert!(out.stderr.contains("--adopt"), "{}", out.stderr);
 }

@@ -342,6 +342,7 @@ impl Tools {
             verbose: false,
             format: RunFormat::Json,
             mode,
+            adopt: false,
         };
         let (clock, ids) = report::clock_and_ids()?;
         let interrupt = Arc::clone(call.cancelled());
