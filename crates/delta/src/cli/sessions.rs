@@ -269,6 +269,14 @@ fn exec(sessions: &ShellSessions, id: &str, timeout: Option<f64>) -> Result<Exit
     if out.timed_out {
         eprintln!("[delta-sessions] the command timed out; the session's process was stopped");
     }
+    for (stream, dropped) in ["output", "error output"].iter().zip(out.dropped) {
+        if dropped > 0 {
+            eprintln!(
+                "[delta-sessions] the command's {stream} was cut at {} MiB; {dropped} more bytes were dropped",
+                delta::process::MAX_CAPTURE >> 20
+            );
+        }
+    }
     Ok(ExitCode::from(out.exit_code.clamp(0, 255) as u8))
 }
 

@@ -155,6 +155,7 @@ fn exec_outcome(ran: Result<ExecOutput, ShellError>) -> process::Outcome {
         stderr,
         exit_code: out.exit_code,
         timed_out: out.timed_out,
+        dropped: out.dropped,
         ..process::Outcome::default()
     }
 }

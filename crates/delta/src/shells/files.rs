@@ -79,12 +79,18 @@ pub fn lock(dir: &Path) -> Result<File, ShellError> {
         path: path.clone(),
         source,
     };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
+    // Not through a link, nor waiting on a pipe: the session's own programs can write its folder.
+    let file = store::atomic::own_file(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+    )
+    .open(&path)
+    .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(io(std::io::Error::other("not a regular file")));
+    }
     file.lock().map_err(io)?;
     Ok(file)
 }

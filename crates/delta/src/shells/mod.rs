@@ -202,6 +202,8 @@ pub struct ExecOutput {
     pub timed_out: bool,
     /// The session's process had gone and was started again first: what to tell the caller.
     pub rebuilt: Option<String>,
+    /// Bytes of each stream past what a reply keeps, dropped.
+    pub dropped: [u64; 2],
 }
 
 /// How a session is started.
@@ -378,6 +380,7 @@ impl ShellSessions {
             exit_code: reply.header.exit_code,
             timed_out: reply.header.timed_out,
             rebuilt: reply.header.rebuilt,
+            dropped: reply.header.dropped,
         })
     }
 

@@ -102,8 +102,14 @@ impl Pty {
     ) -> Reply {
         let mut reply = Reply::default();
         let mut out = Vec::new();
+        let keep = |out: &mut Vec<u8>, bytes: &[u8], dropped: &mut u64| {
+            let room = crate::process::MAX_CAPTURE.saturating_sub(out.len());
+            out.extend_from_slice(bytes.get(..room.min(bytes.len())).unwrap_or_default());
+            *dropped += bytes.len().saturating_sub(room) as u64;
+        };
+        let mut dropped = 0u64;
         while let Ok(Chunk::Data(_, bytes)) = self.chunks.try_recv() {
-            out.extend_from_slice(&bytes);
+            keep(&mut out, &bytes, &mut dropped);
         }
         let text = input.trim_end_matches('\n');
         let mut line = text.as_bytes().to_vec();
@@ -120,11 +126,11 @@ impl Pty {
         loop {
             let now = Instant::now();
             if now >= deadline {
-                if !heard {
-                    self.child.stop();
-                    reply.header.timed_out = true;
-                    reply.header.exit_code = 124;
-                }
+                // Silent, or still talking: either way it outlived its time. Stopped, it leaves
+                // nothing for the next command (which starts it again).
+                self.child.stop();
+                reply.header.timed_out = true;
+                reply.header.exit_code = 124;
                 break;
             }
             if gone() {
@@ -135,7 +141,7 @@ impl Pty {
                 Ok(Chunk::Data(_, bytes)) => {
                     heard = true;
                     last_heard = Instant::now();
-                    out.extend_from_slice(&bytes);
+                    keep(&mut out, &bytes, &mut dropped);
                 }
                 Ok(Chunk::End(_)) => {
                     self.child.mark_ended();
@@ -152,6 +158,7 @@ impl Pty {
             }
         }
         reply.stdout = normalize_newlines(&out);
+        reply.header.dropped = [dropped, 0];
         reply
     }
 }

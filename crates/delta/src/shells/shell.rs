@@ -24,6 +24,7 @@ use super::child::SessionChild;
 use super::host::{Chunk, Stream, pump};
 use super::wire::Reply;
 use super::{SHELL_OWNED, SavedState, ShellError, random_hex};
+use crate::process::MAX_CAPTURE;
 
 /// How often a waiting command checks whether the shell is still there.
 const TICK: Duration = Duration::from_millis(50);
@@ -96,14 +97,28 @@ impl Shell {
                 "the shell's pipes were not made".into(),
             ));
         };
-        let control_file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(control)
-            .map_err(|source| ShellError::Io {
-                path: control.to_path_buf(),
-                source,
-            })?;
+        // The pipe just made, not a link or a file put in its place.
+        let control_file =
+            store::atomic::own_file(std::fs::OpenOptions::new().read(true).write(true))
+                .open(control)
+                .and_then(|file| {
+                    use std::os::unix::fs::FileTypeExt;
+                    if file.metadata()?.file_type().is_fifo() {
+                        // Opened without waiting; read as a pipe is, waiting for the shell's writes.
+                        nix::fcntl::fcntl(
+                            &file,
+                            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+                        )
+                        .map_err(std::io::Error::from)?;
+                        Ok(file)
+                    } else {
+                        Err(std::io::Error::other("not a pipe"))
+                    }
+                })
+                .map_err(|source| ShellError::Io {
+                    path: control.to_path_buf(),
+                    source,
+                })?;
         let wake = control_file.try_clone().map_err(|source| ShellError::Io {
             path: control.to_path_buf(),
             source,
@@ -176,7 +191,17 @@ impl Shell {
                         got[i].truncate(at);
                         done[i] = true;
                     }
-                    None => searched[i] = got[i].len().saturating_sub(mark.len() - 1),
+                    None => {
+                        searched[i] = got[i].len().saturating_sub(mark.len() - 1);
+                        // Past the most a reply keeps, only what may still hold the start of a
+                        // marker is kept beyond it; the rest is counted.
+                        if let Some(dropped) = bound(&mut got[i], mark.len() - 1) {
+                            searched[i] = MAX_CAPTURE;
+                            if let Some(count) = reply.header.dropped.get_mut(i) {
+                                *count += dropped;
+                            }
+                        }
+                    }
                 }
             }
             if done.iter().all(|d| *d) {
@@ -203,7 +228,14 @@ impl Shell {
                 got[stream as usize].extend_from_slice(&bytes);
             }
         }
-        let [stdout, stderr, control] = got;
+        let [mut stdout, mut stderr, control] = got;
+        for (stream, dropped) in [&mut stdout, &mut stderr]
+            .into_iter()
+            .zip(reply.header.dropped.iter_mut())
+        {
+            *dropped += stream.len().saturating_sub(MAX_CAPTURE) as u64;
+            stream.truncate(MAX_CAPTURE);
+        }
         reply.stdout = stdout;
         reply.stderr = stderr;
         let mut state = None;
@@ -228,6 +260,17 @@ impl Shell {
             }
         }
     }
+}
+
+/// Cuts `buf` down to [`MAX_CAPTURE`] bytes and its last `tail` bytes once it is longer than both:
+/// how many bytes were dropped, if any.
+fn bound(buf: &mut Vec<u8>, tail: usize) -> Option<u64> {
+    let end = buf.len().checked_sub(tail)?;
+    if end <= MAX_CAPTURE {
+        return None;
+    }
+    buf.drain(MAX_CAPTURE..end);
+    Some((end - MAX_CAPTURE) as u64)
 }
 
 /// The function every command runs through (see the module's documentation). The markers go to

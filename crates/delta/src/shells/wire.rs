@@ -49,6 +49,10 @@ pub struct Header {
     pub stderr: u64,
     /// What went wrong in the host, if the command could not be run at all.
     pub error: Option<String>,
+    /// Bytes of each stream past what a reply keeps ([`crate::process::MAX_CAPTURE`]), read and
+    /// dropped.
+    #[serde(default)]
+    pub dropped: [u64; 2],
 }
 
 /// A reply: its header and both streams.
@@ -95,6 +99,13 @@ impl Reply {
             ));
         }
         let header: Header = serde_json::from_str(&line).map_err(io::Error::other)?;
+        let most = crate::process::MAX_CAPTURE as u64;
+        if header.stdout > most || header.stderr > most {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the session's host announced more output than a reply holds",
+            ));
+        }
         let stdout = read_exact(input, header.stdout)?;
         let stderr = read_exact(input, header.stderr)?;
         Ok(Self {

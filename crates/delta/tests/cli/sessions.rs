@@ -597,6 +597,75 @@ fn a_pty_program_runs_blocks_and_a_silent_one_is_stopped_at_its_timeout() {
 }
 
 #[test]
+fn a_pty_command_still_talking_at_its_timeout_is_stopped_and_leaves_nothing_behind() {
+    if testkit::needs::python3().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    json_of(&output(sessions(
+        dir,
+        false,
+        &["start", "--pty", "--id", "py", "python3", "-q"],
+    )));
+    let started = std::time::Instant::now();
+    let out = output_with_stdin(
+        sessions(dir, false, &["exec", "py", "--timeout", "1"]),
+        "import time\nwhile True:\n    print('tick', flush=True); time.sleep(0.05)\n",
+    );
+    assert_eq!(out.code, 124, "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(out.stdout.contains("tick"), "{out:?}");
+    // The next command's output is its own: no tick of the stopped loop.
+    let out = exec(dir, false, "py", "print(6 * 7)");
+    assert!(out.stdout.contains("42"), "{out:?}");
+    assert!(!out.stdout.contains("tick"), "{out:?}");
+    output(sessions(dir, false, &["end", "py"]));
+    assert_no_process_under(dir);
+}
+
+#[test]
+fn a_session_commands_output_is_bounded_and_says_where_it_was_cut() {
+    let server = ScriptedServer::start([
+        call("c1", "session_start", json!({"id": "s"})),
+        call(
+            "c2",
+            "session_exec",
+            json!({"id": "s", "command": "head -c 70000000 /dev/zero | tr '\\0' a; echo tail-end"}),
+        ),
+        call(
+            "c3",
+            "session_exec",
+            json!({"id": "s", "command": "echo next"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let sb = Sandbox::new(SESSIONS_AGENT);
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = sb.events("ACTION_RESULT");
+    let seen = results[1]["payload"]["observation_content"]
+        .as_str()
+        .unwrap();
+    assert!(
+        seen.contains("bytes past the 64 MiB a stream keeps were dropped"),
+        "{}",
+        &seen[seen.len().saturating_sub(400)..]
+    );
+    let record = crate::support::tool_record(&sb.run_dir(), "c2");
+    let stdout = record["stdout"].as_str().unwrap();
+    assert!(stdout.len() <= 64 * 1024 * 1024 + 1024, "{}", stdout.len());
+    let next = results[2]["payload"]["observation_content"]
+        .as_str()
+        .unwrap();
+    assert!(next.contains("next") && !next.contains("aaaa"), "{next}");
+}
+
+#[test]
 fn an_interrupt_stops_a_session_command_at_once() {
     let server = ScriptedServer::start([
         call("c1", "session_start", json!({"id": "s"})),
