@@ -194,6 +194,15 @@ pub fn run(
 impl Host {
     /// Answers one connection; true when the host must stop.
     fn serve(&mut self, stream: UnixStream) -> bool {
+        if !super::peer::may_drive(&stream) {
+            let refused = Reply::failed(
+                "refused: a sandboxed program may not drive a session that runs outside the \
+                 sandbox"
+                    .into(),
+            );
+            let _ = refused.write_to(&mut &stream);
+            return false;
+        }
         let mut reader = BufReader::new(&stream);
         let mut line = String::new();
         if reader.read_line(&mut line).is_err() {

@@ -22,6 +22,20 @@ pub(super) fn is_host_for(stream: &UnixStream, args: &[String]) -> bool {
     unconfined(pid) && command_line(pid).is_some_and(|line| same_host_args(&line, args))
 }
 
+/// Whether the process at the other end of `stream` may drive this host: a process of this user,
+/// and, when this host is not confined itself (a person started it, or a run's engine did), not a
+/// confined one either: a confined program must not run commands outside its sandbox through it.
+pub(super) fn may_drive(stream: &UnixStream) -> bool {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let Ok(peer) = getsockopt(stream, PeerCredentials) else {
+        return false;
+    };
+    if peer.uid() != nix::unistd::geteuid().as_raw() {
+        return false;
+    }
+    !unconfined(std::process::id() as i32) || unconfined(peer.pid())
+}
+
 /// Whether process `pid` is a session host serving `dir` (`… sessions __host DIR …`): what
 /// `host.json` names is stopped only then.
 pub(super) fn is_host_of(pid: i32, dir: &std::path::Path) -> bool {

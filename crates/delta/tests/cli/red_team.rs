@@ -855,3 +855,45 @@ fn a_run_a_tool_made_or_pointed_to_another_agent_is_refused() {
     assert!(out.stderr.contains("has no seal"), "{}", out.stderr);
     assert!(out.stderr.contains("--adopt"), "{}", out.stderr);
 }
+
+#[test]
+fn a_confined_tool_cannot_drive_a_session_a_person_started() {
+    if testkit::needs::landlock().is_none() || !python() {
+        return;
+    }
+    // With the network on, a tool can make Unix sockets: the person's own session host, started by
+    // hand outside any sandbox, must still refuse it.
+    let sb = hostile_agent("sandbox: {filesystem: workspace-write, network: true}");
+    std::fs::create_dir_all(sb.path("mine")).unwrap();
+    let mut start = std::process::Command::new(env!("CARGO_BIN_EXE_delta"));
+    start
+        .args(["sessions", "start", "--id", "mine"])
+        .current_dir(sb.path("mine"));
+    assert_eq!(output(start).code, 0);
+    let pwned = sb.path("mine/pwned.txt");
+    // Straight to the host's socket, as the protocol says (the session's folder is not the tool's
+    // to lock).
+    let socket = sb.path("mine/.sessions/mine/host.sock");
+    let script = format!(
+        "python3 -c 'import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(\"{}\")\ntry:\n    s.sendall(b\"{{\\\"op\\\": \\\"exec\\\", \\\"command\\\": \\\"touch {}\\\", \\\"timeout_ms\\\": 5000}}\\n\")\nexcept OSError:\n    pass\nprint(s.recv(4096).decode())'",
+        socket.display(),
+        pwned.display()
+    );
+    let (server, _, seen) = attack(&sb, &[script.as_str()]);
+    assert!(seen[0].contains("refused"), "{}", seen[0]);
+    assert!(
+        !pwned.exists(),
+        "the person's unconfined session ran the tool's command"
+    );
+    model_was_told(&server, 0, "refused");
+    // The person still drives it.
+    let mut exec = std::process::Command::new(env!("CARGO_BIN_EXE_delta"));
+    exec.args(["sessions", "exec", "mine"])
+        .current_dir(sb.path("mine"));
+    let out = crate::support::output_with_stdin(exec, "echo still-mine");
+    assert!(out.stdout.contains("still-mine"), "{out:?}");
+    let mut end = std::process::Command::new(env!("CARGO_BIN_EXE_delta"));
+    end.args(["sessions", "end", "mine"])
+        .current_dir(sb.path("mine"));
+    let _ = output(end);
+}
