@@ -268,6 +268,10 @@ impl SandboxPolicy {
                 workspace.join(p)
             }
         }));
+        // A path inside another writable one adds nothing, and a tool could replace it with a link
+        // (its folder is writable) before the rule is made again: left out.
+        let roots = writable.clone();
+        writable.retain(|p| !roots.iter().any(|r| r != p && p.starts_with(r)));
         writable
     }
 
@@ -332,6 +336,19 @@ impl SandboxPolicy {
             if let Some(path) = paths.iter().map(absolute).find(|p| !p.exists()) {
                 return Err(SandboxError::Missing { key, path });
             }
+            // One in the workspace stays there: a link a tool made (in this run or an earlier one)
+            // must not carry the rule elsewhere.
+            let inside = workspace
+                .canonicalize()
+                .unwrap_or_else(|_| workspace.to_path_buf());
+            if let Some(path) = paths
+                .iter()
+                .filter(|p| p.is_relative())
+                .map(absolute)
+                .find(|p| !p.canonicalize().is_ok_and(|c| c.starts_with(&inside)))
+            {
+                return Err(SandboxError::Escapes { key, path });
+            }
         }
         let writable = self.writable_paths(workspace);
         let readable: Vec<PathBuf> = if self.readable.is_empty() || mode == FsMode::Off {
@@ -342,6 +359,8 @@ impl SandboxPolicy {
                 .map(PathBuf::from)
                 .chain(std::iter::once(workspace.to_path_buf()))
                 .chain(self.readable.iter().map(absolute))
+                // What a writable path holds is readable already.
+                .filter(|p| !writable.iter().any(|w| p != w && p.starts_with(w)))
                 .collect()
         };
         let existing =
@@ -528,6 +547,12 @@ pub enum SandboxError {
     Filter(String),
     #[error("sandbox.{key} names {}, which does not exist", .path.display())]
     Missing { key: &'static str, path: PathBuf },
+    #[error(
+        "sandbox.{key} names {}, which leads out of the workspace (through a link): a rule on it \
+         would reach what the link points to",
+        .path.display()
+    )]
+    Escapes { key: &'static str, path: PathBuf },
     #[error("cannot start {program} in the sandbox: {source}")]
     Exec {
         program: String,

@@ -897,3 +897,22 @@ fn a_confined_tool_cannot_drive_a_session_a_person_started() {
         .current_dir(sb.path("mine"));
     let _ = output(end);
 }
+
+#[test]
+fn a_rule_path_in_the_workspace_never_follows_a_link_out_of_it() {
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
+    // An earlier run's tool made `data` a link to a folder outside; this agent reads `data` only.
+    let sb = hostile_agent("sandbox: {filesystem: read-only, network: false, readable: [data]}");
+    let secret = sb.file("secret/key.txt", "the secret");
+    std::fs::create_dir_all(sb.ws()).unwrap();
+    std::os::unix::fs::symlink(secret.parent().unwrap(), sb.ws().join("data")).unwrap();
+    let server = scripted(&["cat data/key.txt"]);
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let failed = sb.events("RUN_FAILED");
+    let text = format!("{out:?} {failed:?}");
+    assert!(text.contains("leads out of the workspace"), "{text}");
+    assert!(sb.events("ACTION_RESULT").is_empty(), "a tool ran");
+}
