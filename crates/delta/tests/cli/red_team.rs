@@ -916,3 +916,56 @@ fn a_rule_path_in_the_workspace_never_follows_a_link_out_of_it() {
     assert!(text.contains("leads out of the workspace"), "{text}");
     assert!(sb.events("ACTION_RESULT").is_empty(), "a tool ran");
 }
+
+#[test]
+fn a_deny_rule_holds_however_the_model_spells_the_command() {
+    // The docs' example: a general shell tool, and a rule against pushing.
+    let sb = Sandbox::new(
+        "name: pushy\nllm:\n  model: m\npermissions:\n  default: allow\n  rules:\n    - {tool: \"run\", command: \"git push*\", action: deny}\n    - {tool: \"save\", args: {path: \"/etc/*\"}, action: deny}\ntools:\n  - name: run\n    exec: \"bash -c ${script}\"\n  - name: save\n    stdin: content\n    exec: \"tee ${path}\"\n",
+    );
+    let server = ScriptedServer::start([
+        Reply::tool_call("c0", "run", json!({"script": "git push origin main"})),
+        Reply::tool_call("c1", "run", json!({"script": "git   push\torigin"})),
+        Reply::tool_call("c2", "save", json!({"path": "/etc/evil", "content": "x"})),
+        Reply::tool_call("c3", "run", json!({"script": "echo harmless"})),
+        Reply::text("done"),
+    ]);
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen = observations(&sb);
+    for (i, text) in seen.iter().take(3).enumerate() {
+        assert!(
+            text.contains("the agent's permissions deny it"),
+            "call {i}: {text}"
+        );
+    }
+    assert!(seen[3].contains("harmless"), "{}", seen[3]);
+    assert!(!Path::new("/etc/evil").exists());
+    model_was_told(&server, 0, "the agent's permissions deny it");
+}
+
+#[test]
+fn the_policy_in_force_is_journaled_and_streamed() {
+    let sb = hostile_agent("sandbox: {filesystem: workspace-write, network: false}");
+    let server = scripted(&["true"]);
+    // The flag loosens the filesystem for this call: the journal says what applied.
+    let out = sb.run(
+        Some(&server),
+        "go",
+        &["--sandbox", "off", "--format", "stream-json"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let policy: Vec<String> = sb
+        .events("SYSTEM_MESSAGE")
+        .iter()
+        .filter_map(|e| e["payload"]["content"].as_str().map(str::to_string))
+        .filter(|c| c.starts_with("Policy in force: "))
+        .collect();
+    assert_eq!(
+        policy,
+        ["Policy in force: sandbox off, network off; no permissions (every call runs)"]
+    );
+    let started: Value = serde_json::from_str(out.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(started["policy"]["sandbox"]["filesystem"], "off");
+    assert_eq!(started["policy"]["sandbox"]["network"], false);
+}
