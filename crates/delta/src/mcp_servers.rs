@@ -5,9 +5,11 @@
 //! `mcp_servers.json` as soon as it starts; the next process that takes the run over stops what a
 //! killed delta left running (a server also ends by itself when its stdin closes, as delta's death
 //! closes it). A server that stops answering (it crashed, or its connection broke) fails the call it
-//! was running and is started again for the next one.
+//! was running and is started again for the next one. What a stdio server writes to its standard
+//! error goes to `io/mcp/<name>.stderr.log` in the run folder, scrubbed, up to [`MAX_CAPTURE`] bytes
+//! (the rest is read and dropped).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,12 +17,19 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use crate::agent::mcp::{McpServerSpec, McpTransport, UnsetVariable};
+use crate::process::MAX_CAPTURE;
 use crate::process::group::{self, GroupId};
 
 /// The record of the run's stdio servers, in its folder.
 pub const RECORD_FILE: &str = "mcp_servers.json";
 /// How long a leftover server gets after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(1);
+/// The line a stdio server's standard error log ends with once it has [`MAX_CAPTURE`] bytes.
+const STDERR_CUT: &str =
+    "[delta: the server's standard error was cut here; the rest was read and dropped]\n";
+
+// One bound for what a program sends: a tool's output, one message of an MCP server.
+const _: () = assert!(mcp::MAX_MESSAGE == MAX_CAPTURE);
 
 /// Why a server could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -423,28 +432,18 @@ impl Launcher {
         })
     }
 
-    /// Copies a server's standard error into `path`, scrubbed, on a thread of its own.
+    /// Copies a server's standard error into `path`, scrubbed, on a thread of its own: whole lines
+    /// up to [`MAX_CAPTURE`] bytes, then [`STDERR_CUT`]; whatever is not copied is read and dropped,
+    /// so that the server never blocks on a full pipe.
     fn log_stderr(&self, stderr: std::process::ChildStderr, path: &Path) {
         let redactor = self.redactor.clone();
         let path = path.to_path_buf();
         std::thread::spawn(move || {
-            // Not through a link a tool may have put in the run folder (`io/`, `io/mcp/`).
-            if let Some(parent) = path.parent() {
-                let io = parent.parent().map(crate::io_files::own_folder);
-                if matches!(io, Some(Err(_))) || crate::io_files::own_folder(parent).is_err() {
-                    return;
-                }
+            let mut stderr = BufReader::new(stderr);
+            if let Some(mut log) = open_log(&path) {
+                copy_lines(&mut stderr, &mut log, &redactor, MAX_CAPTURE);
             }
-            let Ok(mut file) =
-                store::atomic::own_file(std::fs::OpenOptions::new().create(true).append(true))
-                    .open(&path)
-            else {
-                return;
-            };
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                let _ = writeln!(file, "{}", redactor.redact(&line));
-            }
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
         });
     }
 
@@ -464,6 +463,53 @@ impl Launcher {
         let bytes = serde_json::to_vec(&*running).unwrap_or_default();
         store::write_atomic_lazy(record, &bytes)?;
         Ok(())
+    }
+}
+
+/// Opens (to append) a server's standard error log, not through a link a tool may have put in the
+/// run folder (`io/`, `io/mcp/`).
+fn open_log(path: &Path) -> Option<std::fs::File> {
+    if let Some(parent) = path.parent() {
+        let io = parent.parent().map(crate::io_files::own_folder);
+        if matches!(io, Some(Err(_))) || crate::io_files::own_folder(parent).is_err() {
+            return None;
+        }
+    }
+    store::atomic::own_file(std::fs::OpenOptions::new().create(true).append(true))
+        .open(path)
+        .ok()
+}
+
+/// Copies the lines of `input` into `log`, each scrubbed by `redactor`, while they fit in `cap`
+/// bytes; at the first that does not, writes [`STDERR_CUT`] and stops (the rest of `input` is the
+/// caller's to drain). Holds at most `cap + 1` bytes of a line: a longer one is not read further.
+fn copy_lines(
+    input: &mut impl BufRead,
+    log: &mut impl Write,
+    redactor: &llm::Redactor,
+    cap: usize,
+) {
+    let mut left = cap;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = left as u64 + 1;
+        match input.by_ref().take(limit).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let ended = line.last() == Some(&b'\n');
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = String::from_utf8_lossy(text.strip_suffix(b"\r").unwrap_or(text));
+        let scrubbed = redactor.redact(&text);
+        let fits = (ended || line.len() <= left) && scrubbed.len() < left;
+        if !fits {
+            let _ = log.write_all(STDERR_CUT.as_bytes());
+            return;
+        }
+        // A failed write (a full disk) costs the line, not the budget's bound.
+        let _ = writeln!(log, "{scrubbed}");
+        left -= scrubbed.len() + 1;
     }
 }
 

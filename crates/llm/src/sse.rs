@@ -3,7 +3,9 @@
 //! Bytes arrive in arbitrary pieces; [`SseParser::feed`] buffers partial lines and returns every event
 //! completed so far. Supported: `data:` lines (several are joined with `\n`), `event:`, `:` comment
 //! lines (skipped), blank-line dispatch, and `\n` or `\r\n` line endings. `id:` and `retry:` are
-//! accepted and ignored.
+//! accepted and ignored. A parser made [`SseParser::with_limit`] holds at most that many bytes of one
+//! event: a longer event is dropped as it comes, to the blank line that ends it, and counted
+//! ([`SseParser::cut`]).
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +23,35 @@ pub struct SseParser {
     data: String,
     has_data: bool,
     event: Option<String>,
+    /// The most bytes one event may hold (its fields and the line being read); `None`: no limit.
+    limit: Option<usize>,
+    /// The event being read went over `limit`: its lines are dropped up to the blank line that ends
+    /// it, and `partial` only says whether the line being read is blank so far.
+    skipping: bool,
+    /// How many events went over `limit`.
+    cut: u64,
 }
 
 impl SseParser {
     /// A parser with nothing buffered.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A parser that holds at most `limit` bytes of one event: an event that grows past it is
+    /// dropped (its bytes let go as they come, up to the blank line that ends it) and counted by
+    /// [`SseParser::cut`]; nothing is dispatched for it.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            limit: Some(limit),
+            ..Self::default()
+        }
+    }
+
+    /// How many events went over the limit and were dropped so far (counted as soon as one grows
+    /// past it).
+    pub fn cut(&self) -> u64 {
+        self.cut
     }
 
     /// Feeds the next bytes and returns the events they complete.
@@ -45,6 +70,7 @@ impl SseParser {
             }
         }
         self.partial.extend_from_slice(rest);
+        self.bound();
         events
     }
 
@@ -52,6 +78,7 @@ impl SseParser {
     /// line is dispatched; a partial last line is dropped (its data never fully arrived).
     pub fn finish(&mut self) -> Vec<SseEvent> {
         self.partial.clear();
+        self.skipping = false;
         let mut events = Vec::new();
         self.dispatch(&mut events);
         events
@@ -64,6 +91,11 @@ impl SseParser {
 
     fn line(&mut self, raw: &[u8], events: &mut Vec<SseEvent>) {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if self.skipping {
+            // Only the blank line that ends the dropped event matters.
+            self.skipping = !raw.is_empty();
+            return;
+        }
         if raw.is_empty() {
             self.dispatch(events);
             return;
@@ -89,6 +121,25 @@ impl SseParser {
             }
             "event" => self.event = Some(value.to_string()),
             _ => {}
+        }
+        self.bound();
+    }
+
+    /// Drops the event being read once it holds more than the limit; while dropping, keeps no more
+    /// of the line being read than whether it is blank so far (empty or one `\r`).
+    fn bound(&mut self) {
+        let Some(limit) = self.limit else { return };
+        let held =
+            self.partial.len() + self.data.len() + self.event.as_ref().map_or(0, String::len);
+        if !self.skipping && held > limit {
+            self.skipping = true;
+            self.cut += 1;
+            self.data = String::new();
+            self.has_data = false;
+            self.event = None;
+        }
+        if self.skipping && !matches!(self.partial.as_slice(), [] | [b'\r']) {
+            self.partial = vec![b'-'];
         }
     }
 
@@ -151,6 +202,25 @@ mod tests {
         assert!(p.feed(b"data: {\"cut").is_empty());
         assert!(p.has_partial_line());
         assert!(p.finish().is_empty());
+    }
+
+    #[test]
+    fn an_event_over_the_limit_is_dropped_to_its_end_and_counted() {
+        let mut p = SseParser::with_limit(10);
+        let mut out = p.feed(b"data: 0123456789\n\ndata: 0123");
+        assert_eq!((out.len(), p.cut()), (1, 0), "ten bytes of data fit");
+        // The second event grows past the limit across pieces and lines; nothing of it is kept.
+        out.extend(p.feed(b"456789ab"));
+        assert_eq!(p.cut(), 1);
+        assert!(p.partial.len() <= 1 && p.data.is_empty(), "{p:?}");
+        out.extend(p.feed(b"cdef\r\ndata: more\nevent: x\r"));
+        out.extend(p.feed(b"\n\r\n: comment\nevent: y\ndata: after\n\n"));
+        assert_eq!(out, vec![ev(None, "0123456789"), ev(Some("y"), "after")]);
+        // Many short data lines count together.
+        let mut p = SseParser::with_limit(10);
+        assert!(p.feed(b"data: 123\ndata: 456\ndata: 789\n\n").is_empty());
+        assert_eq!(p.cut(), 1);
+        assert_eq!(p.feed(b"data: ok\n\n"), vec![ev(None, "ok")]);
     }
 
     #[test]

@@ -91,7 +91,8 @@ impl Client {
             http.set_protocol_version(version);
         }
         client.server_info = info;
-        client.notify("notifications/initialized", None)?;
+        let wait = client.options.timeout;
+        client.notify("notifications/initialized", None, wait)?;
         if let Transport::Http(http) = &client.transport {
             http.listen(client.options.timeout);
         }
@@ -130,7 +131,8 @@ impl Client {
 
     /// Calls tool `name` (`tools/call`). `timeout` overrides [`Options::timeout`]; when it passes,
     /// the request is cancelled (`notifications/cancelled`) and the call fails with
-    /// [`McpError::Timeout`]. A failure the tool reports itself is a result with `is_error`.
+    /// [`McpError::Timeout`]. A message from the server longer than [`crate::MAX_MESSAGE`] fails it
+    /// with [`McpError::TooLarge`]. A failure the tool reports itself is a result with `is_error`.
     pub fn call_tool(
         &mut self,
         name: &str,
@@ -198,23 +200,29 @@ impl Client {
                 let reason = format!("no answer within {after:?}");
                 let params = json!({"requestId": id, "reason": reason});
                 // Best effort: the timeout is what the caller needs to hear about.
-                let _ = self.notify("notifications/cancelled", Some(params));
+                let _ = self.notify("notifications/cancelled", Some(params), Duration::ZERO);
                 Err(McpError::Timeout { method, after })
             }
             Err(McpError::Cancelled { method }) => {
                 let params = json!({"requestId": id, "reason": "the client was interrupted"});
-                let _ = self.notify("notifications/cancelled", Some(params));
+                let _ = self.notify("notifications/cancelled", Some(params), Duration::ZERO);
                 Err(McpError::Cancelled { method })
             }
             Err(other) => Err(other),
         }
     }
 
-    /// Sends notification `method`.
-    fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), McpError> {
+    /// Sends notification `method`; over stdio, waits up to `wait` for room in a full queue (a
+    /// server that reads nothing), HTTP takes up to [`Options::timeout`].
+    fn notify(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        wait: Duration,
+    ) -> Result<(), McpError> {
         let message = jsonrpc::notification(method, params);
         match &mut self.transport {
-            Transport::Stdio(stdio) => stdio.send(&message),
+            Transport::Stdio(stdio) => stdio.send(&message, wait),
             Transport::Http(http) => http.send(&message, self.options.timeout),
         }
     }

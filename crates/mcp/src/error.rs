@@ -37,6 +37,18 @@ pub enum McpError {
         /// The request's method.
         method: String,
     },
+    /// The server sent a message longer than [`crate::MAX_MESSAGE`] (a stdio line, an event of an
+    /// HTTP event stream) while request `method` waited: it was read to its end and dropped, and the
+    /// request fails.
+    #[error(
+        "the MCP server sent a message over the {limit}-byte limit while {method} waited for its answer; the message was cut (read and dropped)"
+    )]
+    TooLarge {
+        /// The method of the request that waited.
+        method: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The server answered with a JSON-RPC error.
     #[error("MCP server answered {method} with error {code}: {message}")]
     Rpc {

@@ -3,6 +3,8 @@
 //! requests and notifications before the response. After `initialize`, a GET opens the stream on
 //! which the server sends what belongs to no request (`notifications/tools/list_changed`, its own
 //! requests); a reader thread handles it until the server ends it (the DELETE of `close` does).
+//! An answer's body, and each event of a stream, is held up to [`MAX_MESSAGE`] bytes: a longer event
+//! fails the request it answers ([`McpError::TooLarge`]); on the server's own stream it is dropped.
 
 use std::io::Read;
 use std::time::Duration;
@@ -11,11 +13,11 @@ use llm::sse::SseParser;
 use serde_json::Value;
 use ureq::http::Response;
 
-use crate::McpError;
 use crate::jsonrpc::{self, Flags};
+use crate::{MAX_MESSAGE, McpError};
 
-/// The largest JSON answer read (event streams are read as they come, without a limit).
-const BODY_LIMIT: u64 = 64 * 1024 * 1024;
+/// The largest JSON answer read (an event of a stream is held up to [`MAX_MESSAGE`] too).
+const BODY_LIMIT: u64 = MAX_MESSAGE as u64;
 /// How much of an error answer's body [`McpError::Http`] keeps.
 const EXCERPT_CHARS: usize = 500;
 /// How long `close` waits for the server to take its DELETE.
@@ -162,7 +164,7 @@ impl Http {
         timeout: Duration,
     ) -> Result<Option<Value>, McpError> {
         let mut reader = body.into_reader();
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::with_limit(MAX_MESSAGE);
         let mut buffer = vec![0; 16 * 1024];
         loop {
             let read = reader
@@ -177,6 +179,13 @@ impl Http {
                 if let Some(answer) = self.dispatch(&event.data, id) {
                     return Ok(Some(answer));
                 }
+            }
+            if parser.cut() > 0 {
+                // Dropping the body ends the stream: nothing more of the event is read.
+                return Err(McpError::TooLarge {
+                    method: method.to_string(),
+                    limit: MAX_MESSAGE,
+                });
             }
             if read == 0 {
                 return Err(McpError::Closed {
@@ -221,10 +230,10 @@ struct Listener {
 }
 
 impl Listener {
-    /// Handles the stream's messages until it ends.
+    /// Handles the stream's messages until it ends; an event over [`MAX_MESSAGE`] is dropped.
     fn run(self, body: ureq::Body) {
         let mut reader = body.into_reader();
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::with_limit(MAX_MESSAGE);
         let mut buffer = vec![0; 16 * 1024];
         while let Ok(read @ 1..) = reader.read(&mut buffer) {
             for event in parser.feed(&buffer[..read]) {

@@ -43,6 +43,12 @@ mod tools;
 
 use std::time::Duration;
 
+/// The most bytes of one message from a server the client holds: a stdio line or an event of an
+/// HTTP event stream (and an HTTP answer's body). A longer one is read to its end and dropped, and
+/// the request waiting fails with [`McpError::TooLarge`]. The same bound as a tool's output in
+/// delta (`delta::process::MAX_CAPTURE`, 64 MiB), which delta checks at compile time.
+pub const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
 pub use client::{Client, PROTOCOL_VERSION};
 pub use error::McpError;
 pub use tools::{CallResult, ToolInfo, model_tool_name};

@@ -597,3 +597,142 @@ fn removing_a_run_left_waiting_stops_its_mcp_servers_and_sessions() {
     assert_eq!(out.code, 0, "{out:?}");
     assert_no_process_under(sb.root.path());
 }
+
+/// The misbehaving stdio server of the `mcp` crate's tests, as an `mcp_servers:` entry named
+/// `name` in `mode` (`unruly.py` says which there are), with these `timeout_seconds`.
+fn unruly(python: &Path, name: &str, mode: &str, timeout: u32) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/servers/unruly.py");
+    format!(
+        "  - name: {name}\n    command: {}\n    args: [\"{}\", {mode}]\n    timeout_seconds: {timeout}\n",
+        python.display(),
+        script.display()
+    )
+}
+
+/// The line delta writes once where it stops copying a server's standard error.
+const STDERR_CUT: &str =
+    "[delta: the server's standard error was cut here; the rest was read and dropped]\n";
+
+#[test]
+fn a_servers_standard_error_is_logged_up_to_64_mib_and_the_rest_read_and_dropped() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    // "first line", 60 MiB of 1 KiB lines, a line of 10 MiB that does not fit, one more line: all
+    // before the server answers initialize, so that it blocks unless every byte is read.
+    let noisy = unruly(&python, "noisy", "\"stderr-flood\", \"60\"", 60);
+    let sb = Sandbox::new(&agent_with(&noisy));
+    let model = ScriptedServer::start([
+        Reply::tool_call("c1", "noisy__echo", json!({})),
+        Reply::text("done"),
+    ]);
+    let out = sb.run(Some(&model), "go", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(results(&sb)[0]["observation_content"], "ok");
+    let log = std::fs::read(sb.run_dir().join("io/mcp/noisy.stderr.log")).unwrap();
+    let kept = "first line\n".len() + 60 * 1024 * 1024;
+    assert_eq!(
+        log.len(),
+        kept + STDERR_CUT.len(),
+        "whole lines up to the cap, then the notice"
+    );
+    assert!(log.starts_with(b"first line\nlll"));
+    assert!(log.ends_with(STDERR_CUT.as_bytes()));
+    let tail = String::from_utf8_lossy(&log[log.len() - 4096..]);
+    assert_eq!(tail.matches("[delta:").count(), 1, "{tail}");
+    assert!(!tail.contains("www") && !tail.contains("after the flood"));
+}
+
+/// `delta run` against `model` in the background, returned once the model's call is in the journal.
+fn run_until_the_call(sb: &Sandbox, model: &ScriptedServer) -> Child {
+    let requested = || {
+        let latest = std::fs::read_to_string(sb.ws().join(".delta/LATEST")).unwrap_or_default();
+        let journal = sb
+            .ws()
+            .join(".delta")
+            .join(latest.trim())
+            .join("journal.jsonl");
+        std::fs::read_to_string(journal).is_ok_and(|j| j.contains("ACTION_REQUEST"))
+    };
+    run_in_background_until(sb, model, "the call", requested)
+}
+
+/// Waits up to `limit` for `child` to exit (killing it and failing the test past that): its exit
+/// code and how long it took.
+fn exit_within(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("delta still ran after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_server_that_floods_pings_and_reads_nothing_fails_the_call_at_its_timeout() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let sb = Sandbox::new(&agent_with(&unruly(&python, "flood", "\"ping-flood\"", 2)));
+    let model = ScriptedServer::start([
+        Reply::tool_call("c1", "flood__echo", json!({"text": "x".repeat(1 << 20)})),
+        Reply::text("done"),
+    ]);
+    let mut child = run_until_the_call(&sb, &model);
+    let (code, took) = exit_within(&mut child, Duration::from_secs(30));
+    assert_eq!(code, Some(0));
+    // Two seconds of timeout, one of grace for the server to exit, the rest of the run.
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let result = &results(&sb)[0];
+    let said = result["observation_content"].as_str().unwrap();
+    assert!(said.contains("no answer within 2s"), "{result}");
+    assert_no_process_under(&sb.ws());
+}
+
+#[test]
+fn an_interrupt_stops_a_call_to_a_server_that_floods_pings_and_reads_nothing() {
+    let Some(python) = testkit::needs::python3() else {
+        return;
+    };
+    let sb = Sandbox::new(&agent_with(&unruly(
+        &python,
+        "flood",
+        "\"ping-flood\"",
+        120,
+    )));
+    let model = ScriptedServer::start([Reply::tool_call(
+        "c1",
+        "flood__echo",
+        json!({"text": "x".repeat(1 << 20)}),
+    )]);
+    let mut child = run_until_the_call(&sb, &model);
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (code, _) = exit_within(&mut child, Duration::from_secs(30));
+    assert_eq!(code, Some(130));
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        sent.elapsed()
+    );
+    let result = &results(&sb)[0];
+    assert!(
+        result["observation_content"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{result}"
+    );
+    assert_no_process_under(&sb.ws());
+}

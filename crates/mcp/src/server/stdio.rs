@@ -10,6 +10,7 @@ use std::sync::{Mutex, PoisonError};
 use serde_json::Value;
 
 use super::{Core, Handler, PARSE_ERROR, Received, ServerInfo, error};
+use crate::stdio::skip_line;
 
 /// The longest line read (a larger message is answered with an error and skipped).
 const LINE_LIMIT: usize = 16 * 1024 * 1024;
@@ -57,26 +58,6 @@ pub fn serve(
             &send,
         )
     })
-}
-
-/// Skips the rest of an oversized line, a buffer at a time (nothing of it is kept).
-fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
-    loop {
-        let buf = input.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(());
-        }
-        match buf.iter().position(|b| *b == b'\n') {
-            Some(at) => {
-                input.consume(at + 1);
-                return Ok(());
-            }
-            None => {
-                let n = buf.len();
-                input.consume(n);
-            }
-        }
-    }
 }
 
 /// Reads lines until the input ends, handing each non-empty one to `take`.

@@ -4,6 +4,7 @@
 //! from `scripts/install-mcp-servers`; without them those tests say SKIPPED.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bounds;
 mod everything;
 mod python_sdk;
 mod scripted;
