@@ -270,6 +270,39 @@ fn man(args: cli_edge::ManArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The binary's internal commands, which delta starts itself: `__sandboxed POLICY WORKSPACE --
+/// PROGRAM ARGS…` (a session's shell or a stdio MCP server entering the agent's sandbox, see
+/// `delta::sandbox::command`) and `__mounts POLICY WORKSPACE` (the holder of a run's read-only
+/// mounts). `None` for any other command line.
+fn internal(args: &[std::ffi::OsString]) -> Option<ExitCode> {
+    let command = args.get(1)?;
+    if command == delta::sandbox::ENTER_COMMAND {
+        return Some(sandboxed(args));
+    }
+    if command != delta::sandbox::HOLD_COMMAND {
+        return None;
+    }
+    let Some([policy, workspace]) = args.get(2..4) else {
+        eprint_line("error: usage: delta __mounts POLICY WORKSPACE");
+        return Some(ExitCode::from(2));
+    };
+    Some(
+        match delta::sandbox::hold_enter(&policy.to_string_lossy(), std::path::Path::new(workspace))
+        {
+            Ok(user) => {
+                print_out(&format!("{}\n", delta::sandbox::ready_line(user)));
+                // The namespaces are held until delta has opened them and closes this pipe.
+                let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprint_line(&format!("error: {e}"));
+                ExitCode::from(1)
+            }
+        },
+    )
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -281,39 +314,8 @@ pub fn main() -> ExitCode {
     if invoked_as.as_deref() == Some("delta-sessions") {
         return sessions::compat_main(args);
     }
-    // `delta __sandboxed POLICY WORKSPACE -- PROGRAM ARGS…`: how a session's shell or a stdio MCP
-    // server enters the agent's sandbox (internal; see delta::sandbox::command).
-    if args
-        .get(1)
-        .is_some_and(|a| a == delta::sandbox::ENTER_COMMAND)
-    {
-        return sandboxed(&args);
-    }
-    // `delta __mounts POLICY WORKSPACE`: holds the read-only mounts of a run's tools (internal; see
-    // delta::sandbox).
-    if args
-        .get(1)
-        .is_some_and(|a| a == delta::sandbox::HOLD_COMMAND)
-    {
-        let Some([policy, workspace]) = args.get(2..4) else {
-            eprint_line("error: usage: delta __mounts POLICY WORKSPACE");
-            return ExitCode::from(2);
-        };
-        return match delta::sandbox::hold_enter(
-            &policy.to_string_lossy(),
-            std::path::Path::new(workspace),
-        ) {
-            Ok(user) => {
-                print_out(&format!("{}\n", delta::sandbox::ready_line(user)));
-                // The namespaces are held until delta has opened them and closes this pipe.
-                let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprint_line(&format!("error: {e}"));
-                ExitCode::from(1)
-            }
-        };
+    if let Some(code) = internal(&args) {
+        return code;
     }
     if args.len() == 1 {
         let _ = Cli::command().print_help();
