@@ -128,6 +128,11 @@ impl Engine<'_> {
         answer: Option<(String, String)>,
     ) -> ChildStop {
         let workspace = self.child_workspace_of(id);
+        // The run folder is the tools' to write: a link put where the child's folder goes (or
+        // above it) would take the child, and its sandbox's workspace, elsewhere.
+        if let Err(why) = within_run(&self.setup.run.root, &workspace) {
+            return ChildStop::Failed(why);
+        }
         let Some(children) = self.children.as_deref_mut() else {
             return ChildStop::Failed(
                 "agent tools run only where delta's runner runs the loop".into(),
@@ -198,6 +203,40 @@ impl Engine<'_> {
             .find(|(e, _)| matches!(e, Event::ActionRequest { action_id, .. } if action_id == id))
             .map_or(0, |(_, seq)| *seq);
         child_workspace(&self.setup.run.root, id, seq)
+    }
+}
+
+/// Makes `workspace` (when missing) and checks that it is a folder inside `run_root` once every
+/// link on the way is followed.
+fn within_run(run_root: &std::path::Path, workspace: &std::path::Path) -> Result<(), String> {
+    let refused = |e: &dyn std::fmt::Display| {
+        format!(
+            "the agent's folder {} cannot be used: {e}",
+            workspace.display()
+        )
+    };
+    let root = run_root.canonicalize().map_err(|e| refused(&e))?;
+    let outside = |real: &std::path::Path| {
+        refused(&format!(
+            "it leads to {} (through a link), outside its run's folder",
+            real.display()
+        ))
+    };
+    // Nothing is made before the way to it is known to stay in the run's folder.
+    let existing = workspace
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(run_root);
+    let real = existing.canonicalize().map_err(|e| refused(&e))?;
+    if !real.starts_with(&root) {
+        return Err(outside(&real));
+    }
+    std::fs::create_dir_all(workspace).map_err(|e| refused(&e))?;
+    let real = workspace.canonicalize().map_err(|e| refused(&e))?;
+    if real.starts_with(&root) && real.is_dir() {
+        Ok(())
+    } else {
+        Err(outside(&real))
     }
 }
 

@@ -259,3 +259,40 @@ fn a_deny_rule_holds_however_the_model_spells_the_command() {
     assert!(!Path::new("/etc/evil").exists());
     model_was_told(&server, 0, "the agent's permissions deny it");
 }
+
+#[test]
+fn a_sub_agents_folder_never_follows_a_link_out_of_its_run() {
+    if testkit::needs::landlock().is_none() {
+        return;
+    }
+    let sb = Sandbox::new(
+        "name: parent\nllm:\n  model: m\nsandbox: {filesystem: workspace-write, network: false}\ntools:\n  - name: sh\n    exec: \"bash -c ${script}\"\n  - name: helper\n    description: Ask the helper.\n    agent: ./helper\n",
+    );
+    sb.file(
+        "agent/helper/agent.yaml",
+        "name: helper\nllm:\n  model: m\ntools: []\n",
+    );
+    sb.file("agent/helper/system_prompt.md", "You help.");
+    let outside = sb.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let server = ScriptedServer::start([
+        Reply::tool_call(
+            "c0",
+            "sh",
+            json!({"script": format!("ln -s {} .delta/$DELTA_RUN_ID/agents && echo LINKED", outside.display())}),
+        ),
+        Reply::tool_call("c1", "helper", json!({"task": "anything"})),
+        Reply::text("helper done"),
+        Reply::text("parent done"),
+    ]);
+    let out = sb.run(Some(&server), "go", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen = observations(&sb);
+    assert!(seen[0].contains("LINKED"), "{}", seen[0]);
+    assert!(seen[1].contains("outside its run's folder"), "{}", seen[1]);
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "the child ran outside"
+    );
+}
