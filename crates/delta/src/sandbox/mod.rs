@@ -289,9 +289,9 @@ impl SandboxPolicy {
             let writable = self.writable_paths(workspace);
             let writable: Vec<&Path> = writable.iter().map(PathBuf::as_path).collect();
             // Where the kernel allows it: metadata outside the writable paths cannot change either.
-            // The session's own terminal (a program on a pseudo-terminal) lives in the user's
-            // /dev/pts: kept.
-            if let Err(e) = process_gate::harden::private_mounts(&writable, false) {
+            // A /dev/pts of its own: the user's terminals are not there (a program on a
+            // pseudo-terminal keeps the one it was given, open already).
+            if let Err(e) = process_gate::harden::private_mounts(&writable, true) {
                 warn(&format!(
                     "the sandbox's read-only mounts could not be made: {e}"
                 ));
