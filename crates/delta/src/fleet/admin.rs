@@ -196,6 +196,8 @@ pub fn import(
         .canonicalize()
         .map_err(|e| StoreError::io("open", ws, e))?;
     let opened = runs::open(&ws, run_id, clock, "delta import").map_err(open_error)?;
+    // What goes to the store is what delta wrote, with the agent the run was made with.
+    crate::seal::check_prefix(&opened.run, &opened.metadata.agent_ref)?;
     let path = opened.run.journal();
     let contents = store::journal::read_with(&path, |line| {
         serde_json::from_slice::<IgnoredAny>(line)

@@ -49,6 +49,9 @@ impl Runner<'_> {
         };
         let lock = runs::lock_workspace(&ws, clock, COMPACT).map_err(open_error)?;
         let opened = runs::open_locked(&ws, &run_id, lock, clock, COMPACT).map_err(open_error)?;
+        // Which agent the run was made with is the seal's to say, not metadata.json's.
+        crate::seal::check_prefix(&opened.run, &opened.metadata.agent_ref)
+            .map_err(|e| RunnerError::Engine(e.into()))?;
         let agent = self.load_agent(std::path::Path::new(&opened.metadata.agent_ref))?;
         let env = self.environment(&ws, &agent)?;
         let conn = self.connect(&agent, &env)?;
