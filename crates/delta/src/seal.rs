@@ -210,44 +210,71 @@ pub fn write_for(
     Ok(())
 }
 
-/// Checks, before an agent is loaded for `run`, that `agent_ref` is the agent the run was sealed
-/// with (a run without a seal, or a seal from before agents were sealed, passes).
-pub fn check_agent(run: &RunDir, agent_ref: &str) -> Result<(), SealError> {
+/// `run`'s seal file and what it holds; `None` without a state folder or a seal.
+fn read_state(run: &RunDir) -> Result<Option<(PathBuf, SealState)>, SealError> {
     let Some(path) = path_for(run) else {
-        return Ok(());
+        return Ok(None);
     };
-    let Ok(bytes) = std::fs::read(&path) else {
-        return Ok(());
-    };
-    let state: SealState = serde_json::from_slice(&bytes).map_err(|e| SealError::Io {
-        path: path.clone(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-    })?;
+    match std::fs::read(&path) {
+        Ok(bytes) => match serde_json::from_slice::<SealState>(&bytes) {
+            Ok(state) => Ok(Some((path, state))),
+            Err(e) => Err(SealError::Io {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            }),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SealError::Io { path, source }),
+    }
+}
+
+/// `AgentChanged` unless the seal's agent (when it names one) is `agent_ref`.
+fn same_agent(
+    run: &RunDir,
+    path: &Path,
+    state: &SealState,
+    agent_ref: &str,
+) -> Result<(), SealError> {
     if state.agent_ref.is_empty() || state.agent_ref == agent_ref {
         return Ok(());
     }
     Err(SealError::AgentChanged {
         run_id: run.run_id.clone(),
-        sealed: state.agent_ref,
+        sealed: state.agent_ref.clone(),
         found: agent_ref.to_string(),
-        seal: path,
+        seal: path.to_path_buf(),
     })
 }
 
-/// Checks, before `run` is copied (a fork), that its journal still starts with the sealed bytes
-/// and that `agent_ref` is its agent (a run without a seal passes: the copy is sealed anew).
-pub fn check_prefix(run: &RunDir, agent_ref: &str) -> Result<(), SealError> {
-    check_agent(run, agent_ref)?;
-    let Some(path) = path_for(run) else {
-        return Ok(());
+/// Checks, before an agent is loaded for `run`, that `agent_ref` is the agent the run was sealed
+/// with (a run without a seal passes here: the engine refuses it unless it is adopted).
+pub fn check_agent(run: &RunDir, agent_ref: &str) -> Result<(), SealError> {
+    match read_state(run)? {
+        Some((path, state)) => same_agent(run, &path, &state, agent_ref),
+        None => Ok(()),
+    }
+}
+
+/// Checks, before `run` is copied (a fork), compacted or uploaded to a store, that its journal
+/// still starts with the sealed bytes and that `agent_ref` is its agent. A run without a seal is
+/// refused with `unsealed_refused` where delta keeps seals (a fork would seal whatever a tool made);
+/// otherwise it passes as found.
+pub fn check_prefix(
+    run: &RunDir,
+    agent_ref: &str,
+    unsealed_refused: bool,
+) -> Result<(), SealError> {
+    let Some((path, state)) = read_state(run)? else {
+        return match path_for(run).filter(|_| unsealed_refused) {
+            Some(seal) => Err(SealError::Unsealed {
+                run_id: run.run_id.clone(),
+                workspace: run.workspace.clone(),
+                seal,
+            }),
+            None => Ok(()),
+        };
     };
-    let Ok(bytes) = std::fs::read(&path) else {
-        return Ok(());
-    };
-    let state: SealState = serde_json::from_slice(&bytes).map_err(|e| SealError::Io {
-        path: path.clone(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-    })?;
+    same_agent(run, &path, &state, agent_ref)?;
     let journal = run.journal();
     let text = std::fs::read(&journal).map_err(|source| SealError::Io {
         path: journal.clone(),
@@ -287,22 +314,13 @@ impl Seal {
         let Some(path) = path_for(run) else {
             return Ok(Self::default());
         };
-        let state = match std::fs::read(&path) {
-            Ok(bytes) => {
-                serde_json::from_slice::<SealState>(&bytes).map_err(|e| SealError::Io {
-                    path: path.clone(),
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                })?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                journal.track(0)?;
-                return Ok(Self {
-                    path: Some(path),
-                    found: false,
-                    state: SealState::default(),
-                });
-            }
-            Err(source) => return Err(SealError::Io { path, source }),
+        let Some((_, state)) = read_state(run)? else {
+            journal.track(0)?;
+            return Ok(Self {
+                path: Some(path),
+                found: false,
+                state: SealState::default(),
+            });
         };
         let sealed = journal.track(state.journal_bytes)?;
         if sealed.as_ref().map(|(_, sha)| sha) != Some(&state.journal_sha256) {

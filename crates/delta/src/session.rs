@@ -269,7 +269,7 @@ pub fn fork(
     let workspace_lock = runs::lock_workspace(&source.workspace, clock, command)?;
     let source_meta = RunMetadata::load(&source.metadata())?;
     // What is copied is what delta wrote, with the agent it was made with.
-    crate::seal::check_prefix(source, &source_meta.agent_ref)
+    crate::seal::check_prefix(source, &source_meta.agent_ref, true)
         .map_err(|e| ForkError::Seal(Box::new(e)))?;
     let (events, _) = crate::events::read(&source.journal())?;
     let cut = fork_point(&events, iteration).map_err(|have| ForkError::TooFew {

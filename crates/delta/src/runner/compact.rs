@@ -50,7 +50,8 @@ impl Runner<'_> {
         let lock = runs::lock_workspace(&ws, clock, COMPACT).map_err(open_error)?;
         let opened = runs::open_locked(&ws, &run_id, lock, clock, COMPACT).map_err(open_error)?;
         // Which agent the run was made with is the seal's to say, not metadata.json's.
-        crate::seal::check_prefix(&opened.run, &opened.metadata.agent_ref)
+        // (A run without a seal is refused by the engine, which compacts it, unless adopted.)
+        crate::seal::check_prefix(&opened.run, &opened.metadata.agent_ref, false)
             .map_err(|e| RunnerError::Engine(e.into()))?;
         let agent = self.load_agent(std::path::Path::new(&opened.metadata.agent_ref))?;
         let env = self.environment(&ws, &agent)?;
